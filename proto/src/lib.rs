@@ -1,0 +1,19 @@
+//! The `stepd.v1` API: prost messages, tonic clients and servers, and the
+//! encoded file descriptor set (for gRPC reflection and JSON rendering).
+
+#![allow(clippy::doc_lazy_continuation, clippy::large_enum_variant)]
+
+/// Package `stepd.v1`.
+pub mod v1 {
+    tonic::include_proto!("stepd.v1");
+}
+
+/// Encoded `FileDescriptorSet` of every stepd proto and its imports, with source info.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/stepd_descriptor.bin"));
+
+/// The wire protocol version this crate speaks.
+pub const PROTOCOL_VERSION: &str = "stepd.v1";
+
+/// The `ErrorInfo.domain` of every stepd error.
+pub const ERROR_DOMAIN: &str = "stepd.dev";

@@ -1,0 +1,130 @@
+//! `stepd.v1.DaemonService`.
+
+use std::sync::Arc;
+
+use stepd_proto::{
+    PROTOCOL_VERSION,
+    v1::{
+        CheckStatus, ConfigCheck, DoctorRequest, DoctorResponse, GetStatusRequest,
+        GetStatusResponse, GetVersionRequest, GetVersionResponse, PingRequest, PingResponse,
+        ShutdownRequest, ShutdownResponse, StoreCheck, daemon_service_server::DaemonService,
+    },
+};
+use tonic::{Request, Response, Status};
+
+use crate::{daemon::Daemon, dap::registry, time::now_timestamp};
+
+/// Handler of DaemonService.
+pub struct DaemonApi {
+    daemon: Arc<Daemon>,
+}
+
+impl DaemonApi {
+    /// A handler over the daemon.
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+
+    fn uptime(&self) -> prost_types::Duration {
+        prost_types::Duration::try_from(self.daemon.started.elapsed()).unwrap_or_default()
+    }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[tonic::async_trait]
+impl DaemonService for DaemonApi {
+    async fn ping(&self, _: Request<PingRequest>) -> Result<Response<PingResponse>, Status> {
+        Ok(Response::new(PingResponse {
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: PROTOCOL_VERSION.into(),
+            instance_id: self.daemon.instance_id.clone(),
+            uptime: Some(self.uptime()),
+            server_time: Some(now_timestamp()),
+        }))
+    }
+
+    async fn get_status(
+        &self,
+        _: Request<GetStatusRequest>,
+    ) -> Result<Response<GetStatusResponse>, Status> {
+        let d = &self.daemon;
+        let (active, pauses, breakpoints) = d.bus.with_view(|v| v.counts());
+        Ok(Response::new(GetStatusResponse {
+            version: env!("CARGO_PKG_VERSION").into(),
+            instance_id: d.instance_id.clone(),
+            uptime: Some(self.uptime()),
+            active_sessions: count(active),
+            subscribers: count(d.subscriber_count()),
+            pending_pauses: count(pauses),
+            breakpoints: count(breakpoints),
+            last_seq: d.bus.last_seq(),
+            listen: d.listen.get().cloned().unwrap_or_default(),
+            data_dir: d.config.data_dir.display().to_string(),
+            probes: 0,
+        }))
+    }
+
+    async fn get_version(
+        &self,
+        _: Request<GetVersionRequest>,
+    ) -> Result<Response<GetVersionResponse>, Status> {
+        Ok(Response::new(GetVersionResponse {
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: PROTOCOL_VERSION.into(),
+            build_profile: if cfg!(debug_assertions) { "debug" } else { "release" }.into(),
+            target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+        }))
+    }
+
+    async fn doctor(&self, _: Request<DoctorRequest>) -> Result<Response<DoctorResponse>, Status> {
+        let adapters = registry::check_all().await;
+        let store = match self.daemon.store.schema_version().await {
+            Ok(version) => StoreCheck {
+                status: CheckStatus::Ok.into(),
+                path: self.daemon.store.path().into(),
+                schema_version: version,
+                message: String::new(),
+            },
+            Err(err) => StoreCheck {
+                status: CheckStatus::Broken.into(),
+                path: self.daemon.store.path().into(),
+                schema_version: 0,
+                message: err.to_string(),
+            },
+        };
+        let config = &self.daemon.config;
+        let mut warnings = Vec::new();
+        if !config.listen.ip().is_loopback() {
+            warnings.push(format!(
+                "listening on non-loopback {} without authentication (--insecure)",
+                config.listen
+            ));
+        }
+        Ok(Response::new(DoctorResponse {
+            adapters,
+            store: Some(store),
+            config: Some(ConfigCheck {
+                status: if warnings.is_empty() { CheckStatus::Ok } else { CheckStatus::Broken }
+                    .into(),
+                file: config
+                    .config_file
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                warnings,
+            }),
+        }))
+    }
+
+    async fn shutdown(
+        &self,
+        request: Request<ShutdownRequest>,
+    ) -> Result<Response<ShutdownResponse>, Status> {
+        tracing::info!(by = %super::client_name(&request), "shutdown requested");
+        self.daemon.shutdown.cancel();
+        Ok(Response::new(ShutdownResponse {}))
+    }
+}

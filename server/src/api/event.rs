@@ -1,0 +1,53 @@
+//! `stepd.v1.EventService`.
+
+use std::sync::Arc;
+
+use stepd_proto::v1::{SubscribeRequest, SubscribeResponse, event_service_server::EventService};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::{daemon::Daemon, events::Subscriber};
+
+/// Events queued for a client's HTTP/2 stream before the subscriber task waits;
+/// beyond this the shared broadcast buffer absorbs the lag.
+const STREAM_QUEUE: usize = 64;
+
+/// Handler of EventService.
+pub struct EventApi {
+    daemon: Arc<Daemon>,
+}
+
+impl EventApi {
+    /// A handler over the daemon.
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+}
+
+#[tonic::async_trait]
+impl EventService for EventApi {
+    type SubscribeStream = ReceiverStream<Result<SubscribeResponse, Status>>;
+
+    async fn subscribe(
+        &self,
+        request: Request<Streaming<SubscribeRequest>>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        let slot = self.daemon.subscriber_slot()?;
+        let client_name = super::client_name(&request);
+        let inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        let subscriber = Subscriber {
+            bus: self.daemon.bus.clone(),
+            pauses: self.daemon.pauses.clone(),
+            shutdown: self.daemon.shutdown.clone(),
+            heartbeat: self.daemon.config.heartbeat_interval,
+            client_name,
+        };
+        tokio::spawn(async move {
+            let _slot = slot;
+            subscriber.run(inbound, tx).await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

@@ -1,0 +1,302 @@
+//! Daemon configuration: flags, then `STEPD_*` environment variables, then an
+//! optional TOML file, then defaults — in that order of precedence.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use serde::Deserialize;
+
+/// The default TCP address; `stepctl` looks here first.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7701";
+
+/// Command line of `stepd`. Every flag can also be set as `STEPD_<NAME>` or in
+/// the TOML file under the same name with underscores.
+#[derive(Debug, Parser, Default)]
+#[command(name = "stepd", version, about = "The stepd debugging daemon")]
+pub struct Cli {
+    /// TCP address to serve gRPC on [default: 127.0.0.1:7701]. Port 0 picks a free port.
+    #[arg(long, env = "STEPD_LISTEN")]
+    pub listen: Option<String>,
+    /// Unix socket path [default: <data-dir>/run/stepd.sock].
+    #[arg(long, env = "STEPD_UNIX_SOCKET")]
+    pub unix_socket: Option<PathBuf>,
+    /// Do not serve on a Unix socket.
+    #[arg(long, env = "STEPD_NO_UNIX_SOCKET")]
+    pub no_unix_socket: bool,
+    /// Directory for the database and the socket [default: $XDG_DATA_HOME/stepd or ~/.local/share/stepd].
+    #[arg(long, env = "STEPD_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// TOML configuration file [default: <data-dir>/stepd.toml when it exists].
+    #[arg(long, env = "STEPD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Allow a non-loopback listen address without authentication (e.g. behind a mesh sidecar that enforces mTLS).
+    #[arg(long, env = "STEPD_INSECURE")]
+    pub insecure: bool,
+    /// Log format: "text" or "json". Filter with RUST_LOG.
+    #[arg(long, env = "STEPD_LOG_FORMAT")]
+    pub log_format: Option<String>,
+    /// Interval of heartbeats on quiet Subscribe streams, e.g. "30s".
+    #[arg(long, env = "STEPD_HEARTBEAT_INTERVAL")]
+    pub heartbeat_interval: Option<String>,
+    /// Events a subscriber may lag behind before it gets a gap and a fresh snapshot.
+    #[arg(long, env = "STEPD_SUBSCRIBER_BUFFER")]
+    pub subscriber_buffer: Option<usize>,
+    /// Events kept per session (and for daemon-level events) for resuming subscribers.
+    #[arg(long, env = "STEPD_RING_CAPACITY")]
+    pub ring_capacity: Option<usize>,
+    /// Most Subscribe streams open at once.
+    #[arg(long, env = "STEPD_MAX_SUBSCRIBERS")]
+    pub max_subscribers: Option<usize>,
+    /// Largest gRPC message accepted or sent, in bytes.
+    #[arg(long, env = "STEPD_MAX_MESSAGE_BYTES")]
+    pub max_message_bytes: Option<usize>,
+    /// How long shutdown waits for connections to close, e.g. "5s".
+    #[arg(long, env = "STEPD_DRAIN_TIMEOUT")]
+    pub drain_timeout: Option<String>,
+    /// Default limit of a probe hold, e.g. "30m".
+    #[arg(long, env = "STEPD_HOLD_LIMIT")]
+    pub hold_limit: Option<String>,
+}
+
+/// The TOML file: the same settings as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    unix_socket: Option<PathBuf>,
+    no_unix_socket: Option<bool>,
+    insecure: Option<bool>,
+    log_format: Option<String>,
+    heartbeat_interval: Option<String>,
+    subscriber_buffer: Option<usize>,
+    ring_capacity: Option<usize>,
+    max_subscribers: Option<usize>,
+    max_message_bytes: Option<usize>,
+    drain_timeout: Option<String>,
+    hold_limit: Option<String>,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// TCP address as given (host:port).
+    pub listen: SocketAddr,
+    /// Unix socket path, unless disabled.
+    pub unix_socket: Option<PathBuf>,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// The configuration file read, if any.
+    pub config_file: Option<PathBuf>,
+    /// Non-loopback binding allowed without authentication.
+    pub insecure: bool,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Heartbeat interval on quiet streams.
+    pub heartbeat_interval: Duration,
+    /// Subscriber lag bound, in events.
+    pub subscriber_buffer: usize,
+    /// Ring capacity per session, in events.
+    pub ring_capacity: usize,
+    /// Subscribe streams cap.
+    pub max_subscribers: usize,
+    /// gRPC message size cap.
+    pub max_message_bytes: usize,
+    /// Shutdown drain deadline.
+    pub drain_timeout: Duration,
+    /// Default probe hold limit.
+    pub hold_limit: Duration,
+}
+
+impl Config {
+    /// Resolves the command line against the environment (done by clap), the file and defaults.
+    pub fn resolve(cli: Cli) -> anyhow::Result<Self> {
+        let data_dir = match cli.data_dir {
+            Some(dir) => dir,
+            None => default_data_dir()?,
+        };
+        let (file, config_file) = load_file(cli.config.as_deref(), &data_dir)?;
+
+        let listen_text = cli
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = parse_listen(&listen_text)?;
+        let insecure = cli.insecure || file.insecure.unwrap_or(false);
+        if !listen.ip().is_loopback() && !insecure {
+            bail!(
+                "refusing to listen on non-loopback address {listen}: stepd runs arbitrary code for \
+                 whoever can reach it. Pass --insecure (STEPD_INSECURE=1) only behind something that \
+                 authenticates callers, such as a mesh sidecar enforcing mTLS"
+            );
+        }
+        let no_unix = cli.no_unix_socket || file.no_unix_socket.unwrap_or(false);
+        let unix_socket = if no_unix {
+            None
+        } else {
+            Some(
+                cli.unix_socket
+                    .or(file.unix_socket)
+                    .unwrap_or_else(|| data_dir.join("run").join("stepd.sock")),
+            )
+        };
+        let log_format = match cli.log_format.or(file.log_format).as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => bail!("--log-format must be \"text\" or \"json\", not {other:?}"),
+        };
+        let duration = |name: &str, value: Option<String>, default: Duration| match value {
+            None => Ok(default),
+            Some(text) => humantime::parse_duration(&text)
+                .with_context(|| format!("--{name}: {text:?} is not a duration like \"30s\"")),
+        };
+        let positive = |name: &str, value: Option<usize>, default: usize| match value {
+            Some(0) => bail!("--{name} must be at least 1"),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        Ok(Self {
+            listen,
+            unix_socket,
+            data_dir,
+            config_file,
+            insecure,
+            log_format,
+            heartbeat_interval: duration(
+                "heartbeat-interval",
+                cli.heartbeat_interval.or(file.heartbeat_interval),
+                Duration::from_secs(30),
+            )?,
+            subscriber_buffer: positive(
+                "subscriber-buffer",
+                cli.subscriber_buffer.or(file.subscriber_buffer),
+                4096,
+            )?,
+            ring_capacity: positive(
+                "ring-capacity",
+                cli.ring_capacity.or(file.ring_capacity),
+                4096,
+            )?,
+            max_subscribers: positive(
+                "max-subscribers",
+                cli.max_subscribers.or(file.max_subscribers),
+                1024,
+            )?,
+            max_message_bytes: positive(
+                "max-message-bytes",
+                cli.max_message_bytes.or(file.max_message_bytes),
+                16 * 1024 * 1024,
+            )?,
+            drain_timeout: duration(
+                "drain-timeout",
+                cli.drain_timeout.or(file.drain_timeout),
+                Duration::from_secs(5),
+            )?,
+            hold_limit: duration(
+                "hold-limit",
+                cli.hold_limit.or(file.hold_limit),
+                Duration::from_secs(30 * 60),
+            )?,
+        })
+    }
+}
+
+fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
+    let normalised = match text.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => text.to_owned(),
+    };
+    normalised
+        .parse()
+        .with_context(|| format!("--listen: {text:?} is not an address like 127.0.0.1:7701"))
+}
+
+fn default_data_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir).join("stepd"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("neither --data-dir, XDG_DATA_HOME nor HOME is set")?;
+    Ok(PathBuf::from(home).join(".local/share/stepd"))
+}
+
+fn load_file(
+    explicit: Option<&Path>,
+    data_dir: &Path,
+) -> anyhow::Result<(FileConfig, Option<PathBuf>)> {
+    let path = match explicit {
+        Some(path) => path.to_path_buf(),
+        None => {
+            let default = data_dir.join("stepd.toml");
+            if !default.exists() {
+                return Ok((FileConfig::default(), None));
+            }
+            default
+        }
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading configuration file {}", path.display()))?;
+    let file = toml::from_str(&text)
+        .with_context(|| format!("parsing configuration file {}", path.display()))?;
+    Ok((file, Some(path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(data_dir: &Path) -> Cli {
+        Cli {
+            data_dir: Some(data_dir.to_path_buf()),
+            ..Cli::default()
+        }
+    }
+
+    #[test]
+    fn non_loopback_needs_insecure() {
+        let dir = std::env::temp_dir();
+        let mut c = cli(&dir);
+        c.listen = Some("0.0.0.0:7701".into());
+        let err = Config::resolve(c).unwrap_err().to_string();
+        assert!(err.contains("--insecure"), "{err}");
+        let mut c = cli(&dir);
+        c.listen = Some("0.0.0.0:7701".into());
+        c.insecure = true;
+        assert!(Config::resolve(c).is_ok());
+    }
+
+    #[test]
+    fn flags_beat_file_beats_defaults() {
+        let dir = std::env::temp_dir().join(format!("stepd-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("stepd.toml"),
+            "ring_capacity = 7\nheartbeat_interval = \"2s\"\n",
+        )
+        .unwrap();
+        let mut c = cli(&dir);
+        c.ring_capacity = Some(9);
+        let config = Config::resolve(c).unwrap();
+        assert_eq!(config.ring_capacity, 9);
+        assert_eq!(config.heartbeat_interval, Duration::from_secs(2));
+        assert_eq!(config.subscriber_buffer, 4096);
+        assert_eq!(config.config_file, Some(dir.join("stepd.toml")));
+        std::fs::write(dir.join("stepd.toml"), "no_such_setting = 1\n").unwrap();
+        assert!(Config::resolve(cli(&dir)).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,104 @@
+//! The daemon's shared state: what every API handler delegates to.
+
+use std::{
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Instant,
+};
+
+use stepd_proto::v1::ErrorReason;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    breakpoints::Breakpoints,
+    config::Config,
+    error::{ApiError, ApiResult},
+    events::EventBus,
+    pause::PauseRegistry,
+    store::Store,
+};
+
+/// One running stepd.
+pub struct Daemon {
+    /// Resolved configuration.
+    pub config: Config,
+    /// Random id of this process, new on every start.
+    pub instance_id: String,
+    /// When the daemon started.
+    pub started: Instant,
+    /// Events and the state view.
+    pub bus: Arc<EventBus>,
+    /// Pending pauses.
+    pub pauses: Arc<PauseRegistry>,
+    /// Breakpoint operations.
+    pub breakpoints: Breakpoints,
+    /// The database.
+    pub store: Store,
+    /// Cancelled when the daemon begins shutting down.
+    pub shutdown: CancellationToken,
+    /// Addresses actually served (known once bound).
+    pub listen: OnceLock<Vec<String>>,
+    subscribers: Arc<AtomicUsize>,
+}
+
+/// Holds one Subscribe slot; dropping it frees the slot.
+pub struct SubscriberSlot(Arc<AtomicUsize>);
+
+impl Drop for SubscriberSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Daemon {
+    /// Opens the store, loads breakpoints and sets up the event bus.
+    pub async fn open(config: Config) -> anyhow::Result<Self> {
+        let store = Store::open(&config.data_dir).await?;
+        let instance_id = uuid::Uuid::now_v7().to_string();
+        // Sequence numbers start at the start time in microseconds, so cursors
+        // from an earlier instance always fall below this one's.
+        let first_seq = u64::try_from(crate::time::now_us()).unwrap_or(1).max(1);
+        let bus = Arc::new(EventBus::new(
+            instance_id.clone(),
+            first_seq,
+            config.subscriber_buffer,
+            config.ring_capacity,
+        ));
+        let breakpoints = Breakpoints::load(store.clone(), bus.clone()).await?;
+        Ok(Self {
+            instance_id,
+            started: Instant::now(),
+            pauses: Arc::new(PauseRegistry::new(bus.clone())),
+            bus,
+            breakpoints,
+            store,
+            shutdown: CancellationToken::new(),
+            listen: OnceLock::new(),
+            subscribers: Arc::new(AtomicUsize::new(0)),
+            config,
+        })
+    }
+
+    /// Takes a Subscribe slot, or fails with LIMIT_EXCEEDED at the cap.
+    pub fn subscriber_slot(&self) -> ApiResult<SubscriberSlot> {
+        let max = self.config.max_subscribers;
+        self.subscribers
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .map_err(|_| {
+                ApiError::new(
+                    ErrorReason::LimitExceeded,
+                    format!("{max} subscribers are connected, the configured maximum"),
+                )
+                .with("limit", "max_subscribers")
+                .with("max", max.to_string())
+            })?;
+        Ok(SubscriberSlot(self.subscribers.clone()))
+    }
+
+    /// Open Subscribe streams.
+    pub fn subscriber_count(&self) -> usize {
+        self.subscribers.load(Ordering::Acquire)
+    }
+}

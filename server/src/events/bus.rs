@@ -1,0 +1,281 @@
+//! The event bus. Publishing takes one short lock: number the event, apply it
+//! to the state view, keep it in its session's ring, hand it to the broadcast.
+//! Fan-out is tokio's broadcast channel: one shared bounded buffer, so a slow
+//! subscriber lags (and is resynchronised) instead of slowing anyone down.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use stepd_proto::v1::{Breakpoint, Event, Gap, event::Payload};
+use tokio::sync::broadcast;
+
+use super::{Filter, StateView};
+use crate::time::now_timestamp;
+
+/// Key of the ring holding daemon-level events (no session).
+const DAEMON_RING: &str = "";
+
+/// Recent events of one session, for resuming subscribers.
+#[derive(Debug, Default)]
+struct Ring {
+    events: VecDeque<Arc<Event>>,
+    /// Highest seq pushed out of the ring; a cursor below it cannot be replayed.
+    evicted_through: u64,
+}
+
+#[derive(Debug)]
+struct BusState {
+    last_seq: u64,
+    /// Cursors below this can never be replayed (earlier instance, dropped rings).
+    floor: u64,
+    rings: HashMap<String, Ring>,
+    view: StateView,
+}
+
+/// How a subscription starts.
+#[derive(Debug)]
+pub enum Start {
+    /// A fresh snapshot (stream-local event).
+    Snapshot(Event),
+    /// Exactly the events missed since the resume point.
+    Replay(Vec<Arc<Event>>),
+    /// The resume point is no longer held: what was lost, then a snapshot.
+    Resync {
+        /// The gap event.
+        gap: Event,
+        /// The snapshot event.
+        snapshot: Event,
+    },
+}
+
+/// The daemon's event bus.
+#[derive(Debug)]
+pub struct EventBus {
+    state: Mutex<BusState>,
+    live: broadcast::Sender<Arc<Event>>,
+    ring_capacity: usize,
+    instance_id: String,
+}
+
+impl EventBus {
+    /// A bus whose sequence starts after `first_seq - 1`; subscribers may lag
+    /// `subscriber_buffer` events; each ring keeps `ring_capacity` events.
+    ///
+    /// The daemon starts the sequence at its start time in microseconds, so a
+    /// cursor from an earlier instance is below the floor and resynchronises.
+    pub fn new(
+        instance_id: String,
+        first_seq: u64,
+        subscriber_buffer: usize,
+        ring_capacity: usize,
+    ) -> Self {
+        let (live, _) = broadcast::channel(subscriber_buffer);
+        let floor = first_seq.saturating_sub(1);
+        Self {
+            state: Mutex::new(BusState {
+                last_seq: floor,
+                floor,
+                rings: HashMap::new(),
+                view: StateView::default(),
+            }),
+            live,
+            ring_capacity,
+            instance_id,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BusState> {
+        // A panic while holding the lock cannot leave the state half-written in
+        // a way later readers would misread, so recover rather than cascade.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The daemon instance id carried by snapshots.
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+
+    /// Numbers, records and broadcasts an event.
+    pub fn publish(&self, session_id: &str, payload: Payload) -> Arc<Event> {
+        let mut state = self.lock();
+        state.last_seq += 1;
+        let event = Arc::new(Event {
+            seq: state.last_seq,
+            session_id: session_id.to_owned(),
+            time: Some(now_timestamp()),
+            payload: Some(payload),
+        });
+        let forgotten = state.view.apply(&event);
+        let ring = state
+            .rings
+            .entry(if session_id.is_empty() {
+                DAEMON_RING.to_owned()
+            } else {
+                session_id.to_owned()
+            })
+            .or_default();
+        ring.events.push_back(event.clone());
+        if ring.events.len() > self.ring_capacity
+            && let Some(old) = ring.events.pop_front()
+        {
+            ring.evicted_through = old.seq;
+        }
+        if let Some(old) = forgotten
+            && let Some(ring) = state.rings.remove(&old)
+            && let Some(last) = ring.events.back()
+        {
+            state.floor = state.floor.max(last.seq);
+        }
+        // No receivers is fine: nobody is subscribed.
+        let _ = self.live.send(event.clone());
+        event
+    }
+
+    /// Starts a subscription. The start and the live receiver are taken under
+    /// the publishing lock, so nothing is missed or seen twice between them.
+    pub fn subscribe(
+        &self,
+        filter: &Filter,
+        resume_after: Option<u64>,
+        resume_instance: &str,
+    ) -> (Start, broadcast::Receiver<Arc<Event>>) {
+        let state = self.lock();
+        let rx = self.live.subscribe();
+        let Some(after) = resume_after else {
+            return (Start::Snapshot(self.snapshot_event(&state, filter)), rx);
+        };
+        let same_instance = resume_instance.is_empty() || resume_instance == self.instance_id;
+        let rings: Vec<&Ring> = state
+            .rings
+            .iter()
+            .filter(|(sid, _)| filter.admits_session(sid))
+            .map(|(_, ring)| ring)
+            .collect();
+        let replayable = same_instance
+            && after >= state.floor
+            && after <= state.last_seq
+            && rings.iter().all(|r| r.evicted_through <= after);
+        if !replayable {
+            let gap = self.gap_event(after + 1, state.last_seq, "resume point no longer held");
+            let snapshot = self.snapshot_event(&state, filter);
+            return (Start::Resync { gap, snapshot }, rx);
+        }
+        let mut missed: Vec<Arc<Event>> = rings
+            .iter()
+            .flat_map(|r| r.events.iter().filter(|e| e.seq > after && filter.admits(e)))
+            .cloned()
+            .collect();
+        missed.sort_unstable_by_key(|e| e.seq);
+        (Start::Replay(missed), rx)
+    }
+
+    /// After a subscriber lagged: the gap since its cursor, a fresh snapshot and
+    /// a new receiver, all at one instant.
+    pub fn resync(
+        &self,
+        filter: &Filter,
+        cursor: u64,
+    ) -> (Event, Event, broadcast::Receiver<Arc<Event>>) {
+        let state = self.lock();
+        let rx = self.live.subscribe();
+        let gap = self.gap_event(cursor + 1, state.last_seq, "subscriber too slow");
+        (gap, self.snapshot_event(&state, filter), rx)
+    }
+
+    /// Replaces the breakpoints in the view (start-up).
+    pub fn seed_breakpoints(&self, breakpoints: Vec<Breakpoint>) {
+        self.lock().view.seed_breakpoints(breakpoints);
+    }
+
+    /// Runs `f` on the current state view.
+    pub fn with_view<R>(&self, f: impl FnOnce(&StateView) -> R) -> R {
+        f(&self.lock().view)
+    }
+
+    /// The highest seq assigned so far.
+    pub fn last_seq(&self) -> u64 {
+        self.lock().last_seq
+    }
+
+    fn snapshot_event(&self, state: &BusState, filter: &Filter) -> Event {
+        let snapshot = state
+            .view
+            .snapshot(filter, state.last_seq, &self.instance_id);
+        Event {
+            seq: 0,
+            session_id: String::new(),
+            time: Some(now_timestamp()),
+            payload: Some(Payload::Snapshot(snapshot)),
+        }
+    }
+
+    fn gap_event(&self, from_seq: u64, to_seq: u64, reason: &str) -> Event {
+        Event {
+            seq: 0,
+            session_id: String::new(),
+            time: Some(now_timestamp()),
+            payload: Some(Payload::Gap(Gap {
+                from_seq,
+                to_seq,
+                reason: reason.to_owned(),
+            })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stepd_proto::v1::{Notification, Watch};
+
+    use super::*;
+
+    fn note(bus: &EventBus, sid: &str) -> u64 {
+        bus.publish(sid, Payload::Notification(Notification::default()))
+            .seq
+    }
+
+    #[test]
+    fn replays_exactly_what_was_missed() {
+        let bus = EventBus::new("i".into(), 100, 16, 8);
+        let all = Filter::default();
+        let a1 = note(&bus, "a");
+        let b1 = note(&bus, "b");
+        let d1 = note(&bus, "");
+        assert_eq!((a1, b1, d1), (100, 101, 102));
+        let (start, _rx) = bus.subscribe(&all, Some(a1), "i");
+        let Start::Replay(missed) = start else {
+            panic!("expected a replay")
+        };
+        assert_eq!(missed.iter().map(|e| e.seq).collect::<Vec<_>>(), [101, 102]);
+
+        let only_a = Filter::from_watch(&Watch {
+            session_ids: vec!["a".into()],
+            ..Default::default()
+        });
+        let (start, _rx) = bus.subscribe(&only_a, Some(a1), "i");
+        let Start::Replay(missed) = start else {
+            panic!("expected a replay")
+        };
+        assert_eq!(missed.iter().map(|e| e.seq).collect::<Vec<_>>(), [102]);
+    }
+
+    #[test]
+    fn evicted_or_foreign_cursors_resync() {
+        let bus = EventBus::new("i".into(), 1, 16, 2);
+        let first = note(&bus, "a");
+        for _ in 0..3 {
+            note(&bus, "a");
+        }
+        // The ring holds 3 and 4: a cursor at 1 missed 2, which is gone.
+        let (start, _rx) = bus.subscribe(&Filter::default(), Some(first), "i");
+        assert!(matches!(start, Start::Resync { .. }));
+        let (start, _rx) = bus.subscribe(&Filter::default(), Some(2), "i");
+        assert!(matches!(start, Start::Replay(ref m) if m.len() == 2));
+        let (start, _rx) = bus.subscribe(&Filter::default(), Some(2), "other-instance");
+        assert!(matches!(start, Start::Resync { .. }));
+        let (start, _rx) = bus.subscribe(&Filter::default(), Some(99), "i");
+        assert!(matches!(start, Start::Resync { .. }));
+    }
+}

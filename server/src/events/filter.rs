@@ -1,0 +1,104 @@
+//! Which events a subscriber asked for.
+
+use std::collections::HashSet;
+
+use stepd_proto::v1::{Event, EventChannel, Watch, event::Payload};
+
+/// A subscriber's filter: sessions and channels; empty sets mean "all".
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    sessions: HashSet<String>,
+    /// Bit `1 << channel` for each selected channel; 0 = all.
+    channels: u32,
+}
+
+impl Filter {
+    /// The filter a Watch asks for. Unknown channel numbers are ignored.
+    pub fn from_watch(watch: &Watch) -> Self {
+        let channels = watch
+            .channels
+            .iter()
+            .filter(|c| EventChannel::try_from(**c).is_ok_and(|c| c != EventChannel::Unspecified))
+            .fold(0u32, |bits, c| bits | (1u32 << *c));
+        Self {
+            sessions: watch.session_ids.iter().cloned().collect(),
+            channels,
+        }
+    }
+
+    /// Whether events of `session_id` pass the session part of the filter.
+    /// Daemon-level events (empty id) always do.
+    pub fn admits_session(&self, session_id: &str) -> bool {
+        session_id.is_empty() || self.sessions.is_empty() || self.sessions.contains(session_id)
+    }
+
+    /// Whether the event goes to this subscriber.
+    pub fn admits(&self, event: &Event) -> bool {
+        if !self.admits_session(&event.session_id) {
+            return false;
+        }
+        match event.payload.as_ref().and_then(channel_of) {
+            None => true,
+            Some(channel) => self.channels == 0 || self.channels & (1u32 << channel as u32) != 0,
+        }
+    }
+
+    /// The sessions asked for, empty meaning all.
+    pub fn sessions(&self) -> &HashSet<String> {
+        &self.sessions
+    }
+}
+
+/// The channel of a payload; `None` for stream-control events that always pass.
+fn channel_of(payload: &Payload) -> Option<EventChannel> {
+    use EventChannel as C;
+    Some(match payload {
+        Payload::SessionStarted(_) | Payload::SessionEnded(_) | Payload::ThreadChanged(_) => {
+            C::Lifecycle
+        }
+        Payload::Stopped(_)
+        | Payload::Continued(_)
+        | Payload::PauseResolved(_)
+        | Payload::Stack(_)
+        | Payload::EvalError(_)
+        | Payload::Trace(_)
+        | Payload::BreakpointSnapshot(_) => C::Execution,
+        Payload::Output(_) => C::Output,
+        Payload::BreakpointUpdated(_) => C::Breakpoints,
+        Payload::Observed(_) | Payload::Enlighten(_) => C::Probe,
+        Payload::Tap(_) => C::Inspector,
+        Payload::Notification(_) => C::Notifications,
+        Payload::Snapshot(_) | Payload::Gap(_) | Payload::Heartbeat(_) | Payload::Error(_) => {
+            return None;
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use stepd_proto::v1::{Output, Stopped};
+
+    use super::*;
+
+    fn event(session: &str, payload: Payload) -> Event {
+        Event {
+            session_id: session.into(),
+            payload: Some(payload),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn filters_by_session_and_channel() {
+        let f = Filter::from_watch(&Watch {
+            session_ids: vec!["s1".into()],
+            channels: vec![EventChannel::Execution as i32],
+            ..Default::default()
+        });
+        assert!(f.admits(&event("s1", Payload::Stopped(Stopped::default()))));
+        assert!(!f.admits(&event("s2", Payload::Stopped(Stopped::default()))));
+        assert!(!f.admits(&event("s1", Payload::Output(Output::default()))));
+        assert!(f.admits(&event("s1", Payload::Gap(Default::default()))));
+        assert!(Filter::default().admits(&event("s9", Payload::Output(Output::default()))));
+    }
+}

@@ -1,0 +1,205 @@
+//! The daemon's state as the event stream describes it. The bus applies every
+//! event here under the same lock that numbers it, so a snapshot and a
+//! subscription can start at exactly the same instant.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use stepd_proto::v1::{
+    Breakpoint, BreakpointChange, BreakpointStatus, Event, Pause, Session, SessionState, Snapshot,
+    event::Payload,
+};
+
+use super::Filter;
+
+/// How many ended sessions snapshots still show.
+const ENDED_SESSIONS_KEPT: usize = 64;
+
+/// Sessions, pending pauses and breakpoints, as of the latest event.
+#[derive(Debug, Default)]
+pub struct StateView {
+    sessions: BTreeMap<String, Session>,
+    ended: VecDeque<String>,
+    pauses: Vec<Pause>,
+    breakpoints: BTreeMap<u64, Breakpoint>,
+    statuses: BTreeMap<(String, String), BreakpointStatus>,
+}
+
+fn bp_order(id: &str) -> u64 {
+    id.strip_prefix("bp-")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+impl StateView {
+    /// Replaces the breakpoints (at start-up, from the store).
+    pub fn seed_breakpoints(&mut self, breakpoints: Vec<Breakpoint>) {
+        self.breakpoints = breakpoints
+            .into_iter()
+            .map(|bp| (bp_order(&bp.id), bp))
+            .collect();
+    }
+
+    /// Applies one event. Returns the id of a session whose history may now be
+    /// forgotten (an ended session pushed out of the view).
+    pub fn apply(&mut self, event: &Event) -> Option<String> {
+        let sid = &event.session_id;
+        match event.payload.as_ref()? {
+            Payload::BreakpointUpdated(update) => {
+                let bp = update.breakpoint.as_ref()?;
+                match BreakpointChange::try_from(update.change) {
+                    Ok(BreakpointChange::Removed) => {
+                        self.breakpoints.remove(&bp_order(&bp.id));
+                        self.statuses.retain(|(_, b), _| *b != bp.id);
+                    }
+                    Ok(BreakpointChange::Status) => {
+                        if let Some(status) = &update.status {
+                            self.statuses
+                                .insert((sid.clone(), bp.id.clone()), status.clone());
+                        }
+                    }
+                    _ => {
+                        self.breakpoints.insert(bp_order(&bp.id), bp.clone());
+                    }
+                }
+            }
+            Payload::SessionStarted(started) => {
+                let session = started.session.clone()?;
+                self.sessions.insert(session.id.clone(), session);
+            }
+            Payload::SessionEnded(ended) => {
+                if let Some(s) = self.sessions.get_mut(sid) {
+                    s.state = SessionState::Ended.into();
+                    s.end_reason = ended.reason;
+                    s.end_detail.clone_from(&ended.detail);
+                    s.exit_code = ended.exit_code;
+                    s.ended_at = event.time;
+                    for t in &mut s.threads {
+                        t.stopped = false;
+                        t.pause_key.clear();
+                    }
+                }
+                self.pauses.retain(|p| p.session_id != *sid);
+                self.statuses.retain(|(s, _), _| s != sid);
+                self.ended.push_back(sid.clone());
+                if self.ended.len() > ENDED_SESSIONS_KEPT {
+                    let old = self.ended.pop_front()?;
+                    self.sessions.remove(&old);
+                    return Some(old);
+                }
+            }
+            Payload::Stopped(stopped) => {
+                let pause = stopped.pause.clone()?;
+                if let Some(s) = self.sessions.get_mut(sid) {
+                    s.state = SessionState::Stopped.into();
+                    if let Some(t) = s.threads.iter_mut().find(|t| t.id == pause.thread_id) {
+                        t.stopped = true;
+                        t.pause_key.clone_from(&pause.key);
+                    }
+                }
+                match self.pauses.iter_mut().find(|p| p.key == pause.key) {
+                    Some(existing) => *existing = pause,
+                    None => self.pauses.push(pause),
+                }
+            }
+            Payload::PauseResolved(resolved) => {
+                self.pauses.retain(|p| p.key != resolved.key);
+            }
+            Payload::Continued(cont) => {
+                if let Some(s) = self.sessions.get_mut(sid) {
+                    for t in &mut s.threads {
+                        if cont.thread_id == 0 || t.id == cont.thread_id {
+                            t.stopped = false;
+                            t.pause_key.clear();
+                        }
+                    }
+                    if s.threads.iter().all(|t| !t.stopped) {
+                        s.state = SessionState::Running.into();
+                    }
+                }
+            }
+            Payload::ThreadChanged(changed) => {
+                let thread = changed.thread.clone()?;
+                if let Some(s) = self.sessions.get_mut(sid) {
+                    s.threads.retain(|t| t.id != thread.id);
+                    if changed.reason != "exited" {
+                        s.threads.push(thread);
+                    }
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// The snapshot a subscriber with `filter` sees.
+    pub fn snapshot(&self, filter: &Filter, seq: u64, instance_id: &str) -> Snapshot {
+        let wanted = |sid: &str| filter.sessions().is_empty() || filter.sessions().contains(sid);
+        Snapshot {
+            seq,
+            instance_id: instance_id.to_owned(),
+            sessions: self
+                .sessions
+                .values()
+                .filter(|s| wanted(&s.id))
+                .cloned()
+                .collect(),
+            pauses: self
+                .pauses
+                .iter()
+                .filter(|p| wanted(&p.session_id))
+                .cloned()
+                .collect(),
+            breakpoints: self.breakpoints.values().cloned().collect(),
+            breakpoint_statuses: self
+                .statuses
+                .iter()
+                .filter(|((sid, _), _)| wanted(sid))
+                .map(|(_, status)| status.clone())
+                .collect(),
+        }
+    }
+
+    /// Pending pauses, optionally of one session.
+    pub fn pauses(&self, session_id: Option<&str>) -> Vec<Pause> {
+        self.pauses
+            .iter()
+            .filter(|p| session_id.is_none_or(|sid| p.session_id == sid))
+            .cloned()
+            .collect()
+    }
+
+    /// Counts for GetStatus: (active sessions, pending pauses, breakpoints).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let active = self
+            .sessions
+            .values()
+            .filter(|s| s.state != SessionState::Ended as i32)
+            .count();
+        (active, self.pauses.len(), self.breakpoints.len())
+    }
+}
+
+impl StateView {
+    /// Sessions, oldest first (ids are UUIDv7, so id order is start order).
+    pub fn sessions(&self, include_ended: bool) -> Vec<Session> {
+        self.sessions
+            .values()
+            .filter(|s| include_ended || s.state != SessionState::Ended as i32)
+            .cloned()
+            .collect()
+    }
+
+    /// One session.
+    pub fn session(&self, id: &str) -> Option<Session> {
+        self.sessions.get(id).cloned()
+    }
+
+    /// Placement of every breakpoint in one session.
+    pub fn statuses_of(&self, session_id: &str) -> Vec<BreakpointStatus> {
+        self.statuses
+            .iter()
+            .filter(|((sid, _), _)| sid == session_id)
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+}

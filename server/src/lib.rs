@@ -1,0 +1,18 @@
+//! stepd, the debugging daemon: sessions, breakpoints, pauses and events
+//! behind a gRPC API (`stepd.v1`).
+//!
+//! Follow a request from `api/` (thin handlers) into the module that owns the
+//! behaviour: `breakpoints`, `events`, `pause`, `store`, `dap`.
+
+pub mod api;
+pub mod breakpoints;
+pub mod config;
+pub mod daemon;
+pub mod dap;
+pub mod error;
+pub mod events;
+pub mod pause;
+pub mod server;
+pub mod store;
+pub mod telemetry;
+pub mod time;

@@ -1,0 +1,24 @@
+//! `stepd`: parse the configuration, start logging, serve.
+
+use clap::Parser;
+use stepd::config::{Cli, Config};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let config = match Config::resolve(Cli::parse()) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("stepd: {err:#}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    stepd::telemetry::init(config.log_format);
+    match stepd::server::run(config).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("stepd: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Serving: listeners (TCP on loopback, a private Unix socket), the gRPC
+//! router with health and reflection, and a shutdown with a bounded drain.
+
+use std::{
+    os::unix::fs::{DirBuilderExt, PermissionsExt},
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use anyhow::{Context, bail};
+use stepd_proto::{
+    FILE_DESCRIPTOR_SET,
+    v1::{
+        breakpoint_service_server::BreakpointServiceServer,
+        daemon_service_server::DaemonServiceServer, event_service_server::EventServiceServer,
+        inspector_service_server::InspectorServiceServer,
+        probe_service_server::ProbeServiceServer, session_service_server::SessionServiceServer,
+    },
+};
+use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tonic::transport::{Server, server::Router};
+use tonic_health::ServingStatus;
+
+use crate::{
+    api::{
+        breakpoint::BreakpointApi, daemon::DaemonApi, event::EventApi, inspector::InspectorApi,
+        probe::ProbeApi, session::SessionApi,
+    },
+    config::Config,
+    daemon::Daemon,
+};
+
+/// Runs the daemon until a signal or a Shutdown RPC, then drains.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let tcp = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let tcp_addr = tcp.local_addr()?;
+    let unix = match &config.unix_socket {
+        Some(path) => Some((bind_unix(path)?, path.clone())),
+        None => None,
+    };
+    let daemon = Arc::new(Daemon::open(config).await?);
+    let mut listen = vec![tcp_addr.to_string()];
+    if let Some((_, path)) = &unix {
+        listen.push(format!("unix:{}", path.display()));
+    }
+    let _ = daemon.listen.set(listen.clone());
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    let router = router(&daemon, health_service)?;
+
+    let shutdown = daemon.shutdown.clone();
+    tokio::spawn(on_signal(shutdown.clone()));
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        let health = health.clone();
+        async move {
+            shutdown.cancelled().await;
+            health
+                .set_service_status("", ServingStatus::NotServing)
+                .await;
+        }
+    });
+
+    tracing::info!(listen = ?listen, instance = %daemon.instance_id, data_dir = %daemon.config.data_dir.display(), "stepd ready");
+    // A machine-readable line on stdout for whoever started us (tests, stepctl).
+    println!(
+        "stepd ready tcp={tcp_addr} unix={}",
+        unix.as_ref()
+            .map(|(_, p)| p.display().to_string())
+            .unwrap_or_default()
+    );
+
+    let tcp_server = router.clone().serve_with_incoming_shutdown(
+        TcpListenerStream::new(tcp),
+        shutdown.clone().cancelled_owned(),
+    );
+    let unix_path = unix.as_ref().map(|(_, p)| p.clone());
+    let unix_server = async {
+        match unix {
+            Some((listener, _)) => {
+                router
+                    .serve_with_incoming_shutdown(
+                        UnixListenerStream::new(listener),
+                        shutdown.clone().cancelled_owned(),
+                    )
+                    .await
+            }
+            None => Ok(()),
+        }
+    };
+    let drain = daemon.config.drain_timeout;
+    tokio::select! {
+        result = async { tokio::try_join!(tcp_server, unix_server) } => { result?; }
+        () = deadline_after(&shutdown, drain) => {
+            tracing::warn!(?drain, "drain deadline passed; closing the remaining connections");
+        }
+    }
+    daemon.store.close().await;
+    if let Some(path) = unix_path {
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::info!("stepd stopped");
+    Ok(())
+}
+
+async fn deadline_after(shutdown: &tokio_util::sync::CancellationToken, drain: Duration) {
+    shutdown.cancelled().await;
+    tokio::time::sleep(drain).await;
+}
+
+fn router(
+    daemon: &Arc<Daemon>,
+    health: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+) -> anyhow::Result<Router> {
+    let max = daemon.config.max_message_bytes;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    macro_rules! limited {
+        ($server:expr) => {
+            $server
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max)
+        };
+    }
+    Ok(Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .trace_fn(|req| tracing::info_span!("rpc", path = %req.uri().path()))
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(limited!(DaemonServiceServer::new(DaemonApi::new(daemon.clone()))))
+        .add_service(limited!(BreakpointServiceServer::new(BreakpointApi::new(daemon.clone()))))
+        .add_service(limited!(EventServiceServer::new(EventApi::new(daemon.clone()))))
+        .add_service(limited!(SessionServiceServer::new(SessionApi::new(daemon.clone()))))
+        .add_service(limited!(InspectorServiceServer::new(InspectorApi)))
+        .add_service(limited!(ProbeServiceServer::new(ProbeApi))))
+}
+
+/// Binds the Unix socket in a 0700 directory with mode 0600, replacing a stale
+/// socket file but never one a live daemon still serves.
+fn bind_unix(path: &Path) -> anyhow::Result<UnixListener> {
+    let dir: PathBuf = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            bail!("another stepd is serving on {}", path.display());
+        }
+        std::fs::remove_file(path)
+            .with_context(|| format!("removing stale socket {}", path.display()))?;
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+async fn on_signal(shutdown: tokio_util::sync::CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("could not install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        () = shutdown.cancelled() => {}
+    }
+    shutdown.cancel();
+}
