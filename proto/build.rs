@@ -30,6 +30,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Clients are built from a shared Channel; the generated `connect`
         // constructor would also clash with `ProbeService.Connect`.
         .build_transport(false)
-        .compile_fds(fds)?;
+        // Type names let clients look messages up in the descriptor pool (for
+        // JSON in the protobuf mapping) without a hand-kept table.
+        .compile_fds_with_config(fds, {
+            let mut config = prost_build::Config::new();
+            config.enable_type_names();
+            config
+        })?;
     Ok(())
 }

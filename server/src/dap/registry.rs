@@ -42,10 +42,36 @@ pub async fn check(adapter: &str) -> Option<AdapterCheck> {
     })
 }
 
+/// PATH's directories, in order, without repeats.
 fn path_dirs() -> Vec<PathBuf> {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
+    {
+        if !dir.as_os_str().is_empty() && !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
+/// Debian's versioned LLVM installs, newest first.
+fn llvm_dirs() -> Vec<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let major = name.strip_prefix("llvm-")?.parse().ok()?;
+                    Some((major, e.path().join("bin")))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.into_iter().map(|(_, dir)| dir).collect()
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -131,9 +157,7 @@ async fn check_debugpy() -> AdapterCheck {
 /// often with a version suffix. Newest lldb-dap wins, then newest lldb-vscode.
 async fn check_lldb() -> AdapterCheck {
     let mut dirs = path_dirs();
-    for major in (10..=30).rev() {
-        dirs.push(PathBuf::from(format!("/usr/lib/llvm-{major}/bin")));
-    }
+    dirs.extend(llvm_dirs());
     let mut searched = Vec::new();
     // (is lldb-dap, version, path)
     let mut found: Vec<(bool, u32, PathBuf)> = Vec::new();
@@ -219,6 +243,14 @@ async fn check_dlv() -> AdapterCheck {
     if let Some(home) = std::env::var_os("HOME") {
         candidates.push(PathBuf::from(home).join("go/bin/dlv"));
     }
+    candidates.dedup();
+    let mut unique = Vec::new();
+    for c in candidates {
+        if !unique.contains(&c) {
+            unique.push(c);
+        }
+    }
+    let candidates = unique;
     let mut searched = Vec::new();
     for path in candidates {
         searched.push(path.display().to_string());

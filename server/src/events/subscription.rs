@@ -86,12 +86,16 @@ impl Subscriber {
         // Highest seq this stream has accounted for (delivered or filtered out).
         let mut cursor = 0u64;
         let mut client_name = self.client_name.clone();
+        // A client may half-close its side (grpcurl does at the end of its
+        // input) and still want events, so only stop reading, not writing.
+        let mut reading = true;
         loop {
             let heartbeat_at = outbox.last_sent + self.heartbeat;
             let open = tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => false,
-                message = inbound.next() => match message {
+                () = outbox.out.closed() => false,
+                message = inbound.next(), if reading => match message {
                     Some(Ok(SubscribeRequest { message: Some(Message::Watch(watch)) })) => {
                         if !watch.client_name.is_empty() {
                             client_name.clone_from(&watch.client_name);
@@ -114,7 +118,10 @@ impl Subscriber {
                         tracing::debug!(%status, "subscriber stream failed");
                         false
                     }
-                    None => false,
+                    None => {
+                        reading = false;
+                        true
+                    }
                 },
                 received = next_live(&mut live) => match received {
                     Ok(event) => {

@@ -1,0 +1,301 @@
+//! `break add|list|rm|enable|disable`.
+
+use std::path::Path;
+
+use clap::{Args, Subcommand};
+use prost_types::FieldMask;
+use stepd_proto::v1::{
+    AddBreakpointRequest, Breakpoint, BreakpointAction, BreakpointSpec, ExceptionFilters,
+    FunctionLocation, ListBreakpointsRequest, ListBreakpointsResponse, ProbeMatch,
+    RemoveBreakpointRequest, SourceLocation, UpdateBreakpointRequest,
+    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
+};
+use tonic::transport::Channel;
+
+use crate::{
+    exit::Failure,
+    render::{self, print_json},
+};
+
+/// Breakpoint subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BreakCommand {
+    /// Add a breakpoint: FILE:LINE[:COLUMN], or --function, --exception, --probe.
+    Add(AddArgs),
+    /// List breakpoints.
+    List,
+    /// Remove breakpoints by id.
+    Rm {
+        /// Breakpoint ids, e.g. bp-3.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Enable breakpoints.
+    Enable {
+        /// Breakpoint ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Disable breakpoints (they stay stored).
+    Disable {
+        /// Breakpoint ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+}
+
+/// Arguments of `break add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// Source location FILE:LINE[:COLUMN]; a relative FILE is made absolute.
+    #[arg(conflicts_with_all = ["function", "exception", "probe"])]
+    pub location: Option<String>,
+    /// Break on entry to a function.
+    #[arg(long)]
+    pub function: Option<String>,
+    /// Break on exceptions matching these adapter filter ids (repeatable).
+    #[arg(long)]
+    pub exception: Vec<String>,
+    /// Hold at probe points of this kind ("" for any).
+    #[arg(long)]
+    pub probe: Option<String>,
+    /// With --probe: glob over the point's name, e.g. 'web_*'.
+    #[arg(long, requires = "probe")]
+    pub name: Option<String>,
+    /// Condition in the debuggee's language.
+    #[arg(long)]
+    pub condition: Option<String>,
+    /// Hit condition: N, ==N, >N, >=N, <N, <=N or %N.
+    #[arg(long)]
+    pub hit_condition: Option<String>,
+    /// Label selector choosing sessions, e.g. 'env=dev,agent in (main,sub)'.
+    #[arg(long)]
+    pub labels: Option<String>,
+    /// Log this message ({expr} interpolated) instead of stopping.
+    #[arg(long, conflicts_with = "snapshot")]
+    pub log: Option<String>,
+    /// Capture stack and locals, emit an event, and go on.
+    #[arg(long)]
+    pub snapshot: bool,
+    /// Stop applying after this many hits.
+    #[arg(long)]
+    pub max_hits: Option<u32>,
+    /// Stop applying after this long, e.g. 30m.
+    #[arg(long, conflicts_with = "expires_at")]
+    pub expires_in: Option<humantime::Duration>,
+    /// Stop applying at this instant (RFC 3339).
+    #[arg(long)]
+    pub expires_at: Option<humantime::Timestamp>,
+    /// Longest hold at a probe point, e.g. 5m.
+    #[arg(long)]
+    pub hold_limit: Option<humantime::Duration>,
+    /// Add it disabled.
+    #[arg(long)]
+    pub disabled: bool,
+}
+
+fn parse_source(text: &str) -> Result<SourceLocation, Failure> {
+    let usage = || Failure::Usage(format!("{text:?} is not FILE:LINE[:COLUMN]"));
+    let (rest, last) = text.rsplit_once(':').ok_or_else(usage)?;
+    let last: u32 = last.parse().map_err(|_| usage())?;
+    // FILE:LINE:COLUMN when the part before the last colon is a number too.
+    let (path, line, column) = match rest.rsplit_once(':') {
+        Some((path, line)) if line.parse::<u32>().is_ok() => {
+            (path, line.parse().unwrap_or(0), last)
+        }
+        _ => (rest, last, 0),
+    };
+    let path = if path.is_empty() || Path::new(path).is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path).display().to_string())
+            .unwrap_or_else(|_| path.to_owned())
+    };
+    Ok(SourceLocation { path, line, column })
+}
+
+fn to_timestamp(t: std::time::SystemTime) -> prost_types::Timestamp {
+    prost_types::Timestamp::from(t)
+}
+
+fn spec_from(args: AddArgs) -> Result<BreakpointSpec, Failure> {
+    let location = if let Some(text) = &args.location {
+        Location::Source(parse_source(text)?)
+    } else if let Some(name) = args.function {
+        Location::Function(FunctionLocation { name })
+    } else if !args.exception.is_empty() {
+        Location::Exception(ExceptionFilters {
+            filter_ids: args.exception,
+        })
+    } else if let Some(kind) = args.probe {
+        Location::Probe(ProbeMatch {
+            point_kind: kind,
+            name_glob: args.name.unwrap_or_default(),
+        })
+    } else {
+        return Err(Failure::Usage(
+            "give FILE:LINE, --function, --exception or --probe".into(),
+        ));
+    };
+    let action = if args.log.is_some() {
+        BreakpointAction::Log
+    } else if args.snapshot {
+        BreakpointAction::Snapshot
+    } else {
+        BreakpointAction::Stop
+    };
+    let expires_at = match (args.expires_in, args.expires_at) {
+        (Some(d), _) => Some(to_timestamp(std::time::SystemTime::now() + *d)),
+        (None, Some(t)) => Some(to_timestamp(*t)),
+        (None, None) => None,
+    };
+    Ok(BreakpointSpec {
+        location: Some(location),
+        enabled: Some(!args.disabled),
+        condition: args.condition.unwrap_or_default(),
+        hit_condition: args.hit_condition.unwrap_or_default(),
+        label_selector: args.labels.unwrap_or_default(),
+        expires_at,
+        max_hits: args.max_hits.unwrap_or(0),
+        action: action.into(),
+        log_message: args.log.unwrap_or_default(),
+        hold_limit: args
+            .hold_limit
+            .map(|d| prost_types::Duration::try_from(*d).unwrap_or_default()),
+    })
+}
+
+/// Where a breakpoint applies, in one short string.
+pub fn describe_location(bp: &Breakpoint) -> String {
+    match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+        Some(Location::Source(s)) if s.column > 0 => format!("{}:{}:{}", s.path, s.line, s.column),
+        Some(Location::Source(s)) => format!("{}:{}", s.path, s.line),
+        Some(Location::Function(f)) => format!("function {}", f.name),
+        Some(Location::Exception(e)) => format!("exception {}", e.filter_ids.join(",")),
+        Some(Location::Probe(p)) => format!(
+            "probe {} {}",
+            if p.point_kind.is_empty() { "*" } else { &p.point_kind },
+            if p.name_glob.is_empty() { "*" } else { &p.name_glob }
+        ),
+        None => "-".into(),
+    }
+}
+
+fn row(bp: &Breakpoint) -> Vec<String> {
+    let spec = bp.spec.clone().unwrap_or_default();
+    let action = BreakpointAction::try_from(spec.action)
+        .map(|a| render::enum_name(a.as_str_name(), "BREAKPOINT_ACTION_"))
+        .unwrap_or_default();
+    let action = match action.as_str() {
+        "unspecified" => "stop".to_owned(),
+        "log" => format!("log {:?}", spec.log_message),
+        _ => action,
+    };
+    let mut when = Vec::new();
+    if !spec.condition.is_empty() {
+        when.push(format!("if {}", spec.condition));
+    }
+    if !spec.hit_condition.is_empty() {
+        when.push(format!("hits {}", spec.hit_condition));
+    }
+    if !spec.label_selector.is_empty() {
+        when.push(format!("labels {}", spec.label_selector));
+    }
+    vec![
+        bp.id.clone(),
+        if spec.enabled.unwrap_or(true) { "yes" } else { "no" }.into(),
+        describe_location(bp),
+        action,
+        if when.is_empty() { "-".into() } else { when.join("; ") },
+        format!("{}{}", bp.hit_count, if bp.spent { " (spent)" } else { "" }),
+    ]
+}
+
+/// Runs a breakpoint subcommand.
+pub async fn run(channel: Channel, command: BreakCommand, json: bool) -> Result<(), Failure> {
+    let mut client = BreakpointServiceClient::new(channel);
+    match command {
+        BreakCommand::Add(args) => {
+            let spec = spec_from(args)?;
+            let bp = client
+                .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })
+                .await?
+                .into_inner()
+                .breakpoint
+                .unwrap_or_default();
+            if json {
+                print_json(&bp);
+            } else {
+                println!("{} added at {}", bp.id, describe_location(&bp));
+            }
+        }
+        BreakCommand::List => {
+            let r: ListBreakpointsResponse = client
+                .list_breakpoints(ListBreakpointsRequest::default())
+                .await?
+                .into_inner();
+            if json {
+                print_json(&r);
+            } else if r.breakpoints.is_empty() {
+                println!("no breakpoints");
+            } else {
+                let rows: Vec<_> = r.breakpoints.iter().map(row).collect();
+                println!(
+                    "{}",
+                    render::table(&["ID", "ENABLED", "WHERE", "ACTION", "WHEN", "HITS"], &rows)
+                );
+            }
+        }
+        BreakCommand::Rm { ids } => {
+            for id in ids {
+                let bp = client
+                    .remove_breakpoint(RemoveBreakpointRequest { id })
+                    .await?
+                    .into_inner()
+                    .breakpoint
+                    .unwrap_or_default();
+                if json {
+                    print_json(&bp);
+                } else {
+                    println!("{} removed", bp.id);
+                }
+            }
+        }
+        BreakCommand::Enable { ids } => set_enabled(&mut client, ids, true, json).await?,
+        BreakCommand::Disable { ids } => set_enabled(&mut client, ids, false, json).await?,
+    }
+    Ok(())
+}
+
+/// Sets `enabled` on each breakpoint through an update mask.
+async fn set_enabled(
+    client: &mut BreakpointServiceClient<Channel>,
+    ids: Vec<String>,
+    enabled: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    for id in ids {
+        let bp = client
+            .update_breakpoint(UpdateBreakpointRequest {
+                id,
+                spec: Some(BreakpointSpec {
+                    enabled: Some(enabled),
+                    ..Default::default()
+                }),
+                update_mask: Some(FieldMask {
+                    paths: vec!["enabled".into()],
+                }),
+            })
+            .await?
+            .into_inner()
+            .breakpoint
+            .unwrap_or_default();
+        if json {
+            print_json(&bp);
+        } else {
+            println!("{} {}", bp.id, if enabled { "enabled" } else { "disabled" });
+        }
+    }
+    Ok(())
+}

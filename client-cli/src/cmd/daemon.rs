@@ -1,0 +1,164 @@
+//! `ping`, `status`, `doctor`, `version`, `shutdown`.
+
+use stepd_proto::v1::{
+    CheckStatus, DoctorRequest, GetStatusRequest, GetVersionRequest, PingRequest, ShutdownRequest,
+    daemon_service_client::DaemonServiceClient,
+};
+use tonic::transport::Channel;
+
+use crate::{
+    exit::Failure,
+    render::{self, print_json},
+};
+
+/// `stepctl ping`.
+pub async fn ping(channel: Channel, json: bool) -> Result<(), Failure> {
+    let started = std::time::Instant::now();
+    let r = DaemonServiceClient::new(channel)
+        .ping(PingRequest {})
+        .await?
+        .into_inner();
+    if json {
+        print_json(&r);
+    } else {
+        println!(
+            "stepd {} ({}) instance {} up {} — answered in {:.1} ms",
+            r.version,
+            r.protocol_version,
+            r.instance_id,
+            render::duration(r.uptime.as_ref()),
+            started.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+    Ok(())
+}
+
+/// `stepctl status`.
+pub async fn status(channel: Channel, json: bool) -> Result<(), Failure> {
+    let r = DaemonServiceClient::new(channel)
+        .get_status(GetStatusRequest {})
+        .await?
+        .into_inner();
+    if json {
+        print_json(&r);
+        return Ok(());
+    }
+    let rows = [
+        ("version", r.version.clone()),
+        ("instance", r.instance_id.clone()),
+        ("uptime", render::duration(r.uptime.as_ref())),
+        ("listen", r.listen.join(", ")),
+        ("data dir", r.data_dir.clone()),
+        ("sessions", r.active_sessions.to_string()),
+        ("pending pauses", r.pending_pauses.to_string()),
+        ("breakpoints", r.breakpoints.to_string()),
+        ("subscribers", r.subscribers.to_string()),
+        ("probes", r.probes.to_string()),
+        ("last event seq", r.last_seq.to_string()),
+    ];
+    for (k, v) in rows {
+        println!("{k:<15} {v}");
+    }
+    Ok(())
+}
+
+fn check_name(status: i32) -> String {
+    CheckStatus::try_from(status)
+        .map(|s| render::enum_name(s.as_str_name(), "CHECK_STATUS_"))
+        .unwrap_or_else(|_| status.to_string())
+}
+
+/// `stepctl doctor`: exits 1 when the store is broken (adapters may be missing).
+pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
+    let r = DaemonServiceClient::new(channel)
+        .doctor(DoctorRequest {})
+        .await?
+        .into_inner();
+    if json {
+        print_json(&r);
+    } else {
+        let rows: Vec<Vec<String>> = r
+            .adapters
+            .iter()
+            .map(|a| {
+                vec![
+                    a.adapter.clone(),
+                    check_name(a.status),
+                    if a.version.is_empty() { "-".into() } else { a.version.clone() },
+                    if a.command.is_empty() {
+                        a.message.clone()
+                    } else {
+                        a.command.join(" ")
+                    },
+                ]
+            })
+            .collect();
+        println!("{}", render::table(&["ADAPTER", "STATUS", "VERSION", "COMMAND"], &rows));
+        for a in &r.adapters {
+            if a.status != CheckStatus::Ok as i32 {
+                println!("\n{} ({}): {}", a.adapter, check_name(a.status), a.message);
+                println!("  searched:");
+                for s in &a.searched {
+                    println!("    {s}");
+                }
+            }
+        }
+        if let Some(store) = &r.store {
+            println!(
+                "\nstore: {} at {} (schema {}) {}",
+                check_name(store.status),
+                store.path,
+                store.schema_version,
+                store.message
+            );
+        }
+        if let Some(config) = &r.config {
+            let file = if config.file.is_empty() { "no file" } else { &config.file };
+            println!("config: {} ({file})", check_name(config.status));
+            for w in &config.warnings {
+                println!("  warning: {w}");
+            }
+        }
+    }
+    let store_ok = r
+        .store
+        .as_ref()
+        .is_some_and(|s| s.status == CheckStatus::Ok as i32);
+    if store_ok {
+        Ok(())
+    } else {
+        Err(Failure::Other(anyhow::anyhow!("the store is not healthy")))
+    }
+}
+
+/// `stepctl version`: this client's version and the daemon's.
+pub async fn version(channel: Channel, json: bool) -> Result<(), Failure> {
+    let r = DaemonServiceClient::new(channel)
+        .get_version(GetVersionRequest {})
+        .await?
+        .into_inner();
+    if json {
+        print_json(&r);
+    } else {
+        println!("stepctl {}", env!("CARGO_PKG_VERSION"));
+        println!(
+            "stepd   {} (protocol {}, {} build, {})",
+            r.version, r.protocol_version, r.build_profile, r.target
+        );
+    }
+    Ok(())
+}
+
+/// `stepctl shutdown`.
+pub async fn shutdown(channel: Channel, json: bool) -> Result<(), Failure> {
+    let r = DaemonServiceClient::new(channel)
+        .shutdown(ShutdownRequest {})
+        .await?
+        .into_inner();
+    if json {
+        print_json(&r);
+    } else {
+        println!("stepd is shutting down");
+    }
+    Ok(())
+}

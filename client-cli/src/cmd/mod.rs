@@ -1,0 +1,5 @@
+//! One module per group of subcommands.
+
+pub mod breakpoints;
+pub mod daemon;
+pub mod watch;

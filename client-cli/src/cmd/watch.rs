@@ -1,0 +1,148 @@
+//! `stepctl watch`: events as they come.
+
+use clap::Args;
+use stepd_proto::v1::{
+    BreakpointChange, Event, EventChannel, SubscribeRequest, Watch, event::Payload,
+    event_service_client::EventServiceClient, subscribe_request::Message,
+};
+use tokio::sync::mpsc;
+use tokio_stream::{StreamExt, wrappers::ReceiverStream};
+use tonic::transport::Channel;
+
+use crate::{
+    cmd::breakpoints::describe_location,
+    exit::Failure,
+    render::{self, json},
+};
+
+/// Arguments of `watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Only these sessions (repeatable); daemon-level events always come.
+    #[arg(long = "session")]
+    pub sessions: Vec<String>,
+    /// Only these channels (repeatable): lifecycle, execution, output, breakpoints, probe, inspector, notifications.
+    #[arg(long = "channel")]
+    pub channels: Vec<String>,
+    /// Resume after this event seq instead of starting with a snapshot.
+    #[arg(long)]
+    pub resume_after: Option<u64>,
+    /// With --resume-after: the instance id the seq came from.
+    #[arg(long)]
+    pub instance: Option<String>,
+    /// Client name shown when this stream answers pauses.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Exit after this many events (heartbeats not counted).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Print heartbeats too.
+    #[arg(long)]
+    pub heartbeats: bool,
+}
+
+fn channel_of(name: &str) -> Result<i32, Failure> {
+    let full = format!("EVENT_CHANNEL_{}", name.to_ascii_uppercase());
+    EventChannel::from_str_name(&full)
+        .filter(|c| *c != EventChannel::Unspecified)
+        .map(|c| c as i32)
+        .ok_or_else(|| Failure::Usage(format!("unknown channel {name:?}")))
+}
+
+/// Streams events until interrupted, `--count` is reached, or the daemon stops.
+pub async fn run(channel: Channel, args: WatchArgs, as_json: bool) -> Result<(), Failure> {
+    let channels = args
+        .channels
+        .iter()
+        .map(|c| channel_of(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(SubscribeRequest {
+        message: Some(Message::Watch(Watch {
+            session_ids: args.sessions,
+            channels,
+            resume_after_seq: args.resume_after.unwrap_or(0),
+            client_name: args.name.unwrap_or_else(|| "stepctl watch".into()),
+            resume_instance_id: args.instance.unwrap_or_default(),
+        })),
+    })
+    .await
+    .map_err(|_| Failure::Other(anyhow::anyhow!("subscription closed before it started")))?;
+    let mut events = EventServiceClient::new(channel)
+        .subscribe(ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    let mut seen = 0u64;
+    loop {
+        let next = tokio::select! {
+            next = events.next() => next,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        let Some(response) = next else {
+            return Ok(());
+        };
+        let Some(event) = response?.event else {
+            continue;
+        };
+        let heartbeat = matches!(event.payload, Some(Payload::Heartbeat(_)));
+        if heartbeat && !args.heartbeats {
+            continue;
+        }
+        if as_json {
+            println!("{}", json(&event));
+        } else {
+            println!("{}", human(&event));
+        }
+        if !heartbeat {
+            seen += 1;
+            if args.count.is_some_and(|n| seen >= n) {
+                // Keep `tx` alive until here so the stream stays open while reading.
+                drop(tx);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// One line per event for people.
+fn human(event: &Event) -> String {
+    let time = render::timestamp(event.time.as_ref());
+    let session = if event.session_id.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", event.session_id)
+    };
+    let text = match &event.payload {
+        Some(Payload::Snapshot(s)) => format!(
+            "snapshot at seq {}: {} sessions, {} pauses, {} breakpoints",
+            s.seq,
+            s.sessions.len(),
+            s.pauses.len(),
+            s.breakpoints.len()
+        ),
+        Some(Payload::BreakpointUpdated(u)) => {
+            let change = BreakpointChange::try_from(u.change)
+                .map(|c| render::enum_name(c.as_str_name(), "BREAKPOINT_CHANGE_"))
+                .unwrap_or_default();
+            let bp = u.breakpoint.clone().unwrap_or_default();
+            format!("breakpoint {change} {} at {}", bp.id, describe_location(&bp))
+        }
+        Some(Payload::Gap(g)) => format!(
+            "gap: events {}..{} lost ({}); a snapshot follows",
+            g.from_seq, g.to_seq, g.reason
+        ),
+        Some(Payload::Heartbeat(h)) => format!("heartbeat (last seq {})", h.last_seq),
+        Some(Payload::Error(e)) => format!(
+            "error {}: {}",
+            e.reason().as_str_name().trim_start_matches("ERROR_REASON_"),
+            e.message
+        ),
+        Some(Payload::Notification(n)) => format!("notification: {}", n.message),
+        _ => json(event),
+    };
+    if event.seq == 0 {
+        format!("{time}{session} {text}")
+    } else {
+        format!("{time} #{}{session} {text}", event.seq)
+    }
+}

@@ -1,0 +1,18 @@
+// Package stepd is the Go client of the stepd debugging daemon.
+//
+// It wraps the generated stepd.v1 gRPC clients (package
+// github.com/stepd-dev/stepd/clients/go/gen/stepd/v1) with:
+//
+//   - [Dial], which connects to a daemon over TCP or a Unix socket;
+//   - context-aware methods for the daemon, breakpoint and session RPCs,
+//     whose errors are [*Error] values carrying the stepd error reason;
+//   - constructors for breakpoint specs ([SourceBreakpoint], ...) and debug
+//     commands ([CmdContinue], ...);
+//   - [Client.Subscribe], an event subscription that survives dropped
+//     connections: it resumes after the last event it delivered, so no event
+//     is lost or delivered twice.
+//
+// The generated clients of the other services (inspector, probe, raw event
+// stream) are available from [Client.Inspector], [Client.Probe] and
+// [Client.EventService].
+package stepd

@@ -1,0 +1,1 @@
+"""Generated code of the stepd.v1 API (scripts/gen-python). Do not edit."""
