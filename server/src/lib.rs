@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod dap;
 pub mod error;
 pub mod events;
+pub mod limits;
 pub mod pause;
 pub mod server;
 pub mod store;

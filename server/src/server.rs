@@ -30,6 +30,7 @@ use crate::{
     },
     config::Config,
     daemon::Daemon,
+    limits::remap_size_refusal,
 };
 
 /// Runs the daemon until a signal or a Shutdown RPC, then drains.
@@ -112,10 +113,18 @@ async fn deadline_after(shutdown: &tokio_util::sync::CancellationToken, drain: D
     tokio::time::sleep(drain).await;
 }
 
+type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
+type Layered = tower::layer::util::Stack<
+    tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
+    tower::layer::util::Identity,
+>;
+
 fn router(
     daemon: &Arc<Daemon>,
-    health: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
-) -> anyhow::Result<Router> {
+    health: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
+) -> anyhow::Result<Router<Layered>> {
     let max = daemon.config.max_message_bytes;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
@@ -133,6 +142,9 @@ fn router(
     Ok(Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .trace_fn(|req| tracing::info_span!("rpc", path = %req.uri().path()))
+        .layer(tower::util::MapResponseLayer::new(
+            remap_size_refusal as fn(HttpResponse) -> HttpResponse,
+        ))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

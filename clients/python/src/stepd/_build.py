@@ -1,0 +1,288 @@
+"""Request building shared by the synchronous and asyncio clients."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any, Iterable, Mapping, Sequence, Union, cast
+
+from google.protobuf import duration_pb2, field_mask_pb2, struct_pb2, timestamp_pb2
+from google.protobuf.json_format import ParseDict
+
+from stepd.v1 import breakpoint_pb2, event_pb2, inspector_pb2, pause_pb2, session_pb2
+
+DEFAULT_ADDR = "127.0.0.1:7701"
+ADDR_ENV = "STEPD_ADDR"
+CLIENT_HEADER = "x-stepd-client"
+
+#: Channel options: reconnect quickly after a dropped connection (the event
+#: iterator relies on it) and accept large renderings.
+CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.enable_http_proxy", 0),
+]
+
+JsonValue = Union[None, bool, int, float, str, Sequence[Any], Mapping[str, Any]]
+CommandLike = Union[pause_pb2.DebugCommand, str, int]
+ChannelLike = Union[event_pb2.EventChannel.ValueType, str]
+DurationLike = Union[_dt.timedelta, float, int, duration_pb2.Duration]
+TimeLike = Union[_dt.datetime, timestamp_pb2.Timestamp]
+
+
+def resolve_addr(addr: str | None) -> str:
+    """The gRPC target for an address: explicit, else $STEPD_ADDR, else 127.0.0.1:7701.
+
+    Accepts "host:port", "unix:/path/stepd.sock", "unix:///path" and a bare
+    absolute socket path; an "http://" prefix is dropped.
+    """
+    target = addr or os.environ.get(ADDR_ENV) or DEFAULT_ADDR
+    for prefix in ("http://", "grpc://"):
+        if target.startswith(prefix):
+            target = target[len(prefix):]
+    if target.startswith("/"):
+        target = "unix:" + target
+    return target
+
+
+def to_value(value: JsonValue) -> struct_pb2.Value:
+    """A JSON-like Python value as a google.protobuf.Value."""
+    if isinstance(value, struct_pb2.Value):
+        return value
+    out = struct_pb2.Value()
+    ParseDict(value, out)
+    return out
+
+
+def to_struct(value: Mapping[str, Any] | struct_pb2.Struct | None) -> struct_pb2.Struct | None:
+    """A JSON-like mapping as a google.protobuf.Struct."""
+    if value is None or isinstance(value, struct_pb2.Struct):
+        return value
+    out = struct_pb2.Struct()
+    out.update(dict(value))
+    return out
+
+
+def to_duration(value: DurationLike) -> duration_pb2.Duration:
+    """Seconds or a timedelta as a Duration."""
+    if isinstance(value, duration_pb2.Duration):
+        return value
+    out = duration_pb2.Duration()
+    if isinstance(value, _dt.timedelta):
+        out.FromTimedelta(value)
+    else:
+        out.FromNanoseconds(int(value * 1_000_000_000))
+    return out
+
+
+def to_timestamp(value: TimeLike) -> timestamp_pb2.Timestamp:
+    """A datetime (naive = UTC) as a Timestamp."""
+    if isinstance(value, timestamp_pb2.Timestamp):
+        return value
+    out = timestamp_pb2.Timestamp()
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    out.FromDatetime(value)
+    return out
+
+
+def _enum(enum: Any, prefix: str, value: int | str | None) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    name = value.upper().replace("-", "_")
+    if not name.startswith(prefix):
+        name = prefix + name
+    return int(enum.Value(name))
+
+
+def channel(value: ChannelLike) -> event_pb2.EventChannel.ValueType:
+    """An EventChannel from its value or name ("breakpoints", "EVENT_CHANNEL_OUTPUT")."""
+    return cast(event_pb2.EventChannel.ValueType, _enum(event_pb2.EventChannel, "EVENT_CHANNEL_", value))
+
+
+def breakpoint_action(value: int | str | None) -> breakpoint_pb2.BreakpointAction.ValueType:
+    """A BreakpointAction from its value or name ("stop", "log", "snapshot")."""
+    return cast(
+        breakpoint_pb2.BreakpointAction.ValueType,
+        _enum(breakpoint_pb2.BreakpointAction, "BREAKPOINT_ACTION_", value),
+    )
+
+
+def breakpoint_spec(
+    spec: breakpoint_pb2.BreakpointSpec | None = None,
+    *,
+    path: str | None = None,
+    line: int | None = None,
+    column: int = 0,
+    function: str | None = None,
+    exception_filters: Iterable[str] | None = None,
+    probe_kind: str | None = None,
+    probe_name: str | None = None,
+    enabled: bool | None = None,
+    condition: str | None = None,
+    hit_condition: str | None = None,
+    label_selector: str | None = None,
+    expires_at: TimeLike | None = None,
+    max_hits: int | None = None,
+    action: int | str | None = None,
+    log_message: str | None = None,
+    hold_limit: DurationLike | None = None,
+) -> tuple[breakpoint_pb2.BreakpointSpec, list[str]]:
+    """A BreakpointSpec from keywords, and the spec paths the keywords set."""
+    out = breakpoint_pb2.BreakpointSpec()
+    if spec is not None:
+        out.CopyFrom(spec)
+    paths: list[str] = []
+    if path is not None or line is not None:
+        out.source.CopyFrom(breakpoint_pb2.SourceLocation(path=path or "", line=line or 0, column=column))
+        paths.append("source")
+    if function is not None:
+        out.function.CopyFrom(breakpoint_pb2.FunctionLocation(name=function))
+        paths.append("function")
+    if exception_filters is not None:
+        out.exception.CopyFrom(breakpoint_pb2.ExceptionFilters(filter_ids=list(exception_filters)))
+        paths.append("exception")
+    if probe_kind is not None or probe_name is not None:
+        out.probe.CopyFrom(breakpoint_pb2.ProbeMatch(point_kind=probe_kind or "", name_glob=probe_name or ""))
+        paths.append("probe")
+    if enabled is not None:
+        out.enabled = enabled
+        paths.append("enabled")
+    if condition is not None:
+        out.condition = condition
+        paths.append("condition")
+    if hit_condition is not None:
+        out.hit_condition = hit_condition
+        paths.append("hit_condition")
+    if label_selector is not None:
+        out.label_selector = label_selector
+        paths.append("label_selector")
+    if expires_at is not None:
+        out.expires_at.CopyFrom(to_timestamp(expires_at))
+        paths.append("expires_at")
+    if max_hits is not None:
+        out.max_hits = max_hits
+        paths.append("max_hits")
+    if action is not None:
+        out.action = breakpoint_action(action)
+        paths.append("action")
+    if log_message is not None:
+        out.log_message = log_message
+        paths.append("log_message")
+    if hold_limit is not None:
+        out.hold_limit.CopyFrom(to_duration(hold_limit))
+        paths.append("hold_limit")
+    return out, paths
+
+
+def field_mask(paths: Iterable[str] | field_mask_pb2.FieldMask | None) -> field_mask_pb2.FieldMask | None:
+    """A FieldMask from paths."""
+    if paths is None or isinstance(paths, field_mask_pb2.FieldMask):
+        return paths
+    return field_mask_pb2.FieldMask(paths=list(paths))
+
+
+_COMMAND_ALIASES = {
+    "in": "step_in",
+    "out": "step_out",
+    "continue": "resume",
+    "stack": "stacktrace",
+}
+
+_COMMAND_FIELDS = {
+    pause_pb2.COMMAND_KIND_NEXT: "next",
+    pause_pb2.COMMAND_KIND_IN: "step_in",
+    pause_pb2.COMMAND_KIND_OUT: "step_out",
+    pause_pb2.COMMAND_KIND_HERE: "here",
+    pause_pb2.COMMAND_KIND_CONTINUE: "resume",
+    pause_pb2.COMMAND_KIND_CONTINUE_SCOPE: "continue_scope",
+    pause_pb2.COMMAND_KIND_CONTINUE_ALL: "continue_all",
+    pause_pb2.COMMAND_KIND_TRACE: "trace",
+    pause_pb2.COMMAND_KIND_EVAL: "eval",
+    pause_pb2.COMMAND_KIND_INJECT: "inject",
+    pause_pb2.COMMAND_KIND_SKIP: "skip",
+    pause_pb2.COMMAND_KIND_INSPECT: "inspect",
+    pause_pb2.COMMAND_KIND_INSPECT_PROMPT: "inspect_prompt",
+    pause_pb2.COMMAND_KIND_LOCALS: "locals",
+    pause_pb2.COMMAND_KIND_STACKTRACE: "stacktrace",
+    pause_pb2.COMMAND_KIND_QUIT: "quit",
+    pause_pb2.COMMAND_KIND_EXPRESSION: "expression",
+}
+
+
+def command(value: CommandLike, **args: Any) -> pause_pb2.DebugCommand:
+    """A DebugCommand from a name, a CommandKind or a DebugCommand.
+
+    Names are the DebugCommand fields ("next", "step_in", "step_out", "here",
+    "resume", "continue_scope", "continue_all", "trace", "eval", "inject", "skip",
+    "inspect", "inspect_prompt", "locals", "stacktrace", "quit", "expression"),
+    the CommandKind names ("NEXT", "IN", "CONTINUE", …) and the aliases "in",
+    "out", "continue". Keyword arguments are the command's fields, e.g.
+    ``command("eval", code="x + 1")``, ``command("inject", value={"a": 1})``,
+    ``command("here", line=12)``, ``command("out", force=True)``.
+    """
+    if isinstance(value, pause_pb2.DebugCommand):
+        if args:
+            raise TypeError("arguments are given with a command name, not with a DebugCommand")
+        return value
+    if isinstance(value, int):
+        if value not in _COMMAND_FIELDS:
+            raise ValueError(f"not a command kind: {value}")
+        field = _COMMAND_FIELDS[cast(pause_pb2.CommandKind.ValueType, value)]
+    else:
+        name = value.strip().lower().removeprefix("command_kind_")
+        field = _COMMAND_ALIASES.get(name, name)
+        if field not in _COMMAND_FIELDS.values():
+            raise ValueError(f"unknown command {value!r}")
+    out = pause_pb2.DebugCommand()
+    sub: Any = getattr(out, field)
+    sub.SetInParent()
+    for key, arg in args.items():
+        if field == "inject" and key == "value":
+            sub.value.CopyFrom(to_value(arg))
+        elif key == "coor":
+            sub.coor.extend(arg)
+        else:
+            setattr(sub, key, arg)
+    return out
+
+
+def debug_input(key: str, cmd: CommandLike, client_name: str = "", **args: Any) -> pause_pb2.DebugInput:
+    """A DebugInput answering the pause `key`."""
+    return pause_pb2.DebugInput(key=key, command=command(cmd, **args), client_name=client_name)
+
+
+def step_kind(value: int | str) -> session_pb2.StepKind.ValueType:
+    """A StepKind from its value or name ("over", "in", "out")."""
+    return cast(session_pb2.StepKind.ValueType, _enum(session_pb2.StepKind, "STEP_KIND_", value))
+
+
+def wait_fields(wait: bool, timeout_ms: int | None) -> dict[str, Any]:
+    """The `wait` oneof of Continue/Step/Pause: no_wait, or until_stable with a timeout."""
+    if not wait:
+        return {"no_wait": session_pb2.NoWait()}
+    until = session_pb2.Wait()
+    if timeout_ms is not None:
+        until.timeout_ms = timeout_ms
+    return {"until_stable": until}
+
+
+def inspector_config(
+    config: inspector_pb2.InspectorConfig | Mapping[str, Any] | None,
+) -> inspector_pb2.InspectorConfig | None:
+    """An InspectorConfig from a message or a mapping of its fields."""
+    if config is None or isinstance(config, inspector_pb2.InspectorConfig):
+        return config
+    out = inspector_pb2.InspectorConfig()
+    for key, value in config.items():
+        if key == "view_mode":
+            out.view_mode = cast(
+                inspector_pb2.ViewMode.ValueType, _enum(inspector_pb2.ViewMode, "VIEW_MODE_", value)
+            )
+        else:
+            setattr(out, key, value)
+    return out

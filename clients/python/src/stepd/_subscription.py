@@ -1,0 +1,217 @@
+"""The resuming event iterator over EventService.Subscribe (threads)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Iterator, Sequence, Union
+
+import grpc
+
+from stepd import _build
+from stepd.errors import StepdError, Unavailable, from_rpc_error
+from stepd.v1 import event_pb2, event_pb2_grpc
+
+_END = object()
+_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
+_Item = Union[event_pb2.Event, BaseException, object]
+
+
+def retryable(err: StepdError) -> bool:
+    """Whether a failed stream is a dropped connection worth resuming (not a stepd refusal)."""
+    return not err.reason and err.code in _RETRYABLE
+
+
+class Subscription:
+    """An open ``EventService.Subscribe`` stream that survives dropped connections.
+
+    Iterate it to receive :class:`stepd.v1.event_pb2.Event` messages. The first
+    event is a snapshot (or, when resuming, exactly the missed events). When the
+    connection drops, the subscription reconnects and sends a Watch with
+    ``resume_after_seq`` = the highest seq seen and ``resume_instance_id`` = the
+    snapshot's instance, so the daemon replays exactly what was missed — or sends
+    ``gap`` and a fresh snapshot when it no longer holds it. Events are never
+    delivered twice. Iteration ends when the daemon ends the stream (shutdown) or
+    :meth:`close` is called; errors the daemon returns (e.g. ``LimitExceeded``)
+    are raised from the iterator.
+
+    Attributes:
+        seq: the cursor — the highest event seq accounted for.
+        instance_id: the daemon instance the cursor belongs to.
+        reconnects: how many times the stream was re-established.
+    """
+
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        *,
+        session_ids: Sequence[str] = (),
+        channels: Sequence[_build.ChannelLike] = (),
+        resume_after_seq: int = 0,
+        resume_instance_id: str = "",
+        client_name: str = "",
+        metadata: Sequence[tuple[str, str]] = (),
+        heartbeats: bool = False,
+        reconnect: bool = True,
+        reconnect_timeout: float | None = 60.0,
+        keepalive_interval: float = 30.0,
+    ) -> None:
+        self._channel = channel
+        self._stub = event_pb2_grpc.EventServiceStub(channel)
+        self._session_ids = list(session_ids)
+        self._channels = [_build.channel(c) for c in channels]
+        self._client_name = client_name
+        self._metadata = list(metadata)
+        self._heartbeats = heartbeats
+        self._reconnect = reconnect
+        self._reconnect_timeout = reconnect_timeout
+        self._keepalive_interval = keepalive_interval
+        self.seq = resume_after_seq
+        self.instance_id = resume_instance_id
+        self.reconnects = 0
+        self._lock = threading.Lock()
+        self._events: queue.Queue[_Item] = queue.Queue()
+        self._requests: queue.Queue[event_pb2.SubscribeRequest | None] = queue.Queue()
+        self._call: Any = None
+        self._closed = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name="stepd-events", daemon=True)
+        self._thread.start()
+
+    # -- consumer side -------------------------------------------------------
+
+    def __iter__(self) -> Iterator[event_pb2.Event]:
+        return self
+
+    def __next__(self) -> event_pb2.Event:
+        return self.next()
+
+    def next(self, timeout: float | None = None) -> event_pb2.Event:
+        """The next event; raises TimeoutError after `timeout` seconds, StopIteration at the end."""
+        if self._done:
+            raise StopIteration
+        try:
+            item = self._events.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no event within {timeout} s") from None
+        if isinstance(item, event_pb2.Event):
+            return item
+        self._done = True
+        if isinstance(item, BaseException):
+            raise item
+        raise StopIteration
+
+    def send_input(self, key: str, command: _build.CommandLike, *, client_name: str = "", **args: Any) -> None:
+        """Answers the pause `key` on this stream (same semantics as SendDebugInput).
+
+        Success shows up as a ``pause_resolved`` event; a failure as an ``error``
+        event on this stream (see :func:`stepd.errors.from_stream_error`).
+        """
+        message = event_pb2.SubscribeRequest(debug_input=_build.debug_input(key, command, client_name, **args))
+        with self._lock:
+            self._requests.put(message)
+
+    def watch(self, session_ids: Sequence[str] = (), channels: Sequence[_build.ChannelLike] = ()) -> None:
+        """Replaces the filter; the daemon answers with a fresh snapshot."""
+        with self._lock:
+            self._session_ids = list(session_ids)
+            self._channels = [_build.channel(c) for c in channels]
+            self._requests.put(event_pb2.SubscribeRequest(watch=self._watch(resume=False)))
+
+    def close(self) -> None:
+        """Ends the stream; iteration stops."""
+        self._closed.set()
+        with self._lock:
+            self._requests.put(None)
+            call = self._call
+        if call is not None:
+            call.cancel()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- stream side -----------------------------------------------------------
+
+    def _watch(self, resume: bool) -> event_pb2.Watch:
+        return event_pb2.Watch(
+            session_ids=self._session_ids,
+            channels=self._channels,
+            resume_after_seq=self.seq if resume else 0,
+            resume_instance_id=self.instance_id if resume else "",
+            client_name=self._client_name,
+        )
+
+    def _outbound(self, requests: queue.Queue[event_pb2.SubscribeRequest | None]) -> Iterator[event_pb2.SubscribeRequest]:
+        while True:
+            try:
+                message = requests.get(timeout=self._keepalive_interval)
+            except queue.Empty:
+                message = event_pb2.SubscribeRequest(heartbeat=event_pb2.Heartbeat())
+            if message is None:
+                return
+            yield message
+
+    def _run(self) -> None:
+        established = False
+        deadline: float | None = None
+        while not self._closed.is_set():
+            requests: queue.Queue[event_pb2.SubscribeRequest | None] = queue.Queue()
+            with self._lock:
+                self._requests = requests
+                requests.put(event_pb2.SubscribeRequest(watch=self._watch(resume=self.seq > 0)))
+                call: Any = self._stub.Subscribe(self._outbound(requests), metadata=self._metadata)
+                self._call = call
+            try:
+                for response in call:
+                    established, deadline = True, None
+                    self._deliver(response.event)
+                self._events.put(_END)  # the daemon ended the stream: shutdown
+                return
+            except grpc.RpcError as rpc_error:
+                err = from_rpc_error(rpc_error)
+            finally:
+                requests.put(None)
+            if self._closed.is_set() or err.code == grpc.StatusCode.CANCELLED:
+                break
+            if not (self._reconnect and established and retryable(err)):
+                self._events.put(err)
+                return
+            if deadline is None and self._reconnect_timeout is not None:
+                deadline = time.monotonic() + self._reconnect_timeout
+            if not self._wait_ready(deadline):
+                if not self._closed.is_set():
+                    self._events.put(Unavailable(f"could not resume the event stream: {err.message}", code=err.code))
+                return
+            self.reconnects += 1
+        self._events.put(_END)
+
+    def _wait_ready(self, deadline: float | None) -> bool:
+        while not self._closed.is_set():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            step = 0.5 if remaining is None else min(0.5, remaining)
+            try:
+                grpc.channel_ready_future(self._channel).result(timeout=step)
+                return True
+            except grpc.FutureTimeoutError:
+                continue
+        return False
+
+    def _deliver(self, event: event_pb2.Event) -> None:
+        kind = event.WhichOneof("payload")
+        if kind == "snapshot":
+            self.seq = event.snapshot.seq
+            self.instance_id = event.snapshot.instance_id
+        elif event.seq > 0:
+            if event.seq <= self.seq:
+                return  # already delivered before a reconnect
+            self.seq = event.seq
+        if kind == "heartbeat" and not self._heartbeats:
+            return
+        self._events.put(event)
