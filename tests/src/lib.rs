@@ -1,1 +1,283 @@
+//! Harness for end-to-end tests: starts the real `stepd` binary on a free
+//! loopback port with a private data directory, and helps read events with
+//! deadlines (never sleeps).
 
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
+
+use stepd_proto::v1::{
+    Event, SubscribeRequest, SubscribeResponse, Watch, event_service_client::EventServiceClient,
+    subscribe_request::Message,
+};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+    sync::mpsc,
+};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Streaming, transport::Channel};
+
+/// How long any single wait in a test may take.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// The workspace's target directory holding the built binaries.
+fn target_dir() -> PathBuf {
+    // Test executables live in target/<profile>/deps/.
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("target/debug"))
+}
+
+fn binary(env: &str, name: &str) -> PathBuf {
+    let path = std::env::var_os(env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join(name));
+    assert!(
+        path.is_file(),
+        "{} not found; run `cargo build --workspace --bins` first (or set {env})",
+        path.display()
+    );
+    path
+}
+
+/// Path of the `stepd` binary under test.
+pub fn stepd_bin() -> PathBuf {
+    binary("STEPD_BIN", "stepd")
+}
+
+/// Path of the `stepctl` binary under test.
+pub fn stepctl_bin() -> PathBuf {
+    binary("STEPCTL_BIN", "stepctl")
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// A directory removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh, empty directory.
+    pub fn new(tag: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Short names: Unix socket paths are limited to about 100 bytes.
+        let path = std::env::temp_dir().join(format!("sd-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `stepd`.
+pub struct Daemon {
+    /// The process.
+    pub child: Child,
+    /// Its TCP address.
+    pub addr: String,
+    /// Its Unix socket, when it has one.
+    pub unix: Option<PathBuf>,
+    /// Its data directory (kept for restarts).
+    pub data_dir: PathBuf,
+    /// The data directory this daemon owns (removed when dropped).
+    pub owned_dir: Option<TempDir>,
+}
+
+impl Daemon {
+    /// Starts a daemon with its own data directory and extra flags.
+    pub async fn start(args: &[&str]) -> Self {
+        let dir = TempDir::new("d");
+        let data_dir = dir.path().to_path_buf();
+        let mut daemon = Self::start_in(&data_dir, args).await;
+        daemon.owned_dir = Some(dir);
+        daemon
+    }
+
+    /// Starts a daemon on an existing data directory (to test restarts).
+    pub async fn start_in(data_dir: &Path, args: &[&str]) -> Self {
+        let mut child = Self::command(data_dir, args)
+            .spawn()
+            .expect("spawn stepd");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(DEADLINE, async {
+            while let Some(line) = lines.next_line().await.ok().flatten() {
+                if let Some(rest) = line.strip_prefix("stepd ready ") {
+                    return Some(rest.to_owned());
+                }
+            }
+            None
+        })
+        .await
+        .expect("stepd did not get ready in time")
+        .expect("stepd exited before it was ready");
+        let mut addr = String::new();
+        let mut unix = None;
+        for part in ready.split_whitespace() {
+            if let Some(a) = part.strip_prefix("tcp=") {
+                addr = a.to_owned();
+            } else if let Some(u) = part.strip_prefix("unix=").filter(|u| !u.is_empty()) {
+                unix = Some(PathBuf::from(u));
+            }
+        }
+        Self {
+            child,
+            addr,
+            unix,
+            data_dir: data_dir.to_path_buf(),
+            owned_dir: None,
+        }
+    }
+
+    /// The command that starts stepd (stdout piped for the ready line).
+    pub fn command(data_dir: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(stepd_bin());
+        command
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// A new connection to the daemon.
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .expect("valid uri")
+            .connect()
+            .await
+            .expect("connect to stepd")
+    }
+
+    /// Waits for the process to exit, at most `within`.
+    pub async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .expect("stepd did not exit in time")
+            .expect("wait for stepd")
+    }
+
+    /// Stops the daemon with SIGTERM and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        self.wait_exit(DEADLINE).await;
+    }
+}
+
+/// An open Subscribe stream.
+pub struct Subscription {
+    /// Sends client messages (Watch, DebugInput, Heartbeat).
+    pub tx: mpsc::Sender<SubscribeRequest>,
+    /// The server's events.
+    pub rx: Streaming<SubscribeResponse>,
+}
+
+impl Subscription {
+    /// Opens a stream on `channel` and sends `watch`.
+    pub async fn open(channel: Channel, watch: Watch) -> Self {
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(SubscribeRequest {
+            message: Some(Message::Watch(watch)),
+        })
+        .await
+        .expect("queue watch");
+        let rx = EventServiceClient::new(channel)
+            .subscribe(ReceiverStream::new(rx))
+            .await
+            .expect("subscribe")
+            .into_inner();
+        Self { tx, rx }
+    }
+
+    /// The next event, failing the test after the deadline.
+    pub async fn next(&mut self) -> Event {
+        self.try_next()
+            .await
+            .expect("the stream ended while an event was expected")
+    }
+
+    /// The next event, or None when the stream ended.
+    pub async fn try_next(&mut self) -> Option<Event> {
+        tokio::time::timeout(DEADLINE, self.rx.message())
+            .await
+            .expect("no event before the deadline")
+            .expect("stream error")
+            .map(|r| r.event.expect("response carries an event"))
+    }
+
+    /// Sends a client message.
+    pub async fn send(&self, message: Message) {
+        self.tx
+            .send(SubscribeRequest {
+                message: Some(message),
+            })
+            .await
+            .expect("send on subscription");
+    }
+}
+
+/// The stepd reason of an error status ("" when it has none).
+pub fn reason(status: &tonic::Status) -> String {
+    use tonic_types::StatusExt;
+    status
+        .get_details_error_info()
+        .map(|info| {
+            assert_eq!(info.domain, stepd_proto::ERROR_DOMAIN);
+            info.reason
+        })
+        .unwrap_or_default()
+}
+
+/// The fields named by a status's BadRequest detail.
+pub fn violated_fields(status: &tonic::Status) -> Vec<String> {
+    use tonic_types::StatusExt;
+    status
+        .get_details_bad_request()
+        .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
+        .unwrap_or_default()
+}
+
+/// A source breakpoint spec.
+pub fn source_spec(path: &str, line: u32) -> stepd_proto::v1::BreakpointSpec {
+    stepd_proto::v1::BreakpointSpec {
+        location: Some(stepd_proto::v1::breakpoint_spec::Location::Source(
+            stepd_proto::v1::SourceLocation {
+                path: path.into(),
+                line,
+                column: 0,
+            },
+        )),
+        ..Default::default()
+    }
+}
