@@ -52,7 +52,7 @@ def to_value(value: JsonValue) -> struct_pb2.Value:
     if isinstance(value, struct_pb2.Value):
         return value
     out = struct_pb2.Value()
-    ParseDict(value, out)
+    ParseDict(cast(Any, value), out)
     return out
 
 
@@ -286,3 +286,54 @@ def inspector_config(
         else:
             setattr(out, key, value)
     return out
+
+
+def disconnect_mode(value: int | str | None) -> session_pb2.DisconnectMode.ValueType:
+    """A DisconnectMode from its value or name ("terminate", "detach")."""
+    return cast(session_pb2.DisconnectMode.ValueType, _enum(session_pb2.DisconnectMode, "DISCONNECT_MODE_", value))
+
+
+def variable_filter(value: int | str | None) -> session_pb2.VariableFilter.ValueType:
+    """A VariableFilter from its value or name ("indexed", "named")."""
+    return cast(session_pb2.VariableFilter.ValueType, _enum(session_pb2.VariableFilter, "VARIABLE_FILTER_", value))
+
+
+def evaluate_context(value: int | str | None) -> session_pb2.EvaluateContext.ValueType:
+    """An EvaluateContext from its value or name ("repl", "watch", "hover", "clipboard")."""
+    return cast(
+        session_pb2.EvaluateContext.ValueType, _enum(session_pb2.EvaluateContext, "EVALUATE_CONTEXT_", value)
+    )
+
+
+def inspect_source(
+    session_id: str,
+    *,
+    pause_value: str | None = None,
+    pause_locals: str | None = None,
+    variables_ref: str | None = None,
+    expression: str | None = None,
+    frame_id: str = "",
+    last_exception: bool = False,
+    tap_seq: int | None = None,
+) -> inspector_pb2.InspectSource:
+    """The InspectSource oneof from exactly one of its keywords."""
+    given = [
+        x is not None for x in (pause_value, pause_locals, variables_ref, expression, tap_seq)
+    ] + [last_exception]
+    if sum(given) != 1:
+        raise ValueError(
+            "give exactly one of pause_value, pause_locals, variables_ref, expression, last_exception, tap_seq"
+        )
+    if pause_value is not None:
+        return inspector_pb2.InspectSource(pause_value=pause_value)
+    if pause_locals is not None:
+        return inspector_pb2.InspectSource(pause_locals=pause_locals)
+    if variables_ref is not None:
+        return inspector_pb2.InspectSource(variables_ref=variables_ref)
+    if expression is not None:
+        return inspector_pb2.InspectSource(
+            expression=inspector_pb2.FrameExpression(session_id=session_id, frame_id=frame_id, code=expression)
+        )
+    if tap_seq is not None:
+        return inspector_pb2.InspectSource(tap_seq=tap_seq)
+    return inspector_pb2.InspectSource(last_exception_session_id=session_id)

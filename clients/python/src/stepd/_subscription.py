@@ -62,7 +62,7 @@ class Subscription:
         self._session_ids = list(session_ids)
         self._channels = [_build.channel(c) for c in channels]
         self._client_name = client_name
-        self._metadata = list(metadata)
+        self._metadata = tuple(metadata)
         self._heartbeats = heartbeats
         self._reconnect = reconnect
         self._reconnect_timeout = reconnect_timeout

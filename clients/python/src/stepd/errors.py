@@ -75,7 +75,7 @@ class FieldViolation:
     reason: str = ""
 
 
-class StepdError(grpc.RpcError):
+class StepdError(Exception):
     """A failed stepd call.
 
     Attributes:
@@ -306,7 +306,7 @@ def error_class(reason: str | int) -> type[StepdError]:
 
 def _decode_details(raw: bytes) -> tuple[str, str, dict[str, str], list[FieldViolation], list[any_pb2.Any]]:
     # googleapis-common-protos ships no py.typed; keep its objects local and untyped.
-    from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+    from google.rpc import error_details_pb2, status_pb2
 
     status: Any = status_pb2.Status.FromString(raw)
     reason, domain = "", ""
@@ -344,7 +344,10 @@ def from_rpc_error(err: grpc.RpcError) -> StepdError:
     for key, value in trailers:
         if key == _DETAILS_KEY and isinstance(value, bytes):
             raw = value
-    reason, domain, metadata, violations, details = "", "", {}, [], []
+    reason, domain = "", ""
+    metadata: dict[str, str] = {}
+    violations: list[FieldViolation] = []
+    details: list[any_pb2.Any] = []
     if raw:
         try:
             reason, domain, metadata, violations, details = _decode_details(raw)

@@ -1,0 +1,19 @@
+"""Python client of stepd, the debugging daemon.
+
+    import stepd
+    with stepd.Client() as client:          # $STEPD_ADDR or 127.0.0.1:7701
+        print(client.ping().version)
+
+Generated messages and stubs live in ``stepd.v1`` (e.g. ``stepd.v1.event_pb2``);
+errors in :mod:`stepd.errors`; the asyncio client is :class:`stepd.aio.Client`.
+"""
+
+from stepd import errors
+from stepd._build import command, debug_input
+from stepd._subscription import Subscription
+from stepd.client import Client
+from stepd.errors import StepdError
+
+__all__ = ["Client", "StepdError", "Subscription", "command", "debug_input", "errors", "__version__"]
+
+__version__ = "0.1.0"
