@@ -19,7 +19,10 @@ use stepd_proto::{
     },
 };
 use tokio::net::{TcpListener, UnixListener};
-use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tokio_stream::{
+    StreamExt as _,
+    wrappers::{TcpListenerStream, UnixListenerStream},
+};
 use tonic::transport::{Server, server::Router};
 use tonic_health::ServingStatus;
 
@@ -75,8 +78,16 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .unwrap_or_default()
     );
 
+    // Small event frames must not wait for Nagle's algorithm.
+    let tcp_incoming = TcpListenerStream::new(tcp).map(|conn| {
+        conn.inspect(|stream| {
+            if let Err(err) = stream.set_nodelay(true) {
+                tracing::debug!(%err, "could not set TCP_NODELAY");
+            }
+        })
+    });
     let tcp_server = router.clone().serve_with_incoming_shutdown(
-        TcpListenerStream::new(tcp),
+        tcp_incoming,
         shutdown.clone().cancelled_owned(),
     );
     let unix_path = unix.as_ref().map(|(_, p)| p.clone());
