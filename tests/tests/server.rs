@@ -1,0 +1,166 @@
+//! Serving: health, reflection (through the real grpcurl), the Unix socket,
+//! loopback-only binding, and shutdown with open streams.
+
+use std::{os::unix::fs::PermissionsExt, path::PathBuf, process::Stdio, time::Duration};
+
+use stepd_e2e::{Daemon, Subscription, TempDir, repo_root, stepd_bin};
+use stepd_proto::v1::{
+    PingRequest, ShutdownRequest, Watch, daemon_service_client::DaemonServiceClient,
+};
+use tonic::transport::Endpoint;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+#[tokio::test]
+async fn health_serves() {
+    let daemon = Daemon::start(&[]).await;
+    let status = HealthClient::new(daemon.channel().await)
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(status, 1, "SERVING");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_is_refused_without_insecure() {
+    let dir = TempDir::new("nl");
+    let out = std::process::Command::new(stepd_bin())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--listen", "0.0.0.0:0", "--no-unix-socket"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("non-loopback"), "{stderr}");
+    assert!(stderr.contains("--insecure"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_unix_socket_is_private_and_serves() {
+    let daemon = Daemon::start(&[]).await;
+    let socket = daemon.unix.clone().expect("a unix socket by default");
+    let mode = |p: &PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(mode(&socket.parent().unwrap().to_path_buf()), 0o700);
+
+    let path = socket.clone();
+    let channel = Endpoint::from_static("http://stepd.local")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(path).await?,
+                ))
+            }
+        }))
+        .await
+        .unwrap();
+    let pong = DaemonServiceClient::new(channel)
+        .ping(PingRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(pong.protocol_version, "stepd.v1");
+    daemon.stop().await;
+    assert!(!socket.exists(), "the socket file is removed on shutdown");
+}
+
+#[tokio::test]
+async fn shutdown_with_open_streams_finishes_within_the_drain_deadline() {
+    let mut daemon = Daemon::start(&["--drain-timeout", "3s"]).await;
+    // One subscriber that reads, one that never reads, one that never hangs up.
+    let mut reading = Subscription::open(daemon.channel().await, Watch::default()).await;
+    reading.next().await;
+    let _idle = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let _silent = Subscription::open(daemon.channel().await, Watch::default()).await;
+
+    let started = std::time::Instant::now();
+    DaemonServiceClient::new(daemon.channel().await)
+        .shutdown(ShutdownRequest {})
+        .await
+        .unwrap();
+    assert_eq!(reading.try_next().await, None, "open streams end cleanly");
+    let status = daemon.wait_exit(Duration::from_secs(10)).await;
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3 + 2),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+}
+
+fn grpcurl() -> PathBuf {
+    let local = repo_root().join(".tools/bin/grpcurl");
+    if local.is_file() { local } else { PathBuf::from("grpcurl") }
+}
+
+fn run_grpcurl(args: &[&str]) -> String {
+    let out = std::process::Command::new(grpcurl())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("grpcurl is installed by scripts/tools");
+    assert!(
+        out.status.success(),
+        "grpcurl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn reflection_lets_grpcurl_list_and_describe() {
+    let daemon = Daemon::start(&[]).await;
+    let addr = daemon.addr.as_str();
+    let services = run_grpcurl(&["-plaintext", addr, "list"]);
+    for service in [
+        "stepd.v1.DaemonService",
+        "stepd.v1.SessionService",
+        "stepd.v1.BreakpointService",
+        "stepd.v1.EventService",
+        "stepd.v1.InspectorService",
+        "stepd.v1.ProbeService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ] {
+        assert!(services.lines().any(|l| l == service), "{service} in {services}");
+    }
+    let described = run_grpcurl(&["-plaintext", addr, "describe", "stepd.v1.EventService"]);
+    assert!(described.contains("rpc Subscribe ( stream .stepd.v1.SubscribeRequest ) returns ( stream .stepd.v1.SubscribeResponse )"), "{described}");
+    let message = run_grpcurl(&["-plaintext", addr, "describe", "stepd.v1.Watch"]);
+    assert!(message.contains("resume_after_seq"), "{message}");
+    let pong = run_grpcurl(&["-plaintext", addr, "stepd.v1.DaemonService/Ping"]);
+    assert!(pong.contains("\"protocolVersion\": \"stepd.v1\""), "{pong}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn reflection_v1alpha_is_served_for_older_tools() {
+    use tonic_reflection::pb::v1alpha::{
+        ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+        server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+    };
+    let daemon = Daemon::start(&[]).await;
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = ServerReflectionClient::new(daemon.channel().await)
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("expected a service list");
+    };
+    assert!(list.service.iter().any(|s| s.name == "stepd.v1.SessionService"));
+    daemon.stop().await;
+}
