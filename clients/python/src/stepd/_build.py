@@ -47,6 +47,16 @@ def resolve_addr(addr: str | None) -> str:
     return target
 
 
+def channel_options(target: str, extra: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
+    """Channel options for a target. For unix sockets gRPC's C core sends the
+    socket path as `:authority`, which the daemon's HTTP/2 stack refuses as
+    malformed; "localhost" is what other gRPC clients send there."""
+    options = list(CHANNEL_OPTIONS)
+    if target.startswith("unix:") and not any(k == "grpc.default_authority" for k, _ in extra):
+        options.append(("grpc.default_authority", "localhost"))
+    return options + list(extra)
+
+
 def to_value(value: JsonValue) -> struct_pb2.Value:
     """A JSON-like Python value as a google.protobuf.Value."""
     if isinstance(value, struct_pb2.Value):

@@ -39,7 +39,8 @@ class Subscription:
     Attributes:
         seq: the cursor — the highest event seq accounted for.
         instance_id: the daemon instance the cursor belongs to.
-        reconnects: how many times the stream was re-established.
+        reconnects: how many times the stream resumed after a dropped connection
+            (counted when the resumed stream delivers its first event).
     """
 
     def __init__(
@@ -158,6 +159,7 @@ class Subscription:
 
     def _run(self) -> None:
         established = False
+        dropped = False
         deadline: float | None = None
         while not self._closed.is_set():
             requests: queue.Queue[event_pb2.SubscribeRequest | None] = queue.Queue()
@@ -168,7 +170,9 @@ class Subscription:
                 self._call = call
             try:
                 for response in call:
-                    established, deadline = True, None
+                    if dropped:
+                        self.reconnects += 1
+                    established, dropped, deadline = True, False, None
                     self._deliver(response.event)
                 self._events.put(_END)  # the daemon ended the stream: shutdown
                 return
@@ -187,7 +191,7 @@ class Subscription:
                 if not self._closed.is_set():
                     self._events.put(Unavailable(f"could not resume the event stream: {err.message}", code=err.code))
                 return
-            self.reconnects += 1
+            dropped = True
         self._events.put(_END)
 
     def _wait_ready(self, deadline: float | None) -> bool:

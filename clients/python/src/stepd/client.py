@@ -57,7 +57,7 @@ class Client:
         self.timeout = timeout
         self._owns_channel = channel is None
         self.channel: grpc.Channel = channel or grpc.insecure_channel(
-            self.addr, options=[*_build.CHANNEL_OPTIONS, *options]
+            self.addr, options=_build.channel_options(self.addr, options)
         )
         self.metadata: tuple[tuple[str, str], ...] = ((_build.CLIENT_HEADER, self.client_name), *(metadata or {}).items())
         self.daemon_stub = daemon_pb2_grpc.DaemonServiceStub(self.channel)

@@ -112,12 +112,7 @@ class StepdError(Exception):
         self.details: list[any_pb2.Any] = list(details)
 
     def __str__(self) -> str:
-        label = self.reason or self.code.name
-        text = f"{label}: {self.message}"
-        if self.field_violations:
-            fields = "; ".join(f"{v.field}: {v.description}" for v in self.field_violations)
-            text += f" ({fields})"
-        return text
+        return f"{self.reason or self.code.name}: {self.message}"
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,200 @@
+"""The resuming event iterator over EventService.Subscribe (asyncio)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Sequence, Union
+
+import grpc
+import grpc.aio
+
+from stepd import _build
+from stepd._subscription import retryable
+from stepd.errors import StepdError, Unavailable, from_rpc_error
+from stepd.v1 import event_pb2, event_pb2_grpc
+
+_END = object()
+_Item = Union[event_pb2.Event, BaseException, object]
+
+
+class AsyncSubscription:
+    """The asyncio twin of :class:`stepd.Subscription`: ``async for event in sub``.
+
+    Same contract: snapshot (or the missed events) first, transparent resume
+    after a dropped connection with ``resume_after_seq`` / ``resume_instance_id``,
+    no event delivered twice; iteration ends on daemon shutdown or
+    :meth:`close`; daemon errors are raised from the iterator.
+    """
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        *,
+        session_ids: Sequence[str] = (),
+        channels: Sequence[_build.ChannelLike] = (),
+        resume_after_seq: int = 0,
+        resume_instance_id: str = "",
+        client_name: str = "",
+        metadata: Sequence[tuple[str, str]] = (),
+        heartbeats: bool = False,
+        reconnect: bool = True,
+        reconnect_timeout: float | None = 60.0,
+    ) -> None:
+        self._channel = channel
+        self._stub = event_pb2_grpc.EventServiceStub(channel)
+        self._session_ids = list(session_ids)
+        self._channels = [_build.channel(c) for c in channels]
+        self._client_name = client_name
+        self._metadata = tuple(metadata)
+        self._heartbeats = heartbeats
+        self._reconnect = reconnect
+        self._reconnect_timeout = reconnect_timeout
+        self.seq = resume_after_seq
+        self.instance_id = resume_instance_id
+        self.reconnects = 0
+        self._events: asyncio.Queue[_Item] = asyncio.Queue()
+        self._write_lock = asyncio.Lock()
+        self._call: Any = None
+        self._closed = False
+        self._done = False
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    # -- consumer side ---------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncSubscription:
+        return self
+
+    async def __anext__(self) -> event_pb2.Event:
+        return await self.next()
+
+    async def next(self, timeout: float | None = None) -> event_pb2.Event:
+        """The next event; raises TimeoutError after `timeout` seconds, StopAsyncIteration at the end."""
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            item = await asyncio.wait_for(self._events.get(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no event within {timeout} s") from None
+        if isinstance(item, event_pb2.Event):
+            return item
+        self._done = True
+        if isinstance(item, BaseException):
+            raise item
+        raise StopAsyncIteration
+
+    async def send_input(
+        self, key: str, command: _build.CommandLike, *, client_name: str = "", **args: Any
+    ) -> None:
+        """Answers the pause `key` on this stream; failures come back as an ``error`` event."""
+        await self._write(
+            event_pb2.SubscribeRequest(debug_input=_build.debug_input(key, command, client_name, **args))
+        )
+
+    async def watch(self, session_ids: Sequence[str] = (), channels: Sequence[_build.ChannelLike] = ()) -> None:
+        """Replaces the filter; the daemon answers with a fresh snapshot."""
+        self._session_ids = list(session_ids)
+        self._channels = [_build.channel(c) for c in channels]
+        await self._write(event_pb2.SubscribeRequest(watch=self._watch(resume=False)))
+
+    async def close(self) -> None:
+        """Ends the stream; iteration stops."""
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+    async def __aenter__(self) -> AsyncSubscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- stream side --------------------------------------------------------------------
+
+    async def _write(self, message: event_pb2.SubscribeRequest) -> None:
+        async with self._write_lock:
+            call = self._call
+            if call is None:
+                raise StepdError("the event stream is not connected")
+            await call.write(message)
+
+    def _watch(self, resume: bool) -> event_pb2.Watch:
+        return event_pb2.Watch(
+            session_ids=self._session_ids,
+            channels=self._channels,
+            resume_after_seq=self.seq if resume else 0,
+            resume_instance_id=self.instance_id if resume else "",
+            client_name=self._client_name,
+        )
+
+    async def _run(self) -> None:
+        established = False
+        dropped = False
+        deadline: float | None = None
+        try:
+            while not self._closed:
+                call: Any = self._stub.Subscribe(metadata=self._metadata)
+                try:
+                    async with self._write_lock:
+                        self._call = call
+                        await call.write(event_pb2.SubscribeRequest(watch=self._watch(resume=self.seq > 0)))
+                    while True:
+                        response = await call.read()
+                        if response is grpc.aio.EOF:
+                            self._events.put_nowait(_END)  # the daemon ended the stream: shutdown
+                            return
+                        if dropped:
+                            self.reconnects += 1
+                        established, dropped, deadline = True, False, None
+                        self._deliver(response.event)
+                except grpc.RpcError as rpc_error:
+                    err = from_rpc_error(rpc_error)
+                except (grpc.aio.UsageError, asyncio.InvalidStateError) as usage:
+                    err = await self._status_of(call, usage)
+                if self._closed or err.code == grpc.StatusCode.CANCELLED:
+                    break
+                if not (self._reconnect and established and retryable(err)):
+                    self._events.put_nowait(err)
+                    return
+                if deadline is None and self._reconnect_timeout is not None:
+                    deadline = time.monotonic() + self._reconnect_timeout
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    await asyncio.wait_for(self._channel.channel_ready(), remaining)
+                except asyncio.TimeoutError:
+                    self._events.put_nowait(
+                        Unavailable(f"could not resume the event stream: {err.message}", code=err.code)
+                    )
+                    return
+                dropped = True
+        except asyncio.CancelledError:
+            pass
+        self._events.put_nowait(_END)
+
+    @staticmethod
+    async def _status_of(call: Any, cause: BaseException) -> StepdError:
+        # A write on a finished call: the call's own status says why it finished.
+        try:
+            code: grpc.StatusCode = await call.code()
+            details = str(await call.details() or "")
+        except Exception:
+            return StepdError(str(cause), code=grpc.StatusCode.UNAVAILABLE)
+        return StepdError(details or str(cause), code=code)
+
+    def _deliver(self, event: event_pb2.Event) -> None:
+        kind = event.WhichOneof("payload")
+        if kind == "snapshot":
+            self.seq = event.snapshot.seq
+            self.instance_id = event.snapshot.instance_id
+        elif event.seq > 0:
+            if event.seq <= self.seq:
+                return  # already delivered before a reconnect
+            self.seq = event.seq
+        if kind == "heartbeat" and not self._heartbeats:
+            return
+        self._events.put_nowait(event)
