@@ -1,0 +1,35 @@
+"""The committed generated code is exactly what scripts/gen-python produces."""
+
+from __future__ import annotations
+
+import filecmp
+import importlib
+import subprocess
+from pathlib import Path
+
+from conftest import REPO
+
+COMMITTED = REPO / "clients" / "python" / "src" / "stepd" / "v1"
+
+
+def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
+    subprocess.run([str(REPO / "scripts" / "gen-python"), "--out", str(tmp_path)], check=True, cwd=REPO)
+    fresh = tmp_path / "stepd" / "v1"
+    fresh_files = sorted(p.name for p in fresh.iterdir())
+    committed_files = sorted(p.name for p in COMMITTED.iterdir() if p.name != "__pycache__")
+    assert fresh_files == committed_files, "run scripts/gen-python"
+    _, mismatch, errors = filecmp.cmpfiles(fresh, COMMITTED, fresh_files, shallow=False)
+    assert not mismatch and not errors, f"stale generated files {mismatch + errors}: run scripts/gen-python"
+    # one generated module per proto file, plus stubs
+    protos = sorted(p.stem for p in (REPO / "proto" / "stepd" / "v1").glob("*.proto"))
+    assert sorted(n.removesuffix("_pb2.py") for n in fresh_files if n.endswith("_pb2.py")) == protos
+
+
+def test_generated_modules_import() -> None:
+    for path in sorted(COMMITTED.glob("*_pb2*.py")):
+        module = importlib.import_module(f"stepd.v1.{path.stem}")
+        assert module.__name__.startswith("stepd.v1.")
+    from stepd.v1 import event_pb2, event_pb2_grpc
+
+    assert event_pb2.DESCRIPTOR.package == "stepd.v1"
+    assert hasattr(event_pb2_grpc, "EventServiceStub")
