@@ -120,8 +120,8 @@ func (s *Subscription) Err() error {
 	return s.err
 }
 
-// Cursor is the highest seq delivered on Events (or the seq of the last
-// snapshot delivered) and the daemon instance it belongs to. Passing them
+// Cursor is the highest seq handed to the Events channel (or the seq of the
+// last snapshot handed to it) and the daemon instance it belongs to. Passing them
 // as WatchOptions.ResumeAfterSeq / ResumeInstanceID resumes from there.
 func (s *Subscription) Cursor() (seq uint64, instanceID string) {
 	s.mu.Lock()
@@ -375,8 +375,9 @@ func retryable(err error, reconnecting bool) bool {
 	return false
 }
 
-// deliver hands one event to the consumer and advances the cursor; false
-// when the subscription ended meanwhile.
+// deliver hands one event to the Events channel and advances the cursor;
+// false when the subscription ended meanwhile (the cursor is then left as it
+// was).
 func (s *Subscription) deliver(ev *stepdv1.Event) bool {
 	if ev == nil {
 		return true
@@ -387,18 +388,20 @@ func (s *Subscription) deliver(ev *stepdv1.Event) bool {
 		s.mu.Unlock()
 		return true
 	}
-	s.mu.Unlock()
-	select {
-	case s.events <- ev:
-	case <-s.ctx.Done():
-		return false
-	}
-	s.mu.Lock()
+	prevSeq, prevInstance := s.seq, s.instanceID
 	if snap := ev.GetSnapshot(); snap != nil {
 		s.seq, s.instanceID = snap.GetSeq(), snap.GetInstanceId()
 	} else if ev.GetSeq() != 0 {
 		s.seq = ev.GetSeq()
 	}
 	s.mu.Unlock()
-	return true
+	select {
+	case s.events <- ev:
+		return true
+	case <-s.ctx.Done():
+		s.mu.Lock()
+		s.seq, s.instanceID = prevSeq, prevInstance
+		s.mu.Unlock()
+		return false
+	}
 }
