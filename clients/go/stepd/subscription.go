@@ -49,7 +49,8 @@ type WatchOptions struct {
 // The subscription ends when its context is done, on [Subscription.Close],
 // when the daemon ends the stream (shutdown), or on an error that retrying
 // cannot fix; the events channel is then closed and [Subscription.Err] says
-// why.
+// why. While the daemon is unreachable it keeps trying (with backoff) until
+// its context ends, so bound that context when a vanished daemon matters.
 type Subscription struct {
 	client *Client
 	opts   WatchOptions
