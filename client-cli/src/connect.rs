@@ -29,7 +29,9 @@ pub async fn channel(addr: Option<&str>) -> Result<Channel, Failure> {
         Err(_) => {
             start_daemon().await?;
             connect(addr).await.map_err(|err| {
-                Failure::Unreachable(format!("started stepd but cannot reach it at {addr}: {err}"))
+                Failure::Unreachable(format!(
+                    "started stepd but cannot reach it at {addr}: {err}"
+                ))
             })
         }
     }
@@ -70,7 +72,9 @@ fn log_path() -> Option<PathBuf> {
     let base = std::env::var_os("STEPD_DATA_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_DATA_HOME").map(|d| PathBuf::from(d).join("stepd")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share/stepd")))?;
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share/stepd"))
+        })?;
     std::fs::create_dir_all(&base).ok()?;
     Some(base.join("stepd.log"))
 }
@@ -97,7 +101,11 @@ async fn start_daemon() -> Result<(), Failure> {
         .process_group(0);
     match &log {
         Some((file, _)) => {
-            command.stderr(file.try_clone().map(Stdio::from).unwrap_or_else(|_| Stdio::null()));
+            command.stderr(
+                file.try_clone()
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+            );
         }
         None => {
             command.stderr(Stdio::null());
@@ -112,7 +120,10 @@ async fn start_daemon() -> Result<(), Failure> {
     let log_hint = log
         .map(|(_, p)| format!("; see {}", p.display()))
         .unwrap_or_default();
-    eprintln!("stepctl: started stepd (pid {}) on {DEFAULT_ADDR}", child.id());
+    eprintln!(
+        "stepctl: started stepd (pid {}) on {DEFAULT_ADDR}",
+        child.id()
+    );
     let deadline = tokio::time::Instant::now() + START_DEADLINE;
     let mut backoff = Duration::from_millis(20);
     loop {

@@ -11,10 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::{
-    cmd::{
-        breakpoints::BreakCommand,
-        watch::WatchArgs,
-    },
+    cmd::{breakpoints::BreakCommand, watch::WatchArgs},
     exit::Failure,
 };
 

@@ -88,5 +88,7 @@ pub fn timestamp(t: Option<&prost_types::Timestamp>) -> String {
 
 /// An enum value's name without its type prefix, lower-cased: "BREAKPOINT_ACTION_LOG" → "log".
 pub fn enum_name(full: &str, prefix: &str) -> String {
-    full.strip_prefix(prefix).unwrap_or(full).to_ascii_lowercase()
+    full.strip_prefix(prefix)
+        .unwrap_or(full)
+        .to_ascii_lowercase()
 }

@@ -85,7 +85,9 @@ impl Daemon {
     pub fn subscriber_slot(&self) -> ApiResult<SubscriberSlot> {
         let max = self.config.max_subscribers;
         self.subscribers
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
             .map_err(|_| {
                 ApiError::new(
                     ErrorReason::LimitExceeded,

@@ -14,8 +14,8 @@ use stepd_proto::{
     v1::{
         breakpoint_service_server::BreakpointServiceServer,
         daemon_service_server::DaemonServiceServer, event_service_server::EventServiceServer,
-        inspector_service_server::InspectorServiceServer,
-        probe_service_server::ProbeServiceServer, session_service_server::SessionServiceServer,
+        inspector_service_server::InspectorServiceServer, probe_service_server::ProbeServiceServer,
+        session_service_server::SessionServiceServer,
     },
 };
 use tokio::net::{TcpListener, UnixListener};
@@ -86,10 +86,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             }
         })
     });
-    let tcp_server = router.clone().serve_with_incoming_shutdown(
-        tcp_incoming,
-        shutdown.clone().cancelled_owned(),
-    );
+    let tcp_server = router
+        .clone()
+        .serve_with_incoming_shutdown(tcp_incoming, shutdown.clone().cancelled_owned());
     let unix_path = unix.as_ref().map(|(_, p)| p.clone());
     let unix_server = async {
         match unix {
@@ -166,10 +165,18 @@ fn router(
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(limited!(DaemonServiceServer::new(DaemonApi::new(daemon.clone()))))
-        .add_service(limited!(BreakpointServiceServer::new(BreakpointApi::new(daemon.clone()))))
-        .add_service(limited!(EventServiceServer::new(EventApi::new(daemon.clone()))))
-        .add_service(limited!(SessionServiceServer::new(SessionApi::new(daemon.clone()))))
+        .add_service(limited!(DaemonServiceServer::new(DaemonApi::new(
+            daemon.clone()
+        ))))
+        .add_service(limited!(BreakpointServiceServer::new(BreakpointApi::new(
+            daemon.clone()
+        ))))
+        .add_service(limited!(EventServiceServer::new(EventApi::new(
+            daemon.clone()
+        ))))
+        .add_service(limited!(SessionServiceServer::new(SessionApi::new(
+            daemon.clone()
+        ))))
         .add_service(limited!(InspectorServiceServer::new(InspectorApi)))
         .add_service(limited!(ProbeServiceServer::new(ProbeApi))))
 }

@@ -117,9 +117,7 @@ impl Daemon {
 
     /// Starts a daemon on an existing data directory (to test restarts).
     pub async fn start_in(data_dir: &Path, args: &[&str]) -> Self {
-        let mut child = Self::command(data_dir, args)
-            .spawn()
-            .expect("spawn stepd");
+        let mut child = Self::command(data_dir, args).spawn().expect("spawn stepd");
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut lines = BufReader::new(stdout).lines();
         let ready = tokio::time::timeout(DEADLINE, async {
@@ -159,7 +157,10 @@ impl Daemon {
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -123,7 +123,7 @@ async fn breakpoints_survive_a_restart_with_the_same_ids() {
 
     let again = Daemon::start_in(&data_dir, &[]).await;
     let mut client = BreakpointServiceClient::new(again.channel().await);
-    assert_eq!(ids(&mut client).await, [a.clone()]);
+    assert_eq!(ids(&mut client).await, std::slice::from_ref(&a));
     let c = add(&mut client, source_spec("/a.c", 5)).await;
     assert_ne!(c, b, "a removed id is never reused");
     assert_eq!(ids(&mut client).await, [a, c]);

@@ -99,12 +99,19 @@ async fn doctor_lists_every_adapter_with_the_paths_searched() {
         }
         if adapter.adapter == "gdb" && status == CheckStatus::Ok {
             let major: u32 = adapter.version.split('.').next().unwrap().parse().unwrap();
-            assert!(major >= 14, "gdb below 14 must be reported too old: {adapter:?}");
+            assert!(
+                major >= 14,
+                "gdb below 14 must be reported too old: {adapter:?}"
+            );
         }
     }
     let store = report.store.unwrap();
     assert_eq!(store.status, CheckStatus::Ok as i32);
     assert!(store.schema_version >= 1);
-    assert!(store.path.starts_with(&daemon.data_dir.display().to_string()));
+    assert!(
+        store
+            .path
+            .starts_with(&daemon.data_dir.display().to_string())
+    );
     daemon.stop().await;
 }

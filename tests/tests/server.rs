@@ -97,7 +97,11 @@ async fn shutdown_with_open_streams_finishes_within_the_drain_deadline() {
 
 fn grpcurl() -> PathBuf {
     let local = repo_root().join(".tools/bin/grpcurl");
-    if local.is_file() { local } else { PathBuf::from("grpcurl") }
+    if local.is_file() {
+        local
+    } else {
+        PathBuf::from("grpcurl")
+    }
 }
 
 fn run_grpcurl(args: &[&str]) -> String {
@@ -130,7 +134,10 @@ async fn reflection_lets_grpcurl_list_and_describe() {
         "grpc.reflection.v1.ServerReflection",
         "grpc.reflection.v1alpha.ServerReflection",
     ] {
-        assert!(services.lines().any(|l| l == service), "{service} in {services}");
+        assert!(
+            services.lines().any(|l| l == service),
+            "{service} in {services}"
+        );
     }
     let described = run_grpcurl(&["-plaintext", addr, "describe", "stepd.v1.EventService"]);
     assert!(described.contains("rpc Subscribe ( stream .stepd.v1.SubscribeRequest ) returns ( stream .stepd.v1.SubscribeResponse )"), "{described}");
@@ -161,6 +168,10 @@ async fn reflection_v1alpha_is_served_for_older_tools() {
     let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
         panic!("expected a service list");
     };
-    assert!(list.service.iter().any(|s| s.name == "stepd.v1.SessionService"));
+    assert!(
+        list.service
+            .iter()
+            .any(|s| s.name == "stepd.v1.SessionService")
+    );
     daemon.stop().await;
 }

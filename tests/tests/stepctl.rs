@@ -35,7 +35,9 @@ fn help_lists_every_command_and_exit_code() {
         .unwrap();
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
-    for command in ["ping", "status", "doctor", "version", "shutdown", "break", "watch"] {
+    for command in [
+        "ping", "status", "doctor", "version", "shutdown", "break", "watch",
+    ] {
         assert!(
             help.lines().any(|l| l.trim_start().starts_with(command)),
             "{command} in help:\n{help}"
@@ -57,7 +59,10 @@ fn help_lists_every_command_and_exit_code() {
         .unwrap();
     let help = String::from_utf8(out.stdout).unwrap();
     for sub in ["add", "list", "rm", "enable", "disable"] {
-        assert!(help.lines().any(|l| l.trim_start().starts_with(sub)), "{sub}");
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with(sub)),
+            "{sub}"
+        );
     }
 }
 
@@ -67,7 +72,14 @@ async fn breakpoints_round_trip_as_json() {
     let addr = daemon.addr.clone();
     let added = json(&stepctl(
         &addr,
-        &["--json", "break", "add", "/src/app.py:7", "--condition", "n > 2"],
+        &[
+            "--json",
+            "break",
+            "add",
+            "/src/app.py:7",
+            "--condition",
+            "n > 2",
+        ],
     ));
     let id = added["id"].as_str().unwrap().to_owned();
     assert_eq!(added["spec"]["source"]["path"], "/src/app.py");
@@ -76,7 +88,15 @@ async fn breakpoints_round_trip_as_json() {
 
     let logged = json(&stepctl(
         &addr,
-        &["--json", "break", "add", "--function", "main", "--log", "hit {n}"],
+        &[
+            "--json",
+            "break",
+            "add",
+            "--function",
+            "main",
+            "--log",
+            "hit {n}",
+        ],
     ));
     assert_eq!(logged["spec"]["action"], "BREAKPOINT_ACTION_LOG");
     assert_eq!(logged["spec"]["logMessage"], "hit {n}");
@@ -91,7 +111,10 @@ async fn breakpoints_round_trip_as_json() {
     let table = stepctl(&addr, &["break", "list"]);
     let table = String::from_utf8(table.stdout).unwrap();
     assert!(table.starts_with("ID"), "{table}");
-    assert!(table.contains("/src/app.py:7") && table.contains("if n > 2"), "{table}");
+    assert!(
+        table.contains("/src/app.py:7") && table.contains("if n > 2"),
+        "{table}"
+    );
 
     let removed = json(&stepctl(&addr, &["--json", "break", "rm", &id]));
     assert_eq!(removed["id"], id.as_str());
@@ -144,7 +167,10 @@ async fn watch_prints_json_lines_as_events_come() {
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
     let first: Value = serde_json::from_str(&next_line(&mut lines).await).unwrap();
     assert!(first["snapshot"].is_object(), "{first}");
-    json(&stepctl(&daemon.addr, &["--json", "break", "add", "/w.py:3"]));
+    json(&stepctl(
+        &daemon.addr,
+        &["--json", "break", "add", "/w.py:3"],
+    ));
     let second: Value = serde_json::from_str(&next_line(&mut lines).await).unwrap();
     assert_eq!(
         second["breakpointUpdated"]["change"],

@@ -75,7 +75,10 @@ async fn snapshot_first_then_events_in_order_to_every_subscriber() {
             let event = sub.next().await;
             assert!(event.seq > last, "seq strictly increases");
             last = event.seq;
-            assert!(event.session_id.is_empty(), "breakpoint list changes are daemon-level");
+            assert!(
+                event.session_id.is_empty(),
+                "breakpoint list changes are daemon-level"
+            );
             assert_eq!(&added_id(&event), id);
         }
     }
@@ -107,7 +110,11 @@ async fn resume_after_seq_replays_exactly_what_was_missed() {
     for id in &missed {
         let e = resumed.next().await;
         assert!(e.seq > cursor);
-        assert_eq!(&added_id(&e), id, "missed events come first, in order, no snapshot");
+        assert_eq!(
+            &added_id(&e),
+            id,
+            "missed events come first, in order, no snapshot"
+        );
         cursor = e.seq;
     }
     let live = add_n(channel, 1, 0).await;
@@ -157,7 +164,11 @@ async fn a_resume_point_no_longer_held_gets_gap_then_snapshot() {
     let Some(Payload::Snapshot(s)) = snapshot.payload else {
         unreachable!()
     };
-    assert_eq!(s.breakpoints.len(), ids.len(), "the snapshot has everything");
+    assert_eq!(
+        s.breakpoints.len(),
+        ids.len(),
+        "the snapshot has everything"
+    );
     daemon.stop().await;
 }
 
@@ -207,7 +218,11 @@ async fn a_slow_subscriber_gets_gap_and_snapshot_and_slows_nobody() {
                 last_seq = e.seq;
             }
             Some(Payload::Gap(gap)) => {
-                assert_eq!(gap.from_seq, last_seq + 1, "the gap starts right after what it saw");
+                assert_eq!(
+                    gap.from_seq,
+                    last_seq + 1,
+                    "the gap starts right after what it saw"
+                );
                 let snapshot = slow.next().await;
                 assert_eq!(snapshot_seq(&snapshot), gap.to_seq);
                 let Some(Payload::Snapshot(s)) = snapshot.payload else {
@@ -291,7 +306,11 @@ async fn a_new_watch_replaces_the_filter() {
     let Some(Payload::Snapshot(s)) = sub.next().await.payload else {
         panic!("a Watch is answered with a snapshot");
     };
-    assert_eq!(s.breakpoints.len(), 1, "the filtered-out event was not delivered");
+    assert_eq!(
+        s.breakpoints.len(),
+        1,
+        "the filtered-out event was not delivered"
+    );
     let ids = add_n(channel, 1, 0).await;
     assert_eq!(added_id(&sub.next().await), ids[0]);
     daemon.stop().await;
@@ -316,12 +335,11 @@ async fn subscribers_beyond_the_cap_are_refused() {
     snapshot_seq(&first.next().await);
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let _tx = tx;
-    let err = stepd_proto::v1::event_service_client::EventServiceClient::new(
-        daemon.channel().await,
-    )
-    .subscribe(tokio_stream::wrappers::ReceiverStream::new(rx))
-    .await
-    .unwrap_err();
+    let err =
+        stepd_proto::v1::event_service_client::EventServiceClient::new(daemon.channel().await)
+            .subscribe(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted);
     assert_eq!(reason(&err), "LIMIT_EXCEEDED");
     daemon.stop().await;

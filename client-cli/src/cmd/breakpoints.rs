@@ -21,7 +21,7 @@ use crate::{
 #[derive(Debug, Subcommand)]
 pub enum BreakCommand {
     /// Add a breakpoint: FILE:LINE[:COLUMN], or --function, --exception, --probe.
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// List breakpoints.
     List,
     /// Remove breakpoints by id.
@@ -175,8 +175,16 @@ pub fn describe_location(bp: &Breakpoint) -> String {
         Some(Location::Exception(e)) => format!("exception {}", e.filter_ids.join(",")),
         Some(Location::Probe(p)) => format!(
             "probe {} {}",
-            if p.point_kind.is_empty() { "*" } else { &p.point_kind },
-            if p.name_glob.is_empty() { "*" } else { &p.name_glob }
+            if p.point_kind.is_empty() {
+                "*"
+            } else {
+                &p.point_kind
+            },
+            if p.name_glob.is_empty() {
+                "*"
+            } else {
+                &p.name_glob
+            }
         ),
         None => "-".into(),
     }
@@ -204,10 +212,19 @@ fn row(bp: &Breakpoint) -> Vec<String> {
     }
     vec![
         bp.id.clone(),
-        if spec.enabled.unwrap_or(true) { "yes" } else { "no" }.into(),
+        if spec.enabled.unwrap_or(true) {
+            "yes"
+        } else {
+            "no"
+        }
+        .into(),
         describe_location(bp),
         action,
-        if when.is_empty() { "-".into() } else { when.join("; ") },
+        if when.is_empty() {
+            "-".into()
+        } else {
+            when.join("; ")
+        },
         format!("{}{}", bp.hit_count, if bp.spent { " (spent)" } else { "" }),
     ]
 }
@@ -217,7 +234,7 @@ pub async fn run(channel: Channel, command: BreakCommand, json: bool) -> Result<
     let mut client = BreakpointServiceClient::new(channel);
     match command {
         BreakCommand::Add(args) => {
-            let spec = spec_from(args)?;
+            let spec = spec_from(*args)?;
             let bp = client
                 .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })
                 .await?

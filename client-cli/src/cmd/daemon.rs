@@ -84,7 +84,11 @@ pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
                 vec![
                     a.adapter.clone(),
                     check_name(a.status),
-                    if a.version.is_empty() { "-".into() } else { a.version.clone() },
+                    if a.version.is_empty() {
+                        "-".into()
+                    } else {
+                        a.version.clone()
+                    },
                     if a.command.is_empty() {
                         a.message.clone()
                     } else {
@@ -93,7 +97,10 @@ pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
                 ]
             })
             .collect();
-        println!("{}", render::table(&["ADAPTER", "STATUS", "VERSION", "COMMAND"], &rows));
+        println!(
+            "{}",
+            render::table(&["ADAPTER", "STATUS", "VERSION", "COMMAND"], &rows)
+        );
         for a in &r.adapters {
             if a.status != CheckStatus::Ok as i32 {
                 println!("\n{} ({}): {}", a.adapter, check_name(a.status), a.message);
@@ -113,7 +120,11 @@ pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
             );
         }
         if let Some(config) = &r.config {
-            let file = if config.file.is_empty() { "no file" } else { &config.file };
+            let file = if config.file.is_empty() {
+                "no file"
+            } else {
+                &config.file
+            };
             println!("config: {} ({file})", check_name(config.status));
             for w in &config.warnings {
                 println!("  warning: {w}");

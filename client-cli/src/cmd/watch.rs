@@ -125,7 +125,11 @@ fn human(event: &Event) -> String {
                 .map(|c| render::enum_name(c.as_str_name(), "BREAKPOINT_CHANGE_"))
                 .unwrap_or_default();
             let bp = u.breakpoint.clone().unwrap_or_default();
-            format!("breakpoint {change} {} at {}", bp.id, describe_location(&bp))
+            format!(
+                "breakpoint {change} {} at {}",
+                bp.id,
+                describe_location(&bp)
+            )
         }
         Some(Payload::Gap(g)) => format!(
             "gap: events {}..{} lost ({}); a snapshot follows",

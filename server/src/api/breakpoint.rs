@@ -38,7 +38,11 @@ impl BreakpointService for BreakpointApi {
         &self,
         request: Request<AddBreakpointRequest>,
     ) -> Result<Response<AddBreakpointResponse>, Status> {
-        let breakpoint = self.daemon.breakpoints.add(request.into_inner().spec).await?;
+        let breakpoint = self
+            .daemon
+            .breakpoints
+            .add(request.into_inner().spec)
+            .await?;
         Ok(Response::new(AddBreakpointResponse {
             breakpoint: Some(breakpoint),
         }))
@@ -48,7 +52,11 @@ impl BreakpointService for BreakpointApi {
         &self,
         request: Request<RemoveBreakpointRequest>,
     ) -> Result<Response<RemoveBreakpointResponse>, Status> {
-        let breakpoint = self.daemon.breakpoints.remove(&request.into_inner().id).await?;
+        let breakpoint = self
+            .daemon
+            .breakpoints
+            .remove(&request.into_inner().id)
+            .await?;
         Ok(Response::new(RemoveBreakpointResponse {
             breakpoint: Some(breakpoint),
         }))

@@ -74,7 +74,12 @@ impl DaemonService for DaemonApi {
         Ok(Response::new(GetVersionResponse {
             version: env!("CARGO_PKG_VERSION").into(),
             protocol_version: PROTOCOL_VERSION.into(),
-            build_profile: if cfg!(debug_assertions) { "debug" } else { "release" }.into(),
+            build_profile: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+            .into(),
             target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
         }))
     }
@@ -107,8 +112,12 @@ impl DaemonService for DaemonApi {
             adapters,
             store: Some(store),
             config: Some(ConfigCheck {
-                status: if warnings.is_empty() { CheckStatus::Ok } else { CheckStatus::Broken }
-                    .into(),
+                status: if warnings.is_empty() {
+                    CheckStatus::Ok
+                } else {
+                    CheckStatus::Broken
+                }
+                .into(),
                 file: config
                     .config_file
                     .as_ref()

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use stepd_proto::v1::{
     AttachRequest, AttachResponse, ContinueRequest, ContinueResponse, DisconnectRequest,
     DisconnectResponse, ErrorReason, EvaluateRequest, EvaluateResponse, GetSessionRequest,
-    GetSessionResponse, GetStackTraceRequest, GetStackTraceResponse, LaunchRequest,
-    LaunchResponse, ListPausesRequest, ListPausesResponse, ListScopesRequest, ListScopesResponse,
+    GetSessionResponse, GetStackTraceRequest, GetStackTraceResponse, LaunchRequest, LaunchResponse,
+    ListPausesRequest, ListPausesResponse, ListScopesRequest, ListScopesResponse,
     ListSessionsRequest, ListSessionsResponse, ListThreadsRequest, ListThreadsResponse,
     ListVariablesRequest, ListVariablesResponse, PauseRequest, PauseResponse, ReadOutputRequest,
     ReadOutputResponse, SendDebugInputRequest, SendDebugInputResponse, SetVariableRequest,
@@ -40,8 +40,7 @@ fn unimplemented<T>(rpc: &str) -> Result<Response<T>, Status> {
 }
 
 fn session_not_found(id: &str) -> ApiError {
-    ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}"))
-        .with("session_id", id)
+    ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}")).with("session_id", id)
 }
 
 #[tonic::async_trait]

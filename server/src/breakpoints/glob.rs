@@ -6,7 +6,10 @@ enum Token {
     Literal(char),
     Any,
     Star,
-    Class { negated: bool, ranges: Vec<(char, char)> },
+    Class {
+        negated: bool,
+        ranges: Vec<(char, char)>,
+    },
 }
 
 /// A compiled glob.

@@ -22,7 +22,8 @@ impl HitCondition {
     /// Parses the condition; the error says what is wrong.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let ops: [(&str, fn(u64) -> HitCondition); 7] = [
+        type Build = fn(u64) -> HitCondition;
+        let ops: [(&str, Build); 7] = [
             ("==", HitCondition::Eq),
             (">=", HitCondition::Ge),
             ("<=", HitCondition::Le),
@@ -54,7 +55,7 @@ impl HitCondition {
             Self::Ge(n) => hit >= n,
             Self::Lt(n) => hit < n,
             Self::Le(n) => hit <= n,
-            Self::Every(n) => hit % n == 0,
+            Self::Every(n) => hit.is_multiple_of(n),
         }
     }
 }

@@ -111,10 +111,7 @@ impl Breakpoints {
         if let Some(bad) = paths.iter().find(|p| !MASK_PATHS.contains(&p.as_str())) {
             return Err(ApiError::invalid_field(
                 "update_mask",
-                format!(
-                    "unknown path {bad:?}; allowed: {}",
-                    MASK_PATHS.join(", ")
-                ),
+                format!("unknown path {bad:?}; allowed: {}", MASK_PATHS.join(", ")),
             ));
         }
         let _order = self.write.lock().await;
@@ -169,7 +166,9 @@ fn merge(mut current: BreakpointSpec, new: BreakpointSpec, paths: &[String]) -> 
     }
     for path in paths {
         match path.as_str() {
-            "source" | "function" | "exception" | "probe" => current.location = new.location.clone(),
+            "source" | "function" | "exception" | "probe" => {
+                current.location = new.location.clone()
+            }
             "enabled" => current.enabled = Some(new.enabled.unwrap_or(false)),
             "condition" => current.condition = new.condition.clone(),
             "hit_condition" => current.hit_condition = new.hit_condition.clone(),
@@ -192,7 +191,9 @@ fn parse_id(id: &str) -> ApiResult<i64> {
         .parse::<i64>()
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| ApiError::invalid_field("id", format!("{id:?} is not a breakpoint id like \"bp-7\"")))
+        .ok_or_else(|| {
+            ApiError::invalid_field("id", format!("{id:?} is not a breakpoint id like \"bp-7\""))
+        })
 }
 
 fn not_found(id: &str) -> ApiError {

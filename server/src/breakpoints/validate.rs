@@ -17,7 +17,10 @@ pub struct Checks {
 pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<FieldViolation> {
     let mut out = Vec::new();
     let mut bad = |field: &str, description: String| {
-        out.push(FieldViolation::new(format!("{prefix}.{field}"), description));
+        out.push(FieldViolation::new(
+            format!("{prefix}.{field}"),
+            description,
+        ));
     };
     match &spec.location {
         None => bad(
@@ -29,7 +32,10 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
                 bad("source.path", "must not be empty".into());
             }
             if src.line < 1 {
-                bad("source.line", "must be at least 1 (lines are 1-based)".into());
+                bad(
+                    "source.line",
+                    "must be at least 1 (lines are 1-based)".into(),
+                );
             }
         }
         Some(Location::Function(f)) => {
@@ -95,8 +101,7 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
     if let Some(limit) = &spec.hold_limit {
         if !matches!(spec.location, Some(Location::Probe(_))) {
             bad("hold_limit", "applies to probe breakpoints only".into());
-        } else if limit.seconds < 0 || limit.nanos < 0 || (limit.seconds == 0 && limit.nanos == 0)
-        {
+        } else if limit.seconds < 0 || limit.nanos < 0 || (limit.seconds == 0 && limit.nanos == 0) {
             bad("hold_limit", "must be positive".into());
         }
     }

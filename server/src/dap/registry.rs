@@ -22,12 +22,8 @@ pub const ADAPTERS: &[&str] = &["debugpy", "lldb", "dlv", "gdb"];
 
 /// Checks every adapter kind concurrently.
 pub async fn check_all() -> Vec<AdapterCheck> {
-    let (debugpy, lldb, dlv, gdb) = tokio::join!(
-        check_debugpy(),
-        check_lldb(),
-        check_dlv(),
-        check_gdb()
-    );
+    let (debugpy, lldb, dlv, gdb) =
+        tokio::join!(check_debugpy(), check_lldb(), check_dlv(), check_gdb());
     vec![debugpy, lldb, dlv, gdb]
 }
 
@@ -70,7 +66,7 @@ fn llvm_dirs() -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|(major, _)| std::cmp::Reverse(*major));
     found.into_iter().map(|(_, dir)| dir).collect()
 }
 
@@ -90,7 +86,11 @@ async fn run(program: &Path, args: &[&str]) -> Result<String, String> {
         .kill_on_drop(true)
         .output();
     match tokio::time::timeout(PROBE_TIMEOUT, child).await {
-        Err(_) => Err(format!("{} {} did not answer within {PROBE_TIMEOUT:?}", program.display(), args.join(" "))),
+        Err(_) => Err(format!(
+            "{} {} did not answer within {PROBE_TIMEOUT:?}",
+            program.display(),
+            args.join(" ")
+        )),
         Ok(Err(err)) => Err(format!("{}: {err}", program.display())),
         Ok(Ok(out)) if out.status.success() => Ok(format!(
             "{}{}",
@@ -131,12 +131,24 @@ async fn check_debugpy() -> AdapterCheck {
         if !is_executable(&py) {
             continue;
         }
-        match run(&py, &["-c", "import debugpy,sys; sys.stdout.write(debugpy.__version__)"]).await {
+        match run(
+            &py,
+            &[
+                "-c",
+                "import debugpy,sys; sys.stdout.write(debugpy.__version__)",
+            ],
+        )
+        .await
+        {
             Ok(version) => {
                 return AdapterCheck {
                     adapter: "debugpy".into(),
                     status: CheckStatus::Ok.into(),
-                    command: vec![py.display().to_string(), "-m".into(), "debugpy.adapter".into()],
+                    command: vec![
+                        py.display().to_string(),
+                        "-m".into(),
+                        "debugpy.adapter".into(),
+                    ],
                     version: version.trim().to_owned(),
                     searched,
                     message: String::new(),
@@ -148,7 +160,10 @@ async fn check_debugpy() -> AdapterCheck {
     let message = if last_error.is_empty() {
         "no python3 found; set STEPD_PYTHON or put python3 on PATH".to_owned()
     } else {
-        format!("debugpy is not importable ({}); install it with `python3 -m pip install debugpy`", last_error.lines().last().unwrap_or_default())
+        format!(
+            "debugpy is not importable ({}); install it with `python3 -m pip install debugpy`",
+            last_error.lines().last().unwrap_or_default()
+        )
     };
     missing("debugpy", searched, &message)
 }
@@ -192,7 +207,7 @@ async fn check_lldb() -> AdapterCheck {
             }
         }
     }
-    found.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+    found.sort_by_key(|(is_dap, version, _)| std::cmp::Reverse((*is_dap, *version)));
     let Some((_, suffix, path)) = found.into_iter().next() else {
         return missing(
             "lldb",
@@ -243,7 +258,6 @@ async fn check_dlv() -> AdapterCheck {
     if let Some(home) = std::env::var_os("HOME") {
         candidates.push(PathBuf::from(home).join("go/bin/dlv"));
     }
-    candidates.dedup();
     let mut unique = Vec::new();
     for c in candidates {
         if !unique.contains(&c) {
@@ -318,14 +332,21 @@ async fn check_gdb() -> AdapterCheck {
         let usable = major >= GDB_MIN_MAJOR;
         return AdapterCheck {
             adapter: "gdb".into(),
-            status: if usable { CheckStatus::Ok } else { CheckStatus::TooOld }.into(),
+            status: if usable {
+                CheckStatus::Ok
+            } else {
+                CheckStatus::TooOld
+            }
+            .into(),
             command: vec![path.display().to_string(), "-i".into(), "dap".into()],
             version,
             searched,
             message: if usable {
                 String::new()
             } else {
-                format!("{first}: gdb speaks DAP from version {GDB_MIN_MAJOR}; stepd will not use this one")
+                format!(
+                    "{first}: gdb speaks DAP from version {GDB_MIN_MAJOR}; stepd will not use this one"
+                )
             },
         };
     }

@@ -38,15 +38,15 @@ struct BusState {
 #[derive(Debug)]
 pub enum Start {
     /// A fresh snapshot (stream-local event).
-    Snapshot(Event),
+    Snapshot(Box<Event>),
     /// Exactly the events missed since the resume point.
     Replay(Vec<Arc<Event>>),
     /// The resume point is no longer held: what was lost, then a snapshot.
     Resync {
         /// The gap event.
-        gap: Event,
+        gap: Box<Event>,
         /// The snapshot event.
-        snapshot: Event,
+        snapshot: Box<Event>,
     },
 }
 
@@ -144,7 +144,10 @@ impl EventBus {
         let state = self.lock();
         let rx = self.live.subscribe();
         let Some(after) = resume_after else {
-            return (Start::Snapshot(self.snapshot_event(&state, filter)), rx);
+            return (
+                Start::Snapshot(Box::new(self.snapshot_event(&state, filter))),
+                rx,
+            );
         };
         let same_instance = resume_instance.is_empty() || resume_instance == self.instance_id;
         let rings: Vec<&Ring> = state
@@ -160,11 +163,21 @@ impl EventBus {
         if !replayable {
             let gap = self.gap_event(after + 1, state.last_seq, "resume point no longer held");
             let snapshot = self.snapshot_event(&state, filter);
-            return (Start::Resync { gap, snapshot }, rx);
+            return (
+                Start::Resync {
+                    gap: Box::new(gap),
+                    snapshot: Box::new(snapshot),
+                },
+                rx,
+            );
         }
         let mut missed: Vec<Arc<Event>> = rings
             .iter()
-            .flat_map(|r| r.events.iter().filter(|e| e.seq > after && filter.admits(e)))
+            .flat_map(|r| {
+                r.events
+                    .iter()
+                    .filter(|e| e.seq > after && filter.admits(e))
+            })
             .cloned()
             .collect();
         missed.sort_unstable_by_key(|e| e.seq);

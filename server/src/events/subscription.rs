@@ -63,7 +63,9 @@ fn snapshot_seq(event: &Event) -> u64 {
     }
 }
 
-async fn next_live(rx: &mut Option<broadcast::Receiver<Arc<Event>>>) -> Result<Arc<Event>, broadcast::error::RecvError> {
+async fn next_live(
+    rx: &mut Option<broadcast::Receiver<Arc<Event>>>,
+) -> Result<Arc<Event>, broadcast::error::RecvError> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
@@ -154,14 +156,21 @@ impl Subscriber {
 
     fn start(&self, filter: &Filter, watch: &Watch) -> (Start, broadcast::Receiver<Arc<Event>>) {
         let resume = (watch.resume_after_seq > 0).then_some(watch.resume_after_seq);
-        self.bus.subscribe(filter, resume, &watch.resume_instance_id)
+        self.bus
+            .subscribe(filter, resume, &watch.resume_instance_id)
     }
 
-    async fn send_start(&self, outbox: &mut Outbox, start: Start, cursor: &mut u64, resume_after: u64) -> bool {
+    async fn send_start(
+        &self,
+        outbox: &mut Outbox,
+        start: Start,
+        cursor: &mut u64,
+        resume_after: u64,
+    ) -> bool {
         match start {
             Start::Snapshot(snapshot) => {
                 *cursor = snapshot_seq(&snapshot);
-                outbox.send(snapshot).await
+                outbox.send(*snapshot).await
             }
             Start::Replay(missed) => {
                 *cursor = resume_after;
@@ -175,7 +184,7 @@ impl Subscriber {
             }
             Start::Resync { gap, snapshot } => {
                 *cursor = snapshot_seq(&snapshot);
-                outbox.send(gap).await && outbox.send(snapshot).await
+                outbox.send(*gap).await && outbox.send(*snapshot).await
             }
         }
     }

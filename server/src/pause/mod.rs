@@ -157,8 +157,10 @@ impl PauseRegistry {
                     ErrorReason::AlreadyAnswered => "was already answered",
                     _ => "is not a pending pause",
                 };
-                return Err(ApiError::new(reason, format!("pause {:?} {what}", input.key))
-                    .with("key", input.key.clone()));
+                return Err(
+                    ApiError::new(reason, format!("pause {:?} {what}", input.key))
+                        .with("key", input.key.clone()),
+                );
             };
             if pending.claimed {
                 return Err(ApiError::new(
@@ -199,9 +201,12 @@ impl PauseRegistry {
                 .with("key", key));
             }
         }
-        answer
-            .await
-            .map_err(|_| ApiError::new(ErrorReason::SessionEnded, "the session ended while answering"))?
+        answer.await.map_err(|_| {
+            ApiError::new(
+                ErrorReason::SessionEnded,
+                "the session ended while answering",
+            )
+        })?
     }
 
     /// Gives a claimed pause back (e.g. an INJECT whose value was refused): it
