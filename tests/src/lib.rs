@@ -117,7 +117,13 @@ impl Daemon {
 
     /// Starts a daemon on an existing data directory (to test restarts).
     pub async fn start_in(data_dir: &Path, args: &[&str]) -> Self {
-        let mut child = Self::command(data_dir, args).spawn().expect("spawn stepd");
+        Self::spawn(Self::command(data_dir, args), data_dir).await
+    }
+
+    /// Starts a daemon from a prepared command (see [`Daemon::command`]) and
+    /// waits for its ready line.
+    pub async fn spawn(mut command: Command, data_dir: &Path) -> Self {
+        let mut child = command.spawn().expect("spawn stepd");
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut lines = BufReader::new(stdout).lines();
         let ready = tokio::time::timeout(DEADLINE, async {

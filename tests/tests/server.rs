@@ -175,3 +175,76 @@ async fn reflection_v1alpha_is_served_for_older_tools() {
     );
     daemon.stop().await;
 }
+
+async fn first_heartbeat(daemon: &Daemon) -> stepd_proto::v1::Event {
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await; // snapshot
+    sub.next().await
+}
+
+#[tokio::test]
+async fn configuration_comes_from_the_environment_and_the_toml_file() {
+    use stepd_proto::v1::event::Payload;
+    let env_dir = TempDir::new("env");
+    let mut command = Daemon::command(env_dir.path(), &[]);
+    command.env("STEPD_HEARTBEAT_INTERVAL", "150ms");
+    let daemon = Daemon::spawn(command, env_dir.path()).await;
+    let event = first_heartbeat(&daemon).await;
+    assert!(
+        matches!(event.payload, Some(Payload::Heartbeat(_))),
+        "{event:?}"
+    );
+    daemon.stop().await;
+
+    let file_dir = TempDir::new("toml");
+    std::fs::write(
+        file_dir.path().join("stepd.toml"),
+        "heartbeat_interval = \"150ms\"\nmax_subscribers = 7\n",
+    )
+    .unwrap();
+    let daemon = Daemon::start_in(file_dir.path(), &[]).await;
+    let event = first_heartbeat(&daemon).await;
+    assert!(
+        matches!(event.payload, Some(Payload::Heartbeat(_))),
+        "{event:?}"
+    );
+    let doctor = DaemonServiceClient::new(daemon.channel().await)
+        .doctor(stepd_proto::v1::DoctorRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(doctor.config.unwrap().file.ends_with("stepd.toml"));
+    daemon.stop().await;
+
+    // A flag beats the file; an unknown setting in the file is an error.
+    std::fs::write(file_dir.path().join("stepd.toml"), "no_such_setting = 1\n").unwrap();
+    let out = std::process::Command::new(stepd_bin())
+        .arg("--data-dir")
+        .arg(file_dir.path())
+        .args(["--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no_such_setting"));
+}
+
+#[tokio::test]
+async fn logs_can_be_json_lines() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = TempDir::new("log");
+    let mut command = Daemon::command(dir.path(), &["--log-format", "json"]);
+    command.env("RUST_LOG", "info").stderr(Stdio::piped());
+    let mut daemon = Daemon::spawn(command, dir.path()).await;
+    let stderr = daemon.child.stderr.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let line = tokio::time::timeout(stepd_e2e::DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("a log line");
+    let record: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
+    assert_eq!(record["level"], "INFO", "{record}");
+    assert!(record["message"].is_string(), "{record}");
+    daemon.stop().await;
+}
