@@ -61,6 +61,12 @@ pub struct Cli {
     /// Default limit of a probe hold, e.g. "30m".
     #[arg(long, env = "STEPD_HOLD_LIMIT")]
     pub hold_limit: Option<String>,
+    /// Largest DAP message accepted from a debug adapter, in bytes.
+    #[arg(long, env = "STEPD_MAX_DAP_FRAME_BYTES")]
+    pub max_dap_frame_bytes: Option<usize>,
+    /// How long a debug adapter may take to answer one request, e.g. "30s".
+    #[arg(long, env = "STEPD_ADAPTER_TIMEOUT")]
+    pub adapter_timeout: Option<String>,
 }
 
 /// The TOML file: the same settings as the flags.
@@ -79,6 +85,8 @@ struct FileConfig {
     max_message_bytes: Option<usize>,
     drain_timeout: Option<String>,
     hold_limit: Option<String>,
+    max_dap_frame_bytes: Option<usize>,
+    adapter_timeout: Option<String>,
 }
 
 /// Log output format.
@@ -119,6 +127,10 @@ pub struct Config {
     pub drain_timeout: Duration,
     /// Default probe hold limit.
     pub hold_limit: Duration,
+    /// DAP frame size cap.
+    pub max_dap_frame_bytes: usize,
+    /// Adapter request timeout.
+    pub adapter_timeout: Duration,
 }
 
 impl Config {
@@ -209,6 +221,16 @@ impl Config {
                 "hold-limit",
                 cli.hold_limit.or(file.hold_limit),
                 Duration::from_secs(30 * 60),
+            )?,
+            max_dap_frame_bytes: positive(
+                "max-dap-frame-bytes",
+                cli.max_dap_frame_bytes.or(file.max_dap_frame_bytes),
+                64 * 1024 * 1024,
+            )?,
+            adapter_timeout: duration(
+                "adapter-timeout",
+                cli.adapter_timeout.or(file.adapter_timeout),
+                Duration::from_secs(30),
             )?,
         })
     }

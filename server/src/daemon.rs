@@ -17,6 +17,7 @@ use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
     pause::PauseRegistry,
+    session::{Context, Sessions},
     store::Store,
 };
 
@@ -33,7 +34,9 @@ pub struct Daemon {
     /// Pending pauses.
     pub pauses: Arc<PauseRegistry>,
     /// Breakpoint operations.
-    pub breakpoints: Breakpoints,
+    pub breakpoints: Arc<Breakpoints>,
+    /// Debug sessions.
+    pub sessions: Sessions,
     /// The database.
     pub store: Store,
     /// Cancelled when the daemon begins shutting down.
@@ -66,13 +69,22 @@ impl Daemon {
             config.subscriber_buffer,
             config.ring_capacity,
         ));
-        let breakpoints = Breakpoints::load(store.clone(), bus.clone()).await?;
+        let breakpoints = Arc::new(Breakpoints::load(store.clone(), bus.clone()).await?);
+        let pauses = Arc::new(PauseRegistry::new(bus.clone()));
+        let sessions = Sessions::new(Context {
+            bus: bus.clone(),
+            pauses: pauses.clone(),
+            breakpoints: breakpoints.clone(),
+            max_frame_bytes: config.max_dap_frame_bytes,
+            request_timeout: config.adapter_timeout,
+        });
         Ok(Self {
             instance_id,
             started: Instant::now(),
-            pauses: Arc::new(PauseRegistry::new(bus.clone())),
+            pauses,
             bus,
             breakpoints,
+            sessions,
             store,
             shutdown: CancellationToken::new(),
             listen: OnceLock::new(),

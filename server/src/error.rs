@@ -93,7 +93,9 @@ fn code_for(reason: ErrorReason) -> Code {
         | R::NotStopped
         | R::StaleHandle
         | R::AdapterNotFound
-        | R::SessionEnded => Code::FailedPrecondition,
+        | R::SessionEnded
+        | R::LaunchFailed
+        | R::AdapterError => Code::FailedPrecondition,
         R::AdapterDied | R::ShuttingDown | R::StoreUnavailable => Code::Unavailable,
         R::UnsupportedByAdapter | R::NotImplemented => Code::Unimplemented,
         R::ProtocolError | R::Internal | R::Unspecified => Code::Internal,

@@ -14,6 +14,7 @@ pub mod events;
 pub mod limits;
 pub mod pause;
 pub mod server;
+pub mod session;
 pub mod store;
 pub mod telemetry;
 pub mod time;

@@ -1,27 +1,28 @@
-//! `stepd.v1.SessionService`.
-//!
-//! Debug input and pause listing work for every kind of session. Launching and
-//! driving DAP sessions is not in this version yet: those RPCs answer
-//! UNIMPLEMENTED with reason NOT_IMPLEMENTED rather than pretending.
+//! `stepd.v1.SessionService`: translates requests and delegates to
+//! `session::Sessions` (lifecycle and execution) and the session's shared
+//! state (inspection), and to the pause registry (debug input).
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use stepd_proto::v1::{
-    AttachRequest, AttachResponse, ContinueRequest, ContinueResponse, DisconnectRequest,
-    DisconnectResponse, ErrorReason, EvaluateRequest, EvaluateResponse, GetSessionRequest,
-    GetSessionResponse, GetStackTraceRequest, GetStackTraceResponse, LaunchRequest, LaunchResponse,
-    ListPausesRequest, ListPausesResponse, ListScopesRequest, ListScopesResponse,
-    ListSessionsRequest, ListSessionsResponse, ListThreadsRequest, ListThreadsResponse,
-    ListVariablesRequest, ListVariablesResponse, PauseRequest, PauseResponse, ReadOutputRequest,
-    ReadOutputResponse, SendDebugInputRequest, SendDebugInputResponse, SetVariableRequest,
-    SetVariableResponse, StepRequest, StepResponse, session_service_server::SessionService,
+    AttachRequest, AttachResponse, ContinueRequest, ContinueResponse, DisconnectMode,
+    DisconnectRequest, DisconnectResponse, ErrorReason, EvaluateContext, EvaluateRequest,
+    EvaluateResponse, GetSessionRequest, GetSessionResponse, GetStackTraceRequest,
+    GetStackTraceResponse, LaunchRequest, LaunchResponse, ListPausesRequest, ListPausesResponse,
+    ListScopesRequest, ListScopesResponse, ListSessionsRequest, ListSessionsResponse,
+    ListThreadsRequest, ListThreadsResponse, ListVariablesRequest, ListVariablesResponse,
+    PauseRequest, PauseResponse, ReadOutputRequest, ReadOutputResponse, SendDebugInputRequest,
+    SendDebugInputResponse, SetVariableRequest, SetVariableResponse, StepKind, StepRequest,
+    StepResponse, VariableFilter, Wait, session_service_server::SessionService,
 };
 use tonic::{Request, Response, Status};
 
-use crate::{breakpoints::LabelSelector, daemon::Daemon, error::ApiError};
-
-/// What the unimplemented RPCs are waiting for.
-const DAP_MISSING: &str = "DAP sessions (launching and driving programs under debug adapters)";
+use crate::{
+    breakpoints::LabelSelector,
+    daemon::Daemon,
+    error::ApiError,
+    session::{ExecOp, LaunchRequest as Start, WaitMode},
+};
 
 /// Handler of SessionService.
 pub struct SessionApi {
@@ -35,29 +36,97 @@ impl SessionApi {
     }
 }
 
-fn unimplemented<T>(rpc: &str) -> Result<Response<T>, Status> {
-    Err(ApiError::not_implemented(&format!("SessionService.{rpc}"), DAP_MISSING).into())
+fn session_not_found(id: &str) -> ApiError {
+    ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}"))
+        .with("session_id", id)
 }
 
-fn session_not_found(id: &str) -> ApiError {
-    ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}")).with("session_id", id)
+/// The default wait of execution RPCs.
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+/// `oneof wait`: unset or `until_stable` waits (30 s by default, 0 = forever).
+fn wait_mode(no_wait: bool, until: Option<&Wait>) -> WaitMode {
+    if no_wait {
+        return WaitMode::NoWait;
+    }
+    match until.and_then(|w| w.timeout_ms) {
+        None => WaitMode::UntilStable(Some(DEFAULT_WAIT)),
+        Some(0) => WaitMode::UntilStable(None),
+        Some(ms) => WaitMode::UntilStable(Some(Duration::from_millis(u64::from(ms)))),
+    }
 }
 
 #[tonic::async_trait]
 impl SessionService for SessionApi {
-    async fn launch(&self, _: Request<LaunchRequest>) -> Result<Response<LaunchResponse>, Status> {
-        unimplemented("Launch")
+    async fn launch(
+        &self,
+        request: Request<LaunchRequest>,
+    ) -> Result<Response<LaunchResponse>, Status> {
+        let r = request.into_inner();
+        let outcome = self
+            .daemon
+            .sessions
+            .start(Start {
+                attach: false,
+                adapter: r.adapter,
+                adapter_command: r.adapter_command,
+                program: r.program,
+                args: r.args,
+                cwd: r.cwd,
+                env: r.env,
+                stop_on_entry: r.stop_on_entry,
+                labels: r.labels,
+                name: r.name,
+                adapter_options: r.adapter_options,
+                request_id: r.request_id,
+                ..Default::default()
+            })
+            .await?;
+        Ok(Response::new(LaunchResponse {
+            session: Some(outcome.session),
+            breakpoints: outcome.placements,
+            entry: outcome.entry,
+        }))
     }
 
-    async fn attach(&self, _: Request<AttachRequest>) -> Result<Response<AttachResponse>, Status> {
-        unimplemented("Attach")
+    async fn attach(
+        &self,
+        request: Request<AttachRequest>,
+    ) -> Result<Response<AttachResponse>, Status> {
+        let r = request.into_inner();
+        let outcome = self
+            .daemon
+            .sessions
+            .start(Start {
+                attach: true,
+                adapter: r.adapter,
+                adapter_command: r.adapter_command,
+                pid: r.pid,
+                connect: r.connect,
+                labels: r.labels,
+                name: r.name,
+                adapter_options: r.adapter_options,
+                request_id: r.request_id,
+                ..Default::default()
+            })
+            .await?;
+        Ok(Response::new(AttachResponse {
+            session: Some(outcome.session),
+            breakpoints: outcome.placements,
+        }))
     }
 
     async fn disconnect(
         &self,
-        _: Request<DisconnectRequest>,
+        request: Request<DisconnectRequest>,
     ) -> Result<Response<DisconnectResponse>, Status> {
-        unimplemented("Disconnect")
+        let r = request.into_inner();
+        let mode = DisconnectMode::try_from(r.mode)
+            .map_err(|_| ApiError::invalid_field("mode", format!("unknown DisconnectMode {}", r.mode)))?;
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        handle.disconnect(mode).await?;
+        let session = self.daemon.bus.with_view(|v| v.session(&r.session_id));
+        Ok(Response::new(DisconnectResponse { session }))
     }
 
     async fn list_sessions(
@@ -97,66 +166,148 @@ impl SessionService for SessionApi {
 
     async fn r#continue(
         &self,
-        _: Request<ContinueRequest>,
+        request: Request<ContinueRequest>,
     ) -> Result<Response<ContinueResponse>, Status> {
-        unimplemented("Continue")
+        use stepd_proto::v1::continue_request::Wait as W;
+        let r = request.into_inner();
+        let wait = match &r.wait {
+            Some(W::NoWait(_)) => wait_mode(true, None),
+            Some(W::UntilStable(w)) => wait_mode(false, Some(w)),
+            None => wait_mode(false, None),
+        };
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let state = handle.exec(ExecOp::Continue(r.thread_id), wait).await?;
+        Ok(Response::new(ContinueResponse { state: Some(state) }))
     }
 
-    async fn step(&self, _: Request<StepRequest>) -> Result<Response<StepResponse>, Status> {
-        unimplemented("Step")
+    async fn step(&self, request: Request<StepRequest>) -> Result<Response<StepResponse>, Status> {
+        use stepd_proto::v1::step_request::Wait as W;
+        let r = request.into_inner();
+        let kind = StepKind::try_from(r.kind)
+            .map_err(|_| ApiError::invalid_field("kind", format!("unknown StepKind {}", r.kind)))?;
+        let wait = match &r.wait {
+            Some(W::NoWait(_)) => wait_mode(true, None),
+            Some(W::UntilStable(w)) => wait_mode(false, Some(w)),
+            None => wait_mode(false, None),
+        };
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let state = handle.exec(ExecOp::Step(r.thread_id, kind), wait).await?;
+        Ok(Response::new(StepResponse { state: Some(state) }))
     }
 
-    async fn pause(&self, _: Request<PauseRequest>) -> Result<Response<PauseResponse>, Status> {
-        unimplemented("Pause")
+    async fn pause(&self, request: Request<PauseRequest>) -> Result<Response<PauseResponse>, Status> {
+        use stepd_proto::v1::pause_request::Wait as W;
+        let r = request.into_inner();
+        let wait = match &r.wait {
+            Some(W::NoWait(_)) => wait_mode(true, None),
+            Some(W::UntilStable(w)) => wait_mode(false, Some(w)),
+            None => wait_mode(false, None),
+        };
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let state = handle.exec(ExecOp::Pause(r.thread_id), wait).await?;
+        Ok(Response::new(PauseResponse { state: Some(state) }))
     }
 
     async fn list_threads(
         &self,
-        _: Request<ListThreadsRequest>,
+        request: Request<ListThreadsRequest>,
     ) -> Result<Response<ListThreadsResponse>, Status> {
-        unimplemented("ListThreads")
+        let handle = self.daemon.sessions.get(&request.into_inner().session_id)?;
+        let threads = handle.shared.threads().await?;
+        Ok(Response::new(ListThreadsResponse { threads }))
     }
 
     async fn get_stack_trace(
         &self,
-        _: Request<GetStackTraceRequest>,
+        request: Request<GetStackTraceRequest>,
     ) -> Result<Response<GetStackTraceResponse>, Status> {
-        unimplemented("GetStackTrace")
+        let r = request.into_inner();
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let (frames, total_frames) = handle
+            .shared
+            .stack_trace(r.thread_id, r.start_frame, r.levels)
+            .await?;
+        Ok(Response::new(GetStackTraceResponse {
+            frames,
+            total_frames,
+        }))
     }
 
     async fn list_scopes(
         &self,
-        _: Request<ListScopesRequest>,
+        request: Request<ListScopesRequest>,
     ) -> Result<Response<ListScopesResponse>, Status> {
-        unimplemented("ListScopes")
+        let r = request.into_inner();
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let scopes = handle.shared.scopes(&r.frame_id).await?;
+        Ok(Response::new(ListScopesResponse { scopes }))
     }
 
     async fn list_variables(
         &self,
-        _: Request<ListVariablesRequest>,
+        request: Request<ListVariablesRequest>,
     ) -> Result<Response<ListVariablesResponse>, Status> {
-        unimplemented("ListVariables")
+        let r = request.into_inner();
+        let filter = VariableFilter::try_from(r.filter).map_err(|_| {
+            ApiError::invalid_field("filter", format!("unknown VariableFilter {}", r.filter))
+        })?;
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let variables = handle
+            .shared
+            .variables(&r.variables_ref, filter, r.start, r.count)
+            .await?;
+        let named_variables = variables.iter().filter(|v| v.name.parse::<u64>().is_err()).count();
+        Ok(Response::new(ListVariablesResponse {
+            named_variables: u32::try_from(named_variables).unwrap_or(u32::MAX),
+            indexed_variables: u32::try_from(variables.len() - named_variables).unwrap_or(u32::MAX),
+            variables,
+        }))
     }
 
     async fn set_variable(
         &self,
-        _: Request<SetVariableRequest>,
+        request: Request<SetVariableRequest>,
     ) -> Result<Response<SetVariableResponse>, Status> {
-        unimplemented("SetVariable")
+        let r = request.into_inner();
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let variable = handle
+            .shared
+            .set_variable(&r.variables_ref, &r.name, &r.value)
+            .await?;
+        Ok(Response::new(SetVariableResponse {
+            variable: Some(variable),
+        }))
     }
 
     async fn evaluate(
         &self,
-        _: Request<EvaluateRequest>,
+        request: Request<EvaluateRequest>,
     ) -> Result<Response<EvaluateResponse>, Status> {
-        unimplemented("Evaluate")
+        let r = request.into_inner();
+        let context = EvaluateContext::try_from(r.context).map_err(|_| {
+            ApiError::invalid_field("context", format!("unknown EvaluateContext {}", r.context))
+        })?;
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let result = handle
+            .shared
+            .evaluate(&r.expression, &r.frame_id, context)
+            .await?;
+        Ok(Response::new(EvaluateResponse {
+            result: Some(result),
+        }))
     }
 
     async fn read_output(
         &self,
-        _: Request<ReadOutputRequest>,
+        request: Request<ReadOutputRequest>,
     ) -> Result<Response<ReadOutputResponse>, Status> {
-        unimplemented("ReadOutput")
+        let r = request.into_inner();
+        let handle = self.daemon.sessions.get(&r.session_id)?;
+        Ok(Response::new(handle.shared.read_output(
+            r.after_offset,
+            r.max_bytes,
+            &r.categories,
+        )))
     }
 
     async fn send_debug_input(

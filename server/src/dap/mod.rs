@@ -1,4 +1,8 @@
-//! Debug Adapter Protocol: the adapter registry (how each adapter is found
-//! and what it is called with).
+//! Debug Adapter Protocol: framing, the client, the adapter registry and the
+//! launch arguments each adapter expects.
 
+pub mod adapters;
+pub mod client;
+pub mod codec;
 pub mod registry;
+pub mod transport;

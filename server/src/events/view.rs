@@ -194,6 +194,11 @@ impl StateView {
         self.sessions.get(id).cloned()
     }
 
+    /// One breakpoint by id.
+    pub fn breakpoint(&self, id: &str) -> Option<Breakpoint> {
+        self.breakpoints.get(&bp_order(id)).cloned()
+    }
+
     /// Placement of every breakpoint in one session.
     pub fn statuses_of(&self, session_id: &str) -> Vec<BreakpointStatus> {
         self.statuses

@@ -1,0 +1,178 @@
+//! What each adapter is called with: the command that starts it and the
+//! arguments of its `launch` and `attach` requests.
+
+use serde_json::{Map, Value, json};
+use stepd_proto::v1::{CheckStatus, ErrorReason};
+
+use super::registry;
+use crate::error::{ApiError, ApiResult};
+
+/// A resolved adapter, ready to start.
+#[derive(Debug, Clone)]
+pub struct Adapter {
+    /// Registry name ("debugpy", "lldb", "dlv", "gdb", "custom").
+    pub name: String,
+    /// Command line that speaks DAP on stdio.
+    pub command: Vec<String>,
+    /// Version as reported, when known.
+    pub version: String,
+}
+
+/// Guesses the adapter from the program when none is named.
+pub fn guess(program: &str) -> &'static str {
+    if program.ends_with(".py") {
+        "debugpy"
+    } else if program.ends_with(".go") || std::path::Path::new(program).join("go.mod").exists() {
+        "dlv"
+    } else {
+        "lldb"
+    }
+}
+
+/// Finds the adapter, or fails with ADAPTER_NOT_FOUND listing where it looked.
+pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
+    if !custom.is_empty() {
+        return Ok(Adapter {
+            name: "custom".into(),
+            command: custom.to_vec(),
+            version: String::new(),
+        });
+    }
+    let check = registry::check(name).await.ok_or_else(|| {
+        ApiError::invalid_field(
+            "adapter",
+            format!(
+                "unknown adapter {name:?}; use one of {} or adapter_command",
+                registry::ADAPTERS.join(", ")
+            ),
+        )
+    })?;
+    if check.status != CheckStatus::Ok as i32 {
+        return Err(ApiError::new(
+            ErrorReason::AdapterNotFound,
+            format!("{name}: {}", check.message),
+        )
+        .with("adapter", name)
+        .with("searched", check.searched.join("\n")));
+    }
+    let mut command = check.command;
+    if name == "dlv" {
+        // `dlv dap` speaks DAP over a socket only; stepd connects to it.
+        command.truncate(1);
+    }
+    Ok(Adapter {
+        name: name.to_owned(),
+        command,
+        version: check.version,
+    })
+}
+
+/// What a launch asks for, adapter-independently.
+pub struct LaunchSpec<'a> {
+    /// Program to run.
+    pub program: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// Working directory ("" = inherit).
+    pub cwd: &'a str,
+    /// Environment additions.
+    pub env: &'a std::collections::HashMap<String, String>,
+    /// Stop on entry.
+    pub stop_on_entry: bool,
+    /// Adapter-specific extras, merged last.
+    pub extra: Option<&'a prost_types::Struct>,
+}
+
+/// The `launch` arguments for `adapter`.
+pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
+    let mut args = json!({
+        "program": spec.program,
+        "args": spec.args,
+        "stopOnEntry": spec.stop_on_entry,
+    });
+    if !spec.cwd.is_empty() {
+        args["cwd"] = json!(spec.cwd);
+    }
+    match adapter.name.as_str() {
+        "debugpy" => {
+            args["type"] = json!("python");
+            args["request"] = json!("launch");
+            args["console"] = json!("internalConsole");
+            args["redirectOutput"] = json!(true);
+            args["justMyCode"] = json!(true);
+            args["env"] = json!(spec.env);
+        }
+        "lldb" => {
+            // lldb-vscode takes the environment as "KEY=VALUE" strings.
+            let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            args["env"] = json!(env);
+        }
+        "dlv" => {
+            args["mode"] = json!(if spec.program.ends_with(".go") { "debug" } else { "exec" });
+            args["env"] = json!(spec.env);
+            // Program output travels as DAP output events, not to dlv's terminal.
+            args["outputMode"] = json!("remote");
+        }
+        _ => {
+            args["env"] = json!(spec.env);
+        }
+    }
+    if let Some(extra) = spec.extra {
+        merge(&mut args, struct_to_json(extra));
+    }
+    args
+}
+
+fn merge(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        for (k, v) in extra {
+            into.insert(k, v);
+        }
+    }
+}
+
+/// A protobuf Struct as JSON.
+pub fn struct_to_json(s: &prost_types::Struct) -> Value {
+    Value::Object(
+        s.fields
+            .iter()
+            .map(|(k, v)| (k.clone(), value_to_json(v)))
+            .collect::<Map<_, _>>(),
+    )
+}
+
+/// A protobuf Value as JSON.
+pub fn value_to_json(v: &prost_types::Value) -> Value {
+    use prost_types::value::Kind;
+    match &v.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::NumberValue(n)) => json!(n),
+        Some(Kind::StringValue(s)) => json!(s),
+        Some(Kind::BoolValue(b)) => json!(b),
+        Some(Kind::StructValue(s)) => struct_to_json(s),
+        Some(Kind::ListValue(l)) => Value::Array(l.values.iter().map(value_to_json).collect()),
+    }
+}
+
+/// JSON as a protobuf Value.
+pub fn json_to_value(v: &Value) -> prost_types::Value {
+    use prost_types::value::Kind;
+    let kind = match v {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(*b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
+        Value::String(s) => Kind::StringValue(s.clone()),
+        Value::Array(a) => Kind::ListValue(prost_types::ListValue {
+            values: a.iter().map(json_to_value).collect(),
+        }),
+        Value::Object(o) => Kind::StructValue(json_to_struct(o)),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
+/// A JSON object as a protobuf Struct.
+pub fn json_to_struct(o: &Map<String, Value>) -> prost_types::Struct {
+    prost_types::Struct {
+        fields: o.iter().map(|(k, v)| (k.clone(), json_to_value(v))).collect(),
+    }
+}

@@ -1,0 +1,202 @@
+//! A DAP client over any byte stream: requests correlated with responses by
+//! sequence number, events and reverse requests handed to the session.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicI64, Ordering},
+    },
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncBufRead, AsyncWrite},
+    sync::{mpsc, oneshot},
+};
+
+use super::codec::{FrameError, read_frame, write_frame};
+
+/// What the adapter sends that is not a response.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A DAP event.
+    Event {
+        /// Event name.
+        event: String,
+        /// Event body (`null` when absent).
+        body: Value,
+    },
+    /// A reverse request (e.g. `startDebugging`, `runInTerminal`).
+    Request {
+        /// Its sequence number, for the response.
+        seq: i64,
+        /// The command.
+        command: String,
+        /// Its arguments.
+        arguments: Value,
+    },
+    /// The adapter's output ended; `Some` when it broke the protocol.
+    Closed(Option<String>),
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DapError {
+    /// The adapter is gone.
+    #[error("the debug adapter is gone")]
+    Closed,
+    /// The adapter answered `success: false`.
+    #[error("{0}")]
+    Failed(String),
+    /// No answer in time.
+    #[error("the debug adapter did not answer {0} within {1:?}")]
+    Timeout(String, Duration),
+}
+
+type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Value>>>>;
+
+/// The client half: send requests, answer reverse requests.
+#[derive(Debug)]
+pub struct DapClient {
+    out: mpsc::UnboundedSender<Value>,
+    pending: Pending,
+    next_seq: AtomicI64,
+    timeout: Duration,
+}
+
+impl DapClient {
+    /// Starts the reader and writer tasks over the adapter's streams.
+    pub fn start<R, W>(
+        reader: R,
+        writer: W,
+        max_frame: usize,
+        timeout: Duration,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<Incoming>)
+    where
+        R: AsyncBufRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let pending: Pending = Arc::default();
+        tokio::spawn(async move {
+            let mut writer = writer;
+            while let Some(message) = out_rx.recv().await {
+                if write_frame(&mut writer, &message).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tokio::spawn(read_loop(reader, max_frame, pending.clone(), in_tx));
+        let client = Arc::new(Self {
+            out,
+            pending,
+            next_seq: AtomicI64::new(1),
+            timeout,
+        });
+        (client, in_rx)
+    }
+
+    /// Sends a request and returns a receiver for its whole response message.
+    pub fn send(&self, command: &str, arguments: Value) -> oneshot::Receiver<Value> {
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(seq, tx);
+        let message = json!({"seq": seq, "type": "request", "command": command, "arguments": arguments});
+        if self.out.send(message).is_err() {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&seq);
+        }
+        rx
+    }
+
+    /// Sends a request and waits for its body.
+    pub async fn request(&self, command: &str, arguments: Value) -> Result<Value, DapError> {
+        let rx = self.send(command, arguments);
+        let response = tokio::time::timeout(self.timeout, rx)
+            .await
+            .map_err(|_| DapError::Timeout(command.to_owned(), self.timeout))?
+            .map_err(|_| DapError::Closed)?;
+        body_of(response)
+    }
+
+    /// Answers a reverse request.
+    pub fn respond(&self, request_seq: i64, command: &str, result: Result<Value, String>) {
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let (success, message, body) = match result {
+            Ok(body) => (true, Value::Null, body),
+            Err(message) => (false, Value::String(message), Value::Null),
+        };
+        let _ = self.out.send(json!({
+            "seq": seq, "type": "response", "request_seq": request_seq,
+            "command": command, "success": success, "message": message, "body": body,
+        }));
+    }
+}
+
+/// The body of a response, or its error message.
+pub fn body_of(response: Value) -> Result<Value, DapError> {
+    if response["success"].as_bool() == Some(true) {
+        Ok(response.get("body").cloned().unwrap_or(Value::Null))
+    } else {
+        let message = response["body"]["error"]["format"]
+            .as_str()
+            .or_else(|| response["message"].as_str())
+            .unwrap_or("the adapter refused the request")
+            .to_owned();
+        Err(DapError::Failed(message))
+    }
+}
+
+async fn read_loop<R: AsyncBufRead + Unpin>(
+    mut reader: R,
+    max_frame: usize,
+    pending: Pending,
+    incoming: mpsc::UnboundedSender<Incoming>,
+) {
+    let closed = loop {
+        let message = match read_frame(&mut reader, max_frame).await {
+            Ok(m) => m,
+            Err(FrameError::Closed) => break None,
+            Err(FrameError::Io(err)) => break Some(format!("reading from the adapter: {err}")),
+            Err(FrameError::Protocol(err)) => break Some(err),
+        };
+        match message["type"].as_str() {
+            Some("response") => {
+                let Some(seq) = message["request_seq"].as_i64() else {
+                    break Some("response without request_seq".into());
+                };
+                let waiter = pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&seq);
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(message);
+                }
+            }
+            Some("event") => {
+                let event = message["event"].as_str().unwrap_or_default().to_owned();
+                let body = message.get("body").cloned().unwrap_or(Value::Null);
+                let _ = incoming.send(Incoming::Event { event, body });
+            }
+            Some("request") => {
+                let _ = incoming.send(Incoming::Request {
+                    seq: message["seq"].as_i64().unwrap_or(0),
+                    command: message["command"].as_str().unwrap_or_default().to_owned(),
+                    arguments: message.get("arguments").cloned().unwrap_or(Value::Null),
+                });
+            }
+            other => break Some(format!("message of unknown type {other:?}")),
+        }
+    };
+    // Dropping the waiters fails every request still in flight.
+    pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let _ = incoming.send(Incoming::Closed(closed));
+}

@@ -1,0 +1,1217 @@
+//! The actor of one DAP session. It alone owns the session's state: the
+//! adapter process, the execution queue (one Continue/Step/Pause in flight,
+//! the rest in order), pending pauses and how the session ends. Everything
+//! that changes that state arrives as a message, so no lock is held across an
+//! await.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, atomic::Ordering},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+use stepd_proto::v1::{
+    BreakpointChange, BreakpointPlacement, BreakpointStatus, BreakpointUpdated, CommandKind,
+    Continued, DisconnectMode, EndReason, ErrorReason, EvalError, Pause, PauseReason, Session,
+    SessionEnded, SessionKind, SessionStarted, SessionState, StableState, StepKind, Stopped,
+    Thread, ThreadChanged, breakpoint_spec::Location, debug_command::Command as Cmd,
+    event::Payload,
+};
+use tokio::{
+    process::Child,
+    sync::{mpsc, oneshot},
+    time::sleep_until,
+};
+
+use super::{
+    Command, Context, ExecOp, LaunchOutcome, LaunchRequest, Shared, WaitMode, handles, stop,
+};
+use crate::{
+    dap::{
+        adapters::{self, Adapter, LaunchSpec},
+        client::{DapClient, DapError, Incoming, body_of},
+    },
+    error::{ApiError, ApiResult},
+    pause::Answer,
+    time::now_timestamp,
+};
+
+/// How long the configuration sequence may take.
+const CONFIGURE_DEADLINE: Duration = Duration::from_secs(60);
+/// How long a Disconnect waits for the adapter before killing it.
+const DISCONNECT_DEADLINE: Duration = Duration::from_secs(5);
+
+/// An execution request waiting for the session to be stable.
+struct Inflight {
+    reply: oneshot::Sender<ApiResult<StableState>>,
+    deadline: Option<tokio::time::Instant>,
+    started: Instant,
+    output_from: u64,
+}
+
+/// What the actor remembers about a pending pause.
+struct PauseCtx {
+    pause: Pause,
+    frame_id: Option<i64>,
+}
+
+/// The actor.
+pub struct Actor {
+    ctx: Context,
+    shared: Arc<Shared>,
+    client: Arc<DapClient>,
+    adapter: Adapter,
+    request: LaunchRequest,
+    child: Child,
+    incoming: mpsc::UnboundedReceiver<Incoming>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    answers: mpsc::UnboundedReceiver<Answer>,
+    answers_tx: mpsc::UnboundedSender<Answer>,
+    session: Session,
+    queue: VecDeque<(ExecOp, WaitMode, oneshot::Sender<ApiResult<StableState>>)>,
+    inflight: Option<Inflight>,
+    pauses: HashMap<String, PauseCtx>,
+    /// Adapter breakpoint id → stepd breakpoint id.
+    dap_breakpoints: HashMap<i64, String>,
+    debuggee_pid: Option<u32>,
+    exit_code: Option<i32>,
+    /// The next stop is the entry stop asked for (lldb reports it as "exception").
+    expect_entry: bool,
+    ended: bool,
+}
+
+impl Actor {
+    /// A new actor for a started adapter.
+    pub fn new(
+        ctx: Context,
+        shared: Arc<Shared>,
+        adapter: Adapter,
+        request: LaunchRequest,
+        child: Child,
+        incoming: mpsc::UnboundedReceiver<Incoming>,
+        commands: mpsc::UnboundedReceiver<Command>,
+    ) -> Self {
+        let (answers_tx, answers) = mpsc::unbounded_channel();
+        let client = shared
+            .client
+            .get()
+            .cloned()
+            .expect("the client is set before the actor starts");
+        let session = Session {
+            id: shared.id.clone(),
+            kind: SessionKind::Dap.into(),
+            state: SessionState::Starting.into(),
+            name: if request.name.is_empty() {
+                std::path::Path::new(&request.program)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| adapter.name.clone())
+            } else {
+                request.name.clone()
+            },
+            adapter: adapter.name.clone(),
+            labels: request.labels.clone(),
+            program: request.program.clone(),
+            pid: child.id().map(i64::from).unwrap_or(0),
+            started_at: Some(now_timestamp()),
+            original_id: request.request_id.clone(),
+            ..Default::default()
+        };
+        Self {
+            expect_entry: request.stop_on_entry,
+            ctx,
+            shared,
+            client,
+            adapter,
+            request,
+            child,
+            incoming,
+            commands,
+            answers,
+            answers_tx,
+            session,
+            queue: VecDeque::new(),
+            inflight: None,
+            pauses: HashMap::new(),
+            dap_breakpoints: HashMap::new(),
+            debuggee_pid: None,
+            exit_code: None,
+            ended: false,
+        }
+    }
+
+    fn publish(&self, payload: Payload) {
+        self.ctx.bus.publish(&self.shared.id, payload);
+    }
+
+    /// Configures the session, answers `ready`, then serves until it ends.
+    pub async fn run(mut self, ready: oneshot::Sender<ApiResult<LaunchOutcome>>) {
+        let outcome = self.configure().await;
+        let failed = outcome.is_err();
+        if let Err(err) = &outcome {
+            tracing::info!(session = %self.shared.id, %err, "session failed to start");
+        }
+        let _ = ready.send(outcome);
+        if failed {
+            self.shared.ended.store(true, Ordering::Release);
+            let _ = self.child.start_kill();
+            return;
+        }
+        while !self.ended {
+            let deadline = self.inflight.as_ref().and_then(|i| i.deadline);
+            tokio::select! {
+                Some(message) = self.incoming.recv() => self.on_incoming(message).await,
+                Some(command) = self.commands.recv() => self.on_command(command).await,
+                Some(answer) = self.answers.recv() => self.on_answer(answer).await,
+                () = sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                    self.finish_inflight(true);
+                    self.start_next().await;
+                }
+                status = self.child.wait() => {
+                    // The adapter exited; its output may still hold events, so
+                    // drain them before deciding how the session ended.
+                    while let Ok(message) = self.incoming.try_recv() {
+                        self.on_incoming(message).await;
+                    }
+                    if !self.ended {
+                        let detail = match status {
+                            Ok(s) => format!("the adapter exited ({s})"),
+                            Err(e) => format!("waiting for the adapter: {e}"),
+                        };
+                        self.end(EndReason::AdapterDied, detail).await;
+                    }
+                }
+            }
+        }
+    }
+
+    // ----- configuration -------------------------------------------------
+
+    async fn configure(&mut self) -> ApiResult<LaunchOutcome> {
+        let init = json!({
+            "clientID": "stepd",
+            "clientName": "stepd",
+            "adapterID": self.adapter.name,
+            "locale": "en",
+            "linesStartAt1": true,
+            "columnsStartAt1": true,
+            "pathFormat": "path",
+            "supportsVariableType": true,
+            "supportsVariablePaging": true,
+            "supportsRunInTerminalRequest": false,
+            "supportsStartDebuggingRequest": false,
+            "supportsProgressReporting": false,
+            "supportsInvalidatedEvent": false,
+            "supportsMemoryReferences": false,
+        });
+        let capabilities = self.client.request("initialize", init).await.map_err(start_error)?;
+        let _ = self.shared.capabilities.set(capabilities.clone());
+        self.session.capabilities = capabilities
+            .as_object()
+            .map(adapters::json_to_struct);
+        self.session.exception_filters = exception_filters(&capabilities);
+
+        let (command, arguments) = self.start_arguments();
+        let mut started = self.client.send(command, arguments);
+        // Adapters differ in order: debugpy sends `initialized` before it
+        // answers `launch` (and answers only after configurationDone); lldb
+        // answers first. Wait for `initialized` without waiting for the answer.
+        let deadline = tokio::time::Instant::now() + CONFIGURE_DEADLINE;
+        let mut early = Vec::new();
+        let mut start_answer = None;
+        loop {
+            tokio::select! {
+                message = self.incoming.recv() => match message {
+                    Some(Incoming::Event { event, .. }) if event == "initialized" => break,
+                    Some(Incoming::Closed(reason)) => {
+                        return Err(ApiError::new(
+                            ErrorReason::AdapterDied,
+                            format!("the adapter ended during configuration{}", reason.map(|r| format!(": {r}")).unwrap_or_default()),
+                        ));
+                    }
+                    Some(other) => early.push(other),
+                    None => return Err(ApiError::new(ErrorReason::AdapterDied, "the adapter is gone")),
+                },
+                answer = &mut started, if start_answer.is_none() => {
+                    let answer = answer.map_err(|_| ApiError::new(ErrorReason::AdapterDied, "the adapter is gone"))?;
+                    body_of(answer.clone()).map_err(|e| launch_refused(&e))?;
+                    start_answer = Some(answer);
+                }
+                () = sleep_until(deadline) => {
+                    return Err(ApiError::new(ErrorReason::ProtocolError, "the adapter never sent `initialized`"));
+                }
+            }
+        }
+        // Output that arrived early is not lost.
+        for message in early.drain(..) {
+            self.on_incoming(message).await;
+        }
+        let placements = self.apply_breakpoints().await;
+        if self.shared.supports("supportsConfigurationDoneRequest") {
+            self.client
+                .request("configurationDone", json!({}))
+                .await
+                .map_err(start_error)?;
+        }
+        if start_answer.is_none() {
+            let answer = tokio::time::timeout_at(deadline, started)
+                .await
+                .map_err(|_| ApiError::new(ErrorReason::ProtocolError, "the adapter never answered launch"))?
+                .map_err(|_| ApiError::new(ErrorReason::AdapterDied, "the adapter ended during launch"))?;
+            body_of(answer).map_err(|e| launch_refused(&e))?;
+        }
+        self.session.state = SessionState::Running.into();
+        self.publish(Payload::SessionStarted(SessionStarted {
+            session: Some(self.session.clone()),
+        }));
+        for placement in &placements {
+            self.publish_status(placement);
+        }
+        let entry = if self.request.stop_on_entry {
+            Some(self.wait_for_entry(deadline).await?)
+        } else {
+            None
+        };
+        let mut session = self.session.clone();
+        if entry.is_some() {
+            session.state = SessionState::Stopped.into();
+        }
+        Ok(LaunchOutcome {
+            session,
+            placements,
+            entry,
+        })
+    }
+
+    fn start_arguments(&self) -> (&'static str, Value) {
+        let r = &self.request;
+        let spec = LaunchSpec {
+            program: &r.program,
+            args: &r.args,
+            cwd: &r.cwd,
+            env: &r.env,
+            stop_on_entry: r.stop_on_entry,
+            extra: r.adapter_options.as_ref(),
+        };
+        if !r.attach {
+            return ("launch", adapters::launch_arguments(&self.adapter, &spec));
+        }
+        let mut args = json!({});
+        if r.pid > 0 {
+            args["pid"] = json!(r.pid);
+            args["processId"] = json!(r.pid);
+        }
+        if let Some((host, port)) = r.connect.rsplit_once(':') {
+            args["connect"] = json!({"host": host, "port": port.parse::<u16>().unwrap_or(0)});
+        }
+        if self.adapter.name == "dlv" {
+            args["mode"] = json!("local");
+        }
+        if let Some(extra) = &r.adapter_options
+            && let (Some(obj), Value::Object(extra)) =
+                (args.as_object_mut(), adapters::struct_to_json(extra))
+        {
+            obj.extend(extra);
+        }
+        ("attach", args)
+    }
+
+    async fn wait_for_entry(&mut self, deadline: tokio::time::Instant) -> ApiResult<StableState> {
+        loop {
+            let message = tokio::time::timeout_at(deadline, self.incoming.recv())
+                .await
+                .map_err(|_| ApiError::new(ErrorReason::ProtocolError, "no stop on entry"))?;
+            match message {
+                Some(Incoming::Event { event, body }) if event == "stopped" => {
+                    return Ok(self.on_stopped(&body).await);
+                }
+                Some(Incoming::Closed(reason)) => {
+                    let detail = reason.unwrap_or_else(|| "the adapter closed".into());
+                    self.end(EndReason::AdapterDied, detail.clone()).await;
+                    return Err(ApiError::new(ErrorReason::AdapterDied, detail));
+                }
+                Some(other) => {
+                    self.on_incoming(other).await;
+                    if self.ended {
+                        return Err(ApiError::new(
+                            ErrorReason::SessionEnded,
+                            "the program ended before it stopped on entry",
+                        ));
+                    }
+                }
+                None => return Err(ApiError::new(ErrorReason::AdapterDied, "the adapter is gone")),
+            }
+        }
+    }
+
+    // ----- breakpoints ---------------------------------------------------
+
+    async fn apply_breakpoints(&mut self) -> Vec<BreakpointPlacement> {
+        let breakpoints = match self.ctx.breakpoints.list(&self.request.labels).await {
+            Ok(b) => b,
+            Err(err) => {
+                tracing::warn!(%err, "could not read breakpoints for a new session");
+                return Vec::new();
+            }
+        };
+        let live: Vec<_> = breakpoints
+            .into_iter()
+            .filter(|b| !b.spent && b.spec.as_ref().is_some_and(|s| s.enabled != Some(false)))
+            .collect();
+        let mut placements = Vec::new();
+        let log_points = self.shared.supports("supportsLogPoints");
+        let conditions = self.shared.supports("supportsConditionalBreakpoints");
+
+        let mut by_file: HashMap<String, Vec<&stepd_proto::v1::Breakpoint>> = HashMap::new();
+        let mut functions = Vec::new();
+        let mut filters: Vec<(String, &stepd_proto::v1::Breakpoint)> = Vec::new();
+        for bp in &live {
+            match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+                Some(Location::Source(src)) => by_file.entry(src.path.clone()).or_default().push(bp),
+                Some(Location::Function(_)) => functions.push(bp),
+                Some(Location::Exception(e)) => {
+                    filters.extend(e.filter_ids.iter().map(|f| (f.clone(), bp)));
+                }
+                _ => {}
+            }
+        }
+        for (path, bps) in by_file {
+            let requested: Vec<Value> = bps
+                .iter()
+                .map(|bp| {
+                    let spec = bp.spec.clone().unwrap_or_default();
+                    let mut entry = json!({});
+                    if let Some(Location::Source(src)) = &spec.location {
+                        entry["line"] = json!(src.line);
+                        if src.column > 0 {
+                            entry["column"] = json!(src.column);
+                        }
+                    }
+                    if conditions && !spec.condition.is_empty() {
+                        entry["condition"] = json!(spec.condition);
+                    }
+                    if log_points && spec.action == stepd_proto::v1::BreakpointAction::Log as i32 {
+                        entry["logMessage"] = json!(spec.log_message);
+                    }
+                    entry
+                })
+                .collect();
+            let result = self
+                .client
+                .request(
+                    "setBreakpoints",
+                    json!({"source": {"path": path}, "breakpoints": requested}),
+                )
+                .await;
+            for (i, bp) in bps.iter().enumerate() {
+                let requested_line = match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+                    Some(Location::Source(src)) => src.line,
+                    _ => 0,
+                };
+                let placed = result.as_ref().ok().and_then(|b| b["breakpoints"].get(i).cloned());
+                placements.push(self.placement(bp, requested_line, placed, result.as_ref().err()));
+            }
+        }
+        if !functions.is_empty() {
+            let result = if self.shared.supports("supportsFunctionBreakpoints") {
+                let requested: Vec<Value> = functions
+                    .iter()
+                    .map(|bp| {
+                        let spec = bp.spec.clone().unwrap_or_default();
+                        let name = match spec.location {
+                            Some(Location::Function(f)) => f.name,
+                            _ => String::new(),
+                        };
+                        let mut entry = json!({"name": name});
+                        if conditions && !spec.condition.is_empty() {
+                            entry["condition"] = json!(spec.condition);
+                        }
+                        entry
+                    })
+                    .collect();
+                self.client
+                    .request("setFunctionBreakpoints", json!({"breakpoints": requested}))
+                    .await
+            } else {
+                Err(DapError::Failed(format!(
+                    "{} does not support function breakpoints",
+                    self.adapter.name
+                )))
+            };
+            for (i, bp) in functions.iter().enumerate() {
+                let placed = result.as_ref().ok().and_then(|b| b["breakpoints"].get(i).cloned());
+                placements.push(self.placement(bp, 0, placed, result.as_ref().err()));
+            }
+        }
+        if !filters.is_empty() {
+            let offered: Vec<String> = self
+                .session
+                .exception_filters
+                .iter()
+                .map(|f| f.id.clone())
+                .collect();
+            let (known, unknown): (Vec<_>, Vec<_>) =
+                filters.iter().partition(|(f, _)| offered.contains(f));
+            let ids: Vec<&String> = known.iter().map(|(f, _)| f).collect();
+            let result = self
+                .client
+                .request("setExceptionBreakpoints", json!({"filters": ids}))
+                .await;
+            let mut seen = std::collections::HashSet::new();
+            for (filter, bp) in known.iter().chain(unknown.iter()) {
+                if !seen.insert(bp.id.clone()) {
+                    continue;
+                }
+                let error = if unknown.iter().any(|(f, b)| f == filter && b.id == bp.id) {
+                    Some(DapError::Failed(format!(
+                        "{} offers no exception filter {filter:?} (it offers: {})",
+                        self.adapter.name,
+                        offered.join(", ")
+                    )))
+                } else {
+                    result.as_ref().err().cloned()
+                };
+                placements.push(self.placement(bp, 0, Some(json!({"verified": error.is_none()})), error.as_ref()));
+            }
+        }
+        placements
+    }
+
+    fn placement(
+        &mut self,
+        bp: &stepd_proto::v1::Breakpoint,
+        requested_line: u32,
+        placed: Option<Value>,
+        error: Option<&DapError>,
+    ) -> BreakpointPlacement {
+        let placed = placed.unwrap_or(Value::Null);
+        if let Some(id) = placed["id"].as_i64() {
+            self.dap_breakpoints.insert(id, bp.id.clone());
+        }
+        let message = match error {
+            Some(err) => err.to_string(),
+            None => placed["message"].as_str().unwrap_or_default().to_owned(),
+        };
+        BreakpointPlacement {
+            breakpoint_id: bp.id.clone(),
+            requested_line,
+            status: Some(BreakpointStatus {
+                session_id: self.shared.id.clone(),
+                verified: error.is_none() && placed["verified"].as_bool().unwrap_or(false),
+                actual_line: u32::try_from(placed["line"].as_u64().unwrap_or(0)).unwrap_or(0),
+                message,
+            }),
+        }
+    }
+
+    fn publish_status(&self, placement: &BreakpointPlacement) {
+        let breakpoint = self
+            .ctx
+            .bus
+            .with_view(|v| v.breakpoint(&placement.breakpoint_id))
+            .unwrap_or_else(|| stepd_proto::v1::Breakpoint {
+                id: placement.breakpoint_id.clone(),
+                ..Default::default()
+            });
+        self.publish(Payload::BreakpointUpdated(BreakpointUpdated {
+            change: BreakpointChange::Status.into(),
+            breakpoint: Some(breakpoint),
+            status: placement.status.clone(),
+        }));
+    }
+
+    // ----- adapter messages ----------------------------------------------
+
+    async fn on_incoming(&mut self, message: Incoming) {
+        match message {
+            Incoming::Event { event, body } => self.on_event(&event, body).await,
+            Incoming::Request {
+                seq,
+                command,
+                arguments: _,
+            } => {
+                // stepd declared neither runInTerminal nor startDebugging.
+                self.client.respond(
+                    seq,
+                    &command,
+                    Err(format!("stepd does not handle the reverse request {command:?}")),
+                );
+            }
+            Incoming::Closed(None) => {
+                if !self.ended {
+                    let reason = if self.exit_code.is_some() {
+                        EndReason::Exited
+                    } else {
+                        EndReason::AdapterDied
+                    };
+                    self.end(reason, "the adapter closed its connection".into()).await;
+                }
+            }
+            Incoming::Closed(Some(error)) => {
+                if !self.ended {
+                    self.end(EndReason::ProtocolError, error).await;
+                }
+            }
+        }
+    }
+
+    async fn on_event(&mut self, event: &str, body: Value) {
+        match event {
+            "output" => {
+                let category = body["category"].as_str().unwrap_or("console");
+                if category == "telemetry" {
+                    return;
+                }
+                let text = body["output"].as_str().unwrap_or_default();
+                let chunk = self
+                    .shared
+                    .output
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(category, text);
+                self.publish(Payload::Output(stepd_proto::v1::Output { chunk: Some(chunk) }));
+            }
+            "stopped" => {
+                let state = self.on_stopped(&body).await;
+                self.complete_inflight(state);
+                self.start_next().await;
+            }
+            "continued" => {
+                let thread = body["threadId"].as_i64().unwrap_or(0);
+                let all = body["allThreadsContinued"].as_bool().unwrap_or(true);
+                self.resumed(if all { 0 } else { thread }, CommandKind::Unspecified, "adapter");
+            }
+            "process" => {
+                self.debuggee_pid = body["systemProcessId"]
+                    .as_u64()
+                    .and_then(|p| u32::try_from(p).ok());
+            }
+            "exited" => {
+                self.exit_code = body["exitCode"].as_i64().and_then(|c| i32::try_from(c).ok());
+            }
+            "terminated" => {
+                let reason = if self.exit_code.is_some() {
+                    EndReason::Exited
+                } else {
+                    EndReason::Terminated
+                };
+                self.end(reason, "the program ended".into()).await;
+            }
+            "thread" => {
+                let id = body["threadId"].as_i64().unwrap_or(0);
+                let reason = body["reason"].as_str().unwrap_or_default().to_owned();
+                self.publish(Payload::ThreadChanged(ThreadChanged {
+                    thread: Some(Thread {
+                        id,
+                        ..Default::default()
+                    }),
+                    reason,
+                }));
+            }
+            "breakpoint" => {
+                let placed = &body["breakpoint"];
+                if let Some(bp_id) = placed["id"].as_i64().and_then(|id| self.dap_breakpoints.get(&id)) {
+                    let status = BreakpointStatus {
+                        session_id: self.shared.id.clone(),
+                        verified: placed["verified"].as_bool().unwrap_or(false),
+                        actual_line: u32::try_from(placed["line"].as_u64().unwrap_or(0)).unwrap_or(0),
+                        message: placed["message"].as_str().unwrap_or_default().to_owned(),
+                    };
+                    self.publish_status(&BreakpointPlacement {
+                        breakpoint_id: bp_id.clone(),
+                        requested_line: 0,
+                        status: Some(status),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Records a stop: a new epoch, the pause with its location and locals,
+    /// the `stopped` event. Returns the stable state it makes.
+    async fn on_stopped(&mut self, body: &Value) -> StableState {
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+        let raw_reason = body["reason"].as_str().unwrap_or_default().to_owned();
+        let reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
+        let mut thread_id = body["threadId"].as_i64().unwrap_or(0);
+        if thread_id == 0
+            && let Ok(threads) = self.client.request("threads", json!({})).await
+        {
+            thread_id = threads["threads"][0]["id"].as_i64().unwrap_or(0);
+        }
+        let stack = self
+            .client
+            .request("stackTrace", json!({"threadId": thread_id, "startFrame": 0, "levels": 1}))
+            .await
+            .unwrap_or(Value::Null);
+        let top = stack["stackFrames"][0].clone();
+        let frame_id = top["id"].as_i64();
+        let location = (!top.is_null()).then(|| stop::location(&top));
+        let mut locals = Vec::new();
+        let mut locals_available = false;
+        if let Some(frame) = frame_id
+            && let Ok(scopes) = self.client.request("scopes", json!({"frameId": frame})).await
+            && let Some(scope) = scopes["scopes"]
+                .as_array()
+                .and_then(|s| s.iter().find(|s| s["expensive"].as_bool() != Some(true)))
+            && let Some(reference) = scope["variablesReference"].as_i64()
+            && let Ok(vars) = self
+                .client
+                .request("variables", json!({"variablesReference": reference}))
+                .await
+        {
+            locals = stop::locals(&vars);
+            locals_available = true;
+        }
+        let caught_msg = if reason == PauseReason::Exception {
+            self.exception_message(thread_id, body).await
+        } else {
+            String::new()
+        };
+        let breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
+            .as_array()
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|id| id.as_i64().and_then(|id| self.dap_breakpoints.get(&id).cloned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut input_type = vec![
+            CommandKind::Next,
+            CommandKind::In,
+            CommandKind::Out,
+            CommandKind::Continue,
+        ];
+        if frame_id.is_some() {
+            input_type.push(CommandKind::Eval);
+        }
+        if !self.request.attach {
+            input_type.push(CommandKind::Quit);
+        }
+        let key = format!("p-{}", uuid::Uuid::now_v7().simple());
+        let pause = Pause {
+            key: key.clone(),
+            session_id: self.shared.id.clone(),
+            thread_id,
+            reason: reason.into(),
+            raw_reason: raw_reason.clone(),
+            input_type: input_type.into_iter().map(i32::from).collect(),
+            debug_value: (!caught_msg.is_empty()).then(|| stop::display(&caught_msg, "exception")),
+            coor: location.as_ref().map(|l| vec![0, l.line as i32]).unwrap_or_default(),
+            location: location.clone(),
+            locals,
+            locals_available,
+            original_id: self.request.request_id.clone(),
+            caught_msg,
+            breakpoint_ids: breakpoint_ids.clone(),
+            created_at: Some(now_timestamp()),
+            ..Default::default()
+        };
+        // A thread that stops again replaces its earlier pause.
+        let stale: Vec<String> = self
+            .pauses
+            .iter()
+            .filter(|(_, p)| p.pause.thread_id == thread_id)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for old in stale {
+            self.pauses.remove(&old);
+            self.ctx.pauses.resolve(&old, CommandKind::Unspecified, "stopped again");
+        }
+        self.ctx.pauses.register(pause.clone(), self.answers_tx.clone());
+        self.pauses.insert(
+            key.clone(),
+            PauseCtx {
+                pause: pause.clone(),
+                frame_id,
+            },
+        );
+        self.shared
+            .stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(thread_id, key);
+        self.session.state = SessionState::Stopped.into();
+        self.publish(Payload::Stopped(Stopped {
+            pause: Some(pause.clone()),
+            all_threads_stopped: body["allThreadsStopped"].as_bool().unwrap_or(false),
+        }));
+        StableState {
+            state: SessionState::Stopped.into(),
+            waited: true,
+            timed_out: false,
+            stop_reason: reason.into(),
+            thread_id,
+            top_frame: frame_id.map(|id| stepd_proto::v1::Frame {
+                id: handles::make(self.shared.epoch(), id),
+                name: top["name"].as_str().unwrap_or_default().to_owned(),
+                location,
+                presentation_hint: top["presentationHint"].as_str().unwrap_or_default().to_owned(),
+            }),
+            hit_breakpoint_ids: breakpoint_ids,
+            pause: Some(pause),
+            ..Default::default()
+        }
+    }
+
+    async fn exception_message(&self, thread_id: i64, body: &Value) -> String {
+        if self.shared.supports("supportsExceptionInfoRequest")
+            && let Ok(info) = self
+                .client
+                .request("exceptionInfo", json!({"threadId": thread_id}))
+                .await
+        {
+            let id = info["exceptionId"].as_str().unwrap_or_default();
+            let description = info["description"].as_str().unwrap_or_default();
+            if !description.is_empty() {
+                return if id.is_empty() || description.starts_with(id) {
+                    description.to_owned()
+                } else {
+                    format!("{id}: {description}")
+                };
+            }
+        }
+        body["text"]
+            .as_str()
+            .or_else(|| body["description"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The program moves on: pauses of `thread` (0 = all) resolve, handles expire.
+    fn resumed(&mut self, thread: i64, command: CommandKind, by: &str) {
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+        let keys: Vec<String> = self
+            .pauses
+            .iter()
+            .filter(|(_, p)| thread == 0 || p.pause.thread_id == thread)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &keys {
+            self.pauses.remove(key);
+            self.ctx.pauses.resolve(key, command, by);
+        }
+        {
+            let mut stopped = self.shared.stopped.lock().unwrap_or_else(|e| e.into_inner());
+            if thread == 0 {
+                stopped.clear();
+            } else {
+                stopped.remove(&thread);
+            }
+        }
+        if self.pauses.is_empty() {
+            self.session.state = SessionState::Running.into();
+        }
+        self.publish(Payload::Continued(Continued { thread_id: thread }));
+    }
+
+    // ----- execution -------------------------------------------------------
+
+    async fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Exec { op, wait, reply } => {
+                if self.inflight.is_some() {
+                    self.queue.push_back((op, wait, reply));
+                } else {
+                    self.start_exec(op, wait, reply).await;
+                }
+            }
+            Command::Disconnect { mode, reply } => {
+                let terminate = match mode {
+                    DisconnectMode::Terminate => true,
+                    DisconnectMode::Detach => false,
+                    DisconnectMode::Unspecified => !self.request.attach,
+                };
+                let request = self.client.send(
+                    "disconnect",
+                    json!({"terminateDebuggee": terminate, "restart": false}),
+                );
+                let _ = tokio::time::timeout(DISCONNECT_DEADLINE, request).await;
+                let reason = if terminate {
+                    EndReason::Terminated
+                } else {
+                    EndReason::Detached
+                };
+                self.end(reason, "a client disconnected the session".into()).await;
+                let _ = reply.send(Ok(()));
+            }
+        }
+    }
+
+    fn thread_for(&self, thread: i64) -> i64 {
+        if thread != 0 {
+            return thread;
+        }
+        self.pauses
+            .values()
+            .max_by_key(|p| p.pause.created_at.map(|t| (t.seconds, t.nanos)))
+            .map(|p| p.pause.thread_id)
+            .unwrap_or(0)
+    }
+
+    async fn start_exec(
+        &mut self,
+        op: ExecOp,
+        wait: WaitMode,
+        reply: oneshot::Sender<ApiResult<StableState>>,
+    ) {
+        let started = Instant::now();
+        let output_from = self.output_end();
+        let result = self.send_exec(op, CommandKind::Unspecified, "api").await;
+        match result {
+            Err(err) => {
+                let _ = reply.send(Err(err));
+            }
+            Ok(Some(already)) => {
+                let _ = reply.send(Ok(already));
+            }
+            Ok(None) => match wait {
+                WaitMode::NoWait => {
+                    let _ = reply.send(Ok(StableState {
+                        state: self.session.state,
+                        waited: false,
+                        elapsed_ms: started.elapsed().as_millis() as u64,
+                        ..Default::default()
+                    }));
+                }
+                WaitMode::UntilStable(timeout) => {
+                    self.inflight = Some(Inflight {
+                        reply,
+                        deadline: timeout.map(|t| tokio::time::Instant::from_std(started + t)),
+                        started,
+                        output_from,
+                    });
+                }
+            },
+        }
+    }
+
+    /// Sends the DAP request of an execution op. `Some(state)` when there is
+    /// nothing to wait for (e.g. Pause on a stopped session).
+    async fn send_exec(
+        &mut self,
+        op: ExecOp,
+        command: CommandKind,
+        by: &str,
+    ) -> ApiResult<Option<StableState>> {
+        if self.ended {
+            return Err(ApiError::new(ErrorReason::SessionEnded, "the session has ended"));
+        }
+        match op {
+            ExecOp::Continue(thread) => {
+                let target = self.thread_for(thread);
+                let all = thread == 0;
+                let result = self
+                    .client
+                    .request("continue", json!({"threadId": target, "singleThread": !all}))
+                    .await;
+                result.map_err(|e| dap_error(&e))?;
+                let resumed = if all { 0 } else { target };
+                self.resumed(resumed, command, by);
+                Ok(None)
+            }
+            ExecOp::Step(thread, kind) => {
+                let target = self.thread_for(thread);
+                if !self.pauses.values().any(|p| p.pause.thread_id == target) {
+                    return Err(ApiError::new(
+                        ErrorReason::NotStopped,
+                        format!("thread {target} is not stopped"),
+                    )
+                    .with("thread_id", target.to_string()));
+                }
+                let request = match kind {
+                    StepKind::In => "stepIn",
+                    StepKind::Out => "stepOut",
+                    StepKind::Over | StepKind::Unspecified => "next",
+                };
+                self.client
+                    .request(request, json!({"threadId": target}))
+                    .await
+                    .map_err(|e| dap_error(&e))?;
+                self.resumed(target, command, by);
+                Ok(None)
+            }
+            ExecOp::Pause(thread) => {
+                if !self.pauses.is_empty() {
+                    return Ok(Some(self.current_state()));
+                }
+                let target = if thread != 0 {
+                    thread
+                } else {
+                    let threads = self
+                        .client
+                        .request("threads", json!({}))
+                        .await
+                        .map_err(|e| dap_error(&e))?;
+                    threads["threads"][0]["id"].as_i64().unwrap_or(0)
+                };
+                self.client
+                    .request("pause", json!({"threadId": target}))
+                    .await
+                    .map_err(|e| dap_error(&e))?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn current_state(&self) -> StableState {
+        let latest = self
+            .pauses
+            .values()
+            .max_by_key(|p| p.pause.created_at.map(|t| (t.seconds, t.nanos)));
+        StableState {
+            state: self.session.state,
+            waited: true,
+            stop_reason: latest.map(|p| p.pause.reason).unwrap_or_default(),
+            thread_id: latest.map(|p| p.pause.thread_id).unwrap_or_default(),
+            pause: latest.map(|p| p.pause.clone()),
+            hit_breakpoint_ids: latest.map(|p| p.pause.breakpoint_ids.clone()).unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
+    fn output_end(&self) -> u64 {
+        self.shared
+            .output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .end()
+    }
+
+    fn output_since(&self, offset: u64) -> Vec<stepd_proto::v1::OutputChunk> {
+        self.shared
+            .output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .read(offset, 64 * 1024, &[])
+            .chunks
+    }
+
+    /// Answers the in-flight request with `state`.
+    fn complete_inflight(&mut self, mut state: StableState) {
+        if let Some(inflight) = self.inflight.take() {
+            state.output = self.output_since(inflight.output_from);
+            state.elapsed_ms = inflight.started.elapsed().as_millis() as u64;
+            let _ = inflight.reply.send(Ok(state));
+        }
+    }
+
+    /// Answers the in-flight request with the current state (timeout or end).
+    fn finish_inflight(&mut self, timed_out: bool) {
+        let mut state = self.current_state();
+        state.timed_out = timed_out;
+        if self.ended {
+            state.state = SessionState::Ended.into();
+            state.end_reason = self.session.end_reason;
+            state.exit_code = self.exit_code;
+        }
+        self.complete_inflight(state);
+    }
+
+    async fn start_next(&mut self) {
+        while self.inflight.is_none() {
+            let Some((op, wait, reply)) = self.queue.pop_front() else {
+                return;
+            };
+            self.start_exec(op, wait, reply).await;
+        }
+    }
+
+    // ----- debug input -------------------------------------------------------
+
+    async fn on_answer(&mut self, answer: Answer) {
+        let Answer {
+            input,
+            kind,
+            by,
+            reply,
+        } = answer;
+        let Some(ctx) = self.pauses.get(&input.key) else {
+            let _ = reply.send(Err(ApiError::new(
+                ErrorReason::PauseNotFound,
+                format!("pause {:?} is no longer pending", input.key),
+            )));
+            return;
+        };
+        let thread = ctx.pause.thread_id;
+        let frame_id = ctx.frame_id;
+        let command = input.command.and_then(|c| c.command);
+        let result = match command {
+            Some(Cmd::Next(_)) => self.answer_exec(ExecOp::Step(thread, StepKind::Over), kind, &by).await,
+            Some(Cmd::StepIn(_)) => self.answer_exec(ExecOp::Step(thread, StepKind::In), kind, &by).await,
+            Some(Cmd::StepOut(_)) => self.answer_exec(ExecOp::Step(thread, StepKind::Out), kind, &by).await,
+            Some(Cmd::Resume(_)) => self.answer_exec(ExecOp::Continue(0), kind, &by).await,
+            Some(Cmd::Quit(_)) => {
+                let key = input.key.clone();
+                self.pauses.remove(&key);
+                self.ctx.pauses.resolve(&key, kind, &by);
+                let terminate = if self.shared.supports("supportsTerminateRequest") {
+                    self.client.request("terminate", json!({})).await
+                } else {
+                    self.client
+                        .request("disconnect", json!({"terminateDebuggee": true}))
+                        .await
+                };
+                terminate.map(|_| None).map_err(|e| dap_error(&e))
+            }
+            Some(Cmd::Eval(eval)) => self.answer_eval(&input.key, frame_id, &eval.code).await,
+            _ => Err(ApiError::new(
+                ErrorReason::InvalidCommand,
+                format!("{} is not available at this pause", kind.as_str_name()),
+            )),
+        };
+        match result {
+            Ok(pause) => {
+                let _ = reply.send(Ok(stepd_proto::v1::SendDebugInputResponse {
+                    command: kind.into(),
+                    pause,
+                }));
+            }
+            Err(err) => {
+                self.ctx.pauses.release(&input.key);
+                let _ = reply.send(Err(err));
+            }
+        }
+    }
+
+    async fn answer_exec(&mut self, op: ExecOp, kind: CommandKind, by: &str) -> ApiResult<Option<Pause>> {
+        self.send_exec(op, kind, by).await.map(|_| None)
+    }
+
+    /// EVAL: the pause stays, re-sent with the result (or an eval_error event).
+    async fn answer_eval(&mut self, key: &str, frame_id: Option<i64>, code: &str) -> ApiResult<Option<Pause>> {
+        let mut args = json!({"expression": code, "context": "repl"});
+        if let Some(frame) = frame_id {
+            args["frameId"] = json!(frame);
+        }
+        let result = self.client.request("evaluate", args).await;
+        let Some(ctx) = self.pauses.get_mut(key) else {
+            return Err(ApiError::new(ErrorReason::PauseNotFound, "the pause ended meanwhile"));
+        };
+        match result {
+            Ok(body) => {
+                ctx.pause.revision += 1;
+                ctx.pause.debug_value = Some(stop::display(
+                    body["result"].as_str().unwrap_or_default(),
+                    body["type"].as_str().unwrap_or_default(),
+                ));
+                let pause = ctx.pause.clone();
+                self.ctx.pauses.update(pause.clone());
+                self.publish(Payload::Stopped(Stopped {
+                    pause: Some(pause.clone()),
+                    all_threads_stopped: false,
+                }));
+                Ok(Some(pause))
+            }
+            Err(err) => {
+                let pause = ctx.pause.clone();
+                self.publish(Payload::EvalError(EvalError {
+                    key: key.to_owned(),
+                    message: err.to_string(),
+                    causes: Vec::new(),
+                }));
+                Ok(Some(pause))
+            }
+        }
+    }
+
+    // ----- the end -------------------------------------------------------------
+
+    async fn end(&mut self, reason: EndReason, detail: String) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        self.shared.ended.store(true, Ordering::Release);
+        if reason == EndReason::AdapterDied || reason == EndReason::ProtocolError {
+            // Never leave a debuggee running without its debugger.
+            if let Some(pid) = self.debuggee_pid.filter(|_| !self.request.attach) {
+                kill(pid);
+            }
+        }
+        let _ = self.child.start_kill();
+        for key in self.pauses.keys() {
+            self.ctx.pauses.resolve(key, CommandKind::Unspecified, "session-ended");
+        }
+        self.pauses.clear();
+        self.session.state = SessionState::Ended.into();
+        self.session.end_reason = reason.into();
+        self.session.exit_code = self.exit_code;
+        let died = reason == EndReason::AdapterDied;
+        if let Some(inflight) = self.inflight.take() {
+            let _ = inflight.reply.send(if died {
+                Err(ApiError::new(ErrorReason::AdapterDied, detail.clone()))
+            } else {
+                Ok(StableState {
+                    state: SessionState::Ended.into(),
+                    waited: true,
+                    end_reason: reason.into(),
+                    exit_code: self.exit_code,
+                    output: self.output_since(inflight.output_from),
+                    elapsed_ms: inflight.started.elapsed().as_millis() as u64,
+                    ..Default::default()
+                })
+            });
+        }
+        for (_, _, reply) in self.queue.drain(..) {
+            let _ = reply.send(Err(ApiError::new(ErrorReason::SessionEnded, "the session ended")));
+        }
+        tracing::info!(session = %self.shared.id, ?reason, %detail, "session ended");
+        self.publish(Payload::SessionEnded(SessionEnded {
+            reason: reason.into(),
+            detail,
+            exit_code: self.exit_code,
+        }));
+    }
+}
+
+fn kill(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        // SAFETY: kill(2) has no memory effects; a stale pid only fails.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+fn exception_filters(capabilities: &Value) -> Vec<stepd_proto::v1::ExceptionFilter> {
+    capabilities["exceptionBreakpointFilters"]
+        .as_array()
+        .map(|filters| {
+            filters
+                .iter()
+                .map(|f| stepd_proto::v1::ExceptionFilter {
+                    id: f["filter"].as_str().unwrap_or_default().to_owned(),
+                    label: f["label"].as_str().unwrap_or_default().to_owned(),
+                    default: f["default"].as_bool().unwrap_or(false),
+                    supports_condition: f["supportsCondition"].as_bool().unwrap_or(false),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn start_error(err: DapError) -> ApiError {
+    match err {
+        DapError::Closed => ApiError::new(ErrorReason::AdapterDied, "the adapter ended while starting"),
+        other => ApiError::new(ErrorReason::ProtocolError, other.to_string()),
+    }
+}
+
+fn launch_refused(err: &DapError) -> ApiError {
+    ApiError::new(
+        ErrorReason::LaunchFailed,
+        format!("the adapter refused to start the program: {err}"),
+    )
+}
+
+/// A failed DAP request as an API error.
+pub fn dap_error(err: &DapError) -> ApiError {
+    match err {
+        DapError::Closed => ApiError::new(ErrorReason::AdapterDied, err.to_string()),
+        DapError::Timeout(..) => ApiError::new(ErrorReason::ProtocolError, err.to_string()),
+        DapError::Failed(message) => ApiError::new(ErrorReason::AdapterError, message.clone()),
+    }
+}

@@ -1,0 +1,250 @@
+//! Inspection of a session: threads, stacks, scopes, variables, evaluation and
+//! output. These talk to the adapter directly, in parallel with execution;
+//! handles are checked against the current stop so a stale one is refused.
+
+use serde_json::{Value, json};
+use stepd_proto::v1::{
+    EvaluateContext, Frame, ReadOutputResponse, Scope, Thread, Variable, VariableFilter,
+};
+
+use super::{Shared, actor::dap_error, handles, output::Read, stop};
+use crate::error::{ApiError, ApiResult};
+
+fn count(v: &Value) -> u32 {
+    u32::try_from(v.as_u64().unwrap_or(0)).unwrap_or(u32::MAX)
+}
+
+impl Shared {
+    fn variable(&self, epoch: u64, v: &Value, fallback_name: &str) -> Variable {
+        let reference = v["variablesReference"].as_i64().unwrap_or(0);
+        Variable {
+            name: v["name"].as_str().unwrap_or(fallback_name).to_owned(),
+            value: v["value"]
+                .as_str()
+                .or_else(|| v["result"].as_str())
+                .unwrap_or_default()
+                .to_owned(),
+            r#type: v["type"].as_str().unwrap_or_default().to_owned(),
+            variables_ref: if reference > 0 {
+                handles::make(epoch, reference)
+            } else {
+                String::new()
+            },
+            named_variables: count(&v["namedVariables"]),
+            indexed_variables: count(&v["indexedVariables"]),
+            evaluate_name: v["evaluateName"].as_str().unwrap_or_default().to_owned(),
+        }
+    }
+
+    /// Threads, marked with their pending pause.
+    pub async fn threads(&self) -> ApiResult<Vec<Thread>> {
+        let body = self
+            .client()?
+            .request("threads", json!({}))
+            .await
+            .map_err(|e| dap_error(&e))?;
+        let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Ok(body["threads"]
+            .as_array()
+            .map(|threads| {
+                threads
+                    .iter()
+                    .map(|t| {
+                        let id = t["id"].as_i64().unwrap_or(0);
+                        let pause_key = stopped.get(&id).cloned().unwrap_or_default();
+                        Thread {
+                            id,
+                            name: t["name"].as_str().unwrap_or_default().to_owned(),
+                            stopped: !pause_key.is_empty(),
+                            pause_key,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn require_stopped(&self, thread_id: i64) -> ApiResult<()> {
+        let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        if stopped.contains_key(&thread_id) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                stepd_proto::v1::ErrorReason::NotStopped,
+                format!("thread {thread_id} is not stopped"),
+            )
+            .with("thread_id", thread_id.to_string()))
+        }
+    }
+
+    /// Frames of a stopped thread.
+    pub async fn stack_trace(
+        &self,
+        thread_id: i64,
+        start: u32,
+        levels: u32,
+    ) -> ApiResult<(Vec<Frame>, u32)> {
+        self.require_stopped(thread_id)?;
+        let epoch = self.epoch();
+        let mut args = json!({"threadId": thread_id, "startFrame": start});
+        if levels > 0 {
+            args["levels"] = json!(levels);
+        }
+        let body = self
+            .client()?
+            .request("stackTrace", args)
+            .await
+            .map_err(|e| dap_error(&e))?;
+        let frames: Vec<Frame> = body["stackFrames"]
+            .as_array()
+            .map(|frames| {
+                frames
+                    .iter()
+                    .map(|f| Frame {
+                        id: handles::make(epoch, f["id"].as_i64().unwrap_or(0)),
+                        name: f["name"].as_str().unwrap_or_default().to_owned(),
+                        location: Some(stop::location(f)),
+                        presentation_hint: f["presentationHint"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let total = body["totalFrames"]
+            .as_u64()
+            .map(|t| u32::try_from(t).unwrap_or(u32::MAX))
+            .unwrap_or(start + frames.len() as u32);
+        Ok((frames, total))
+    }
+
+    /// Scopes of a frame.
+    pub async fn scopes(&self, frame: &str) -> ApiResult<Vec<Scope>> {
+        let epoch = self.epoch();
+        let frame_id = handles::resolve(frame, "frame_id", epoch)?;
+        let body = self
+            .client()?
+            .request("scopes", json!({"frameId": frame_id}))
+            .await
+            .map_err(|e| dap_error(&e))?;
+        Ok(body["scopes"]
+            .as_array()
+            .map(|scopes| {
+                scopes
+                    .iter()
+                    .map(|s| Scope {
+                        name: s["name"].as_str().unwrap_or_default().to_owned(),
+                        variables_ref: handles::make(
+                            epoch,
+                            s["variablesReference"].as_i64().unwrap_or(0),
+                        ),
+                        named_variables: count(&s["namedVariables"]),
+                        indexed_variables: count(&s["indexedVariables"]),
+                        expensive: s["expensive"].as_bool().unwrap_or(false),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// Children of a container, paged with start/count.
+    pub async fn variables(
+        &self,
+        reference: &str,
+        filter: VariableFilter,
+        start: u32,
+        count_: u32,
+    ) -> ApiResult<Vec<Variable>> {
+        let epoch = self.epoch();
+        let reference = handles::resolve(reference, "variables_ref", epoch)?;
+        let mut args = json!({"variablesReference": reference});
+        match filter {
+            VariableFilter::Indexed => args["filter"] = json!("indexed"),
+            VariableFilter::Named => args["filter"] = json!("named"),
+            VariableFilter::Unspecified => {}
+        }
+        if start > 0 || count_ > 0 {
+            args["start"] = json!(start);
+            args["count"] = json!(count_);
+        }
+        let body = self
+            .client()?
+            .request("variables", args)
+            .await
+            .map_err(|e| dap_error(&e))?;
+        Ok(body["variables"]
+            .as_array()
+            .map(|vars| vars.iter().map(|v| self.variable(epoch, v, "")).collect())
+            .unwrap_or_default())
+    }
+
+    /// Assigns a child of a container.
+    pub async fn set_variable(&self, reference: &str, name: &str, value: &str) -> ApiResult<Variable> {
+        self.require("supportsSetVariable", "setting variables")?;
+        let epoch = self.epoch();
+        let reference = handles::resolve(reference, "variables_ref", epoch)?;
+        let body = self
+            .client()?
+            .request(
+                "setVariable",
+                json!({"variablesReference": reference, "name": name, "value": value}),
+            )
+            .await
+            .map_err(|e| dap_error(&e))?;
+        Ok(self.variable(epoch, &body, name))
+    }
+
+    /// Evaluates an expression, in a frame when given.
+    pub async fn evaluate(
+        &self,
+        expression: &str,
+        frame: &str,
+        context: EvaluateContext,
+    ) -> ApiResult<Variable> {
+        let epoch = self.epoch();
+        let context = match context {
+            EvaluateContext::Hover => {
+                self.require("supportsEvaluateForHovers", "hover evaluation")?;
+                "hover"
+            }
+            EvaluateContext::Clipboard => {
+                self.require("supportsClipboardContext", "clipboard evaluation")?;
+                "clipboard"
+            }
+            EvaluateContext::Watch => "watch",
+            EvaluateContext::Repl | EvaluateContext::Unspecified => "repl",
+        };
+        let mut args = json!({"expression": expression, "context": context});
+        if !frame.is_empty() {
+            args["frameId"] = json!(handles::resolve(frame, "frame_id", epoch)?);
+        }
+        let body = self
+            .client()?
+            .request("evaluate", args)
+            .await
+            .map_err(|e| dap_error(&e))?;
+        Ok(self.variable(epoch, &body, expression))
+    }
+
+    /// Reads captured output without draining it.
+    pub fn read_output(&self, after: u64, max_bytes: u32, categories: &[String]) -> ReadOutputResponse {
+        let max = if max_bytes == 0 { 64 * 1024 } else { max_bytes as usize };
+        let Read {
+            chunks,
+            next_offset,
+            truncated,
+            dropped,
+        } = self
+            .output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .read(after, max, categories);
+        ReadOutputResponse {
+            chunks,
+            next_offset,
+            truncated,
+            dropped_bytes: dropped,
+        }
+    }
+}

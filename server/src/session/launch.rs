@@ -1,0 +1,142 @@
+//! Starting a DAP session: find the adapter, start it, and hand it to a new
+//! actor, which runs the configuration sequence and answers when it is done.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock, atomic::AtomicBool, atomic::AtomicU64},
+};
+
+use stepd_proto::v1::{BreakpointPlacement, ErrorReason, Session, StableState};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    sync::{mpsc, oneshot},
+};
+
+use super::{Context, SessionHandle, Shared, actor::Actor, output::OutputBuffer};
+use crate::{
+    dap::{adapters, client::DapClient, transport},
+    error::{ApiError, ApiResult},
+};
+
+/// A Launch or Attach request, adapter-independent.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Attach instead of launch.
+    pub attach: bool,
+    /// Adapter name ("" = guess from the program).
+    pub adapter: String,
+    /// Custom adapter command.
+    pub adapter_command: Vec<String>,
+    /// Program to launch.
+    pub program: String,
+    /// Program arguments.
+    pub args: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// Environment additions.
+    pub env: HashMap<String, String>,
+    /// Stop on entry.
+    pub stop_on_entry: bool,
+    /// Session labels.
+    pub labels: HashMap<String, String>,
+    /// Display name.
+    pub name: String,
+    /// Adapter-specific extras.
+    pub adapter_options: Option<prost_types::Struct>,
+    /// Client correlation id.
+    pub request_id: String,
+    /// Attach: process id.
+    pub pid: i64,
+    /// Attach: "host:port" of a debug server.
+    pub connect: String,
+}
+
+/// What Launch and Attach answer.
+#[derive(Debug, Clone)]
+pub struct LaunchOutcome {
+    /// The session once configured.
+    pub session: Session,
+    /// Breakpoints as the adapter placed them.
+    pub placements: Vec<BreakpointPlacement>,
+    /// The entry stop, with stop_on_entry.
+    pub entry: Option<StableState>,
+}
+
+/// Starts the adapter and its actor; returns once configuration is done.
+pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, LaunchOutcome)> {
+    if !request.attach && request.program.trim().is_empty() && request.adapter_command.is_empty() {
+        return Err(ApiError::invalid_field("program", "is required"));
+    }
+    if request.attach && request.pid <= 0 && request.connect.is_empty() {
+        return Err(ApiError::invalid_field("pid", "give a pid or connect"));
+    }
+    let name = if request.adapter.is_empty() {
+        adapters::guess(&request.program).to_owned()
+    } else {
+        request.adapter.clone()
+    };
+    let adapter = adapters::resolve(&name, &request.adapter_command).await?;
+    let mut transport = transport::start(&adapter, &request.cwd).await.map_err(|err| {
+        ApiError::new(
+            ErrorReason::AdapterNotFound,
+            format!("starting {}: {err}", adapter.command.join(" ")),
+        )
+        .with("adapter", adapter.name.clone())
+        .with("searched", adapter.command.join(" "))
+    })?;
+    let (client, incoming) = DapClient::start(
+        transport.reader,
+        transport.writer,
+        ctx.max_frame_bytes,
+        ctx.request_timeout,
+    );
+    let id = uuid::Uuid::now_v7().to_string();
+    let shared = Arc::new(Shared {
+        id: id.clone(),
+        client: OnceLock::from(client),
+        capabilities: OnceLock::new(),
+        adapter: adapter.name.clone(),
+        epoch: AtomicU64::new(1),
+        stopped: Mutex::new(HashMap::new()),
+        output: Mutex::new(OutputBuffer::default()),
+        ended: AtomicBool::new(false),
+    });
+    if let Some(stderr) = transport.stderr.take() {
+        // The adapter's own diagnostics are kept with the session's output.
+        let shared = shared.clone();
+        let bus = ctx.bus.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(session = %shared.id, "adapter: {line}");
+                let chunk = shared
+                    .output
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push("adapter", &format!("{line}\n"));
+                bus.publish(
+                    &shared.id,
+                    stepd_proto::v1::event::Payload::Output(stepd_proto::v1::Output {
+                        chunk: Some(chunk),
+                    }),
+                );
+            }
+        });
+    }
+    let (commands, command_rx) = mpsc::unbounded_channel();
+    let (ready, outcome) = oneshot::channel();
+    let actor = Actor::new(
+        ctx,
+        shared.clone(),
+        adapter,
+        request,
+        transport.child,
+        incoming,
+        command_rx,
+    );
+    tokio::spawn(actor.run(ready));
+    let outcome = outcome
+        .await
+        .map_err(|_| ApiError::internal("the session ended before it was configured"))??;
+    Ok((SessionHandle { shared, commands }, outcome))
+}

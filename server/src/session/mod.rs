@@ -1,0 +1,250 @@
+//! Sessions: the registry of live and recent sessions, and one actor task per
+//! DAP session owning its state (see `actor`). Inspection requests do not go
+//! through the actor: they talk to the adapter directly with handles checked
+//! against the current stop (see `inspect`), so they run in parallel with
+//! execution.
+
+mod actor;
+mod handles;
+mod inspect;
+mod launch;
+mod output;
+mod stop;
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex, OnceLock,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use serde_json::Value;
+use stepd_proto::v1::{DisconnectMode, ErrorReason, StableState, StepKind};
+use tokio::sync::{mpsc, oneshot};
+
+pub use launch::{LaunchOutcome, Request as LaunchRequest};
+
+use crate::{
+    breakpoints::Breakpoints,
+    dap::client::DapClient,
+    error::{ApiError, ApiResult},
+    events::EventBus,
+    pause::PauseRegistry,
+};
+
+/// What every session needs from the daemon.
+#[derive(Clone)]
+pub struct Context {
+    /// Events.
+    pub bus: Arc<EventBus>,
+    /// Pending pauses.
+    pub pauses: Arc<PauseRegistry>,
+    /// Breakpoints to apply.
+    pub breakpoints: Arc<Breakpoints>,
+    /// Largest DAP frame accepted from an adapter.
+    pub max_frame_bytes: usize,
+    /// How long an adapter may take to answer one request.
+    pub request_timeout: Duration,
+}
+
+/// Execution requests, serialised by the actor.
+#[derive(Debug, Clone, Copy)]
+pub enum ExecOp {
+    /// Resume (thread 0 = all).
+    Continue(i64),
+    /// Step one thread (0 = the thread of the latest pause).
+    Step(i64, StepKind),
+    /// Interrupt (thread 0 = all).
+    Pause(i64),
+}
+
+/// When an execution request answers.
+#[derive(Debug, Clone, Copy)]
+pub enum WaitMode {
+    /// As soon as the adapter accepted it.
+    NoWait,
+    /// When the session is stable again, or after the timeout (None = never).
+    UntilStable(Option<Duration>),
+}
+
+/// A message to a session actor.
+#[derive(Debug)]
+pub enum Command {
+    /// Continue, Step or Pause.
+    Exec {
+        /// What to do.
+        op: ExecOp,
+        /// When to answer.
+        wait: WaitMode,
+        /// The answer.
+        reply: oneshot::Sender<ApiResult<StableState>>,
+    },
+    /// End the session.
+    Disconnect {
+        /// Terminate or detach.
+        mode: DisconnectMode,
+        /// Done.
+        reply: oneshot::Sender<ApiResult<()>>,
+    },
+}
+
+/// State shared between the actor and the inspection paths.
+pub struct Shared {
+    /// The session id.
+    pub id: String,
+    /// The adapter connection, once started.
+    pub client: OnceLock<Arc<DapClient>>,
+    /// The adapter's capabilities as announced.
+    pub capabilities: OnceLock<Value>,
+    /// Adapter name.
+    pub adapter: String,
+    /// Increases whenever the program stops or moves; handles carry it.
+    pub epoch: AtomicU64,
+    /// Stopped threads and their pause keys.
+    pub stopped: Mutex<HashMap<i64, String>>,
+    /// Captured output.
+    pub output: Mutex<output::OutputBuffer>,
+    /// Set once the session ended.
+    pub ended: AtomicBool,
+}
+
+impl Shared {
+    /// The connection, or SESSION_ENDED / NOT_STOPPED-style errors.
+    pub fn client(&self) -> ApiResult<Arc<DapClient>> {
+        if self.ended.load(Ordering::Acquire) {
+            return Err(ApiError::new(
+                ErrorReason::SessionEnded,
+                format!("session {} has ended", self.id),
+            )
+            .with("session_id", self.id.clone()));
+        }
+        self.client
+            .get()
+            .cloned()
+            .ok_or_else(|| ApiError::new(ErrorReason::NotStopped, "the session is still starting"))
+    }
+
+    /// Whether the adapter announced a capability.
+    pub fn supports(&self, capability: &str) -> bool {
+        self.capabilities
+            .get()
+            .is_some_and(|c| c[capability].as_bool() == Some(true))
+    }
+
+    /// Refuses a request whose capability the adapter did not announce.
+    pub fn require(&self, capability: &str, what: &str) -> ApiResult<()> {
+        if self.supports(capability) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                ErrorReason::UnsupportedByAdapter,
+                format!("{} does not support {what} (no {capability})", self.adapter),
+            )
+            .with("adapter", self.adapter.clone())
+            .with("capability", capability))
+        }
+    }
+
+    /// The current stop epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+}
+
+/// A live or ended session, as the API sees it.
+#[derive(Clone)]
+pub struct SessionHandle {
+    /// Shared state.
+    pub shared: Arc<Shared>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl SessionHandle {
+    fn send(&self, command: Command) -> ApiResult<()> {
+        self.commands.send(command).map_err(|_| {
+            ApiError::new(
+                ErrorReason::SessionEnded,
+                format!("session {} has ended", self.shared.id),
+            )
+            .with("session_id", self.shared.id.clone())
+        })
+    }
+
+    /// Runs an execution request (queued behind any in flight).
+    pub async fn exec(&self, op: ExecOp, wait: WaitMode) -> ApiResult<StableState> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Exec { op, wait, reply })?;
+        answer
+            .await
+            .map_err(|_| ApiError::new(ErrorReason::SessionEnded, "the session ended"))?
+    }
+
+    /// Ends the session.
+    pub async fn disconnect(&self, mode: DisconnectMode) -> ApiResult<()> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Disconnect { mode, reply })?;
+        answer
+            .await
+            .map_err(|_| ApiError::new(ErrorReason::SessionEnded, "the session ended"))?
+    }
+}
+
+/// Every session of the daemon.
+pub struct Sessions {
+    ctx: Context,
+    handles: Mutex<HashMap<String, SessionHandle>>,
+}
+
+impl Sessions {
+    /// An empty registry.
+    pub fn new(ctx: Context) -> Self {
+        Self {
+            ctx,
+            handles: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A session by id, or SESSION_NOT_FOUND.
+    pub fn get(&self, id: &str) -> ApiResult<SessionHandle> {
+        self.handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}"))
+                    .with("session_id", id)
+            })
+    }
+
+    /// Launches or attaches a DAP session; answers once configuration is done.
+    pub async fn start(&self, request: LaunchRequest) -> ApiResult<LaunchOutcome> {
+        let (handle, outcome) = launch::start(self.ctx.clone(), request).await?;
+        self.handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(handle.shared.id.clone(), handle);
+        Ok(outcome)
+    }
+
+    /// Ends every live session (daemon shutdown), waiting at most `within`.
+    pub async fn shutdown(&self, within: Duration) {
+        let handles: Vec<SessionHandle> = self
+            .handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let all = futures_join(handles.iter().map(|h| h.disconnect(DisconnectMode::Unspecified)));
+        let _ = tokio::time::timeout(within, all).await;
+    }
+}
+
+async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) {
+    for f in futures {
+        let _ = f.await;
+    }
+}
