@@ -205,8 +205,8 @@ func TestErrors(t *testing.T) {
 			return err
 		}, stepd.ErrSessionNotFound, codes.NotFound},
 		{"not implemented", func() error {
-			_, err := c.Launch(ctx, &stepdv1.LaunchRequest{Adapter: "debugpy", Program: "main.py"})
-			return err
+			_, err := c.Inspector().Clear(ctx, &stepdv1.ClearRequest{InspectorId: "no-such-inspector"})
+			return stepd.FromError(err)
 		}, stepd.ErrNotImplemented, codes.Unimplemented},
 	}
 	for _, tc := range cases {
@@ -253,7 +253,8 @@ func TestErrors(t *testing.T) {
 	})
 
 	t.Run("metadata", func(t *testing.T) {
-		_, err := c.Launch(ctx, &stepdv1.LaunchRequest{Program: "main.py"})
+		_, err := c.Inspector().Clear(ctx, &stepdv1.ClearRequest{InspectorId: "no-such-inspector"})
+		err = stepd.FromError(err)
 		var se *stepd.Error
 		if !errors.As(err, &se) {
 			t.Fatal(err)

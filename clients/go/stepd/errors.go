@@ -119,6 +119,8 @@ var (
 	ErrInternal             = sentinel(stepdv1.ErrorReason_ERROR_REASON_INTERNAL)
 	ErrSessionEnded         = sentinel(stepdv1.ErrorReason_ERROR_REASON_SESSION_ENDED)
 	ErrInvalidValue         = sentinel(stepdv1.ErrorReason_ERROR_REASON_INVALID_VALUE)
+	ErrLaunchFailed         = sentinel(stepdv1.ErrorReason_ERROR_REASON_LAUNCH_FAILED)
+	ErrAdapterError         = sentinel(stepdv1.ErrorReason_ERROR_REASON_ADAPTER_ERROR)
 )
 
 var sentinels = map[stepdv1.ErrorReason]*Error{}

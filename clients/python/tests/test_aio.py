@@ -48,7 +48,7 @@ def test_breakpoints_and_errors(daemon: Daemon) -> None:
             with pytest.raises(errors.PauseNotFound):
                 await c.send_debug_input("nope", "continue")
             with pytest.raises(errors.NotImplemented_):
-                await c.launch("/bin/true")
+                await c.clear("no-such-inspector")
 
     asyncio.run(main())
 

@@ -65,7 +65,7 @@ def test_session_not_found(client: stepd.Client) -> None:
 
 def test_not_implemented(client: stepd.Client) -> None:
     with pytest.raises(errors.NotImplemented_) as info:
-        client.launch("/bin/true", adapter="lldb")
+        client.clear("no-such-inspector")
     assert info.value.code == grpc.StatusCode.UNIMPLEMENTED
     assert info.value.reason == "NOT_IMPLEMENTED"
 

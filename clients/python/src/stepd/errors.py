@@ -52,6 +52,8 @@ __all__ = [
     "Internal",
     "SessionEnded",
     "InvalidValue",
+    "LaunchFailed",
+    "AdapterError",
     "REASONS",
     "error_class",
     "from_rpc_error",
@@ -261,6 +263,18 @@ class InvalidValue(StepdError):
     REASON = "INVALID_VALUE"
 
 
+class LaunchFailed(StepdError):
+    """The adapter refused to launch or attach; the message has its words (FAILED_PRECONDITION)."""
+
+    REASON = "LAUNCH_FAILED"
+
+
+class AdapterError(StepdError):
+    """The adapter refused a request, e.g. an expression that does not evaluate (FAILED_PRECONDITION)."""
+
+    REASON = "ADAPTER_ERROR"
+
+
 #: Reason string -> exception class, one entry per ErrorReason value.
 REASONS: dict[str, type[StepdError]] = {
     cls.REASON: cls
@@ -287,6 +301,8 @@ REASONS: dict[str, type[StepdError]] = {
         Internal,
         SessionEnded,
         InvalidValue,
+        LaunchFailed,
+        AdapterError,
     )
 }
 

@@ -76,6 +76,10 @@ const (
 	ErrorReason_ERROR_REASON_SESSION_ENDED ErrorReason = 21
 	// An injected value does not fit the point's schema or type hint (INVALID_ARGUMENT).
 	ErrorReason_ERROR_REASON_INVALID_VALUE ErrorReason = 22
+	// The adapter refused to launch or attach; the message has its words (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_LAUNCH_FAILED ErrorReason = 23
+	// The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_ADAPTER_ERROR ErrorReason = 24
 )
 
 // Enum value maps for ErrorReason.
@@ -104,6 +108,8 @@ var (
 		20: "ERROR_REASON_INTERNAL",
 		21: "ERROR_REASON_SESSION_ENDED",
 		22: "ERROR_REASON_INVALID_VALUE",
+		23: "ERROR_REASON_LAUNCH_FAILED",
+		24: "ERROR_REASON_ADAPTER_ERROR",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -129,6 +135,8 @@ var (
 		"ERROR_REASON_INTERNAL":               20,
 		"ERROR_REASON_SESSION_ENDED":          21,
 		"ERROR_REASON_INVALID_VALUE":          22,
+		"ERROR_REASON_LAUNCH_FAILED":          23,
+		"ERROR_REASON_ADAPTER_ERROR":          24,
 	}
 )
 
@@ -163,7 +171,7 @@ var File_stepd_v1_errors_proto protoreflect.FileDescriptor
 
 const file_stepd_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15stepd/v1/errors.proto\x12\bstepd.v1*\x98\x06\n" +
+	"\x15stepd/v1/errors.proto\x12\bstepd.v1*\xd8\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_SESSION_NOT_FOUND\x10\x01\x12 \n" +
@@ -188,7 +196,9 @@ const file_stepd_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\x13\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x14\x12\x1e\n" +
 	"\x1aERROR_REASON_SESSION_ENDED\x10\x15\x12\x1e\n" +
-	"\x1aERROR_REASON_INVALID_VALUE\x10\x16B<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
+	"\x1aERROR_REASON_INVALID_VALUE\x10\x16\x12\x1e\n" +
+	"\x1aERROR_REASON_LAUNCH_FAILED\x10\x17\x12\x1e\n" +
+	"\x1aERROR_REASON_ADAPTER_ERROR\x10\x18B<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
 
 var (
 	file_stepd_v1_errors_proto_rawDescOnce sync.Once

@@ -492,7 +492,9 @@ func (x *SubscribeResponse) GetEvent() *Event {
 // Full state at one instant.
 type Snapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The state includes every event up to and including this seq; continue your cursor from it.
+	// The state includes every event up to and including this seq; continue
+	// your cursor from it. Never 0: sequences start at the daemon's start time
+	// in microseconds, so a cursor from an earlier instance is always lower.
 	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The daemon instance, so a client can tell a restart.
 	InstanceId string `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`

@@ -68,6 +68,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The session has ended; only reads of its history work (FAILED_PRECONDITION)."""
     ERROR_REASON_INVALID_VALUE: _ErrorReason.ValueType  # 22
     """An injected value does not fit the point's schema or type hint (INVALID_ARGUMENT)."""
+    ERROR_REASON_LAUNCH_FAILED: _ErrorReason.ValueType  # 23
+    """The adapter refused to launch or attach; the message has its words (FAILED_PRECONDITION)."""
+    ERROR_REASON_ADAPTER_ERROR: _ErrorReason.ValueType  # 24
+    """The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION)."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the fixed set of reasons stepd puts in the `google.rpc.ErrorInfo`
@@ -124,4 +128,8 @@ ERROR_REASON_SESSION_ENDED: ErrorReason.ValueType  # 21
 """The session has ended; only reads of its history work (FAILED_PRECONDITION)."""
 ERROR_REASON_INVALID_VALUE: ErrorReason.ValueType  # 22
 """An injected value does not fit the point's schema or type hint (INVALID_ARGUMENT)."""
+ERROR_REASON_LAUNCH_FAILED: ErrorReason.ValueType  # 23
+"""The adapter refused to launch or attach; the message has its words (FAILED_PRECONDITION)."""
+ERROR_REASON_ADAPTER_ERROR: ErrorReason.ValueType  # 24
+"""The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION)."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -272,7 +272,10 @@ class Snapshot(_message.Message):
     BREAKPOINTS_FIELD_NUMBER: _builtins.int
     BREAKPOINT_STATUSES_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
-    """The state includes every event up to and including this seq; continue your cursor from it."""
+    """The state includes every event up to and including this seq; continue
+    your cursor from it. Never 0: sequences start at the daemon's start time
+    in microseconds, so a cursor from an earlier instance is always lower.
+    """
     instance_id: _builtins.str
     """The daemon instance, so a client can tell a restart."""
     @_builtins.property
