@@ -167,6 +167,7 @@ impl Daemon {
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
+            .env("PATH", tools_path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -286,5 +287,143 @@ pub fn source_spec(path: &str, line: u32) -> stepd_proto::v1::BreakpointSpec {
             },
         )),
         ..Default::default()
+    }
+}
+
+/// PATH with the project's tool directories first (debugpy's Python, dlv,
+/// lldb-vscode), as `scripts/tools --env` sets it.
+pub fn tools_path() -> String {
+    let root = repo_root();
+    format!(
+        "{}:{}:{}",
+        root.join(".tools/venv/bin").display(),
+        root.join(".tools/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// A fixture program's path.
+pub fn fixture(relative: &str) -> PathBuf {
+    repo_root().join("tests/fixtures").join(relative)
+}
+
+/// The line carrying `LINE: <marker>` in a fixture.
+pub fn line_of(path: &Path, marker: &str) -> u32 {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .position(|l| {
+            l.split("LINE: ")
+                .nth(1)
+                .is_some_and(|rest| rest.split_whitespace().next() == Some(marker))
+        })
+        .map(|i| i as u32 + 1)
+        .unwrap_or_else(|| panic!("no marker {marker:?} in {}", path.display()))
+}
+
+impl Subscription {
+    /// Skips events until one matches, failing after the deadline.
+    pub async fn wait_for(&mut self, what: &str, mut matches: impl FnMut(&Event) -> bool) -> Event {
+        let found = tokio::time::timeout(DEADLINE, async {
+            loop {
+                let Some(response) = self.rx.message().await.expect("stream error") else {
+                    panic!("the stream ended while waiting for {what}");
+                };
+                let event = response.event.expect("an event");
+                if matches(&event) {
+                    return event;
+                }
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| panic!("no {what} before the deadline"))
+    }
+}
+
+/// Helpers for DAP session tests.
+pub mod dap {
+    use stepd_proto::v1::{
+        AddBreakpointRequest, BreakpointSpec, Event, LaunchRequest, LaunchResponse, Pause,
+        breakpoint_service_client::BreakpointServiceClient, event::Payload,
+        session_service_client::SessionServiceClient,
+    };
+    use tonic::transport::Channel;
+
+    use super::{Daemon, Subscription};
+
+    /// Session RPCs.
+    pub async fn sessions(daemon: &Daemon) -> SessionServiceClient<Channel> {
+        SessionServiceClient::new(daemon.channel().await)
+    }
+
+    /// Adds a breakpoint and returns its id.
+    pub async fn add_breakpoint(daemon: &Daemon, spec: BreakpointSpec) -> String {
+        BreakpointServiceClient::new(daemon.channel().await)
+            .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })
+            .await
+            .expect("add breakpoint")
+            .into_inner()
+            .breakpoint
+            .expect("a breakpoint")
+            .id
+    }
+
+    /// Launches a program.
+    pub async fn launch(
+        daemon: &Daemon,
+        adapter: &str,
+        program: &str,
+        args: &[&str],
+    ) -> LaunchResponse {
+        launch_with(
+            daemon,
+            LaunchRequest {
+                adapter: adapter.into(),
+                program: program.into(),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// Launches with a full request.
+    pub async fn launch_with(daemon: &Daemon, request: LaunchRequest) -> LaunchResponse {
+        tokio::time::timeout(super::DEADLINE, sessions(daemon).await.launch(request))
+            .await
+            .expect("launch answered in time")
+            .expect("launch")
+            .into_inner()
+    }
+
+    /// The pause of the next `stopped` event of a session.
+    pub async fn next_pause(sub: &mut Subscription, session_id: &str) -> Pause {
+        let event = sub
+            .wait_for("a stopped event", |e| {
+                e.session_id == session_id && matches!(e.payload, Some(Payload::Stopped(_)))
+            })
+            .await;
+        match event.payload {
+            Some(Payload::Stopped(s)) => s.pause.expect("a pause"),
+            _ => unreachable!(),
+        }
+    }
+
+    /// The session_ended event of a session.
+    pub async fn ended(sub: &mut Subscription, session_id: &str) -> Event {
+        sub.wait_for("session_ended", |e| {
+            e.session_id == session_id && matches!(e.payload, Some(Payload::SessionEnded(_)))
+        })
+        .await
+    }
+
+    /// The value of a local in a pause.
+    pub fn local<'a>(pause: &'a Pause, name: &str) -> &'a str {
+        pause
+            .locals
+            .iter()
+            .find(|l| l.name == name)
+            .and_then(|l| l.value.as_ref())
+            .map(|v| v.text.as_str())
+            .unwrap_or_else(|| panic!("no local {name} in {:?}", pause.locals))
     }
 }

@@ -1,0 +1,561 @@
+//! DAP sessions under the real debugpy adapter.
+
+use std::time::Duration;
+
+use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec};
+use stepd_proto::v1::{
+    BreakpointAction, BreakpointSpec, ContinueRequest, DebugCommand, DebugInput, EndReason,
+    EvalCommand, EvaluateRequest, ExceptionFilters, GetStackTraceRequest, LaunchRequest,
+    ListScopesRequest, ListVariablesRequest, NoWait, PauseReason, PauseRequest, ReadOutputRequest,
+    SendDebugInputRequest, SessionState, SetVariableRequest, StepKind, StepRequest, Wait, Watch,
+    breakpoint_spec::Location, continue_request, debug_command::Command, event::Payload,
+    pause_request,
+};
+use tonic::Code;
+
+async fn setup() -> (Daemon, Subscription) {
+    let daemon = Daemon::start(&[]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await; // snapshot
+    (daemon, sub)
+}
+
+#[tokio::test]
+async fn a_breakpoint_stops_with_location_and_locals_then_steps() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/loop.py");
+    let line = line_of(&program, "step");
+    let bp = dap::add_breakpoint(&daemon, source_spec(program.to_str().unwrap(), line)).await;
+    let launched = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[]).await;
+    let session = launched.session.unwrap();
+    let placed = &launched.breakpoints[0];
+    assert_eq!(placed.breakpoint_id, bp);
+    assert_eq!(placed.requested_line, line);
+    let status = placed.status.as_ref().unwrap();
+    assert!(status.verified, "{status:?}");
+    assert_eq!(status.actual_line, line);
+
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(pause.reason, PauseReason::Breakpoint as i32);
+    assert_eq!(pause.breakpoint_ids, [bp.clone()]);
+    let location = pause.location.clone().unwrap();
+    assert_eq!(location.line, line);
+    assert_eq!(location.function, "step");
+    let excerpt = location.excerpt.unwrap();
+    assert!(excerpt.lines.iter().any(|l| l.contains("LINE: step")));
+    assert_eq!(dap::local(&pause, "i"), "0");
+    assert_eq!(dap::local(&pause, "items"), "[0, 1, 2]");
+
+    let mut sessions = dap::sessions(&daemon).await;
+    // Step over: one line down, same function.
+    let stepped = sessions
+        .step(StepRequest {
+            session_id: session.id.clone(),
+            kind: StepKind::Over.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert_eq!(stepped.stop_reason, PauseReason::Step as i32);
+    let top = stepped.top_frame.unwrap().location.unwrap();
+    assert_eq!(top.line, line_of(&program, "step_return"));
+    // Step out: back in main at the call site.
+    let out = sessions
+        .step(StepRequest {
+            session_id: session.id.clone(),
+            kind: StepKind::Out.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert_eq!(out.top_frame.unwrap().name, "main");
+    // Continue: the next iteration hits the breakpoint, with output meanwhile.
+    let next = sessions
+        .r#continue(ContinueRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert_eq!(next.stop_reason, PauseReason::Breakpoint as i32);
+    assert_eq!(dap::local(next.pause.as_ref().unwrap(), "i"), "1");
+    assert!(
+        next.output.iter().any(|c| c.text.contains("i=0 total=0")),
+        "{:?}",
+        next.output
+    );
+    // Step in from the call site is covered by the recursion test; remove the
+    // breakpoint's effect by continuing to the end.
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn step_in_enters_the_called_function() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/recursion.py");
+    let call = line_of(&program, "call");
+    dap::add_breakpoint(&daemon, source_spec(program.to_str().unwrap(), call)).await;
+    let session = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[])
+        .await
+        .session
+        .unwrap();
+    dap::next_pause(&mut sub, &session.id).await;
+    let state = dap::sessions(&daemon)
+        .await
+        .step(StepRequest {
+            session_id: session.id.clone(),
+            kind: StepKind::In.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert_eq!(state.top_frame.unwrap().name, "fact");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn conditions_and_log_points() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/loop.py");
+    let path = program.to_str().unwrap();
+    let mut conditional = source_spec(path, line_of(&program, "step"));
+    conditional.condition = "i == 3".into();
+    dap::add_breakpoint(&daemon, conditional).await;
+    let mut log = source_spec(path, line_of(&program, "step_return"));
+    log.action = BreakpointAction::Log as i32;
+    log.log_message = "total is {total}".into();
+    dap::add_breakpoint(&daemon, log).await;
+    let session = dap::launch(&daemon, "debugpy", path, &[])
+        .await
+        .session
+        .unwrap();
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(
+        dap::local(&pause, "i"),
+        "3",
+        "the condition held back earlier hits"
+    );
+    let output = dap::sessions(&daemon)
+        .await
+        .read_output(ReadOutputRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let text: String = output.chunks.iter().map(|c| c.text.as_str()).collect();
+    for expected in ["total is 0", "total is 2", "total is 6"] {
+        assert!(text.contains(expected), "{expected} in {text:?}");
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn an_exception_breakpoint_carries_the_message() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/exceptions.py");
+    dap::add_breakpoint(
+        &daemon,
+        BreakpointSpec {
+            location: Some(Location::Exception(ExceptionFilters {
+                filter_ids: vec!["uncaught".into()],
+            })),
+            ..Default::default()
+        },
+    )
+    .await;
+    let launched = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[]).await;
+    let session = launched.session.unwrap();
+    assert!(launched.breakpoints[0].status.as_ref().unwrap().verified);
+    assert!(session.exception_filters.iter().any(|f| f.id == "raised"));
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(pause.reason, PauseReason::Exception as i32);
+    assert!(
+        pause.caught_msg.contains("bad value 42"),
+        "{}",
+        pause.caught_msg
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn eval_set_variable_and_stale_handles() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/loop.py");
+    let path = program.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "step"))).await;
+    let session = dap::launch(&daemon, "debugpy", path, &[])
+        .await
+        .session
+        .unwrap();
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    let mut sessions = dap::sessions(&daemon).await;
+    let frames = sessions
+        .get_stack_trace(GetStackTraceRequest {
+            session_id: session.id.clone(),
+            thread_id: pause.thread_id,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(frames.frames[0].name, "step");
+    assert_eq!(frames.frames[1].name, "main");
+    let frame = frames.frames[0].id.clone();
+    let value = sessions
+        .evaluate(EvaluateRequest {
+            session_id: session.id.clone(),
+            expression: "items[2] * 10".into(),
+            frame_id: frame.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    assert_eq!(value.value, "20");
+    let scopes = sessions
+        .list_scopes(ListScopesRequest {
+            session_id: session.id.clone(),
+            frame_id: frame.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .scopes;
+    let locals = scopes[0].variables_ref.clone();
+    let set = sessions
+        .set_variable(SetVariableRequest {
+            session_id: session.id.clone(),
+            variables_ref: locals.clone(),
+            name: "total".into(),
+            value: "100".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .variable
+        .unwrap();
+    assert_eq!(set.value, "100");
+    let vars = sessions
+        .list_variables(ListVariablesRequest {
+            session_id: session.id.clone(),
+            variables_ref: locals.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .variables;
+    assert!(vars.iter().any(|v| v.name == "total" && v.value == "100"));
+
+    // EVAL as a debug input: the pause is re-sent with the result.
+    let answered = sessions
+        .send_debug_input(SendDebugInputRequest {
+            input: Some(DebugInput {
+                key: pause.key.clone(),
+                command: Some(DebugCommand {
+                    command: Some(Command::Eval(EvalCommand {
+                        code: "total + 1".into(),
+                    })),
+                }),
+                client_name: "test".into(),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let updated = answered.pause.unwrap();
+    assert_eq!(updated.key, pause.key);
+    assert_eq!(updated.debug_value.unwrap().text, "101");
+    let err = sessions
+        .evaluate(EvaluateRequest {
+            session_id: session.id.clone(),
+            expression: "no_such_name".into(),
+            frame_id: frame.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "ADAPTER_ERROR");
+
+    // After the program moves, the old handles are refused.
+    sessions
+        .step(StepRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let err = sessions
+        .list_scopes(ListScopesRequest {
+            session_id: session.id.clone(),
+            frame_id: frame,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&err), "STALE_HANDLE");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn the_exit_code_is_reported() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/hello.py");
+    let session = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[])
+        .await
+        .session
+        .unwrap();
+    let ended = dap::ended(&mut sub, &session.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::Exited as i32);
+    assert_eq!(end.exit_code, Some(3));
+    let output = dap::sessions(&daemon)
+        .await
+        .read_output(ReadOutputRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await;
+    // Output of an ended session stays readable.
+    let text: String = output
+        .unwrap()
+        .into_inner()
+        .chunks
+        .iter()
+        .map(|c| c.text.clone())
+        .collect();
+    assert!(text.contains("hello from stepd fixture"), "{text}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn pause_interrupts_a_busy_loop() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/busy.py");
+    let session = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[])
+        .await
+        .session
+        .unwrap();
+    let state = dap::sessions(&daemon)
+        .await
+        .pause(PauseRequest {
+            session_id: session.id.clone(),
+            wait: Some(pause_request::Wait::UntilStable(Wait {
+                timeout_ms: Some(20_000),
+            })),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert!(!state.timed_out);
+    assert_eq!(state.state, SessionState::Stopped as i32);
+    assert_eq!(state.stop_reason, PauseReason::PauseRequest as i32);
+    let _ = dap::next_pause(&mut sub, &session.id).await;
+    // No-wait continue answers at once, while the program runs.
+    let running = dap::sessions(&daemon)
+        .await
+        .r#continue(ContinueRequest {
+            session_id: session.id.clone(),
+            wait: Some(continue_request::Wait::NoWait(NoWait {})),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert!(!running.waited);
+    assert_eq!(running.state, SessionState::Running as i32);
+    // A wait that times out is not an error.
+    let waited = dap::sessions(&daemon)
+        .await
+        .r#continue(ContinueRequest {
+            session_id: session.id.clone(),
+            wait: Some(continue_request::Wait::UntilStable(Wait {
+                timeout_ms: Some(200),
+            })),
+            ..Default::default()
+        })
+        .await;
+    // Continuing a running program is refused by the adapter or times out; never hangs.
+    if let Ok(state) = waited {
+        assert!(state.into_inner().state.unwrap().timed_out);
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn killing_the_adapter_ends_the_session_and_its_program() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/busy.py");
+    let launched = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[]).await;
+    let session = launched.session.unwrap();
+    let adapter_pid = session.pid as i32;
+    // The debuggee is a child of the adapter; find it before the kill.
+    let debuggee = wait_for_child_running(&program).await;
+    // A wait in flight when the adapter dies resolves with ADAPTER_DIED.
+    let mut sessions = dap::sessions(&daemon).await;
+    let id = session.id.clone();
+    let waiting = tokio::spawn(async move {
+        sessions
+            .r#continue(ContinueRequest {
+                session_id: id,
+                wait: Some(continue_request::Wait::UntilStable(Wait {
+                    timeout_ms: Some(0),
+                })),
+                ..Default::default()
+            })
+            .await
+    });
+    std::process::Command::new("kill")
+        .args(["-9", &adapter_pid.to_string()])
+        .status()
+        .unwrap();
+    let ended = dap::ended(&mut sub, &session.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::AdapterDied as i32);
+    let result = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    match result {
+        Err(status) => assert!(
+            matches!(
+                reason(&status).as_str(),
+                "ADAPTER_DIED" | "SESSION_ENDED" | "ADAPTER_ERROR"
+            ),
+            "{status:?}"
+        ),
+        Ok(state) => {
+            let state = state.into_inner().state.unwrap();
+            assert_eq!(state.state, SessionState::Ended as i32);
+        }
+    }
+    if let Some(pid) = debuggee {
+        wait_until_gone(pid).await;
+    }
+    // The daemon lives on.
+    let again = dap::launch(
+        &daemon,
+        "debugpy",
+        fixture("python/hello.py").to_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert!(again.session.is_some());
+    daemon.stop().await;
+}
+
+/// The pid of the python process running `program`, once it runs.
+async fn wait_for_child_running(program: &std::path::Path) -> Option<u32> {
+    let needle = program.to_str().unwrap().to_owned();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Some(pid) = pid_running(&needle) {
+                return pid;
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .ok()
+}
+
+fn pid_running(needle: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        (cmdline.contains(needle) && !cmdline.contains("debugpy/adapter")).then_some(pid)
+    })
+}
+
+async fn wait_until_gone(pid: u32) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.split_whitespace().nth(2) == Some("Z") {
+                return; // a zombie has stopped running
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the debuggee was killed with its adapter");
+}
+
+#[tokio::test]
+async fn a_missing_adapter_is_reported_with_the_paths_searched() {
+    let dir = stepd_e2e::TempDir::new("noad");
+    let mut command = Daemon::command(dir.path(), &[]);
+    // A PATH with no debugpy anywhere.
+    command
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("STEPD_PYTHON");
+    let daemon = Daemon::spawn(command, dir.path()).await;
+    let err = dap::sessions(&daemon)
+        .await
+        .launch(LaunchRequest {
+            adapter: "debugpy".into(),
+            program: fixture("python/hello.py").to_str().unwrap().into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(reason(&err), "ADAPTER_NOT_FOUND");
+    use tonic_types::StatusExt;
+    let searched = err.get_details_error_info().unwrap().metadata["searched"].clone();
+    assert!(searched.contains("/usr/bin/python3"), "{searched}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_does_not_disturb_the_session() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/loop.py");
+    let path = program.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "step"))).await;
+    let session = {
+        // Launch over a connection that is then dropped.
+        let launched = dap::launch(&daemon, "debugpy", path, &[]).await;
+        launched.session.unwrap()
+    };
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(dap::local(&pause, "i"), "0");
+    let list = dap::sessions(&daemon)
+        .await
+        .list_pauses(stepd_proto::v1::ListPausesRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pauses;
+    assert_eq!(list.len(), 1);
+    daemon.stop().await;
+}
