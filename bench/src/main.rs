@@ -25,7 +25,11 @@ async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("fanout") => {
-            let events: u32 = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(10_000);
+            let events: u32 = args
+                .get(2)
+                .map(|s| s.parse())
+                .transpose()?
+                .unwrap_or(10_000);
             let counts: Vec<usize> = args
                 .get(3)
                 .map(|s| s.split(',').map(str::parse).collect::<Result<_, _>>())
@@ -77,8 +81,7 @@ async fn subscriber(mut sub: Subscription, expected: u64) -> Received {
                 let sent = event
                     .time
                     .map(|t| {
-                        SystemTime::UNIX_EPOCH
-                            + Duration::new(t.seconds as u64, t.nanos as u32)
+                        SystemTime::UNIX_EPOCH + Duration::new(t.seconds as u64, t.nanos as u32)
                     })
                     .unwrap_or(SystemTime::UNIX_EPOCH);
                 let latency = SystemTime::now()
@@ -100,15 +103,12 @@ async fn subscriber(mut sub: Subscription, expected: u64) -> Received {
 
 async fn fanout(events: u32, counts: &[usize]) -> anyhow::Result<()> {
     let mut results = Vec::new();
-    println!("| subscribers | events | publish rate (events/s) | delivered (events/s, all subscribers) | per subscriber (events/s) | latency p50 | p99 | max | lost | RSS idle | RSS subscribed | RSS after |");
+    println!(
+        "| subscribers | events | publish rate (events/s) | delivered (events/s, all subscribers) | per subscriber (events/s) | latency p50 | p99 | max | lost | RSS idle | RSS subscribed | RSS after |"
+    );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for &n in counts {
-        let daemon = Daemon::start(&[
-            "--max-subscribers",
-            "1000",
-            "--no-unix-socket",
-        ])
-        .await;
+        let daemon = Daemon::start(&["--max-subscribers", "1000", "--no-unix-socket"]).await;
         let pid = daemon.child.id().unwrap_or(0);
         DaemonServiceClient::new(daemon.channel().await)
             .ping(PingRequest {})

@@ -37,8 +37,7 @@ impl SessionApi {
 }
 
 fn session_not_found(id: &str) -> ApiError {
-    ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}"))
-        .with("session_id", id)
+    ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}")).with("session_id", id)
 }
 
 /// The default wait of execution RPCs.
@@ -121,8 +120,9 @@ impl SessionService for SessionApi {
         request: Request<DisconnectRequest>,
     ) -> Result<Response<DisconnectResponse>, Status> {
         let r = request.into_inner();
-        let mode = DisconnectMode::try_from(r.mode)
-            .map_err(|_| ApiError::invalid_field("mode", format!("unknown DisconnectMode {}", r.mode)))?;
+        let mode = DisconnectMode::try_from(r.mode).map_err(|_| {
+            ApiError::invalid_field("mode", format!("unknown DisconnectMode {}", r.mode))
+        })?;
         let handle = self.daemon.sessions.get(&r.session_id)?;
         handle.disconnect(mode).await?;
         let session = self.daemon.bus.with_view(|v| v.session(&r.session_id));
@@ -195,7 +195,10 @@ impl SessionService for SessionApi {
         Ok(Response::new(StepResponse { state: Some(state) }))
     }
 
-    async fn pause(&self, request: Request<PauseRequest>) -> Result<Response<PauseResponse>, Status> {
+    async fn pause(
+        &self,
+        request: Request<PauseRequest>,
+    ) -> Result<Response<PauseResponse>, Status> {
         use stepd_proto::v1::pause_request::Wait as W;
         let r = request.into_inner();
         let wait = match &r.wait {
@@ -256,7 +259,10 @@ impl SessionService for SessionApi {
             .shared
             .variables(&r.variables_ref, filter, r.start, r.count)
             .await?;
-        let named_variables = variables.iter().filter(|v| v.name.parse::<u64>().is_err()).count();
+        let named_variables = variables
+            .iter()
+            .filter(|v| v.name.parse::<u64>().is_err())
+            .count();
         Ok(Response::new(ListVariablesResponse {
             named_variables: u32::try_from(named_variables).unwrap_or(u32::MAX),
             indexed_variables: u32::try_from(variables.len() - named_variables).unwrap_or(u32::MAX),

@@ -108,7 +108,11 @@ pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
             args["env"] = json!(env);
         }
         "dlv" => {
-            args["mode"] = json!(if spec.program.ends_with(".go") { "debug" } else { "exec" });
+            args["mode"] = json!(if spec.program.ends_with(".go") {
+                "debug"
+            } else {
+                "exec"
+            });
             args["env"] = json!(spec.env);
             // Program output travels as DAP output events, not to dlv's terminal.
             args["outputMode"] = json!("remote");
@@ -173,6 +177,9 @@ pub fn json_to_value(v: &Value) -> prost_types::Value {
 /// A JSON object as a protobuf Struct.
 pub fn json_to_struct(o: &Map<String, Value>) -> prost_types::Struct {
     prost_types::Struct {
-        fields: o.iter().map(|(k, v)| (k.clone(), json_to_value(v))).collect(),
+        fields: o
+            .iter()
+            .map(|(k, v)| (k.clone(), json_to_value(v)))
+            .collect(),
     }
 }

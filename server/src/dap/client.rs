@@ -107,7 +107,8 @@ impl DapClient {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(seq, tx);
-        let message = json!({"seq": seq, "type": "request", "command": command, "arguments": arguments});
+        let message =
+            json!({"seq": seq, "type": "request", "command": command, "arguments": arguments});
         if self.out.send(message).is_err() {
             self.pending
                 .lock()

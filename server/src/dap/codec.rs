@@ -124,7 +124,10 @@ mod tests {
             (b"Content-Length: 2\r\n", 1024),
         ] {
             assert!(
-                matches!(read(bytes, max).await, Err(FrameError::Protocol(_) | FrameError::Io(_))),
+                matches!(
+                    read(bytes, max).await,
+                    Err(FrameError::Protocol(_) | FrameError::Io(_))
+                ),
                 "{:?}",
                 String::from_utf8_lossy(bytes)
             );

@@ -47,8 +47,14 @@ pub async fn start(adapter: &Adapter, cwd: &str) -> std::io::Result<Transport> {
         return start_dlv(command).await;
     }
     let mut child = command.spawn()?;
-    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
-    let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdout"))?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdin"))?;
     let stderr = child.stderr.take();
     Ok(Transport {
         child,
@@ -61,7 +67,10 @@ pub async fn start(adapter: &Adapter, cwd: &str) -> std::io::Result<Transport> {
 /// `dlv dap` prints "DAP server listening at: HOST:PORT" and serves one client.
 async fn start_dlv(mut command: Command) -> std::io::Result<Transport> {
     let mut child = command.spawn()?;
-    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
     let addr = tokio::time::timeout(DLV_LISTEN_DEADLINE, async {
         while let Some(line) = lines.next_line().await? {

@@ -205,11 +205,13 @@ impl Actor {
             "supportsInvalidatedEvent": false,
             "supportsMemoryReferences": false,
         });
-        let capabilities = self.client.request("initialize", init).await.map_err(start_error)?;
+        let capabilities = self
+            .client
+            .request("initialize", init)
+            .await
+            .map_err(start_error)?;
         let _ = self.shared.capabilities.set(capabilities.clone());
-        self.session.capabilities = capabilities
-            .as_object()
-            .map(adapters::json_to_struct);
+        self.session.capabilities = capabilities.as_object().map(adapters::json_to_struct);
         self.session.exception_filters = exception_filters(&capabilities);
 
         let (command, arguments) = self.start_arguments();
@@ -257,8 +259,15 @@ impl Actor {
         if start_answer.is_none() {
             let answer = tokio::time::timeout_at(deadline, started)
                 .await
-                .map_err(|_| ApiError::new(ErrorReason::ProtocolError, "the adapter never answered launch"))?
-                .map_err(|_| ApiError::new(ErrorReason::AdapterDied, "the adapter ended during launch"))?;
+                .map_err(|_| {
+                    ApiError::new(
+                        ErrorReason::ProtocolError,
+                        "the adapter never answered launch",
+                    )
+                })?
+                .map_err(|_| {
+                    ApiError::new(ErrorReason::AdapterDied, "the adapter ended during launch")
+                })?;
             body_of(answer).map_err(|e| launch_refused(&e))?;
         }
         self.session.state = SessionState::Running.into();
@@ -340,7 +349,12 @@ impl Actor {
                         ));
                     }
                 }
-                None => return Err(ApiError::new(ErrorReason::AdapterDied, "the adapter is gone")),
+                None => {
+                    return Err(ApiError::new(
+                        ErrorReason::AdapterDied,
+                        "the adapter is gone",
+                    ));
+                }
             }
         }
     }
@@ -368,7 +382,9 @@ impl Actor {
         let mut filters: Vec<(String, &stepd_proto::v1::Breakpoint)> = Vec::new();
         for bp in &live {
             match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
-                Some(Location::Source(src)) => by_file.entry(src.path.clone()).or_default().push(bp),
+                Some(Location::Source(src)) => {
+                    by_file.entry(src.path.clone()).or_default().push(bp)
+                }
                 Some(Location::Function(_)) => functions.push(bp),
                 Some(Location::Exception(e)) => {
                     filters.extend(e.filter_ids.iter().map(|f| (f.clone(), bp)));
@@ -409,7 +425,10 @@ impl Actor {
                     Some(Location::Source(src)) => src.line,
                     _ => 0,
                 };
-                let placed = result.as_ref().ok().and_then(|b| b["breakpoints"].get(i).cloned());
+                let placed = result
+                    .as_ref()
+                    .ok()
+                    .and_then(|b| b["breakpoints"].get(i).cloned());
                 placements.push(self.placement(bp, requested_line, placed, result.as_ref().err()));
             }
         }
@@ -440,7 +459,10 @@ impl Actor {
                 )))
             };
             for (i, bp) in functions.iter().enumerate() {
-                let placed = result.as_ref().ok().and_then(|b| b["breakpoints"].get(i).cloned());
+                let placed = result
+                    .as_ref()
+                    .ok()
+                    .and_then(|b| b["breakpoints"].get(i).cloned());
                 placements.push(self.placement(bp, 0, placed, result.as_ref().err()));
             }
         }
@@ -472,7 +494,12 @@ impl Actor {
                 } else {
                     result.as_ref().err().cloned()
                 };
-                placements.push(self.placement(bp, 0, Some(json!({"verified": error.is_none()})), error.as_ref()));
+                placements.push(self.placement(
+                    bp,
+                    0,
+                    Some(json!({"verified": error.is_none()})),
+                    error.as_ref(),
+                ));
             }
         }
         placements
@@ -535,7 +562,9 @@ impl Actor {
                 self.client.respond(
                     seq,
                     &command,
-                    Err(format!("stepd does not handle the reverse request {command:?}")),
+                    Err(format!(
+                        "stepd does not handle the reverse request {command:?}"
+                    )),
                 );
             }
             Incoming::Closed(None) => {
@@ -545,7 +574,8 @@ impl Actor {
                     } else {
                         EndReason::AdapterDied
                     };
-                    self.end(reason, "the adapter closed its connection".into()).await;
+                    self.end(reason, "the adapter closed its connection".into())
+                        .await;
                 }
             }
             Incoming::Closed(Some(error)) => {
@@ -570,7 +600,9 @@ impl Actor {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(category, text);
-                self.publish(Payload::Output(stepd_proto::v1::Output { chunk: Some(chunk) }));
+                self.publish(Payload::Output(stepd_proto::v1::Output {
+                    chunk: Some(chunk),
+                }));
             }
             "stopped" => {
                 let state = self.on_stopped(&body).await;
@@ -580,7 +612,11 @@ impl Actor {
             "continued" => {
                 let thread = body["threadId"].as_i64().unwrap_or(0);
                 let all = body["allThreadsContinued"].as_bool().unwrap_or(true);
-                self.resumed(if all { 0 } else { thread }, CommandKind::Unspecified, "adapter");
+                self.resumed(
+                    if all { 0 } else { thread },
+                    CommandKind::Unspecified,
+                    "adapter",
+                );
             }
             "process" => {
                 self.debuggee_pid = body["systemProcessId"]
@@ -588,7 +624,9 @@ impl Actor {
                     .and_then(|p| u32::try_from(p).ok());
             }
             "exited" => {
-                self.exit_code = body["exitCode"].as_i64().and_then(|c| i32::try_from(c).ok());
+                self.exit_code = body["exitCode"]
+                    .as_i64()
+                    .and_then(|c| i32::try_from(c).ok());
             }
             "terminated" => {
                 let reason = if self.exit_code.is_some() {
@@ -611,11 +649,15 @@ impl Actor {
             }
             "breakpoint" => {
                 let placed = &body["breakpoint"];
-                if let Some(bp_id) = placed["id"].as_i64().and_then(|id| self.dap_breakpoints.get(&id)) {
+                if let Some(bp_id) = placed["id"]
+                    .as_i64()
+                    .and_then(|id| self.dap_breakpoints.get(&id))
+                {
                     let status = BreakpointStatus {
                         session_id: self.shared.id.clone(),
                         verified: placed["verified"].as_bool().unwrap_or(false),
-                        actual_line: u32::try_from(placed["line"].as_u64().unwrap_or(0)).unwrap_or(0),
+                        actual_line: u32::try_from(placed["line"].as_u64().unwrap_or(0))
+                            .unwrap_or(0),
                         message: placed["message"].as_str().unwrap_or_default().to_owned(),
                     };
                     self.publish_status(&BreakpointPlacement {
@@ -643,7 +685,10 @@ impl Actor {
         }
         let stack = self
             .client
-            .request("stackTrace", json!({"threadId": thread_id, "startFrame": 0, "levels": 1}))
+            .request(
+                "stackTrace",
+                json!({"threadId": thread_id, "startFrame": 0, "levels": 1}),
+            )
             .await
             .unwrap_or(Value::Null);
         let top = stack["stackFrames"][0].clone();
@@ -652,7 +697,10 @@ impl Actor {
         let mut locals = Vec::new();
         let mut locals_available = false;
         if let Some(frame) = frame_id
-            && let Ok(scopes) = self.client.request("scopes", json!({"frameId": frame})).await
+            && let Ok(scopes) = self
+                .client
+                .request("scopes", json!({"frameId": frame}))
+                .await
             && let Some(scope) = scopes["scopes"]
                 .as_array()
                 .and_then(|s| s.iter().find(|s| s["expensive"].as_bool() != Some(true)))
@@ -674,7 +722,10 @@ impl Actor {
             .as_array()
             .map(|ids| {
                 ids.iter()
-                    .filter_map(|id| id.as_i64().and_then(|id| self.dap_breakpoints.get(&id).cloned()))
+                    .filter_map(|id| {
+                        id.as_i64()
+                            .and_then(|id| self.dap_breakpoints.get(&id).cloned())
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -699,7 +750,10 @@ impl Actor {
             raw_reason: raw_reason.clone(),
             input_type: input_type.into_iter().map(i32::from).collect(),
             debug_value: (!caught_msg.is_empty()).then(|| stop::display(&caught_msg, "exception")),
-            coor: location.as_ref().map(|l| vec![0, l.line as i32]).unwrap_or_default(),
+            coor: location
+                .as_ref()
+                .map(|l| vec![0, l.line as i32])
+                .unwrap_or_default(),
             location: location.clone(),
             locals,
             locals_available,
@@ -718,9 +772,13 @@ impl Actor {
             .collect();
         for old in stale {
             self.pauses.remove(&old);
-            self.ctx.pauses.resolve(&old, CommandKind::Unspecified, "stopped again");
+            self.ctx
+                .pauses
+                .resolve(&old, CommandKind::Unspecified, "stopped again");
         }
-        self.ctx.pauses.register(pause.clone(), self.answers_tx.clone());
+        self.ctx
+            .pauses
+            .register(pause.clone(), self.answers_tx.clone());
         self.pauses.insert(
             key.clone(),
             PauseCtx {
@@ -748,7 +806,10 @@ impl Actor {
                 id: handles::make(self.shared.epoch(), id),
                 name: top["name"].as_str().unwrap_or_default().to_owned(),
                 location,
-                presentation_hint: top["presentationHint"].as_str().unwrap_or_default().to_owned(),
+                presentation_hint: top["presentationHint"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
             }),
             hit_breakpoint_ids: breakpoint_ids,
             pause: Some(pause),
@@ -794,7 +855,11 @@ impl Actor {
             self.ctx.pauses.resolve(key, command, by);
         }
         {
-            let mut stopped = self.shared.stopped.lock().unwrap_or_else(|e| e.into_inner());
+            let mut stopped = self
+                .shared
+                .stopped
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             if thread == 0 {
                 stopped.clear();
             } else {
@@ -834,7 +899,8 @@ impl Actor {
                 } else {
                     EndReason::Detached
                 };
-                self.end(reason, "a client disconnected the session".into()).await;
+                self.end(reason, "a client disconnected the session".into())
+                    .await;
                 let _ = reply.send(Ok(()));
             }
         }
@@ -897,7 +963,10 @@ impl Actor {
         by: &str,
     ) -> ApiResult<Option<StableState>> {
         if self.ended {
-            return Err(ApiError::new(ErrorReason::SessionEnded, "the session has ended"));
+            return Err(ApiError::new(
+                ErrorReason::SessionEnded,
+                "the session has ended",
+            ));
         }
         match op {
             ExecOp::Continue(thread) => {
@@ -905,7 +974,10 @@ impl Actor {
                 let all = thread == 0;
                 let result = self
                     .client
-                    .request("continue", json!({"threadId": target, "singleThread": !all}))
+                    .request(
+                        "continue",
+                        json!({"threadId": target, "singleThread": !all}),
+                    )
                     .await;
                 result.map_err(|e| dap_error(&e))?;
                 let resumed = if all { 0 } else { target };
@@ -967,7 +1039,9 @@ impl Actor {
             stop_reason: latest.map(|p| p.pause.reason).unwrap_or_default(),
             thread_id: latest.map(|p| p.pause.thread_id).unwrap_or_default(),
             pause: latest.map(|p| p.pause.clone()),
-            hit_breakpoint_ids: latest.map(|p| p.pause.breakpoint_ids.clone()).unwrap_or_default(),
+            hit_breakpoint_ids: latest
+                .map(|p| p.pause.breakpoint_ids.clone())
+                .unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -1039,9 +1113,18 @@ impl Actor {
         let frame_id = ctx.frame_id;
         let command = input.command.and_then(|c| c.command);
         let result = match command {
-            Some(Cmd::Next(_)) => self.answer_exec(ExecOp::Step(thread, StepKind::Over), kind, &by).await,
-            Some(Cmd::StepIn(_)) => self.answer_exec(ExecOp::Step(thread, StepKind::In), kind, &by).await,
-            Some(Cmd::StepOut(_)) => self.answer_exec(ExecOp::Step(thread, StepKind::Out), kind, &by).await,
+            Some(Cmd::Next(_)) => {
+                self.answer_exec(ExecOp::Step(thread, StepKind::Over), kind, &by)
+                    .await
+            }
+            Some(Cmd::StepIn(_)) => {
+                self.answer_exec(ExecOp::Step(thread, StepKind::In), kind, &by)
+                    .await
+            }
+            Some(Cmd::StepOut(_)) => {
+                self.answer_exec(ExecOp::Step(thread, StepKind::Out), kind, &by)
+                    .await
+            }
             Some(Cmd::Resume(_)) => self.answer_exec(ExecOp::Continue(0), kind, &by).await,
             Some(Cmd::Quit(_)) => {
                 let key = input.key.clone();
@@ -1076,19 +1159,32 @@ impl Actor {
         }
     }
 
-    async fn answer_exec(&mut self, op: ExecOp, kind: CommandKind, by: &str) -> ApiResult<Option<Pause>> {
+    async fn answer_exec(
+        &mut self,
+        op: ExecOp,
+        kind: CommandKind,
+        by: &str,
+    ) -> ApiResult<Option<Pause>> {
         self.send_exec(op, kind, by).await.map(|_| None)
     }
 
     /// EVAL: the pause stays, re-sent with the result (or an eval_error event).
-    async fn answer_eval(&mut self, key: &str, frame_id: Option<i64>, code: &str) -> ApiResult<Option<Pause>> {
+    async fn answer_eval(
+        &mut self,
+        key: &str,
+        frame_id: Option<i64>,
+        code: &str,
+    ) -> ApiResult<Option<Pause>> {
         let mut args = json!({"expression": code, "context": "repl"});
         if let Some(frame) = frame_id {
             args["frameId"] = json!(frame);
         }
         let result = self.client.request("evaluate", args).await;
         let Some(ctx) = self.pauses.get_mut(key) else {
-            return Err(ApiError::new(ErrorReason::PauseNotFound, "the pause ended meanwhile"));
+            return Err(ApiError::new(
+                ErrorReason::PauseNotFound,
+                "the pause ended meanwhile",
+            ));
         };
         match result {
             Ok(body) => {
@@ -1133,7 +1229,9 @@ impl Actor {
         }
         let _ = self.child.start_kill();
         for key in self.pauses.keys() {
-            self.ctx.pauses.resolve(key, CommandKind::Unspecified, "session-ended");
+            self.ctx
+                .pauses
+                .resolve(key, CommandKind::Unspecified, "session-ended");
         }
         self.pauses.clear();
         self.session.state = SessionState::Ended.into();
@@ -1156,7 +1254,10 @@ impl Actor {
             });
         }
         for (_, _, reply) in self.queue.drain(..) {
-            let _ = reply.send(Err(ApiError::new(ErrorReason::SessionEnded, "the session ended")));
+            let _ = reply.send(Err(ApiError::new(
+                ErrorReason::SessionEnded,
+                "the session ended",
+            )));
         }
         tracing::info!(session = %self.shared.id, ?reason, %detail, "session ended");
         self.publish(Payload::SessionEnded(SessionEnded {
@@ -1195,7 +1296,9 @@ fn exception_filters(capabilities: &Value) -> Vec<stepd_proto::v1::ExceptionFilt
 
 fn start_error(err: DapError) -> ApiError {
     match err {
-        DapError::Closed => ApiError::new(ErrorReason::AdapterDied, "the adapter ended while starting"),
+        DapError::Closed => {
+            ApiError::new(ErrorReason::AdapterDied, "the adapter ended while starting")
+        }
         other => ApiError::new(ErrorReason::ProtocolError, other.to_string()),
     }
 }

@@ -17,7 +17,9 @@ pub fn resolve(handle: &str, field: &str, current_epoch: u64) -> ApiResult<i64> 
     let (epoch, reference) = handle
         .split_once('.')
         .and_then(|(e, r)| Some((e.parse::<u64>().ok()?, r.parse::<i64>().ok()?)))
-        .ok_or_else(|| ApiError::invalid_field(field, format!("{handle:?} is not a stepd handle")))?;
+        .ok_or_else(|| {
+            ApiError::invalid_field(field, format!("{handle:?} is not a stepd handle"))
+        })?;
     if epoch != current_epoch {
         return Err(ApiError::new(
             ErrorReason::StaleHandle,

@@ -43,7 +43,11 @@ impl Shared {
             .request("threads", json!({}))
             .await
             .map_err(|e| dap_error(&e))?;
-        let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let stopped = self
+            .stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         Ok(body["threads"]
             .as_array()
             .map(|threads| {
@@ -180,7 +184,12 @@ impl Shared {
     }
 
     /// Assigns a child of a container.
-    pub async fn set_variable(&self, reference: &str, name: &str, value: &str) -> ApiResult<Variable> {
+    pub async fn set_variable(
+        &self,
+        reference: &str,
+        name: &str,
+        value: &str,
+    ) -> ApiResult<Variable> {
         self.require("supportsSetVariable", "setting variables")?;
         let epoch = self.epoch();
         let reference = handles::resolve(reference, "variables_ref", epoch)?;
@@ -228,8 +237,17 @@ impl Shared {
     }
 
     /// Reads captured output without draining it.
-    pub fn read_output(&self, after: u64, max_bytes: u32, categories: &[String]) -> ReadOutputResponse {
-        let max = if max_bytes == 0 { 64 * 1024 } else { max_bytes as usize };
+    pub fn read_output(
+        &self,
+        after: u64,
+        max_bytes: u32,
+        categories: &[String],
+    ) -> ReadOutputResponse {
+        let max = if max_bytes == 0 {
+            64 * 1024
+        } else {
+            max_bytes as usize
+        };
         let Read {
             chunks,
             next_offset,

@@ -76,14 +76,16 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
         request.adapter.clone()
     };
     let adapter = adapters::resolve(&name, &request.adapter_command).await?;
-    let mut transport = transport::start(&adapter, &request.cwd).await.map_err(|err| {
-        ApiError::new(
-            ErrorReason::AdapterNotFound,
-            format!("starting {}: {err}", adapter.command.join(" ")),
-        )
-        .with("adapter", adapter.name.clone())
-        .with("searched", adapter.command.join(" "))
-    })?;
+    let mut transport = transport::start(&adapter, &request.cwd)
+        .await
+        .map_err(|err| {
+            ApiError::new(
+                ErrorReason::AdapterNotFound,
+                format!("starting {}: {err}", adapter.command.join(" ")),
+            )
+            .with("adapter", adapter.name.clone())
+            .with("searched", adapter.command.join(" "))
+        })?;
     let (client, incoming) = DapClient::start(
         transport.reader,
         transport.writer,

@@ -238,7 +238,11 @@ impl Sessions {
             .values()
             .cloned()
             .collect();
-        let all = futures_join(handles.iter().map(|h| h.disconnect(DisconnectMode::Unspecified)));
+        let all = futures_join(
+            handles
+                .iter()
+                .map(|h| h.disconnect(DisconnectMode::Unspecified)),
+        );
         let _ = tokio::time::timeout(within, all).await;
     }
 }

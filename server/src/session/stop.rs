@@ -75,7 +75,10 @@ pub fn locals(variables: &Value) -> Vec<Local> {
 
 /// A Location from a DAP stack frame, with an excerpt when the file is readable.
 pub fn location(frame: &Value) -> Location {
-    let path = frame["source"]["path"].as_str().unwrap_or_default().to_owned();
+    let path = frame["source"]["path"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let line = u32::try_from(frame["line"].as_u64().unwrap_or(0)).unwrap_or(0);
     let column = u32::try_from(frame["column"].as_u64().unwrap_or(0)).unwrap_or(0);
     let excerpt = excerpt(&path, line);
