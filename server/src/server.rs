@@ -54,6 +54,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let _ = daemon.listen.set(listen.clone());
 
     let (health, health_service) = tonic_health::server::health_reporter();
+    set_health(&health, ServingStatus::Serving).await;
     let router = router(&daemon, health_service)?;
 
     let shutdown = daemon.shutdown.clone();
@@ -63,9 +64,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let health = health.clone();
         async move {
             shutdown.cancelled().await;
-            health
-                .set_service_status("", ServingStatus::NotServing)
-                .await;
+            set_health(&health, ServingStatus::NotServing).await;
         }
     });
 
@@ -116,6 +115,23 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     tracing::info!("stepd stopped");
     Ok(())
+}
+
+/// Every service answers health checks by name, as well as the daemon ("").
+const HEALTH_NAMES: &[&str] = &[
+    "",
+    "stepd.v1.DaemonService",
+    "stepd.v1.SessionService",
+    "stepd.v1.BreakpointService",
+    "stepd.v1.EventService",
+    "stepd.v1.InspectorService",
+    "stepd.v1.ProbeService",
+];
+
+async fn set_health(health: &tonic_health::server::HealthReporter, status: ServingStatus) {
+    for name in HEALTH_NAMES {
+        health.set_service_status(*name, status).await;
+    }
 }
 
 async fn deadline_after(shutdown: &tokio_util::sync::CancellationToken, drain: Duration) {

@@ -37,7 +37,7 @@ async fn a_breakpoint_stops_with_location_and_locals_then_steps() {
 
     let pause = dap::next_pause(&mut sub, &session.id).await;
     assert_eq!(pause.reason, PauseReason::Breakpoint as i32);
-    assert_eq!(pause.breakpoint_ids, [bp.clone()]);
+    assert_eq!(pause.breakpoint_ids, std::slice::from_ref(&bp));
     let location = pause.location.clone().unwrap();
     assert_eq!(location.line, line);
     assert_eq!(location.function, "step");

@@ -22,6 +22,15 @@ async fn health_serves() {
         .into_inner()
         .status;
     assert_eq!(status, 1, "SERVING");
+    let by_name = HealthClient::new(daemon.channel().await)
+        .check(HealthCheckRequest {
+            service: "stepd.v1.EventService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(by_name, 1, "each service answers by name");
     daemon.stop().await;
 }
 

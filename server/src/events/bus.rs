@@ -161,7 +161,12 @@ impl EventBus {
             && after <= state.last_seq
             && rings.iter().all(|r| r.evicted_through <= after);
         if !replayable {
-            let gap = self.gap_event(after + 1, state.last_seq, "resume point no longer held");
+            let why = if same_instance {
+                "resume point no longer held"
+            } else {
+                "the cursor is from another daemon instance"
+            };
+            let gap = self.gap_event(after + 1, state.last_seq, why);
             let snapshot = self.snapshot_event(&state, filter);
             return (
                 Start::Resync {

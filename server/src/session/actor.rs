@@ -791,6 +791,11 @@ impl Actor {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(thread_id, key);
+        *self
+            .shared
+            .latest_frame
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = frame_id.map(|f| (thread_id, f));
         self.session.state = SessionState::Stopped.into();
         self.publish(Payload::Stopped(Stopped {
             pause: Some(pause.clone()),
@@ -864,6 +869,14 @@ impl Actor {
                 stopped.clear();
             } else {
                 stopped.remove(&thread);
+            }
+            let mut latest = self
+                .shared
+                .latest_frame
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if latest.is_some_and(|(t, _)| thread == 0 || t == thread) {
+                *latest = None;
             }
         }
         if self.pauses.is_empty() {

@@ -227,6 +227,11 @@ impl Shared {
         let mut args = json!({"expression": expression, "context": context});
         if !frame.is_empty() {
             args["frameId"] = json!(handles::resolve(frame, "frame_id", epoch)?);
+        } else if let Some((_, latest)) =
+            *self.latest_frame.lock().unwrap_or_else(|e| e.into_inner())
+        {
+            // Without a frame, evaluate where the program last stopped.
+            args["frameId"] = json!(latest);
         }
         let body = self
             .client()?

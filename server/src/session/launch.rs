@@ -100,6 +100,7 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
         adapter: adapter.name.clone(),
         epoch: AtomicU64::new(1),
         stopped: Mutex::new(HashMap::new()),
+        latest_frame: Mutex::new(None),
         output: Mutex::new(OutputBuffer::default()),
         ended: AtomicBool::new(false),
     });

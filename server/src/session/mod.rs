@@ -104,6 +104,9 @@ pub struct Shared {
     pub epoch: AtomicU64,
     /// Stopped threads and their pause keys.
     pub stopped: Mutex<HashMap<i64, String>>,
+    /// (thread, adapter frame id) of the top frame of the latest stop, the
+    /// default frame of evaluations.
+    pub latest_frame: Mutex<Option<(i64, i64)>>,
     /// Captured output.
     pub output: Mutex<output::OutputBuffer>,
     /// Set once the session ended.
