@@ -30,10 +30,13 @@ pub fn guess(program: &str) -> &'static str {
 }
 
 /// Finds the adapter, or fails with ADAPTER_NOT_FOUND listing where it looked.
+/// A custom command keeps the quirks of a named adapter kind (e.g. `lldb`
+/// with `lldb-vscode-14`); without a name it is treated as plain DAP.
 pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
     if !custom.is_empty() {
+        let known = registry::ADAPTERS.contains(&name);
         return Ok(Adapter {
-            name: "custom".into(),
+            name: if known { name } else { "custom" }.into(),
             command: custom.to_vec(),
             version: String::new(),
         });

@@ -74,6 +74,9 @@ pub struct Actor {
     pauses: HashMap<String, PauseCtx>,
     /// Adapter breakpoint id → stepd breakpoint id.
     dap_breakpoints: HashMap<i64, String>,
+    /// (path, placed line) → stepd breakpoint ids, for adapters whose stops
+    /// do not name the breakpoint (lldb-vscode 14 sends no hitBreakpointIds).
+    placed_lines: HashMap<(String, u32), Vec<String>>,
     debuggee_pid: Option<u32>,
     exit_code: Option<i32>,
     /// The next stop is the entry stop asked for (lldb reports it as "exception").
@@ -135,6 +138,7 @@ impl Actor {
             inflight: None,
             pauses: HashMap::new(),
             dap_breakpoints: HashMap::new(),
+            placed_lines: HashMap::new(),
             debuggee_pid: None,
             exit_code: None,
             ended: false,
@@ -516,6 +520,16 @@ impl Actor {
         if let Some(id) = placed["id"].as_i64() {
             self.dap_breakpoints.insert(id, bp.id.clone());
         }
+        if let Some(Location::Source(src)) = bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+            let line = placed["line"]
+                .as_u64()
+                .and_then(|l| u32::try_from(l).ok())
+                .unwrap_or(src.line);
+            self.placed_lines
+                .entry((src.path.clone(), line))
+                .or_default()
+                .push(bp.id.clone());
+        }
         let message = match error {
             Some(err) => err.to_string(),
             None => placed["message"].as_str().unwrap_or_default().to_owned(),
@@ -718,7 +732,7 @@ impl Actor {
         } else {
             String::new()
         };
-        let breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
+        let mut breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
             .as_array()
             .map(|ids| {
                 ids.iter()
@@ -729,6 +743,13 @@ impl Actor {
                     .collect()
             })
             .unwrap_or_default();
+        if breakpoint_ids.is_empty()
+            && reason == PauseReason::Breakpoint
+            && let Some(at) = &location
+            && let Some(ids) = self.placed_lines.get(&(at.path.clone(), at.line))
+        {
+            breakpoint_ids.clone_from(ids);
+        }
         let mut input_type = vec![
             CommandKind::Next,
             CommandKind::In,
@@ -1188,7 +1209,7 @@ impl Actor {
         frame_id: Option<i64>,
         code: &str,
     ) -> ApiResult<Option<Pause>> {
-        let mut args = json!({"expression": code, "context": "repl"});
+        let mut args = json!({"expression": code, "context": self.shared.default_eval_context()});
         if let Some(frame) = frame_id {
             args["frameId"] = json!(frame);
         }

@@ -222,7 +222,8 @@ impl Shared {
                 "clipboard"
             }
             EvaluateContext::Watch => "watch",
-            EvaluateContext::Repl | EvaluateContext::Unspecified => "repl",
+            EvaluateContext::Repl => "repl",
+            EvaluateContext::Unspecified => self.default_eval_context(),
         };
         let mut args = json!({"expression": expression, "context": context});
         if !frame.is_empty() {
@@ -239,6 +240,17 @@ impl Shared {
             .await
             .map_err(|e| dap_error(&e))?;
         Ok(self.variable(epoch, &body, expression))
+    }
+
+    /// The context of an evaluation that names none. lldb's "repl" context
+    /// answers in console form ("(int) $0 = 10"), so lldb evaluates values in
+    /// "watch" unless the client asks for the console explicitly.
+    pub fn default_eval_context(&self) -> &'static str {
+        if self.adapter == "lldb" {
+            "watch"
+        } else {
+            "repl"
+        }
     }
 
     /// Reads captured output without draining it.

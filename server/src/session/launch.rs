@@ -70,10 +70,10 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
     if request.attach && request.pid <= 0 && request.connect.is_empty() {
         return Err(ApiError::invalid_field("pid", "give a pid or connect"));
     }
-    let name = if request.adapter.is_empty() {
-        adapters::guess(&request.program).to_owned()
-    } else {
-        request.adapter.clone()
+    let name = match (request.adapter.as_str(), request.adapter_command.is_empty()) {
+        ("", true) => adapters::guess(&request.program).to_owned(),
+        ("", false) => "custom".to_owned(),
+        (named, _) => named.to_owned(),
     };
     let adapter = adapters::resolve(&name, &request.adapter_command).await?;
     let mut transport = transport::start(&adapter, &request.cwd)
