@@ -328,7 +328,8 @@ func (StepKind) EnumDescriptor() ([]byte, []int) {
 type EvaluateContext int32
 
 const (
-	// Treated as EVALUATE_CONTEXT_REPL.
+	// The adapter's value context: REPL, except WATCH for lldb, whose REPL
+	// answers in console form ("(int) $0 = 10").
 	EvaluateContext_EVALUATE_CONTEXT_UNSPECIFIED EvaluateContext = 0
 	// A debug console: side effects allowed, results may be printed richly.
 	EvaluateContext_EVALUATE_CONTEXT_REPL EvaluateContext = 1
@@ -1408,7 +1409,9 @@ type LaunchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Adapter: "debugpy", "lldb", "dlv", "gdb", or "custom" with adapter_command. Empty guesses from the program.
 	Adapter string `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
-	// Command line of a custom adapter that speaks DAP on stdio.
+	// Command line of an adapter that speaks DAP on stdio. With `adapter` set,
+	// stepd keeps that kind's quirks (e.g. adapter "lldb" with
+	// ["lldb-vscode-14"]); without it, the adapter is treated as plain DAP.
 	AdapterCommand []string `protobuf:"bytes,2,rep,name=adapter_command,json=adapterCommand,proto3" json:"adapter_command,omitempty"`
 	// Program to debug (a script for debugpy, an executable for lldb/gdb, a package or binary for dlv).
 	Program string `protobuf:"bytes,3,opt,name=program,proto3" json:"program,omitempty"`
@@ -3134,7 +3137,8 @@ type EvaluateRequest struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Expression in the debuggee's language.
 	Expression string `protobuf:"bytes,2,opt,name=expression,proto3" json:"expression,omitempty"`
-	// Frame handle; empty = global context.
+	// Frame handle; empty = the top frame of the latest stop, or the global
+	// context while the program runs.
 	FrameId string `protobuf:"bytes,3,opt,name=frame_id,json=frameId,proto3" json:"frame_id,omitempty"`
 	// Evaluation context.
 	Context       EvaluateContext `protobuf:"varint,4,opt,name=context,proto3,enum=stepd.v1.EvaluateContext" json:"context,omitempty"`

@@ -187,7 +187,9 @@ class _EvaluateContext:
 class _EvaluateContextEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EvaluateContext.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     EVALUATE_CONTEXT_UNSPECIFIED: _EvaluateContext.ValueType  # 0
-    """Treated as EVALUATE_CONTEXT_REPL."""
+    """The adapter's value context: REPL, except WATCH for lldb, whose REPL
+    answers in console form ("(int) $0 = 10").
+    """
     EVALUATE_CONTEXT_REPL: _EvaluateContext.ValueType  # 1
     """A debug console: side effects allowed, results may be printed richly."""
     EVALUATE_CONTEXT_WATCH: _EvaluateContext.ValueType  # 2
@@ -201,7 +203,9 @@ class EvaluateContext(_EvaluateContext, metaclass=_EvaluateContextEnumTypeWrappe
     """Evaluation context, as DAP defines it."""
 
 EVALUATE_CONTEXT_UNSPECIFIED: EvaluateContext.ValueType  # 0
-"""Treated as EVALUATE_CONTEXT_REPL."""
+"""The adapter's value context: REPL, except WATCH for lldb, whose REPL
+answers in console form ("(int) $0 = 10").
+"""
 EVALUATE_CONTEXT_REPL: EvaluateContext.ValueType  # 1
 """A debug console: side effects allowed, results may be printed richly."""
 EVALUATE_CONTEXT_WATCH: EvaluateContext.ValueType  # 2
@@ -804,7 +808,10 @@ class LaunchRequest(_message.Message):
     """Correlation id the client chooses; echoed as the session's original_id."""
     @_builtins.property
     def adapter_command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Command line of a custom adapter that speaks DAP on stdio."""
+        """Command line of an adapter that speaks DAP on stdio. With `adapter` set,
+        stepd keeps that kind's quirks (e.g. adapter "lldb" with
+        ["lldb-vscode-14"]); without it, the adapter is treated as plain DAP.
+        """
 
     @_builtins.property
     def args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -1642,7 +1649,9 @@ class EvaluateRequest(_message.Message):
     expression: _builtins.str
     """Expression in the debuggee's language."""
     frame_id: _builtins.str
-    """Frame handle; empty = global context."""
+    """Frame handle; empty = the top frame of the latest stop, or the global
+    context while the program runs.
+    """
     context: Global___EvaluateContext.ValueType
     """Evaluation context."""
     def __init__(
