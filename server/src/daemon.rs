@@ -36,7 +36,7 @@ pub struct Daemon {
     /// Breakpoint operations.
     pub breakpoints: Arc<Breakpoints>,
     /// Debug sessions.
-    pub sessions: Sessions,
+    pub sessions: Arc<Sessions>,
     /// The database.
     pub store: Store,
     /// Cancelled when the daemon begins shutting down.
@@ -71,13 +71,14 @@ impl Daemon {
         ));
         let breakpoints = Arc::new(Breakpoints::load(store.clone(), bus.clone()).await?);
         let pauses = Arc::new(PauseRegistry::new(bus.clone()));
-        let sessions = Sessions::new(Context {
+        let sessions = Arc::new(Sessions::new(Context {
             bus: bus.clone(),
             pauses: pauses.clone(),
             breakpoints: breakpoints.clone(),
             max_frame_bytes: config.max_dap_frame_bytes,
             request_timeout: config.adapter_timeout,
-        });
+        }));
+        sessions.follow_breakpoints();
         Ok(Self {
             instance_id,
             started: Instant::now(),

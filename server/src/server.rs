@@ -109,6 +109,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             tracing::warn!(?drain, "drain deadline passed; closing the remaining connections");
         }
     }
+    // Launched programs are terminated, attached ones left running.
+    daemon.sessions.shutdown(drain).await;
     daemon.store.close().await;
     if let Some(path) = unix_path {
         let _ = std::fs::remove_file(path);

@@ -559,3 +559,101 @@ async fn a_client_that_disconnects_does_not_disturb_the_session() {
     assert_eq!(list.len(), 1);
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn hit_conditions_max_hits_and_live_changes() {
+    use stepd_proto::v1::{
+        BreakpointSpec, RemoveBreakpointRequest, breakpoint_service_client::BreakpointServiceClient,
+    };
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/loop.py");
+    let path = program.to_str().unwrap();
+    // Every second hit, at most twice: i = 1 and i = 3.
+    let mut every_other = source_spec(path, line_of(&program, "step"));
+    every_other.hit_condition = "%2".into();
+    every_other.max_hits = 4;
+    let bp = dap::add_breakpoint(&daemon, every_other).await;
+    let session = dap::launch(&daemon, "debugpy", path, &[])
+        .await
+        .session
+        .unwrap();
+    let first = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(dap::local(&first, "i"), "1");
+    let mut sessions = dap::sessions(&daemon).await;
+    let second = sessions
+        .r#continue(ContinueRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert_eq!(dap::local(second.pause.as_ref().unwrap(), "i"), "3");
+
+    // A breakpoint added while the program runs applies at once; removing the
+    // first one stops it from firing.
+    BreakpointServiceClient::new(daemon.channel().await)
+        .remove_breakpoint(RemoveBreakpointRequest { id: bp })
+        .await
+        .unwrap();
+    let done: BreakpointSpec = source_spec(path, line_of(&program, "done"));
+    let added = dap::add_breakpoint(&daemon, done).await;
+    sub.wait_for("the new breakpoint placed in the session", |e| {
+        e.session_id == session.id
+            && matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+                if u.breakpoint.as_ref().is_some_and(|b| b.id == added)
+                    && u.status.as_ref().is_some_and(|s| s.verified))
+    })
+    .await;
+    let last = sessions
+        .r#continue(ContinueRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert_eq!(last.hit_breakpoint_ids, [added]);
+    assert_eq!(
+        last.top_frame.unwrap().location.unwrap().line,
+        line_of(&program, "done")
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_snapshot_breakpoint_captures_and_goes_on() {
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/recursion.py");
+    let path = program.to_str().unwrap();
+    let mut snapshot = source_spec(path, line_of(&program, "base"));
+    snapshot.action = BreakpointAction::Snapshot as i32;
+    let bp = dap::add_breakpoint(&daemon, snapshot).await;
+    let session = dap::launch(&daemon, "debugpy", path, &[])
+        .await
+        .session
+        .unwrap();
+    let captured = sub
+        .wait_for("a breakpoint snapshot", |e| {
+            matches!(e.payload, Some(Payload::BreakpointSnapshot(_)))
+        })
+        .await;
+    let Some(Payload::BreakpointSnapshot(snap)) = captured.payload else {
+        unreachable!()
+    };
+    assert_eq!(snap.breakpoint_id, bp);
+    let facts = snap.frames.iter().filter(|f| f.function == "fact").count();
+    assert_eq!(facts, 5, "{:?}", snap.frames);
+    assert!(snap.locals.iter().any(|l| l.name == "n"));
+    // No human needed: the program ran to its end without a pause.
+    let ended = dap::ended(&mut sub, &session.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::Exited as i32);
+    daemon.stop().await;
+}

@@ -240,3 +240,47 @@ async fn log_points_on_lldb_dap() {
     assert!(text.contains("total=2"), "{text}");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn log_points_are_emulated_on_lldb_vscode_14() {
+    let daemon = Daemon::start(&[]).await;
+    let source = fixture("c/hello.c");
+    let mut log = source_spec(source.to_str().unwrap(), line_of(&source, "step_return"));
+    log.action = BreakpointAction::Log as i32;
+    log.log_message = "i={i} total={total}".into();
+    dap::add_breakpoint(&daemon, log).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    let session = launch(&daemon, "lldb-vscode-14", false)
+        .await
+        .session
+        .unwrap();
+    // Invisible but for the output: no stop, no pause, the program runs to its end.
+    let mut saw_stop = false;
+    let ended = sub
+        .wait_for("session_ended", |e| {
+            saw_stop |=
+                e.session_id == session.id && matches!(e.payload, Some(Payload::Stopped(_)));
+            e.session_id == session.id && matches!(e.payload, Some(Payload::SessionEnded(_)))
+        })
+        .await;
+    assert!(!saw_stop, "an emulated log point never shows a stop");
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.exit_code, Some(3));
+    let output = dap::sessions(&daemon)
+        .await
+        .read_output(stepd_proto::v1::ReadOutputRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let text: String = output.chunks.iter().map(|c| c.text.as_str()).collect();
+    for expected in ["i=0 total=0", "i=1 total=2", "i=4 total=20"] {
+        assert!(text.contains(expected), "{expected} in {text}");
+    }
+    daemon.stop().await;
+}

@@ -133,6 +133,18 @@ impl Breakpoints {
         Ok(self.publish(BreakpointChange::Updated, to_proto(&stored)))
     }
 
+    /// Counts a hit in some session and publishes it (change HIT).
+    pub async fn hit(&self, id: &str) -> ApiResult<Breakpoint> {
+        let row = parse_id(id)?;
+        let _order = self.write.lock().await;
+        let stored = self
+            .store
+            .increment_hits(row)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        Ok(self.publish(BreakpointChange::Hit, to_proto(&stored)))
+    }
+
     fn publish(&self, change: BreakpointChange, breakpoint: Breakpoint) -> Breakpoint {
         self.bus.publish(
             "",

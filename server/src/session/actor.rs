@@ -12,10 +12,10 @@ use std::{
 
 use serde_json::{Value, json};
 use stepd_proto::v1::{
-    BreakpointChange, BreakpointPlacement, BreakpointStatus, BreakpointUpdated, CommandKind,
-    Continued, DisconnectMode, EndReason, ErrorReason, EvalError, Pause, PauseReason, Session,
-    SessionEnded, SessionKind, SessionStarted, SessionState, StableState, StepKind, Stopped,
-    Thread, ThreadChanged, breakpoint_spec::Location, debug_command::Command as Cmd,
+    BreakpointAction, BreakpointChange, BreakpointPlacement, BreakpointStatus, BreakpointUpdated,
+    CommandKind, Continued, DisconnectMode, EndReason, ErrorReason, EvalError, Pause, PauseReason,
+    Session, SessionEnded, SessionKind, SessionStarted, SessionState, StableState, StepKind,
+    Stopped, Thread, ThreadChanged, breakpoint_spec::Location, debug_command::Command as Cmd,
     event::Payload,
 };
 use tokio::{
@@ -25,9 +25,11 @@ use tokio::{
 };
 
 use super::{
-    Command, Context, ExecOp, LaunchOutcome, LaunchRequest, Shared, WaitMode, handles, stop,
+    Command, Context, ExecOp, LaunchOutcome, LaunchRequest, Shared, WaitMode, handles, log_message,
+    stop,
 };
 use crate::{
+    breakpoints::HitCondition,
     dap::{
         adapters::{self, Adapter, LaunchSpec},
         client::{DapClient, DapError, Incoming, body_of},
@@ -39,6 +41,8 @@ use crate::{
 
 /// How long the configuration sequence may take.
 const CONFIGURE_DEADLINE: Duration = Duration::from_secs(60);
+/// Frames a snapshot breakpoint captures at most.
+const SNAPSHOT_FRAMES: u32 = 20;
 /// How long a Disconnect waits for the adapter before killing it.
 const DISCONNECT_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -77,6 +81,11 @@ pub struct Actor {
     /// (path, placed line) → stepd breakpoint ids, for adapters whose stops
     /// do not name the breakpoint (lldb-vscode 14 sends no hitBreakpointIds).
     placed_lines: HashMap<(String, u32), Vec<String>>,
+    /// Files, and whether function and exception breakpoints, were sent to the
+    /// adapter, so a later change can clear what no longer applies.
+    applied_files: std::collections::HashSet<String>,
+    applied_functions: bool,
+    applied_exceptions: bool,
     debuggee_pid: Option<u32>,
     exit_code: Option<i32>,
     /// The next stop is the entry stop asked for (lldb reports it as "exception").
@@ -139,6 +148,9 @@ impl Actor {
             pauses: HashMap::new(),
             dap_breakpoints: HashMap::new(),
             placed_lines: HashMap::new(),
+            applied_files: std::collections::HashSet::new(),
+            applied_functions: false,
+            applied_exceptions: false,
             debuggee_pid: None,
             exit_code: None,
             ended: false,
@@ -337,7 +349,9 @@ impl Actor {
                 .map_err(|_| ApiError::new(ErrorReason::ProtocolError, "no stop on entry"))?;
             match message {
                 Some(Incoming::Event { event, body }) if event == "stopped" => {
-                    return Ok(self.on_stopped(&body).await);
+                    if let Some(state) = self.on_stopped(&body).await {
+                        return Ok(state);
+                    }
                 }
                 Some(Incoming::Closed(reason)) => {
                     let detail = reason.unwrap_or_else(|| "the adapter closed".into());
@@ -396,6 +410,38 @@ impl Actor {
                 _ => {}
             }
         }
+        self.dap_breakpoints.clear();
+        self.placed_lines.clear();
+        let gone: Vec<String> = self
+            .applied_files
+            .iter()
+            .filter(|f| !by_file.contains_key(*f))
+            .cloned()
+            .collect();
+        for path in gone {
+            let _ = self
+                .client
+                .request(
+                    "setBreakpoints",
+                    json!({"source": {"path": path}, "breakpoints": []}),
+                )
+                .await;
+        }
+        self.applied_files = by_file.keys().cloned().collect();
+        if functions.is_empty() && self.applied_functions {
+            let _ = self
+                .client
+                .request("setFunctionBreakpoints", json!({"breakpoints": []}))
+                .await;
+        }
+        self.applied_functions = !functions.is_empty();
+        if filters.is_empty() && self.applied_exceptions {
+            let _ = self
+                .client
+                .request("setExceptionBreakpoints", json!({"filters": []}))
+                .await;
+        }
+        self.applied_exceptions = !filters.is_empty();
         for (path, bps) in by_file {
             let requested: Vec<Value> = bps
                 .iter()
@@ -619,9 +665,11 @@ impl Actor {
                 }));
             }
             "stopped" => {
-                let state = self.on_stopped(&body).await;
-                self.complete_inflight(state);
-                self.start_next().await;
+                // A stop that only served a log point or a snapshot is silent.
+                if let Some(state) = self.on_stopped(&body).await {
+                    self.complete_inflight(state);
+                    self.start_next().await;
+                }
             }
             "continued" => {
                 let thread = body["threadId"].as_i64().unwrap_or(0);
@@ -687,7 +735,7 @@ impl Actor {
 
     /// Records a stop: a new epoch, the pause with its location and locals,
     /// the `stopped` event. Returns the stable state it makes.
-    async fn on_stopped(&mut self, body: &Value) -> StableState {
+    async fn on_stopped(&mut self, body: &Value) -> Option<StableState> {
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         let raw_reason = body["reason"].as_str().unwrap_or_default().to_owned();
         let reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
@@ -708,6 +756,42 @@ impl Actor {
         let top = stack["stackFrames"][0].clone();
         let frame_id = top["id"].as_i64();
         let location = (!top.is_null()).then(|| stop::location(&top));
+        let mut breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
+            .as_array()
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|id| {
+                        id.as_i64()
+                            .and_then(|id| self.dap_breakpoints.get(&id).cloned())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if breakpoint_ids.is_empty()
+            && reason == PauseReason::Breakpoint
+            && let Some(at) = &location
+            && let Some(ids) = self.placed_lines.get(&(at.path.clone(), at.line))
+        {
+            breakpoint_ids.clone_from(ids);
+        }
+        if reason == PauseReason::Breakpoint
+            && !breakpoint_ids.is_empty()
+            && !self.act_on_hit(&breakpoint_ids, thread_id, frame_id).await
+        {
+            // Nothing to pause for: go on without a word (no stopped/continued).
+            if let Err(err) = self
+                .client
+                .request(
+                    "continue",
+                    json!({"threadId": thread_id, "singleThread": false}),
+                )
+                .await
+            {
+                tracing::warn!(session = %self.shared.id, %err, "could not resume after a silent stop");
+            }
+            self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+            return None;
+        }
         let mut locals = Vec::new();
         let mut locals_available = false;
         if let Some(frame) = frame_id
@@ -732,24 +816,6 @@ impl Actor {
         } else {
             String::new()
         };
-        let mut breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
-            .as_array()
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(|id| {
-                        id.as_i64()
-                            .and_then(|id| self.dap_breakpoints.get(&id).cloned())
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        if breakpoint_ids.is_empty()
-            && reason == PauseReason::Breakpoint
-            && let Some(at) = &location
-            && let Some(ids) = self.placed_lines.get(&(at.path.clone(), at.line))
-        {
-            breakpoint_ids.clone_from(ids);
-        }
         let mut input_type = vec![
             CommandKind::Next,
             CommandKind::In,
@@ -822,7 +888,7 @@ impl Actor {
             pause: Some(pause.clone()),
             all_threads_stopped: body["allThreadsStopped"].as_bool().unwrap_or(false),
         }));
-        StableState {
+        Some(StableState {
             state: SessionState::Stopped.into(),
             waited: true,
             timed_out: false,
@@ -840,7 +906,109 @@ impl Actor {
             hit_breakpoint_ids: breakpoint_ids,
             pause: Some(pause),
             ..Default::default()
+        })
+    }
+
+    /// Counts a hit on each matched breakpoint and runs their actions.
+    /// Returns whether the program should pause: some matched STOP
+    /// breakpoint's hit condition holds. LOG and SNAPSHOT breakpoints are
+    /// carried out here (emulated where the adapter lacks log points).
+    async fn act_on_hit(&mut self, ids: &[String], thread_id: i64, frame_id: Option<i64>) -> bool {
+        let mut pause = false;
+        for id in ids {
+            let Ok(bp) = self.ctx.breakpoints.hit(id).await else {
+                // Removed meanwhile: the adapter still had it; do not pause for it.
+                continue;
+            };
+            let spec = bp.spec.clone().unwrap_or_default();
+            let hits = bp.hit_count;
+            let passes = spec.hit_condition.trim().is_empty()
+                || HitCondition::parse(&spec.hit_condition).is_ok_and(|c| c.passes(hits));
+            let within_max = spec.max_hits == 0 || hits <= u64::from(spec.max_hits);
+            if !passes || !within_max {
+                continue;
+            }
+            match BreakpointAction::try_from(spec.action).unwrap_or(BreakpointAction::Stop) {
+                BreakpointAction::Log => self.emulate_log(&spec.log_message, frame_id).await,
+                BreakpointAction::Snapshot => self.snapshot(id, thread_id, frame_id).await,
+                BreakpointAction::Stop | BreakpointAction::Unspecified => pause = true,
+            }
         }
+        pause
+    }
+
+    /// A log point the adapter did not handle: interpolate `{expr}` in the
+    /// frame and emit the line as output.
+    async fn emulate_log(&mut self, message: &str, frame_id: Option<i64>) {
+        let mut text = String::new();
+        for part in log_message::parse(message) {
+            match part {
+                log_message::Part::Text(t) => text.push_str(&t),
+                log_message::Part::Expr(expr) => {
+                    let mut args =
+                        json!({"expression": expr, "context": self.shared.default_eval_context()});
+                    if let Some(frame) = frame_id {
+                        args["frameId"] = json!(frame);
+                    }
+                    match self.client.request("evaluate", args).await {
+                        Ok(body) => text.push_str(body["result"].as_str().unwrap_or_default()),
+                        Err(err) => text.push_str(&format!("<{expr}: {err}>")),
+                    }
+                }
+            }
+        }
+        text.push('\n');
+        let chunk = self
+            .shared
+            .output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push("console", &text);
+        self.publish(Payload::Output(stepd_proto::v1::Output {
+            chunk: Some(chunk),
+        }));
+    }
+
+    /// A snapshot breakpoint: capture the stack and the top frame's locals.
+    async fn snapshot(&mut self, id: &str, thread_id: i64, frame_id: Option<i64>) {
+        let stack = self
+            .client
+            .request(
+                "stackTrace",
+                json!({"threadId": thread_id, "startFrame": 0, "levels": SNAPSHOT_FRAMES}),
+            )
+            .await
+            .unwrap_or(Value::Null);
+        let frames: Vec<_> = stack["stackFrames"]
+            .as_array()
+            .map(|f| f.iter().map(stop::location).collect())
+            .unwrap_or_default();
+        let total = stack["totalFrames"].as_u64().unwrap_or(frames.len() as u64);
+        let mut locals = Vec::new();
+        if let Some(frame) = frame_id
+            && let Ok(scopes) = self
+                .client
+                .request("scopes", json!({"frameId": frame}))
+                .await
+            && let Some(reference) = scopes["scopes"][0]["variablesReference"].as_i64()
+            && let Ok(vars) = self
+                .client
+                .request("variables", json!({"variablesReference": reference}))
+                .await
+        {
+            locals = stop::locals(&vars);
+        }
+        let truncated = total > frames.len() as u64 || locals.len() >= stop::MAX_LOCALS;
+        self.publish(Payload::BreakpointSnapshot(
+            stepd_proto::v1::BreakpointSnapshot {
+                breakpoint_id: id.to_owned(),
+                thread_id,
+                frames,
+                locals,
+                truncated,
+                extra: None,
+            },
+        ));
     }
 
     async fn exception_message(&self, thread_id: i64, body: &Value) -> String {
@@ -915,6 +1083,12 @@ impl Actor {
                     self.queue.push_back((op, wait, reply));
                 } else {
                     self.start_exec(op, wait, reply).await;
+                }
+            }
+            Command::Reapply => {
+                let placements = self.apply_breakpoints().await;
+                for placement in &placements {
+                    self.publish_status(placement);
                 }
             }
             Command::Disconnect { mode, reply } => {

@@ -8,6 +8,7 @@ mod actor;
 mod handles;
 mod inspect;
 mod launch;
+mod log_message;
 mod output;
 mod stop;
 
@@ -81,6 +82,8 @@ pub enum Command {
         /// The answer.
         reply: oneshot::Sender<ApiResult<StableState>>,
     },
+    /// The project's breakpoints changed: apply them again.
+    Reapply,
     /// End the session.
     Disconnect {
         /// Terminate or detach.
@@ -232,6 +235,54 @@ impl Sessions {
         Ok(outcome)
     }
 
+    /// Keeps live sessions' breakpoints in step with the project's: every
+    /// breakpoint list change (and a breakpoint spent by its hits) is applied
+    /// again to every live session.
+    pub fn follow_breakpoints(self: &Arc<Self>) {
+        use stepd_proto::v1::{BreakpointChange, EventChannel, Watch, event::Payload};
+        let filter = crate::events::Filter::from_watch(&Watch {
+            channels: vec![EventChannel::Breakpoints as i32],
+            ..Default::default()
+        });
+        let (_, mut live) = self.ctx.bus.subscribe(&filter, None, "");
+        let sessions = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let reapply = match live.recv().await {
+                    Ok(event) => match &event.payload {
+                        Some(Payload::BreakpointUpdated(u)) if event.session_id.is_empty() => {
+                            match BreakpointChange::try_from(u.change) {
+                                Ok(BreakpointChange::Hit) => {
+                                    u.breakpoint.as_ref().is_some_and(|b| b.spent)
+                                }
+                                Ok(BreakpointChange::Status) => false,
+                                _ => true,
+                            }
+                        }
+                        _ => false,
+                    },
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(sessions) = sessions.upgrade() else {
+                    return;
+                };
+                if reapply {
+                    let handles: Vec<SessionHandle> = sessions
+                        .handles
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .values()
+                        .cloned()
+                        .collect();
+                    for handle in handles {
+                        let _ = handle.commands.send(Command::Reapply);
+                    }
+                }
+            }
+        });
+    }
+
     /// Ends every live session (daemon shutdown), waiting at most `within`.
     pub async fn shutdown(&self, within: Duration) {
         let handles: Vec<SessionHandle> = self
@@ -241,17 +292,11 @@ impl Sessions {
             .values()
             .cloned()
             .collect();
-        let all = futures_join(
-            handles
-                .iter()
-                .map(|h| h.disconnect(DisconnectMode::Unspecified)),
-        );
+        let all = async {
+            for handle in &handles {
+                let _ = handle.disconnect(DisconnectMode::Unspecified).await;
+            }
+        };
         let _ = tokio::time::timeout(within, all).await;
-    }
-}
-
-async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) {
-    for f in futures {
-        let _ = f.await;
     }
 }

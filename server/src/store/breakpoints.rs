@@ -106,4 +106,16 @@ impl Store {
         .await?;
         row.as_ref().map(from_row).transpose()
     }
+
+    /// Counts one hit; returns the breakpoint after it, `None` when it is gone.
+    pub async fn increment_hits(&self, id: i64) -> Result<Option<StoredBreakpoint>, sqlx::Error> {
+        let row = sqlx::query(
+            "UPDATE breakpoints SET hit_count = hit_count + 1 WHERE id = ? \
+             RETURNING id, spec, hit_count, created_at_us, updated_at_us",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
 }
