@@ -1,0 +1,95 @@
+//! DAP sessions under the real Delve adapter (`dlv dap`, reached over a
+//! loopback socket).
+
+use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec};
+use stepd_proto::v1::{
+    BreakpointAction, ContinueRequest, EndReason, EvaluateRequest, LaunchRequest, PauseReason,
+    StepKind, StepRequest, Watch, event::Payload,
+};
+
+#[tokio::test]
+async fn breakpoints_locals_steps_logs_and_exit_code() {
+    let daemon = Daemon::start(&[]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    let source = fixture("go/hello/main.go");
+    let line = line_of(&source, "step");
+    let bp = dap::add_breakpoint(&daemon, source_spec(source.to_str().unwrap(), line)).await;
+    let mut log = source_spec(source.to_str().unwrap(), line_of(&source, "after_call"));
+    log.action = BreakpointAction::Log as i32;
+    log.log_message = "after {i}".into();
+    dap::add_breakpoint(&daemon, log).await;
+    let binary = fixture("build/go-hello");
+    assert!(binary.is_file(), "run scripts/build-fixtures");
+    let launched = dap::launch_with(
+        &daemon,
+        LaunchRequest {
+            adapter: "dlv".into(),
+            program: binary.to_str().unwrap().into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let session = launched.session.unwrap();
+    assert!(launched.breakpoints[0].status.as_ref().unwrap().verified);
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(pause.reason, PauseReason::Breakpoint as i32);
+    assert_eq!(pause.breakpoint_ids, std::slice::from_ref(&bp));
+    assert_eq!(dap::local(&pause, "i"), "0");
+
+    let mut sessions = dap::sessions(&daemon).await;
+    let value = sessions
+        .evaluate(EvaluateRequest {
+            session_id: session.id.clone(),
+            expression: "i + 40".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    assert_eq!(value.value, "40");
+    let stepped = sessions
+        .step(StepRequest {
+            session_id: session.id.clone(),
+            kind: StepKind::Over.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert_eq!(
+        stepped.top_frame.unwrap().location.unwrap().line,
+        line_of(&source, "step_return")
+    );
+    // Drop the stop breakpoint and run to the end.
+    use stepd_proto::v1::{
+        RemoveBreakpointRequest, breakpoint_service_client::BreakpointServiceClient,
+    };
+    BreakpointServiceClient::new(daemon.channel().await)
+        .remove_breakpoint(RemoveBreakpointRequest { id: bp })
+        .await
+        .unwrap();
+    sub.wait_for("the breakpoint cleared from the session", |e| {
+        e.session_id == session.id && matches!(e.payload, Some(Payload::BreakpointUpdated(_)))
+    })
+    .await;
+    let end = sessions
+        .r#continue(ContinueRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap();
+    assert_eq!(end.end_reason, EndReason::Exited as i32, "{end:?}");
+    assert_eq!(end.exit_code, Some(3));
+    let text: String = end.output.iter().map(|c| c.text.as_str()).collect();
+    assert!(text.contains("after 1"), "{text}");
+    daemon.stop().await;
+}
