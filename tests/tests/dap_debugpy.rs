@@ -657,3 +657,70 @@ async fn a_snapshot_breakpoint_captures_and_goes_on() {
     assert_eq!(end.reason, EndReason::Exited as i32);
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn a_refused_launch_is_launch_failed() {
+    let (daemon, _sub) = setup().await;
+    let err = dap::sessions(&daemon)
+        .await
+        .launch(LaunchRequest {
+            adapter: "debugpy".into(),
+            program: "/no/such/program.py".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert_eq!(reason(&err), "LAUNCH_FAILED");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn an_oversized_frame_ends_the_session_not_the_daemon() {
+    // Frames up to 8 KiB: enough to start, too little for a long value.
+    let daemon = Daemon::start(&["--max-dap-frame-bytes", "8192"]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    let program = fixture("python/loop.py");
+    let path = program.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "step"))).await;
+    let session = dap::launch(&daemon, "debugpy", path, &[])
+        .await
+        .session
+        .unwrap();
+    dap::next_pause(&mut sub, &session.id).await;
+    let err = dap::sessions(&daemon)
+        .await
+        .evaluate(EvaluateRequest {
+            session_id: session.id.clone(),
+            expression: "'x' * 20000".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(reason(&err).as_str(), "ADAPTER_DIED" | "SESSION_ENDED"),
+        "{err:?}"
+    );
+    let ended = dap::ended(&mut sub, &session.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::ProtocolError as i32);
+    assert!(end.detail.contains("8192"), "{}", end.detail);
+    // The daemon carries on with other sessions.
+    let other = dap::launch(
+        &daemon,
+        "debugpy",
+        fixture("python/hello.py").to_str().unwrap(),
+        &[],
+    )
+    .await;
+    let other = other.session.unwrap();
+    let ended = dap::ended(&mut sub, &other.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.exit_code, Some(3));
+    daemon.stop().await;
+}

@@ -284,3 +284,51 @@ async fn log_points_are_emulated_on_lldb_vscode_14() {
     }
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn pause_is_reported_as_a_pause_request() {
+    for adapter in ADAPTERS {
+        let daemon = Daemon::start(&[]).await;
+        let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+        sub.next().await;
+        let busy = fixture("build/busy");
+        let stop_file = stepd_e2e::TempDir::new("stop");
+        let launched = dap::launch_with(
+            &daemon,
+            LaunchRequest {
+                adapter: "lldb".into(),
+                adapter_command: vec![adapter.to_string()],
+                program: busy.to_str().unwrap().into(),
+                args: vec![stop_file.path().join("stop").to_str().unwrap().into()],
+                ..Default::default()
+            },
+        )
+        .await;
+        let session = launched.session.unwrap();
+        // Pause a loop that is really running, not the dynamic loader.
+        sub.wait_for("the program's first output", |e| {
+            e.session_id == session.id
+                && matches!(&e.payload, Some(Payload::Output(o))
+                    if o.chunk.as_ref().is_some_and(|c| c.text.contains("busy: started")))
+        })
+        .await;
+        let state = dap::sessions(&daemon)
+            .await
+            .pause(stepd_proto::v1::PauseRequest {
+                session_id: session.id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .state
+            .unwrap();
+        assert_eq!(
+            state.stop_reason,
+            PauseReason::PauseRequest as i32,
+            "{adapter}: {state:?}"
+        );
+        assert!(!state.pause.unwrap().raw_reason.is_empty());
+        daemon.stop().await;
+    }
+}

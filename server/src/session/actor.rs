@@ -90,6 +90,9 @@ pub struct Actor {
     exit_code: Option<i32>,
     /// The next stop is the entry stop asked for (lldb reports it as "exception").
     expect_entry: bool,
+    /// A Pause request is out; lldb reports the resulting stop as an
+    /// "exception" (SIGSTOP), which is normalised to PAUSE_REQUEST.
+    expect_pause: bool,
     ended: bool,
 }
 
@@ -132,6 +135,7 @@ impl Actor {
         };
         Self {
             expect_entry: request.stop_on_entry,
+            expect_pause: false,
             ctx,
             shared,
             client,
@@ -738,7 +742,15 @@ impl Actor {
     async fn on_stopped(&mut self, body: &Value) -> Option<StableState> {
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         let raw_reason = body["reason"].as_str().unwrap_or_default().to_owned();
-        let reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
+        let mut reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
+        if std::mem::take(&mut self.expect_pause)
+            && matches!(
+                reason,
+                PauseReason::Exception | PauseReason::Unspecified | PauseReason::Step
+            )
+        {
+            reason = PauseReason::PauseRequest;
+        }
         let mut thread_id = body["threadId"].as_i64().unwrap_or(0);
         if thread_id == 0
             && let Ok(threads) = self.client.request("threads", json!({})).await
@@ -1231,6 +1243,7 @@ impl Actor {
                     .request("pause", json!({"threadId": target}))
                     .await
                     .map_err(|e| dap_error(&e))?;
+                self.expect_pause = true;
                 Ok(None)
             }
         }
