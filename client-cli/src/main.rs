@@ -11,7 +11,15 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::{
-    cmd::{breakpoints::BreakCommand, watch::WatchArgs},
+    cmd::{
+        breakpoints::BreakCommand,
+        inspect::{EvalArgs, OutputArgs, ScopesArgs, SetArgs, StackArgs, ThreadsArgs, VarsArgs},
+        sessions::{
+            AttachArgs, DisconnectArgs, ExecArgs, InputArgs, LaunchArgs, PausesArgs, SessionsArgs,
+            StepArgs,
+        },
+        watch::WatchArgs,
+    },
     exit::Failure,
 };
 
@@ -46,6 +54,38 @@ enum Command {
     Version,
     /// Stop the daemon gracefully.
     Shutdown,
+    /// Start a program under a debug adapter; show its breakpoints as placed.
+    Launch(Box<LaunchArgs>),
+    /// Attach a debug adapter to a running process or a debug server.
+    Attach(Box<AttachArgs>),
+    /// End a session: terminate or detach the debuggee.
+    Disconnect(DisconnectArgs),
+    /// List sessions (--all includes ended ones).
+    Sessions(SessionsArgs),
+    /// Resume a session; wait until it stops or ends (--wait / --no-wait).
+    Continue(ExecArgs),
+    /// Step over, in or out; wait until it stops again (--wait / --no-wait).
+    Step(StepArgs),
+    /// Interrupt a running session; wait until it stops (--wait / --no-wait).
+    Pause(ExecArgs),
+    /// List a session's threads.
+    Threads(ThreadsArgs),
+    /// Show the stack of a stopped thread.
+    Stack(StackArgs),
+    /// List the scopes of a frame.
+    Scopes(ScopesArgs),
+    /// List the children of a scope or variable.
+    Vars(VarsArgs),
+    /// Assign a variable.
+    Set(SetArgs),
+    /// Evaluate an expression, in a frame or the latest stop's.
+    Eval(EvalArgs),
+    /// Print a session's output (--follow: until it ends).
+    Output(OutputArgs),
+    /// List pending pauses.
+    Pauses(PausesArgs),
+    /// Answer a pause: stepctl input KEY COMMAND [ARG].
+    Input(InputArgs),
     /// Manage breakpoints.
     #[command(subcommand)]
     Break(BreakCommand),
@@ -62,6 +102,22 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Doctor => cmd::daemon::doctor(channel, json).await,
         Command::Version => cmd::daemon::version(channel, json).await,
         Command::Shutdown => cmd::daemon::shutdown(channel, json).await,
+        Command::Launch(args) => cmd::sessions::launch(channel, *args, json).await,
+        Command::Attach(args) => cmd::sessions::attach(channel, *args, json).await,
+        Command::Disconnect(args) => cmd::sessions::disconnect(channel, args, json).await,
+        Command::Sessions(args) => cmd::sessions::list(channel, args, json).await,
+        Command::Continue(args) => cmd::sessions::resume(channel, args, json).await,
+        Command::Step(args) => cmd::sessions::step(channel, args, json).await,
+        Command::Pause(args) => cmd::sessions::pause(channel, args, json).await,
+        Command::Threads(args) => cmd::inspect::threads(channel, args, json).await,
+        Command::Stack(args) => cmd::inspect::stack(channel, args, json).await,
+        Command::Scopes(args) => cmd::inspect::scopes(channel, args, json).await,
+        Command::Vars(args) => cmd::inspect::vars(channel, args, json).await,
+        Command::Set(args) => cmd::inspect::set(channel, args, json).await,
+        Command::Eval(args) => cmd::inspect::eval(channel, args, json).await,
+        Command::Output(args) => cmd::inspect::output(channel, args, json).await,
+        Command::Pauses(args) => cmd::sessions::pauses(channel, args, json).await,
+        Command::Input(args) => cmd::sessions::input(channel, args, json).await,
         Command::Break(command) => cmd::breakpoints::run(channel, command, json).await,
         Command::Watch(args) => cmd::watch::run(channel, args, json).await,
     }

@@ -2,4 +2,6 @@
 
 pub mod breakpoints;
 pub mod daemon;
+pub mod inspect;
+pub mod sessions;
 pub mod watch;

@@ -1,0 +1,1040 @@
+//! `launch`, `attach`, `disconnect`, `sessions`, `continue`, `step`, `pause`,
+//! `pauses` and `input`: starting, listing and driving debug sessions.
+
+use std::{collections::BTreeMap, path::Path, time::Duration};
+
+use clap::{Args, ValueEnum};
+use stepd_proto::v1::{
+    AttachRequest, AttachResponse, BreakpointPlacement, CommandKind, ContinueAllCommand,
+    ContinueCommand, ContinueRequest, ContinueScopeCommand, DebugCommand, DebugInput,
+    DisconnectMode, DisconnectRequest, EndReason, EvalCommand, EventChannel, ExpressionCommand,
+    HereCommand, InjectCommand, InspectCommand, InspectPromptCommand, LaunchRequest,
+    ListPausesRequest, ListSessionsRequest, LocalsCommand, Location, NextCommand, NoWait, Pause,
+    PauseReason, PauseRequest, QuitCommand, RenderItem, Rendering, SendDebugInputRequest, Session,
+    SessionState, SkipCommand, StableState, StacktraceCommand, StepInCommand, StepKind,
+    StepOutCommand, StepRequest, SubscribeRequest, SubscribeResponse, TraceCommand, Wait, Watch,
+    continue_request, debug_command::Command, event::Payload,
+    event_service_client::EventServiceClient, inject_command::Replacement, pause_request,
+    render_item::Item, session_service_client::SessionServiceClient, step_request,
+    subscribe_request::Message,
+};
+use tokio::sync::mpsc;
+use tokio_stream::{StreamExt, wrappers::ReceiverStream};
+use tonic::{Code, Status, transport::Channel};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::{
+    exit::Failure,
+    render::{self, print_json},
+};
+
+/// Client name shown in `pause_resolved.by` when stepctl answers a pause.
+pub const CLIENT_NAME: &str = "stepctl";
+
+/// A path made absolute against stepctl's working directory (as `break add` does).
+pub fn absolute(path: &str) -> String {
+    if path.is_empty() || Path::new(path).is_absolute() {
+        return path.to_owned();
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(path).display().to_string())
+        .unwrap_or_else(|_| path.to_owned())
+}
+
+/// Parses repeated `K=V` arguments.
+fn pairs(flag: &str, values: Vec<String>) -> Result<BTreeMap<String, String>, Failure> {
+    values
+        .into_iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+            _ => Err(Failure::Usage(format!("{flag} {kv:?} is not KEY=VALUE"))),
+        })
+        .collect()
+}
+
+/// `--adapter-command` words: one per occurrence, or one occurrence holding
+/// the whole command line separated by spaces.
+fn adapter_command(words: Vec<String>) -> Vec<String> {
+    if let [single] = words.as_slice() {
+        single.split_whitespace().map(str::to_owned).collect()
+    } else {
+        words
+    }
+}
+
+/// Arguments shared by `launch` and `attach`: which adapter, labels, name.
+#[derive(Debug, Args)]
+pub struct AdapterArgs {
+    /// Debug adapter: debugpy, lldb, dlv, gdb (or custom with --adapter-command).
+    /// Without it the daemon guesses from the program.
+    #[arg(long)]
+    pub adapter: Option<String>,
+    /// Adapter command line: one word per occurrence (repeat it), or a single
+    /// occurrence with the words separated by spaces, e.g. "lldb-dap-19".
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
+    pub adapter_command: Vec<String>,
+    /// Session label KEY=VALUE (repeatable); breakpoints select sessions by labels.
+    #[arg(long = "label", value_name = "K=V")]
+    pub labels: Vec<String>,
+    /// Display name of the session.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// Arguments of `launch`.
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// Program to debug; a relative path is made absolute. Program arguments
+    /// that start with '-' go after `--`.
+    pub program: String,
+    /// Arguments passed to the program.
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub adapter: AdapterArgs,
+    /// Working directory of the program (default: the daemon's).
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Environment variable KEY=VALUE added to the daemon's (repeatable).
+    #[arg(long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Stop before the first line of user code; the entry stop is printed.
+    #[arg(long)]
+    pub stop_on_entry: bool,
+}
+
+/// Arguments of `attach`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "connect"])))]
+pub struct AttachArgs {
+    /// Process id to attach to.
+    #[arg(long)]
+    pub pid: Option<i64>,
+    /// Debug server to connect to, HOST:PORT (e.g. a debugpy listener).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Option<String>,
+    #[command(flatten)]
+    pub adapter: AdapterArgs,
+}
+
+/// Arguments of `disconnect`.
+#[derive(Debug, Args)]
+pub struct DisconnectArgs {
+    /// The session.
+    pub session: String,
+    /// Kill the debuggee (the default for launched programs).
+    #[arg(long, conflicts_with = "detach")]
+    pub terminate: bool,
+    /// Leave the debuggee running (the default for attached ones).
+    #[arg(long)]
+    pub detach: bool,
+}
+
+/// Arguments of `sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// Include ended sessions the daemon still remembers.
+    #[arg(long)]
+    pub all: bool,
+    /// Only sessions whose labels match this selector, e.g. 'env=dev,team in (a,b)'.
+    #[arg(long, value_name = "SELECTOR")]
+    pub labels: Option<String>,
+}
+
+/// How long an execution command waits, as given to `--wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitFor {
+    /// `--wait` alone: the daemon's default (30 s).
+    Default,
+    /// `--wait DURATION`; 0 = forever.
+    Millis(u32),
+}
+
+fn parse_wait(text: &str) -> Result<WaitFor, String> {
+    if text.is_empty() {
+        return Ok(WaitFor::Default);
+    }
+    let duration = if let Ok(secs) = text.parse::<u64>() {
+        Duration::from_secs(secs)
+    } else {
+        humantime::parse_duration(text)
+            .map_err(|e| format!("{e} (give e.g. 5s, 500ms, 2m, or 0 for no limit)"))?
+    };
+    u32::try_from(duration.as_millis())
+        .map(WaitFor::Millis)
+        .map_err(|_| "too long; use 0 to wait without a limit".to_owned())
+}
+
+/// `--wait` / `--no-wait` of the execution commands.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Wait until the session is stable again (stopped or ended). This is the
+    /// default, with the daemon's 30 s limit; `--wait 5s` sets the limit,
+    /// `--wait 0` waits without one. A plain number is seconds.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        num_args = 0..=1,
+        default_missing_value = "",
+        value_parser = parse_wait
+    )]
+    pub wait: Option<WaitFor>,
+    /// Answer as soon as the daemon accepted the request.
+    #[arg(long, conflicts_with = "wait")]
+    pub no_wait: bool,
+}
+
+/// What the request's `wait` oneof should hold.
+enum WaitMode {
+    /// Unset: the RPC's default (wait, 30 s).
+    Default,
+    /// NoWait.
+    NoWait,
+    /// Wait with this limit.
+    Until(Wait),
+}
+
+impl WaitArgs {
+    fn mode(&self) -> WaitMode {
+        match (self.no_wait, self.wait) {
+            (true, _) => WaitMode::NoWait,
+            (false, None) | (false, Some(WaitFor::Default)) => WaitMode::Default,
+            (false, Some(WaitFor::Millis(ms))) => WaitMode::Until(Wait {
+                timeout_ms: Some(ms),
+            }),
+        }
+    }
+}
+
+/// Arguments of `continue` and `pause`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The session.
+    pub session: String,
+    /// Only this thread (default: all threads).
+    #[arg(long, value_name = "N")]
+    pub thread: Option<i64>,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}
+
+/// Which step.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StepWhich {
+    /// Step over the current line.
+    Over,
+    /// Step into the call on the current line.
+    In,
+    /// Run until the current function returns.
+    Out,
+}
+
+/// Arguments of `step`.
+#[derive(Debug, Args)]
+pub struct StepArgs {
+    /// over, in or out.
+    pub kind: StepWhich,
+    /// The session.
+    pub session: String,
+    /// Thread to step (default: the thread of the latest pause).
+    #[arg(long, value_name = "N")]
+    pub thread: Option<i64>,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}
+
+/// Arguments of `pauses`.
+#[derive(Debug, Args)]
+pub struct PausesArgs {
+    /// Only this session's pauses.
+    #[arg(long)]
+    pub session: Option<String>,
+}
+
+/// Arguments of `input`.
+#[derive(Debug, Args)]
+pub struct InputArgs {
+    /// The pause's key (see `stepctl pauses`).
+    pub key: String,
+    /// next, in, out, continue, continue-scope, continue-all, here FILE:LINE,
+    /// trace [MAX_STEPS], eval CODE, inject CODE, skip, inspect,
+    /// inspect-prompt [CODE], locals, stacktrace, quit, expression CODE.
+    pub command: String,
+    /// The command's argument (one word: quote code with spaces).
+    #[arg(allow_hyphen_values = true)]
+    pub arg: Option<String>,
+    /// With out/here: skip breakpoints on the way.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn sessions_client(channel: Channel) -> SessionServiceClient<Channel> {
+    SessionServiceClient::new(channel)
+}
+
+/// `stepctl launch`.
+pub async fn launch(channel: Channel, args: LaunchArgs, json: bool) -> Result<(), Failure> {
+    let request = LaunchRequest {
+        adapter: args.adapter.adapter.unwrap_or_default(),
+        adapter_command: adapter_command(args.adapter.adapter_command),
+        program: absolute(&args.program),
+        args: args.args,
+        cwd: args.cwd.as_deref().map(absolute).unwrap_or_default(),
+        env: pairs("--env", args.env)?.into_iter().collect(),
+        stop_on_entry: args.stop_on_entry,
+        labels: pairs("--label", args.adapter.labels)?.into_iter().collect(),
+        name: args.adapter.name.unwrap_or_default(),
+        ..Default::default()
+    };
+    let r = sessions_client(channel).launch(request).await?.into_inner();
+    if json {
+        print_json(&r);
+        return Ok(());
+    }
+    let session = r.session.unwrap_or_default();
+    println!("{}", session_line("launched", &session));
+    if !r.breakpoints.is_empty() {
+        println!("{}", placements(&r.breakpoints));
+    }
+    if let Some(entry) = &r.entry {
+        println!("entry stop:");
+        println!("{}", stable_text(entry));
+    }
+    Ok(())
+}
+
+/// `stepctl attach`.
+pub async fn attach(channel: Channel, args: AttachArgs, json: bool) -> Result<(), Failure> {
+    let request = AttachRequest {
+        adapter: args.adapter.adapter.unwrap_or_default(),
+        adapter_command: adapter_command(args.adapter.adapter_command),
+        pid: args.pid.unwrap_or(0),
+        connect: args.connect.unwrap_or_default(),
+        labels: pairs("--label", args.adapter.labels)?.into_iter().collect(),
+        name: args.adapter.name.unwrap_or_default(),
+        ..Default::default()
+    };
+    let r: AttachResponse = sessions_client(channel).attach(request).await?.into_inner();
+    if json {
+        print_json(&r);
+        return Ok(());
+    }
+    let session = r.session.unwrap_or_default();
+    println!("{}", session_line("attached", &session));
+    if !r.breakpoints.is_empty() {
+        println!("{}", placements(&r.breakpoints));
+    }
+    Ok(())
+}
+
+/// "session ID launched under debugpy (pid N): stopped".
+fn session_line(verb: &str, session: &Session) -> String {
+    let pid = if session.pid > 0 {
+        format!(", pid {}", session.pid)
+    } else {
+        String::new()
+    };
+    format!(
+        "session {} {verb} under {}{pid}: {}",
+        session.id,
+        dash(&session.adapter),
+        state_text(session)
+    )
+}
+
+/// The breakpoints as placed: requested line vs actual line.
+fn placements(placed: &[BreakpointPlacement]) -> String {
+    let rows: Vec<Vec<String>> = placed
+        .iter()
+        .map(|p| {
+            let status = p.status.clone().unwrap_or_default();
+            vec![
+                p.breakpoint_id.clone(),
+                line_or_dash(p.requested_line),
+                line_or_dash(status.actual_line),
+                yes_no(status.verified).into(),
+                dash(&status.message),
+            ]
+        })
+        .collect();
+    render::table(
+        &["BREAKPOINT", "REQUESTED", "ACTUAL", "VERIFIED", "MESSAGE"],
+        &rows,
+    )
+}
+
+/// `stepctl disconnect`.
+pub async fn disconnect(channel: Channel, args: DisconnectArgs, json: bool) -> Result<(), Failure> {
+    let mode = if args.terminate {
+        DisconnectMode::Terminate
+    } else if args.detach {
+        DisconnectMode::Detach
+    } else {
+        DisconnectMode::Unspecified
+    };
+    let session = sessions_client(channel)
+        .disconnect(DisconnectRequest {
+            session_id: args.session,
+            mode: mode.into(),
+        })
+        .await?
+        .into_inner()
+        .session
+        .unwrap_or_default();
+    if json {
+        print_json(&session);
+    } else {
+        println!("session {} {}", session.id, state_text(&session));
+    }
+    Ok(())
+}
+
+/// `stepctl sessions`.
+pub async fn list(channel: Channel, args: SessionsArgs, json: bool) -> Result<(), Failure> {
+    let r = sessions_client(channel)
+        .list_sessions(ListSessionsRequest {
+            include_ended: args.all,
+            label_selector: args.labels.unwrap_or_default(),
+        })
+        .await?
+        .into_inner();
+    if json {
+        print_json(&r);
+    } else if r.sessions.is_empty() {
+        println!("no sessions");
+    } else {
+        let rows: Vec<Vec<String>> = r
+            .sessions
+            .iter()
+            .map(|s| {
+                vec![
+                    s.id.clone(),
+                    dash(&s.name),
+                    dash(&s.adapter),
+                    state_text(s),
+                    if s.pid > 0 {
+                        s.pid.to_string()
+                    } else {
+                        "-".into()
+                    },
+                    labels_text(&s.labels),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            render::table(&["ID", "NAME", "ADAPTER", "STATE", "PID", "LABELS"], &rows)
+        );
+    }
+    Ok(())
+}
+
+fn labels_text(labels: &std::collections::HashMap<String, String>) -> String {
+    let sorted: BTreeMap<_, _> = labels.iter().collect();
+    if sorted.is_empty() {
+        return "-".into();
+    }
+    sorted
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A session's state; for ended ones, why and the exit code.
+pub fn state_text(session: &Session) -> String {
+    let state = session_state_name(session.state);
+    if session.state == SessionState::Ended as i32 {
+        format!(
+            "{state} ({})",
+            end_text(session.end_reason, session.exit_code)
+        )
+    } else {
+        state
+    }
+}
+
+fn session_state_name(state: i32) -> String {
+    SessionState::try_from(state)
+        .map(|s| render::enum_name(s.as_str_name(), "SESSION_STATE_"))
+        .unwrap_or_else(|_| state.to_string())
+}
+
+/// "exited, exit code 3".
+fn end_text(reason: i32, exit_code: Option<i32>) -> String {
+    let reason = EndReason::try_from(reason)
+        .map(|r| render::enum_name(r.as_str_name(), "END_REASON_").replace('_', " "))
+        .unwrap_or_else(|_| reason.to_string());
+    match exit_code {
+        Some(code) => format!("{reason}, exit code {code}"),
+        None => reason,
+    }
+}
+
+/// `stepctl continue`.
+pub async fn resume(channel: Channel, args: ExecArgs, json: bool) -> Result<(), Failure> {
+    use continue_request::Wait as W;
+    let wait = match args.wait.mode() {
+        WaitMode::Default => None,
+        WaitMode::NoWait => Some(W::NoWait(NoWait {})),
+        WaitMode::Until(w) => Some(W::UntilStable(w)),
+    };
+    let state = sessions_client(channel)
+        .r#continue(ContinueRequest {
+            session_id: args.session,
+            thread_id: args.thread.unwrap_or(0),
+            wait,
+        })
+        .await?
+        .into_inner()
+        .state
+        .unwrap_or_default();
+    print_stable(&state, json);
+    Ok(())
+}
+
+/// `stepctl step over|in|out`.
+pub async fn step(channel: Channel, args: StepArgs, json: bool) -> Result<(), Failure> {
+    use step_request::Wait as W;
+    let wait = match args.wait.mode() {
+        WaitMode::Default => None,
+        WaitMode::NoWait => Some(W::NoWait(NoWait {})),
+        WaitMode::Until(w) => Some(W::UntilStable(w)),
+    };
+    let kind = match args.kind {
+        StepWhich::Over => StepKind::Over,
+        StepWhich::In => StepKind::In,
+        StepWhich::Out => StepKind::Out,
+    };
+    let state = sessions_client(channel)
+        .step(StepRequest {
+            session_id: args.session,
+            thread_id: args.thread.unwrap_or(0),
+            kind: kind.into(),
+            wait,
+        })
+        .await?
+        .into_inner()
+        .state
+        .unwrap_or_default();
+    print_stable(&state, json);
+    Ok(())
+}
+
+/// `stepctl pause`.
+pub async fn pause(channel: Channel, args: ExecArgs, json: bool) -> Result<(), Failure> {
+    use pause_request::Wait as W;
+    let wait = match args.wait.mode() {
+        WaitMode::Default => None,
+        WaitMode::NoWait => Some(W::NoWait(NoWait {})),
+        WaitMode::Until(w) => Some(W::UntilStable(w)),
+    };
+    let state = sessions_client(channel)
+        .pause(PauseRequest {
+            session_id: args.session,
+            thread_id: args.thread.unwrap_or(0),
+            wait,
+        })
+        .await?
+        .into_inner()
+        .state
+        .unwrap_or_default();
+    print_stable(&state, json);
+    Ok(())
+}
+
+fn print_stable(state: &StableState, json: bool) {
+    if json {
+        print_json(state);
+    } else {
+        println!("{}", stable_text(state));
+    }
+}
+
+/// A normalised pause reason in words: "pause request".
+pub fn reason_text(reason: i32) -> String {
+    PauseReason::try_from(reason)
+        .map(|r| render::enum_name(r.as_str_name(), "PAUSE_REASON_").replace('_', " "))
+        .unwrap_or_else(|_| reason.to_string())
+}
+
+/// A StableState for people: state, reason, thread, location with the code
+/// around it, locals, output captured meanwhile.
+pub fn stable_text(state: &StableState) -> String {
+    let mut out = Vec::new();
+    let name = session_state_name(state.state);
+    let elapsed = format!("{} ms", state.elapsed_ms);
+    if !state.waited {
+        out.push(format!("{name} (accepted; not waiting)"));
+    } else if state.timed_out {
+        out.push(format!("timed out after {elapsed}: the session is {name}"));
+    }
+    if state.state == SessionState::Ended as i32 {
+        out.push(format!(
+            "ended: {}",
+            end_text(state.end_reason, state.exit_code)
+        ));
+    } else if state.state == SessionState::Stopped as i32 {
+        let mut line = format!(
+            "stopped: {} on thread {}",
+            reason_text(state.stop_reason),
+            state.thread_id
+        );
+        if !state.hit_breakpoint_ids.is_empty() {
+            line.push_str(&format!(" at {}", state.hit_breakpoint_ids.join(", ")));
+        }
+        if state.waited && !state.timed_out && state.elapsed_ms > 0 {
+            line.push_str(&format!(" ({elapsed})"));
+        }
+        out.push(line);
+        let location = state
+            .pause
+            .as_ref()
+            .and_then(|p| p.location.as_ref())
+            .or_else(|| state.top_frame.as_ref().and_then(|f| f.location.as_ref()));
+        if let Some(location) = location {
+            out.extend(location_lines(location));
+        }
+        if let Some(pause) = &state.pause {
+            out.extend(pause_details(pause));
+        }
+    } else if state.waited && !state.timed_out {
+        out.push(name);
+    }
+    if !state.output.is_empty() {
+        out.push("output:".into());
+        let text: String = state.output.iter().map(|c| c.text.as_str()).collect();
+        for line in text.lines() {
+            out.push(format!("  {line}"));
+        }
+    }
+    out.join("\n")
+}
+
+/// "at path:line in function", then the excerpt with the current line marked.
+pub fn location_lines(location: &Location) -> Vec<String> {
+    let mut out = vec![format!("at {}", where_text(location))];
+    if let Some(excerpt) = &location.excerpt {
+        let last = excerpt.first_line as usize + excerpt.lines.len().saturating_sub(1);
+        let width = last.to_string().len();
+        for (i, text) in excerpt.lines.iter().enumerate() {
+            let n = excerpt.first_line as usize + i;
+            let marker = if n == excerpt.current_line as usize {
+                "->"
+            } else {
+                "  "
+            };
+            out.push(
+                format!("{marker} {n:>width$} | {text}")
+                    .trim_end()
+                    .to_owned(),
+            );
+        }
+    }
+    out
+}
+
+/// "path:line in function".
+pub fn where_text(location: &Location) -> String {
+    let place = match (location.path.as_str(), location.line) {
+        ("", 0) => "-".to_owned(),
+        ("", line) => format!("line {line}"),
+        (path, 0) => path.to_owned(),
+        (path, line) => format!("{path}:{line}"),
+    };
+    match (place.as_str(), location.function.as_str()) {
+        (_, "") => place,
+        ("-", function) => format!("{function} (no source)"),
+        (_, function) => format!("{place} in {function}"),
+    }
+}
+
+/// Locals, debug value, caught message, inspector rendering, key and commands of a pause.
+fn pause_details(pause: &Pause) -> Vec<String> {
+    let mut out = Vec::new();
+    if !pause.caught_msg.is_empty() {
+        out.push(format!("exception: {}", pause.caught_msg));
+    }
+    if let Some(value) = &pause.debug_value {
+        out.push(format!("value: {}", display(value)));
+    }
+    if !pause.locals.is_empty() {
+        out.push("locals:".into());
+        for local in &pause.locals {
+            let value = local.value.as_ref().map(display).unwrap_or_default();
+            out.push(format!("  {} = {value}", local.name));
+        }
+    }
+    if let Some(rendering) = &pause.inspect {
+        out.push(format!("inspect {}:", dash(&rendering.path)));
+        out.extend(
+            rendering_lines(rendering)
+                .into_iter()
+                .map(|l| format!("  {l}")),
+        );
+    }
+    for note in &pause.notes {
+        out.push(format!("note: {note}"));
+    }
+    out.push(format!(
+        "pause {} (commands: {})",
+        pause.key,
+        commands_text(&pause.input_type)
+    ));
+    out
+}
+
+fn display(value: &stepd_proto::v1::DisplayValue) -> String {
+    if value.truncated {
+        format!("{} (truncated)", value.text)
+    } else {
+        value.text.clone()
+    }
+}
+
+/// An inspector rendering as text lines; values show their index as `[#n]`.
+fn rendering_lines(rendering: &Rendering) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for RenderItem { item } in &rendering.items {
+        match item {
+            Some(Item::Text(t)) => lines.last_mut().map(|l| l.push_str(t)).unwrap_or(()),
+            Some(Item::Newline(_)) => lines.push(String::new()),
+            Some(Item::Value(v)) => lines
+                .last_mut()
+                .map(|l| l.push_str(&format!("{} [#{}]", v.repr, v.idx)))
+                .unwrap_or(()),
+            None => {}
+        }
+    }
+    while lines.last().is_some_and(String::is_empty) {
+        lines.pop();
+    }
+    lines
+}
+
+/// A command kind as stepctl's `input` spells it: "continue-scope".
+pub fn command_word(kind: i32) -> String {
+    CommandKind::try_from(kind)
+        .map(|c| render::enum_name(c.as_str_name(), "COMMAND_KIND_").replace('_', "-"))
+        .unwrap_or_else(|_| kind.to_string())
+}
+
+fn commands_text(kinds: &[i32]) -> String {
+    if kinds.is_empty() {
+        return "-".into();
+    }
+    kinds
+        .iter()
+        .map(|k| command_word(*k))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `stepctl pauses`.
+pub async fn pauses(channel: Channel, args: PausesArgs, json: bool) -> Result<(), Failure> {
+    let r = sessions_client(channel)
+        .list_pauses(ListPausesRequest {
+            session_id: args.session.unwrap_or_default(),
+        })
+        .await?
+        .into_inner();
+    if json {
+        print_json(&r);
+    } else if r.pauses.is_empty() {
+        println!("no pauses");
+    } else {
+        let rows: Vec<Vec<String>> = r
+            .pauses
+            .iter()
+            .map(|p| {
+                let place = match (&p.point, &p.location) {
+                    (Some(point), _) => format!("{} {}", point.kind, point.name),
+                    (None, Some(location)) => where_text(location),
+                    (None, None) => "-".into(),
+                };
+                vec![
+                    p.key.clone(),
+                    p.session_id.clone(),
+                    p.thread_id.to_string(),
+                    reason_text(p.reason),
+                    place,
+                    commands_text(&p.input_type),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            render::table(
+                &["KEY", "SESSION", "THREAD", "REASON", "WHERE", "COMMANDS"],
+                &rows
+            )
+        );
+    }
+    Ok(())
+}
+
+/// Parses `here`'s FILE:LINE (or LINE alone: the paused file).
+fn parse_here(text: &str, force: bool) -> Result<HereCommand, Failure> {
+    let usage = || Failure::Usage(format!("here takes FILE:LINE or LINE, not {text:?}"));
+    let (path, line) = match text.rsplit_once(':') {
+        Some((path, line)) => (absolute(path), line),
+        None => (String::new(), text),
+    };
+    let line: u32 = line.parse().map_err(|_| usage())?;
+    Ok(HereCommand {
+        coor: Vec::new(),
+        path,
+        line,
+        force,
+    })
+}
+
+/// Builds the typed command of `input KEY COMMAND [ARG]`.
+fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Command, Failure> {
+    let needs = |what: &str| Failure::Usage(format!("{word} needs {what}"));
+    let takes_arg = matches!(
+        word,
+        "here" | "trace" | "eval" | "inject" | "inspect-prompt" | "expression"
+    );
+    if !takes_arg && arg.is_some() {
+        return Err(Failure::Usage(format!("{word} takes no argument")));
+    }
+    if force && !matches!(word, "out" | "here") {
+        return Err(Failure::Usage(
+            "--force applies to out and here only".into(),
+        ));
+    }
+    Ok(match word {
+        "next" => Command::Next(NextCommand {}),
+        "in" => Command::StepIn(StepInCommand {}),
+        "out" => Command::StepOut(StepOutCommand { force }),
+        "continue" => Command::Resume(ContinueCommand {}),
+        "continue-scope" => Command::ContinueScope(ContinueScopeCommand {}),
+        "continue-all" => Command::ContinueAll(ContinueAllCommand {}),
+        "here" => Command::Here(parse_here(&arg.ok_or_else(|| needs("FILE:LINE"))?, force)?),
+        "trace" => Command::Trace(TraceCommand {
+            max_steps: match arg {
+                Some(n) => n
+                    .parse()
+                    .map_err(|_| Failure::Usage(format!("trace takes a step count, not {n:?}")))?,
+                None => 0,
+            },
+        }),
+        "eval" => Command::Eval(EvalCommand {
+            code: arg.unwrap_or_default(),
+        }),
+        "inject" => Command::Inject(InjectCommand {
+            replacement: Some(Replacement::Code(arg.ok_or_else(|| needs("CODE"))?)),
+        }),
+        "skip" => Command::Skip(SkipCommand {}),
+        "inspect" => Command::Inspect(InspectCommand {}),
+        "inspect-prompt" => Command::InspectPrompt(InspectPromptCommand {
+            code: arg.unwrap_or_default(),
+        }),
+        "locals" => Command::Locals(LocalsCommand {}),
+        "stacktrace" => Command::Stacktrace(StacktraceCommand {}),
+        "quit" => Command::Quit(QuitCommand {}),
+        "expression" => Command::Expression(ExpressionCommand {
+            code: arg.ok_or_else(|| needs("CODE"))?,
+        }),
+        other => {
+            return Err(Failure::Usage(format!(
+                "unknown command {other:?}; one of next, in, out, continue, continue-scope, \
+                 continue-all, here, trace, eval, inject, skip, inspect, inspect-prompt, locals, \
+                 stacktrace, quit, expression"
+            )));
+        }
+    })
+}
+
+/// `stepctl input KEY COMMAND [ARG]`.
+pub async fn input(channel: Channel, args: InputArgs, json: bool) -> Result<(), Failure> {
+    let command = debug_command(&args.command, args.arg, args.force)?;
+    // An EVAL that fails keeps the pause as it was and reports the error only
+    // as an `eval_error` event, so listen for the outcome before asking.
+    let outcome = if matches!(command, Command::Eval(_) | Command::Expression(_)) {
+        Some(EvalOutcome::listen(channel.clone()).await?)
+    } else {
+        None
+    };
+    let r = sessions_client(channel)
+        .send_debug_input(SendDebugInputRequest {
+            input: Some(DebugInput {
+                key: args.key.clone(),
+                command: Some(DebugCommand {
+                    command: Some(command),
+                }),
+                client_name: CLIENT_NAME.into(),
+            }),
+        })
+        .await?
+        .into_inner();
+    if let (Some(outcome), Some(pause)) = (outcome, &r.pause) {
+        outcome.check(pause).await?;
+    }
+    if json {
+        print_json(&r);
+        return Ok(());
+    }
+    println!(
+        "{} accepted for pause {}",
+        command_word(r.command),
+        args.key
+    );
+    if let Some(pause) = &r.pause {
+        if let Some(value) = &pause.debug_value {
+            println!("= {}", display(value));
+        }
+        if pause.debug_value.is_none() || pause.inspect.is_some() {
+            for line in pause_details(pause) {
+                println!("{line}");
+            }
+        } else {
+            println!(
+                "pause {} stays (commands: {})",
+                pause.key,
+                commands_text(&pause.input_type)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A subscription to execution events, opened before an EVAL is sent, that
+/// tells whether it succeeded (the pause is re-sent as `stopped`) or failed
+/// (`eval_error`).
+struct EvalOutcome {
+    _tx: mpsc::Sender<SubscribeRequest>,
+    events: tonic::Streaming<SubscribeResponse>,
+}
+
+/// How long to wait for the outcome event of an answered EVAL.
+const OUTCOME_DEADLINE: Duration = Duration::from_secs(10);
+
+impl EvalOutcome {
+    /// Subscribes and waits for the snapshot, so no later event is missed.
+    async fn listen(channel: Channel) -> Result<Self, Failure> {
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(SubscribeRequest {
+            message: Some(Message::Watch(Watch {
+                channels: vec![EventChannel::Execution as i32],
+                client_name: CLIENT_NAME.into(),
+                ..Default::default()
+            })),
+        })
+        .await
+        .map_err(|_| Failure::Other(anyhow::anyhow!("subscription closed before it started")))?;
+        let mut events = EventServiceClient::new(channel)
+            .subscribe(ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        while let Some(response) = events.next().await {
+            if matches!(
+                response?.event.and_then(|e| e.payload),
+                Some(Payload::Snapshot(_))
+            ) {
+                return Ok(Self { _tx: tx, events });
+            }
+        }
+        Err(Failure::Other(anyhow::anyhow!(
+            "the event stream ended before its snapshot"
+        )))
+    }
+
+    /// ADAPTER_ERROR with the evaluator's message when the EVAL failed.
+    async fn check(mut self, pause: &Pause) -> Result<(), Failure> {
+        let wait = async {
+            while let Some(response) = self.events.next().await {
+                match response?.event.and_then(|e| e.payload) {
+                    Some(Payload::EvalError(e)) if e.key == pause.key => {
+                        return Err(Failure::Status(Status::with_error_details(
+                            Code::FailedPrecondition,
+                            format!("evaluation failed: {}", e.message.trim_end()),
+                            ErrorDetails::with_error_info(
+                                "ADAPTER_ERROR",
+                                stepd_proto::ERROR_DOMAIN,
+                                [("key".to_owned(), e.key)],
+                            ),
+                        )));
+                    }
+                    Some(Payload::Stopped(s))
+                        if s.pause.as_ref().is_some_and(|p| {
+                            p.key == pause.key && p.revision >= pause.revision
+                        }) =>
+                    {
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        };
+        // The answer itself is in hand; only its verdict could be late.
+        tokio::time::timeout(OUTCOME_DEADLINE, wait)
+            .await
+            .unwrap_or(Ok(()))
+    }
+}
+
+/// `value` or "-" when empty.
+pub fn dash(value: &str) -> String {
+    if value.is_empty() {
+        "-".into()
+    } else {
+        value.to_owned()
+    }
+}
+
+fn line_or_dash(line: u32) -> String {
+    if line == 0 {
+        "-".into()
+    } else {
+        line.to_string()
+    }
+}
+
+/// "yes" / "no".
+pub fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_durations() {
+        assert_eq!(parse_wait(""), Ok(WaitFor::Default));
+        assert_eq!(parse_wait("0"), Ok(WaitFor::Millis(0)));
+        assert_eq!(parse_wait("5s"), Ok(WaitFor::Millis(5000)));
+        assert_eq!(parse_wait("250ms"), Ok(WaitFor::Millis(250)));
+        assert_eq!(parse_wait("2"), Ok(WaitFor::Millis(2000)));
+        assert!(parse_wait("soon").is_err());
+    }
+
+    #[test]
+    fn commands_parse_with_their_arguments() {
+        assert!(matches!(
+            debug_command("eval", Some("x + 1".into()), false),
+            Ok(Command::Eval(EvalCommand { code })) if code == "x + 1"
+        ));
+        assert!(matches!(
+            debug_command("here", Some("/a.py:7".into()), true),
+            Ok(Command::Here(HereCommand {
+                line: 7,
+                force: true,
+                ..
+            }))
+        ));
+        assert!(matches!(
+            debug_command("here", Some("12".into()), false),
+            Ok(Command::Here(HereCommand { line: 12, ref path, .. })) if path.is_empty()
+        ));
+        assert!(debug_command("next", Some("x".into()), false).is_err());
+        assert!(debug_command("inject", None, false).is_err());
+        assert!(debug_command("jump", None, false).is_err());
+        assert_eq!(
+            command_word(CommandKind::ContinueScope as i32),
+            "continue-scope"
+        );
+    }
+}
