@@ -71,13 +71,14 @@ impl Daemon {
         ));
         let breakpoints = Arc::new(Breakpoints::load(store.clone(), bus.clone()).await?);
         let pauses = Arc::new(PauseRegistry::new(bus.clone()));
-        let sessions = Arc::new(Sessions::new(Context {
+        let sessions = Sessions::new(Context {
             bus: bus.clone(),
             pauses: pauses.clone(),
             breakpoints: breakpoints.clone(),
             max_frame_bytes: config.max_dap_frame_bytes,
             request_timeout: config.adapter_timeout,
-        }));
+            children: None,
+        });
         sessions.follow_breakpoints();
         Ok(Self {
             instance_id,

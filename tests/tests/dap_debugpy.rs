@@ -724,3 +724,58 @@ async fn an_oversized_frame_ends_the_session_not_the_daemon() {
     assert_eq!(end.exit_code, Some(3));
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn a_child_process_becomes_a_child_session() {
+    let (daemon, mut sub) = setup().await;
+    let parent_program = fixture("python/child.py");
+    let hello = fixture("python/hello.py");
+    dap::add_breakpoint(
+        &daemon,
+        source_spec(hello.to_str().unwrap(), line_of(&hello, "print")),
+    )
+    .await;
+    let mut request = LaunchRequest {
+        adapter: "debugpy".into(),
+        program: parent_program.to_str().unwrap().into(),
+        ..Default::default()
+    };
+    request.labels.insert("team".into(), "core".into());
+    let parent = dap::launch_with(&daemon, request).await.session.unwrap();
+    let started = sub
+        .wait_for("the child session", |e| {
+            matches!(&e.payload, Some(Payload::SessionStarted(s))
+                if s.session.as_ref().is_some_and(|s| s.parent_session_id == parent.id))
+        })
+        .await;
+    let Some(Payload::SessionStarted(child)) = started.payload else {
+        unreachable!()
+    };
+    let child = child.session.unwrap();
+    assert_eq!(
+        child.labels.get("team").map(String::as_str),
+        Some("core"),
+        "labels are inherited"
+    );
+    // The child's breakpoint stops the child session.
+    let pause = dap::next_pause(&mut sub, &child.id).await;
+    assert_eq!(pause.location.unwrap().line, line_of(&hello, "print"));
+    dap::sessions(&daemon)
+        .await
+        .r#continue(ContinueRequest {
+            session_id: child.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ended = dap::ended(&mut sub, &parent.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(
+        end.exit_code,
+        Some(3),
+        "the parent exits with the child's code"
+    );
+    daemon.stop().await;
+}

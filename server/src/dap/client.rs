@@ -109,6 +109,7 @@ impl DapClient {
             .insert(seq, tx);
         let message =
             json!({"seq": seq, "type": "request", "command": command, "arguments": arguments});
+        tracing::trace!(%message, "to adapter");
         if self.out.send(message).is_err() {
             self.pending
                 .lock()
@@ -169,6 +170,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
             Err(FrameError::Io(err)) => break Some(format!("reading from the adapter: {err}")),
             Err(FrameError::Protocol(err)) => break Some(err),
         };
+        tracing::trace!(%message, "from adapter");
         match message["type"].as_str() {
             Some("response") => {
                 let Some(seq) = message["request_seq"].as_i64() else {

@@ -13,8 +13,8 @@ use super::adapters::Adapter;
 
 /// A running adapter and its DAP stream.
 pub struct Transport {
-    /// The adapter process.
-    pub child: Child,
+    /// The adapter process, when stepd started one.
+    pub child: Option<Child>,
     /// Frames from the adapter.
     pub reader: Pin<Box<dyn AsyncBufRead + Send>>,
     /// Frames to the adapter.
@@ -57,7 +57,7 @@ pub async fn start(adapter: &Adapter, cwd: &str) -> std::io::Result<Transport> {
         .ok_or_else(|| std::io::Error::other("no stdin"))?;
     let stderr = child.stderr.take();
     Ok(Transport {
-        child,
+        child: Some(child),
         reader: Box::pin(BufReader::new(stdout)),
         writer: Box::pin(stdin),
         stderr,
@@ -89,9 +89,23 @@ async fn start_dlv(mut command: Command) -> std::io::Result<Transport> {
     let (read, write) = stream.into_split();
     let stderr = child.stderr.take();
     Ok(Transport {
-        child,
+        child: Some(child),
         reader: Box::pin(BufReader::new(read)),
         writer: Box::pin(write),
         stderr,
+    })
+}
+
+/// Connects to a DAP server that is already running (a child session of
+/// debugpy, which serves each child on its own connection).
+pub async fn connect(addr: &str) -> std::io::Result<Transport> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (read, write) = stream.into_split();
+    Ok(Transport {
+        child: None,
+        reader: Box::pin(BufReader::new(read)),
+        writer: Box::pin(write),
+        stderr: None,
     })
 }

@@ -67,7 +67,8 @@ pub struct Actor {
     client: Arc<DapClient>,
     adapter: Adapter,
     request: LaunchRequest,
-    child: Child,
+    /// The adapter process; none for a child session on a shared adapter.
+    child: Option<Child>,
     incoming: mpsc::UnboundedReceiver<Incoming>,
     commands: mpsc::UnboundedReceiver<Command>,
     answers: mpsc::UnboundedReceiver<Answer>,
@@ -103,7 +104,7 @@ impl Actor {
         shared: Arc<Shared>,
         adapter: Adapter,
         request: LaunchRequest,
-        child: Child,
+        child: Option<Child>,
         incoming: mpsc::UnboundedReceiver<Incoming>,
         commands: mpsc::UnboundedReceiver<Command>,
     ) -> Self {
@@ -128,7 +129,12 @@ impl Actor {
             adapter: adapter.name.clone(),
             labels: request.labels.clone(),
             program: request.program.clone(),
-            pid: child.id().map(i64::from).unwrap_or(0),
+            pid: child
+                .as_ref()
+                .and_then(Child::id)
+                .map(i64::from)
+                .unwrap_or(0),
+            parent_session_id: request.parent_session_id.clone(),
             started_at: Some(now_timestamp()),
             original_id: request.request_id.clone(),
             ..Default::default()
@@ -161,6 +167,12 @@ impl Actor {
         }
     }
 
+    fn kill_adapter(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.start_kill();
+        }
+    }
+
     fn publish(&self, payload: Payload) {
         self.ctx.bus.publish(&self.shared.id, payload);
     }
@@ -175,7 +187,7 @@ impl Actor {
         let _ = ready.send(outcome);
         if failed {
             self.shared.ended.store(true, Ordering::Release);
-            let _ = self.child.start_kill();
+            self.kill_adapter();
             return;
         }
         while !self.ended {
@@ -188,7 +200,7 @@ impl Actor {
                     self.finish_inflight(true);
                     self.start_next().await;
                 }
-                status = self.child.wait() => {
+                status = wait_for(&mut self.child) => {
                     // The adapter exited; its output may still hold events, so
                     // drain them before deciding how the session ended.
                     while let Ok(message) = self.incoming.try_recv() {
@@ -220,7 +232,7 @@ impl Actor {
             "supportsVariableType": true,
             "supportsVariablePaging": true,
             "supportsRunInTerminalRequest": false,
-            "supportsStartDebuggingRequest": false,
+            "supportsStartDebuggingRequest": true,
             "supportsProgressReporting": false,
             "supportsInvalidatedEvent": false,
             "supportsMemoryReferences": false,
@@ -323,6 +335,10 @@ impl Actor {
             stop_on_entry: r.stop_on_entry,
             extra: r.adapter_options.as_ref(),
         };
+        if let Some(configuration) = &r.configuration {
+            let command = if r.attach { "attach" } else { "launch" };
+            return (command, configuration.clone());
+        }
         if !r.attach {
             return ("launch", adapters::launch_arguments(&self.adapter, &spec));
         }
@@ -620,17 +636,8 @@ impl Actor {
             Incoming::Request {
                 seq,
                 command,
-                arguments: _,
-            } => {
-                // stepd declared neither runInTerminal nor startDebugging.
-                self.client.respond(
-                    seq,
-                    &command,
-                    Err(format!(
-                        "stepd does not handle the reverse request {command:?}"
-                    )),
-                );
-            }
+                arguments,
+            } => self.on_reverse_request(seq, &command, arguments),
             Incoming::Closed(None) => {
                 if !self.ended {
                     let reason = if self.exit_code.is_some() {
@@ -648,6 +655,55 @@ impl Actor {
                 }
             }
         }
+    }
+
+    /// Requests from the adapter. `startDebugging` (debugpy's child processes)
+    /// becomes a child session; `runInTerminal` is refused: stepd captures
+    /// output itself and has no terminal to offer.
+    fn on_reverse_request(&mut self, seq: i64, command: &str, arguments: Value) {
+        tracing::debug!(session = %self.shared.id, command, %arguments, "reverse request");
+        if command != "startDebugging" {
+            self.client.respond(
+                seq,
+                command,
+                Err(format!(
+                    "stepd does not handle the reverse request {command:?}"
+                )),
+            );
+            return;
+        }
+        let configuration = arguments["configuration"].clone();
+        let host = configuration["connect"]["host"]
+            .as_str()
+            .unwrap_or("127.0.0.1");
+        let port = configuration["connect"]["port"].as_u64().unwrap_or(0);
+        let Some(children) = self.ctx.children.clone().filter(|_| port > 0) else {
+            self.client.respond(
+                seq,
+                command,
+                Err("stepd can only follow child sessions it can connect to".into()),
+            );
+            return;
+        };
+        let request = LaunchRequest {
+            attach: arguments["request"].as_str() != Some("launch"),
+            adapter: self.adapter.name.clone(),
+            labels: self.request.labels.clone(),
+            name: configuration["name"].as_str().unwrap_or("child").to_owned(),
+            program: configuration["program"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            parent_session_id: self.shared.id.clone(),
+            dap_server: format!("{host}:{port}"),
+            configuration: Some(configuration),
+            ..Default::default()
+        };
+        let result = children
+            .send(request)
+            .map(|()| json!({}))
+            .map_err(|_| "the daemon is shutting down".to_owned());
+        self.client.respond(seq, command, result);
     }
 
     async fn on_event(&mut self, event: &str, body: Value) {
@@ -1448,7 +1504,7 @@ impl Actor {
                 kill(pid);
             }
         }
-        let _ = self.child.start_kill();
+        self.kill_adapter();
         for key in self.pauses.keys() {
             self.ctx
                 .pauses
@@ -1486,6 +1542,14 @@ impl Actor {
             detail,
             exit_code: self.exit_code,
         }));
+    }
+}
+
+/// Waits for the adapter process; never resolves when there is none.
+async fn wait_for(child: &mut Option<Child>) -> std::io::Result<std::process::ExitStatus> {
+    match child {
+        Some(child) => child.wait().await,
+        None => std::future::pending().await,
     }
 }
 

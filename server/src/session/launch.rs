@@ -49,6 +49,13 @@ pub struct Request {
     pub pid: i64,
     /// Attach: "host:port" of a debug server.
     pub connect: String,
+    /// A child session: the session whose adapter asked for it.
+    pub parent_session_id: String,
+    /// A child session: the adapter's own start request, sent as is.
+    pub configuration: Option<serde_json::Value>,
+    /// A child session: "host:port" of the DAP server to talk to, instead of
+    /// starting an adapter.
+    pub dap_server: String,
 }
 
 /// What Launch and Attach answer.
@@ -67,7 +74,11 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
     if !request.attach && request.program.trim().is_empty() && request.adapter_command.is_empty() {
         return Err(ApiError::invalid_field("program", "is required"));
     }
-    if request.attach && request.pid <= 0 && request.connect.is_empty() {
+    if request.attach
+        && request.pid <= 0
+        && request.connect.is_empty()
+        && request.configuration.is_none()
+    {
         return Err(ApiError::invalid_field("pid", "give a pid or connect"));
     }
     let name = match (request.adapter.as_str(), request.adapter_command.is_empty()) {
@@ -75,17 +86,28 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
         ("", false) => "custom".to_owned(),
         (named, _) => named.to_owned(),
     };
-    let adapter = adapters::resolve(&name, &request.adapter_command).await?;
-    let mut transport = transport::start(&adapter, &request.cwd)
-        .await
-        .map_err(|err| {
-            ApiError::new(
-                ErrorReason::AdapterNotFound,
-                format!("starting {}: {err}", adapter.command.join(" ")),
-            )
-            .with("adapter", adapter.name.clone())
-            .with("searched", adapter.command.join(" "))
-        })?;
+    let adapter = if request.dap_server.is_empty() {
+        adapters::resolve(&name, &request.adapter_command).await?
+    } else {
+        adapters::Adapter {
+            name: name.clone(),
+            command: Vec::new(),
+            version: String::new(),
+        }
+    };
+    let transport = if request.dap_server.is_empty() {
+        transport::start(&adapter, &request.cwd).await
+    } else {
+        transport::connect(&request.dap_server).await
+    };
+    let mut transport = transport.map_err(|err| {
+        ApiError::new(
+            ErrorReason::AdapterNotFound,
+            format!("starting {}: {err}", adapter.command.join(" ")),
+        )
+        .with("adapter", adapter.name.clone())
+        .with("searched", adapter.command.join(" "))
+    })?;
     let (client, incoming) = DapClient::start(
         transport.reader,
         transport.writer,

@@ -48,6 +48,9 @@ pub struct Context {
     pub max_frame_bytes: usize,
     /// How long an adapter may take to answer one request.
     pub request_timeout: Duration,
+    /// Where a session asks for a child session (an adapter's
+    /// `startDebugging`); set by `Sessions::new`.
+    pub children: Option<mpsc::UnboundedSender<LaunchRequest>>,
 }
 
 /// Execution requests, serialised by the actor.
@@ -205,11 +208,30 @@ pub struct Sessions {
 
 impl Sessions {
     /// An empty registry.
-    pub fn new(ctx: Context) -> Self {
-        Self {
+    /// A registry; child sessions that adapters ask for are started by a task
+    /// of its own, so an actor never waits on another session's start.
+    pub fn new(mut ctx: Context) -> Arc<Self> {
+        let (children, mut child_requests) = mpsc::unbounded_channel::<LaunchRequest>();
+        ctx.children = Some(children);
+        let sessions = Arc::new(Self {
             ctx,
             handles: Mutex::new(HashMap::new()),
-        }
+        });
+        let weak = Arc::downgrade(&sessions);
+        tokio::spawn(async move {
+            while let Some(request) = child_requests.recv().await {
+                let Some(sessions) = weak.upgrade() else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let parent = request.parent_session_id.clone();
+                    if let Err(err) = sessions.start(request).await {
+                        tracing::warn!(%parent, %err, "could not start a child session");
+                    }
+                });
+            }
+        });
+        sessions
     }
 
     /// A session by id, or SESSION_NOT_FOUND.
