@@ -125,6 +125,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    // Like other command line tools, end quietly when the reader of our output
+    // goes away (`stepctl watch | head`) instead of panicking on EPIPE.
+    // SAFETY: restoring the default disposition of a signal has no memory effects.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let json = cli.json;
     match run(cli).await {

@@ -411,7 +411,8 @@ async fn killing_the_adapter_ends_the_session_and_its_program() {
     let program = fixture("python/busy.py");
     let launched = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[]).await;
     let session = launched.session.unwrap();
-    let adapter_pid = session.pid as i32;
+    let adapter_pid = session.adapter_pid as i32;
+    assert_ne!(session.pid, session.adapter_pid, "pid is the debuggee's");
     // The debuggee is a child of the adapter; find it before the kill.
     let debuggee = wait_for_child_running(&program).await;
     // A wait in flight when the adapter dies resolves with ADAPTER_DIED.

@@ -129,7 +129,7 @@ impl Actor {
             adapter: adapter.name.clone(),
             labels: request.labels.clone(),
             program: request.program.clone(),
-            pid: child
+            adapter_pid: child
                 .as_ref()
                 .and_then(Child::id)
                 .map(i64::from)
@@ -302,6 +302,19 @@ impl Actor {
                 })?;
             body_of(answer).map_err(|e| launch_refused(&e))?;
         }
+        // The debuggee's pid usually arrives (a `process` event) around the
+        // launch answer; take it from what is queued so session_started has it.
+        let mut queued = Vec::new();
+        while let Ok(message) = self.incoming.try_recv() {
+            if let Incoming::Event { event, body } = &message
+                && event == "process"
+                && let Some(pid) = body["systemProcessId"].as_i64()
+            {
+                self.session.pid = pid;
+                self.debuggee_pid = u32::try_from(pid).ok();
+            }
+            queued.push(message);
+        }
         self.session.state = SessionState::Running.into();
         self.publish(Payload::SessionStarted(SessionStarted {
             session: Some(self.session.clone()),
@@ -309,11 +322,20 @@ impl Actor {
         for placement in &placements {
             self.publish_status(placement);
         }
-        let entry = if self.request.stop_on_entry {
-            Some(self.wait_for_entry(deadline).await?)
-        } else {
-            None
-        };
+        let mut entry = None;
+        for message in queued {
+            match message {
+                Incoming::Event { event, body }
+                    if event == "stopped" && self.request.stop_on_entry && entry.is_none() =>
+                {
+                    entry = self.on_stopped(&body).await;
+                }
+                other => self.on_incoming(other).await,
+            }
+        }
+        if self.request.stop_on_entry && entry.is_none() {
+            entry = Some(self.wait_for_entry(deadline).await?);
+        }
         let mut session = self.session.clone();
         if entry.is_some() {
             session.state = SessionState::Stopped.into();
@@ -744,6 +766,9 @@ impl Actor {
                 self.debuggee_pid = body["systemProcessId"]
                     .as_u64()
                     .and_then(|p| u32::try_from(p).ok());
+                if let Some(pid) = self.debuggee_pid {
+                    self.session.pid = i64::from(pid);
+                }
             }
             "exited" => {
                 self.exit_code = body["exitCode"]
@@ -1246,6 +1271,13 @@ impl Actor {
         }
         match op {
             ExecOp::Continue(thread) => {
+                // Some adapters (debugpy) never answer a continue while running.
+                if self.pauses.is_empty() {
+                    return Err(ApiError::new(
+                        ErrorReason::NotStopped,
+                        "the program is running; nothing to continue",
+                    ));
+                }
                 let target = self.thread_for(thread);
                 let all = thread == 0;
                 let result = self

@@ -623,7 +623,9 @@ type Session struct {
 	// Exception filters the adapter offers.
 	ExceptionFilters []*ExceptionFilter `protobuf:"bytes,17,rep,name=exception_filters,json=exceptionFilters,proto3" json:"exception_filters,omitempty"`
 	// Id of the Launch/Attach request or probe Hello that created the session.
-	OriginalId    string `protobuf:"bytes,18,opt,name=original_id,json=originalId,proto3" json:"original_id,omitempty"`
+	OriginalId string `protobuf:"bytes,18,opt,name=original_id,json=originalId,proto3" json:"original_id,omitempty"`
+	// Process id of the debug adapter stepd started, when it started one.
+	AdapterPid    int64 `protobuf:"varint,19,opt,name=adapter_pid,json=adapterPid,proto3" json:"adapter_pid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -782,6 +784,13 @@ func (x *Session) GetOriginalId() string {
 		return x.OriginalId
 	}
 	return ""
+}
+
+func (x *Session) GetAdapterPid() int64 {
+	if x != nil {
+		return x.AdapterPid
+	}
+	return 0
 }
 
 // A stack frame.
@@ -3603,7 +3612,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\astopped\x18\x03 \x01(\bR\astopped\x12\x1b\n" +
-	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\xb1\x06\n" +
+	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\xd2\x06\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.stepd.v1.SessionKindR\x04kind\x12,\n" +
@@ -3627,7 +3636,9 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\fcapabilities\x18\x10 \x01(\v2\x17.google.protobuf.StructR\fcapabilities\x12F\n" +
 	"\x11exception_filters\x18\x11 \x03(\v2\x19.stepd.v1.ExceptionFilterR\x10exceptionFilters\x12\x1f\n" +
 	"\voriginal_id\x18\x12 \x01(\tR\n" +
-	"originalId\x1a9\n" +
+	"originalId\x12\x1f\n" +
+	"\vadapter_pid\x18\x13 \x01(\x03R\n" +
+	"adapterPid\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
