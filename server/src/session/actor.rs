@@ -369,11 +369,21 @@ impl Actor {
             args["pid"] = json!(r.pid);
             args["processId"] = json!(r.pid);
         }
-        if let Some((host, port)) = r.connect.rsplit_once(':') {
+        if let Some((host, port)) = r
+            .connect
+            .rsplit_once(':')
+            .filter(|_| r.dap_server.is_empty())
+        {
             args["connect"] = json!({"host": host, "port": port.parse::<u16>().unwrap_or(0)});
         }
-        if self.adapter.name == "dlv" {
-            args["mode"] = json!("local");
+        match self.adapter.name.as_str() {
+            "dlv" => args["mode"] = json!("local"),
+            "debugpy" => {
+                args["type"] = json!("python");
+                args["request"] = json!("attach");
+                args["justMyCode"] = json!(true);
+            }
+            _ => {}
         }
         if let Some(extra) = &r.adapter_options
             && let (Some(obj), Value::Object(extra)) =

@@ -86,6 +86,12 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
         ("", false) => "custom".to_owned(),
         (named, _) => named.to_owned(),
     };
+    let mut request = request;
+    if request.attach && name == "debugpy" && !request.connect.is_empty() {
+        // A program started with `debugpy --listen` serves DAP itself: talk
+        // to it directly rather than through a second adapter.
+        request.dap_server = request.connect.clone();
+    }
     let adapter = if request.dap_server.is_empty() {
         adapters::resolve(&name, &request.adapter_command).await?
     } else {
