@@ -1,64 +1,84 @@
 //! Every command of the README's console blocks runs against a real daemon,
-//! so the tour cannot rot.
+//! so the tour cannot rot. Each block runs as one shell script from the
+//! repository root, so a block may set variables for its later lines.
 
 use std::process::Stdio;
 
-use stepd_e2e::{Daemon, TempDir, repo_root, stepctl_bin};
+use stepd_e2e::{Daemon, repo_root, stepctl_bin, tools_path};
 
-/// The `$ ` lines of every ```console block.
-fn console_commands(markdown: &str) -> Vec<String> {
-    let mut commands = Vec::new();
-    let mut in_console = false;
+/// The `$ ` lines of each ```console block.
+fn console_blocks(markdown: &str) -> Vec<Vec<String>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<String>> = None;
     for line in markdown.lines() {
         let trimmed = line.trim();
         if trimmed.starts_with("```") {
-            in_console = !in_console && trimmed == "```console";
+            current = match current.take() {
+                Some(block) => {
+                    blocks.push(block);
+                    None
+                }
+                None if trimmed == "```console" => Some(Vec::new()),
+                // Fences of other blocks leave the state alone.
+                None => None,
+            };
             continue;
         }
-        if in_console && let Some(command) = trimmed.strip_prefix("$ ") {
-            commands.push(command.to_owned());
+        if let Some(block) = current.as_mut()
+            && let Some(command) = trimmed.strip_prefix("$ ")
+        {
+            block.push(command.to_owned());
         }
     }
-    commands
+    blocks
 }
 
 #[tokio::test]
 async fn every_readme_command_works() {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let commands = console_commands(&readme);
-    assert!(commands.len() >= 10, "found only {commands:?}");
+    let blocks = console_blocks(&readme);
+    let commands: usize = blocks.iter().map(Vec::len).sum();
+    assert!(commands >= 18, "found only {blocks:?}");
 
     let daemon = Daemon::start(&[]).await;
-    let work = TempDir::new("readme");
     let bin_dir = stepctl_bin().parent().unwrap().to_path_buf();
-    let path = format!(
-        "{}:{}:{}",
-        bin_dir.display(),
-        repo_root().join(".tools/bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    for command in &commands {
-        let command = command.replace("127.0.0.1:7701", &daemon.addr);
+    let path = format!("{}:{}", bin_dir.display(), tools_path());
+    for block in &blocks {
+        let mut script = String::new();
+        for command in block {
+            let command = command.replace("127.0.0.1:7701", &daemon.addr);
+            script.push_str(&format!(
+                "{command} || {{ echo \"README command failed: {}\" >&2; exit 1; }}\n",
+                command
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('$', "\\$")
+            ));
+        }
         let out = std::process::Command::new("bash")
-            .args(["-c", &command])
-            .current_dir(work.path())
+            .args(["-c", &script])
+            .current_dir(repo_root())
             .env("PATH", &path)
             .env("STEPD_ADDR", &daemon.addr)
             .stdin(Stdio::null())
             .output()
             .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "README command failed: {command}\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
+            "README block failed:\n{script}\nstdout: {stdout}\nstderr: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if command.starts_with("stepctl ping") {
+        if block.iter().any(|c| c.starts_with("stepctl ping")) {
             assert!(stdout.contains("stepd.v1"), "{stdout}");
         }
-        if command.starts_with("stepctl break list") {
-            assert!(stdout.contains("app.py:12"), "{stdout}");
+        if block
+            .iter()
+            .any(|c| c.starts_with("stepctl launch") || c.contains("stepctl launch"))
+        {
+            // The conditional breakpoint held back the first hits, and the run ended.
+            assert!(stdout.contains("[2, 3, 4]"), "{stdout}");
+            assert!(stdout.contains("exited"), "{stdout}");
         }
     }
     daemon.stop().await;
