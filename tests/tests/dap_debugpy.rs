@@ -415,8 +415,16 @@ async fn killing_the_adapter_ends_the_session_and_its_program() {
     assert_ne!(session.pid, session.adapter_pid, "pid is the debuggee's");
     // The debuggee is a child of the adapter; find it before the kill.
     let debuggee = wait_for_child_running(&program).await;
-    // A wait in flight when the adapter dies resolves with ADAPTER_DIED.
+    // A wait in flight when the adapter dies resolves with ADAPTER_DIED: stop
+    // the program, then continue it with a wait that never ends by itself.
     let mut sessions = dap::sessions(&daemon).await;
+    sessions
+        .pause(PauseRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     let id = session.id.clone();
     let waiting = tokio::spawn(async move {
         sessions

@@ -13,16 +13,19 @@ use std::{
 use serde_json::{Value, json};
 use stepd_proto::v1::{
     BreakpointAction, BreakpointChange, BreakpointPlacement, BreakpointStatus, BreakpointUpdated,
-    CommandKind, Continued, DisconnectMode, EndReason, ErrorReason, EvalError, Pause, PauseReason,
-    Session, SessionEnded, SessionKind, SessionStarted, SessionState, StableState, StepKind,
-    Stopped, Thread, ThreadChanged, breakpoint_spec::Location, debug_command::Command as Cmd,
-    event::Payload,
+    CommandKind, Continued, DisconnectMode, EndReason, ErrorReason, Pause, PauseReason, Session,
+    SessionEnded, SessionKind, SessionStarted, SessionState, StableState, StepKind, Stopped,
+    Thread, ThreadChanged, breakpoint_spec::Location, event::Payload,
 };
 use tokio::{
     process::Child,
     sync::{mpsc, oneshot},
     time::sleep_until,
 };
+
+mod commands;
+
+use commands::{Awaiting, HERE_BREAKPOINT, Mode, Steering};
 
 use super::{
     Command, Context, ExecOp, LaunchOutcome, LaunchRequest, Shared, WaitMode, handles, log_message,
@@ -58,6 +61,12 @@ struct Inflight {
 struct PauseCtx {
     pause: Pause,
     frame_id: Option<i64>,
+    /// Stack depth at the pause (for OUT with force and CONTINUE_SCOPE).
+    depth: u32,
+    /// Set while the pause asks for an expression.
+    awaiting: Option<Awaiting>,
+    /// The commands offered before an EXPRESSION prompt replaced them.
+    offered: Vec<i32>,
 }
 
 /// The actor.
@@ -94,6 +103,12 @@ pub struct Actor {
     /// A Pause request is out; lldb reports the resulting stop as an
     /// "exception" (SIGSTOP), which is normalised to PAUSE_REQUEST.
     expect_pause: bool,
+    /// A stepping mode left by the last command (forced out, here, trace).
+    mode: Mode,
+    /// CONTINUE_ALL: no breakpoint applies until the next Pause request.
+    breakpoints_off: bool,
+    /// HERE's temporary breakpoint (path, line).
+    temp_breakpoint: Option<(String, u32)>,
     ended: bool,
 }
 
@@ -142,6 +157,9 @@ impl Actor {
         Self {
             expect_entry: request.stop_on_entry,
             expect_pause: false,
+            mode: Mode::Normal,
+            breakpoints_off: false,
+            temp_breakpoint: None,
             ctx,
             shared,
             client,
@@ -165,6 +183,10 @@ impl Actor {
             exit_code: None,
             ended: false,
         }
+    }
+
+    fn bump_epoch(&self) {
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     fn kill_adapter(&mut self) {
@@ -439,10 +461,25 @@ impl Actor {
                 return Vec::new();
             }
         };
-        let live: Vec<_> = breakpoints
+        let mut live: Vec<_> = breakpoints
             .into_iter()
             .filter(|b| !b.spent && b.spec.as_ref().is_some_and(|s| s.enabled != Some(false)))
+            .filter(|_| !self.breakpoints_off)
             .collect();
+        if let Some((path, line)) = &self.temp_breakpoint {
+            live.push(stepd_proto::v1::Breakpoint {
+                id: HERE_BREAKPOINT.into(),
+                spec: Some(stepd_proto::v1::BreakpointSpec {
+                    location: Some(Location::Source(stepd_proto::v1::SourceLocation {
+                        path: path.clone(),
+                        line: *line,
+                        column: 0,
+                    })),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
         let mut placements = Vec::new();
         let log_points = self.shared.supports("supportsLogPoints");
         let conditions = self.shared.supports("supportsConditionalBreakpoints");
@@ -645,6 +682,9 @@ impl Actor {
     }
 
     fn publish_status(&self, placement: &BreakpointPlacement) {
+        if placement.breakpoint_id == HERE_BREAKPOINT {
+            return;
+        }
         let breakpoint = self
             .ctx
             .bus
@@ -859,6 +899,18 @@ impl Actor {
         let top = stack["stackFrames"][0].clone();
         let frame_id = top["id"].as_i64();
         let location = (!top.is_null()).then(|| stop::location(&top));
+        let depth = stack["totalFrames"]
+            .as_u64()
+            .and_then(|d| u32::try_from(d).ok())
+            .unwrap_or(1);
+        match self
+            .steer(reason, thread_id, depth, location.as_ref(), frame_id)
+            .await
+        {
+            Steering::Resumed => return None,
+            Steering::Pause(Some(steered)) => reason = steered,
+            Steering::Pause(None) | Steering::Normal => {}
+        }
         let mut breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
             .as_array()
             .map(|ids| {
@@ -879,6 +931,7 @@ impl Actor {
         }
         if reason == PauseReason::Breakpoint
             && !breakpoint_ids.is_empty()
+            && matches!(self.mode, Mode::Normal)
             && !self.act_on_hit(&breakpoint_ids, thread_id, frame_id).await
         {
             // Nothing to pause for: go on without a word (no stopped/continued).
@@ -919,18 +972,12 @@ impl Actor {
         } else {
             String::new()
         };
-        let mut input_type = vec![
-            CommandKind::Next,
-            CommandKind::In,
-            CommandKind::Out,
-            CommandKind::Continue,
-        ];
-        if frame_id.is_some() {
-            input_type.push(CommandKind::Eval);
-        }
-        if !self.request.attach {
-            input_type.push(CommandKind::Quit);
-        }
+        let input_type = self.input_type(frame_id.is_some(), locals_available);
+        let notes = if self.breakpoints_off {
+            vec!["CONTINUE_ALL is in force: breakpoints are off for this session until the next Pause request".to_owned()]
+        } else {
+            Vec::new()
+        };
         let key = format!("p-{}", uuid::Uuid::now_v7().simple());
         let pause = Pause {
             key: key.clone(),
@@ -938,7 +985,8 @@ impl Actor {
             thread_id,
             reason: reason.into(),
             raw_reason: raw_reason.clone(),
-            input_type: input_type.into_iter().map(i32::from).collect(),
+            input_type,
+            notes,
             debug_value: (!caught_msg.is_empty()).then(|| stop::display(&caught_msg, "exception")),
             coor: location
                 .as_ref()
@@ -974,6 +1022,9 @@ impl Actor {
             PauseCtx {
                 pause: pause.clone(),
                 frame_id,
+                depth,
+                awaiting: None,
+                offered: Vec::new(),
             },
         );
         self.shared
@@ -1324,6 +1375,13 @@ impl Actor {
                 Ok(None)
             }
             ExecOp::Pause(thread) => {
+                self.mode = Mode::Normal;
+                if std::mem::take(&mut self.breakpoints_off) {
+                    let placements = self.apply_breakpoints().await;
+                    for placement in &placements {
+                        self.publish_status(placement);
+                    }
+                }
                 if !self.pauses.is_empty() {
                     return Ok(Some(self.current_state()));
                 }
@@ -1409,126 +1467,6 @@ impl Actor {
                 return;
             };
             self.start_exec(op, wait, reply).await;
-        }
-    }
-
-    // ----- debug input -------------------------------------------------------
-
-    async fn on_answer(&mut self, answer: Answer) {
-        let Answer {
-            input,
-            kind,
-            by,
-            reply,
-        } = answer;
-        let Some(ctx) = self.pauses.get(&input.key) else {
-            let _ = reply.send(Err(ApiError::new(
-                ErrorReason::PauseNotFound,
-                format!("pause {:?} is no longer pending", input.key),
-            )));
-            return;
-        };
-        let thread = ctx.pause.thread_id;
-        let frame_id = ctx.frame_id;
-        let command = input.command.and_then(|c| c.command);
-        let result = match command {
-            Some(Cmd::Next(_)) => {
-                self.answer_exec(ExecOp::Step(thread, StepKind::Over), kind, &by)
-                    .await
-            }
-            Some(Cmd::StepIn(_)) => {
-                self.answer_exec(ExecOp::Step(thread, StepKind::In), kind, &by)
-                    .await
-            }
-            Some(Cmd::StepOut(_)) => {
-                self.answer_exec(ExecOp::Step(thread, StepKind::Out), kind, &by)
-                    .await
-            }
-            Some(Cmd::Resume(_)) => self.answer_exec(ExecOp::Continue(0), kind, &by).await,
-            Some(Cmd::Quit(_)) => {
-                let key = input.key.clone();
-                self.pauses.remove(&key);
-                self.ctx.pauses.resolve(&key, kind, &by);
-                let terminate = if self.shared.supports("supportsTerminateRequest") {
-                    self.client.request("terminate", json!({})).await
-                } else {
-                    self.client
-                        .request("disconnect", json!({"terminateDebuggee": true}))
-                        .await
-                };
-                terminate.map(|_| None).map_err(|e| dap_error(&e))
-            }
-            Some(Cmd::Eval(eval)) => self.answer_eval(&input.key, frame_id, &eval.code).await,
-            _ => Err(ApiError::new(
-                ErrorReason::InvalidCommand,
-                format!("{} is not available at this pause", kind.as_str_name()),
-            )),
-        };
-        match result {
-            Ok(pause) => {
-                let _ = reply.send(Ok(stepd_proto::v1::SendDebugInputResponse {
-                    command: kind.into(),
-                    pause,
-                }));
-            }
-            Err(err) => {
-                self.ctx.pauses.release(&input.key);
-                let _ = reply.send(Err(err));
-            }
-        }
-    }
-
-    async fn answer_exec(
-        &mut self,
-        op: ExecOp,
-        kind: CommandKind,
-        by: &str,
-    ) -> ApiResult<Option<Pause>> {
-        self.send_exec(op, kind, by).await.map(|_| None)
-    }
-
-    /// EVAL: the pause stays, re-sent with the result (or an eval_error event).
-    async fn answer_eval(
-        &mut self,
-        key: &str,
-        frame_id: Option<i64>,
-        code: &str,
-    ) -> ApiResult<Option<Pause>> {
-        let mut args = json!({"expression": code, "context": self.shared.default_eval_context()});
-        if let Some(frame) = frame_id {
-            args["frameId"] = json!(frame);
-        }
-        let result = self.client.request("evaluate", args).await;
-        let Some(ctx) = self.pauses.get_mut(key) else {
-            return Err(ApiError::new(
-                ErrorReason::PauseNotFound,
-                "the pause ended meanwhile",
-            ));
-        };
-        match result {
-            Ok(body) => {
-                ctx.pause.revision += 1;
-                ctx.pause.debug_value = Some(stop::display(
-                    body["result"].as_str().unwrap_or_default(),
-                    body["type"].as_str().unwrap_or_default(),
-                ));
-                let pause = ctx.pause.clone();
-                self.ctx.pauses.update(pause.clone());
-                self.publish(Payload::Stopped(Stopped {
-                    pause: Some(pause.clone()),
-                    all_threads_stopped: false,
-                }));
-                Ok(Some(pause))
-            }
-            Err(err) => {
-                let pause = ctx.pause.clone();
-                self.publish(Payload::EvalError(EvalError {
-                    key: key.to_owned(),
-                    message: err.to_string(),
-                    causes: Vec::new(),
-                }));
-                Ok(Some(pause))
-            }
         }
     }
 
