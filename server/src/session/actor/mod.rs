@@ -973,11 +973,22 @@ impl Actor {
             String::new()
         };
         let input_type = self.input_type(frame_id.is_some(), locals_available);
-        let notes = if self.breakpoints_off {
-            vec!["CONTINUE_ALL is in force: breakpoints are off for this session until the next Pause request".to_owned()]
-        } else {
-            Vec::new()
-        };
+        let mut notes = Vec::new();
+        if self.breakpoints_off {
+            if reason == PauseReason::PauseRequest {
+                notes.push(
+                    "CONTINUE_ALL ended with this Pause request: breakpoints apply again"
+                        .to_owned(),
+                );
+                self.breakpoints_off = false;
+                let placements = self.apply_breakpoints().await;
+                for placement in &placements {
+                    self.publish_status(placement);
+                }
+            } else {
+                notes.push("CONTINUE_ALL is in force: breakpoints are off for this session until the next Pause request".to_owned());
+            }
+        }
         let key = format!("p-{}", uuid::Uuid::now_v7().simple());
         let pause = Pause {
             key: key.clone(),
@@ -1375,13 +1386,9 @@ impl Actor {
                 Ok(None)
             }
             ExecOp::Pause(thread) => {
+                // CONTINUE_ALL ends with the stop this request makes (see
+                // on_stopped), so the breakpoints cannot beat it.
                 self.mode = Mode::Normal;
-                if std::mem::take(&mut self.breakpoints_off) {
-                    let placements = self.apply_breakpoints().await;
-                    for placement in &placements {
-                        self.publish_status(placement);
-                    }
-                }
                 if !self.pauses.is_empty() {
                     return Ok(Some(self.current_state()));
                 }
