@@ -1,207 +1,57 @@
 //! Benchmarks against the real `stepd` binary. Each prints a Markdown summary
 //! and writes its raw numbers as JSON under `bench/results/`.
 //!
-//! `stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]`: events published through
-//! the API (AddBreakpoint, so each one is also a database write) and delivered
-//! over `Subscribe` to 1, 10 and 100 subscribers, each on its own connection.
+//! - `stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]`: events published through
+//!   the API and delivered over `Subscribe` to N subscribers.
+//! - `stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]`: one `Step{OVER}`
+//!   through stepd against the same `next` sent straight to the adapter, for
+//!   debugpy and lldb-dap 19; then a traced pass showing where stepd's time goes.
+//! - `stepd-bench launch [RUNS]`: Launch → first stop of a hello world, through
+//!   stepd and straight to the adapter.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant, SystemTime},
-};
+mod direct;
+mod fanout;
+mod launch;
+mod profile;
+mod stats;
+mod step;
+mod via_stepd;
 
-use serde_json::json;
-use stepd_e2e::{Daemon, Subscription, source_spec};
-use stepd_proto::v1::{
-    AddBreakpointRequest, PingRequest, Watch, breakpoint_service_client::BreakpointServiceClient,
-    daemon_service_client::DaemonServiceClient, event::Payload,
-};
+const USAGE: &str = "usage: stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]
+       stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]
+       stepd-bench launch [RUNS]";
 
-/// Concurrent publishers (AddBreakpoint callers).
-const PUBLISHERS: u32 = 8;
+fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> anyhow::Result<T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    Ok(args
+        .get(i)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(default))
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("fanout") => {
-            let events: u32 = args
-                .get(2)
-                .map(|s| s.parse())
-                .transpose()?
-                .unwrap_or(10_000);
+            let events: u32 = arg(&args, 2, 10_000)?;
             let counts: Vec<usize> = args
                 .get(3)
                 .map(|s| s.split(',').map(str::parse).collect::<Result<_, _>>())
                 .transpose()?
                 .unwrap_or_else(|| vec![1, 10, 100]);
-            fanout(events, &counts).await
+            fanout::run(events, &counts).await
         }
+        Some("step") => {
+            step::run(arg(&args, 2, 200)?, arg(&args, 3, 10)?, arg(&args, 4, 50)?).await
+        }
+        Some("launch") => launch::run(arg(&args, 2, 10)?).await,
         _ => {
-            eprintln!("usage: stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]");
+            eprintln!("{USAGE}");
             std::process::exit(2);
         }
     }
-}
-
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-/// What one subscriber saw.
-struct Received {
-    latencies_us: Vec<u64>,
-    lost: u64,
-    done_at: Instant,
-}
-
-async fn subscriber(mut sub: Subscription, expected: u64) -> Received {
-    let mut latencies_us = Vec::with_capacity(expected as usize);
-    let mut lost = 0;
-    while (latencies_us.len() as u64) + lost < expected {
-        let event = sub.next().await;
-        match &event.payload {
-            Some(Payload::BreakpointUpdated(_)) => {
-                let sent = event
-                    .time
-                    .map(|t| {
-                        SystemTime::UNIX_EPOCH + Duration::new(t.seconds as u64, t.nanos as u32)
-                    })
-                    .unwrap_or(SystemTime::UNIX_EPOCH);
-                let latency = SystemTime::now()
-                    .duration_since(sent)
-                    .unwrap_or_default()
-                    .as_micros() as u64;
-                latencies_us.push(latency);
-            }
-            Some(Payload::Gap(gap)) => lost += gap.to_seq - gap.from_seq + 1,
-            _ => {}
-        }
-    }
-    Received {
-        latencies_us,
-        lost,
-        done_at: Instant::now(),
-    }
-}
-
-async fn fanout(events: u32, counts: &[usize]) -> anyhow::Result<()> {
-    let mut results = Vec::new();
-    println!(
-        "| subscribers | events | publish rate (events/s) | delivered (events/s, all subscribers) | per subscriber (events/s) | latency p50 | p99 | max | lost | RSS idle | RSS subscribed | RSS after |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for &n in counts {
-        let daemon = Daemon::start(&["--max-subscribers", "1000", "--no-unix-socket"]).await;
-        let pid = daemon.child.id().unwrap_or(0);
-        DaemonServiceClient::new(daemon.channel().await)
-            .ping(PingRequest {})
-            .await?;
-        let rss_idle = rss_kib(pid);
-
-        let mut subs = Vec::with_capacity(n);
-        for _ in 0..n {
-            let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-            sub.next().await; // the snapshot
-            subs.push(sub);
-        }
-        let rss_subscribed = rss_kib(pid);
-        let readers: Vec<_> = subs
-            .into_iter()
-            .map(|sub| tokio::spawn(subscriber(sub, u64::from(events))))
-            .collect();
-
-        let channel = daemon.channel().await;
-        let started = Instant::now();
-        let next_line = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let publishers: Vec<_> = (0..PUBLISHERS)
-            .map(|_| {
-                let mut client = BreakpointServiceClient::new(channel.clone());
-                let next_line = next_line.clone();
-                tokio::spawn(async move {
-                    loop {
-                        let line = next_line.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if line >= events {
-                            return;
-                        }
-                        client
-                            .add_breakpoint(AddBreakpointRequest {
-                                spec: Some(source_spec("/bench.py", line + 1)),
-                            })
-                            .await
-                            .expect("add breakpoint");
-                    }
-                })
-            })
-            .collect();
-        for p in publishers {
-            p.await?;
-        }
-        let published = started.elapsed();
-        let mut latencies = Vec::new();
-        let mut lost = 0;
-        let mut last_done = started;
-        for r in readers {
-            let r = r.await?;
-            latencies.extend(r.latencies_us);
-            lost += r.lost;
-            last_done = last_done.max(r.done_at);
-        }
-        let delivered = last_done - started;
-        let rss_after = rss_kib(pid);
-        latencies.sort_unstable();
-        let (p50, p99, max) = (
-            percentile(&latencies, 0.50),
-            percentile(&latencies, 0.99),
-            latencies.last().copied().unwrap_or(0),
-        );
-        let publish_rate = f64::from(events) / published.as_secs_f64();
-        let delivered_rate = latencies.len() as f64 / delivered.as_secs_f64();
-        println!(
-            "| {n} | {events} | {publish_rate:.0} | {delivered_rate:.0} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms | {lost} | {} MiB | {} MiB | {} MiB |",
-            delivered_rate / n as f64,
-            p50 as f64 / 1000.0,
-            p99 as f64 / 1000.0,
-            max as f64 / 1000.0,
-            rss_idle / 1024,
-            rss_subscribed / 1024,
-            rss_after / 1024,
-        );
-        results.push(json!({
-            "subscribers": n,
-            "events": events,
-            "publishers": PUBLISHERS,
-            "publish_seconds": published.as_secs_f64(),
-            "delivery_seconds": delivered.as_secs_f64(),
-            "publish_events_per_second": publish_rate,
-            "delivered_events_per_second": delivered_rate,
-            "latency_us": {"p50": p50, "p99": p99, "max": max},
-            "lost": lost,
-            "rss_kib": {"idle": rss_idle, "subscribed": rss_subscribed, "after": rss_after},
-        }));
-        daemon.stop().await;
-    }
-    let dir = stepd_e2e::repo_root().join("bench/results");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(
-        dir.join("fanout.json"),
-        serde_json::to_string_pretty(&json!({ "fanout": results }))?,
-    )?;
-    Ok(())
 }
