@@ -78,6 +78,7 @@ impl Daemon {
             max_frame_bytes: config.max_dap_frame_bytes,
             request_timeout: config.adapter_timeout,
             children: None,
+            hold_limit: config.hold_limit,
         });
         sessions.follow_breakpoints();
         Ok(Self {

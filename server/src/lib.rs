@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod limits;
 pub mod pause;
+pub mod probe;
 pub mod server;
 pub mod session;
 pub mod store;

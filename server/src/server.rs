@@ -196,7 +196,9 @@ fn router(
             daemon.clone()
         ))))
         .add_service(limited!(InspectorServiceServer::new(InspectorApi)))
-        .add_service(limited!(ProbeServiceServer::new(ProbeApi))))
+        .add_service(limited!(ProbeServiceServer::new(ProbeApi::new(
+            daemon.clone()
+        )))))
 }
 
 /// Binds the Unix socket in a 0700 directory with mode 0600, replacing a stale

@@ -1,15 +1,34 @@
-//! `stepd.v1.ProbeService`: not in this version yet; Connect answers
-//! UNIMPLEMENTED with reason NOT_IMPLEMENTED.
+//! `stepd.v1.ProbeService`: the first message must be Hello; the rest of the
+//! stream belongs to the probe's session actor.
 
-use stepd_proto::v1::{ConnectRequest, ConnectResponse, probe_service_server::ProbeService};
+use std::{sync::Arc, time::Duration};
+
+use stepd_proto::v1::{
+    ConnectRequest, ConnectResponse, connect_request::Message,
+    probe_service_server::ProbeService,
+};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::error::ApiError;
+use crate::{daemon::Daemon, error::ApiError};
+
+/// How long a probe may take to say Hello.
+const HELLO_DEADLINE: Duration = Duration::from_secs(10);
+/// Messages queued for a probe; a probe that does not read them is gone.
+const PROBE_QUEUE: usize = 256;
 
 /// Handler of ProbeService.
-#[derive(Default)]
-pub struct ProbeApi;
+pub struct ProbeApi {
+    daemon: Arc<Daemon>,
+}
+
+impl ProbeApi {
+    /// A handler over the daemon.
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+}
 
 #[tonic::async_trait]
 impl ProbeService for ProbeApi {
@@ -17,12 +36,20 @@ impl ProbeService for ProbeApi {
 
     async fn connect(
         &self,
-        _: Request<Streaming<ConnectRequest>>,
+        request: Request<Streaming<ConnectRequest>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
-        Err(ApiError::not_implemented(
-            "ProbeService.Connect",
-            "probe sessions for instrumented programs",
-        )
-        .into())
+        let mut inbound = request.into_inner();
+        let first = tokio::time::timeout(HELLO_DEADLINE, inbound.message())
+            .await
+            .map_err(|_| ApiError::invalid_field("hello", "the probe did not say Hello in time"))??;
+        let Some(ConnectRequest {
+            message: Some(Message::Hello(hello)),
+        }) = first
+        else {
+            return Err(ApiError::invalid_field("hello", "the first message must be Hello").into());
+        };
+        let (out, rx) = mpsc::channel(PROBE_QUEUE);
+        self.daemon.sessions.start_probe(hello, out, inbound);
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 }

@@ -62,6 +62,13 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
             if let Err(err) = Glob::parse(&p.name_glob) {
                 bad("probe.name_glob", format!("malformed glob: {err}"));
             }
+            // Probe conditions are stepd's own language, so they are checked
+            // now; DAP conditions belong to the debuggee's language.
+            if !spec.condition.trim().is_empty()
+                && let Err(err) = crate::probe::condition::parse(&spec.condition)
+            {
+                bad("condition", format!("malformed probe condition: {err}"));
+            }
         }
     }
     let action = BreakpointAction::try_from(spec.action);

@@ -3,7 +3,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, OnceLock, atomic::AtomicBool, atomic::AtomicU64},
+    sync::Arc,
 };
 
 use stepd_proto::v1::{BreakpointPlacement, ErrorReason, Session, StableState};
@@ -12,7 +12,7 @@ use tokio::{
     sync::{mpsc, oneshot},
 };
 
-use super::{Context, SessionHandle, Shared, actor::Actor, output::OutputBuffer};
+use super::{Context, SessionHandle, Shared, actor::Actor};
 use crate::{
     dap::{adapters, client::DapClient, transport},
     error::{ApiError, ApiResult},
@@ -121,17 +121,8 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
         ctx.request_timeout,
     );
     let id = uuid::Uuid::now_v7().to_string();
-    let shared = Arc::new(Shared {
-        id: id.clone(),
-        client: OnceLock::from(client),
-        capabilities: OnceLock::new(),
-        adapter: adapter.name.clone(),
-        epoch: AtomicU64::new(1),
-        stopped: Mutex::new(HashMap::new()),
-        latest_frame: Mutex::new(None),
-        output: Mutex::new(OutputBuffer::default()),
-        ended: AtomicBool::new(false),
-    });
+    let shared = Arc::new(Shared::new(id.clone(), &adapter.name));
+    let _ = shared.client.set(client);
     if let Some(stderr) = transport.stderr.take() {
         // The adapter's own diagnostics are kept with the session's output.
         let shared = shared.clone();

@@ -10,7 +10,7 @@ mod inspect;
 mod launch;
 mod log_message;
 mod output;
-mod stop;
+pub(crate) mod stop;
 
 use std::{
     collections::HashMap,
@@ -51,6 +51,8 @@ pub struct Context {
     /// Where a session asks for a child session (an adapter's
     /// `startDebugging`); set by `Sessions::new`.
     pub children: Option<mpsc::UnboundedSender<LaunchRequest>>,
+    /// How long a probe hold lasts unless its breakpoint says otherwise.
+    pub hold_limit: Duration,
 }
 
 /// Execution requests, serialised by the actor.
@@ -120,6 +122,21 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// State for a new session; the adapter connection is set once started.
+    pub fn new(id: String, adapter: &str) -> Self {
+        Self {
+            id,
+            client: OnceLock::new(),
+            capabilities: OnceLock::new(),
+            adapter: adapter.to_owned(),
+            epoch: AtomicU64::new(1),
+            stopped: Mutex::new(HashMap::new()),
+            latest_frame: Mutex::new(None),
+            output: Mutex::new(output::OutputBuffer::default()),
+            ended: AtomicBool::new(false),
+        }
+    }
+
     /// The connection, or SESSION_ENDED / NOT_STOPPED-style errors.
     pub fn client(&self) -> ApiResult<Arc<DapClient>> {
         if self.ended.load(Ordering::Acquire) {
@@ -129,10 +146,14 @@ impl Shared {
             )
             .with("session_id", self.id.clone()));
         }
-        self.client
-            .get()
-            .cloned()
-            .ok_or_else(|| ApiError::new(ErrorReason::NotStopped, "the session is still starting"))
+        self.client.get().cloned().ok_or_else(|| {
+            ApiError::new(
+                ErrorReason::UnsupportedByAdapter,
+                "this session has no debug adapter: probe sessions have no threads, stacks or \
+                 variables (use EVAL at a hold)",
+            )
+            .with("session_id", self.id.clone())
+        })
     }
 
     /// Whether the adapter announced a capability.
@@ -255,6 +276,41 @@ impl Sessions {
             .unwrap_or_else(|e| e.into_inner())
             .insert(handle.shared.id.clone(), handle);
         Ok(outcome)
+    }
+
+    /// Starts the session of a probe that said Hello; its actor serves the
+    /// rest of the probe's stream and writes to `out`.
+    pub fn start_probe<S>(
+        &self,
+        hello: stepd_proto::v1::Hello,
+        out: mpsc::Sender<Result<stepd_proto::v1::ConnectResponse, tonic::Status>>,
+        inbound: S,
+    ) where
+        S: tokio_stream::Stream<Item = Result<stepd_proto::v1::ConnectRequest, tonic::Status>>
+            + Unpin
+            + Send
+            + 'static,
+    {
+        let id = uuid::Uuid::now_v7().to_string();
+        let language = if hello.language.is_empty() { "probe" } else { &hello.language };
+        let shared = Arc::new(Shared::new(id.clone(), language));
+        let (commands, command_rx) = mpsc::unbounded_channel();
+        self.handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, SessionHandle {
+                shared: shared.clone(),
+                commands,
+            });
+        let actor = crate::probe::session::ProbeSession::new(
+            self.ctx.clone(),
+            shared,
+            hello,
+            out,
+            command_rx,
+            self.ctx.hold_limit,
+        );
+        tokio::spawn(actor.run(inbound));
     }
 
     /// Keeps live sessions' breakpoints in step with the project's: every

@@ -1,0 +1,436 @@
+//! ProbeService end to end, with the test itself as the instrumented program:
+//! arming, holds, every answer the probe can get, evaluations, hold limits and
+//! a probe that goes away while held.
+
+use std::time::Duration;
+
+use prost_types::{Value, value::Kind};
+use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, reason};
+use stepd_proto::v1::{
+    BreakpointSpec, CommandKind, ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand,
+    DebugInput, EndReason, EvalCommand, EvalResult, Hello, Hit, InjectCommand, NextCommand,
+    PointInfo, ProbeCapabilities, ProbeMatch, ProbeMode, Reports, ResumeDecision,
+    SendDebugInputRequest, SkipCommand, StepOutCommand, Watch, breakpoint_spec::Location,
+    connect_request::Message as In, connect_response::Message as Out, debug_command::Command,
+    event::Payload, inject_command::Replacement, probe_service_client::ProbeServiceClient,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Streaming};
+
+/// The test's side of a probe connection.
+struct Probe {
+    tx: mpsc::Sender<ConnectRequest>,
+    rx: Streaming<ConnectResponse>,
+    session_id: String,
+}
+
+impl Probe {
+    async fn connect(daemon: &Daemon, labels: &[(&str, &str)]) -> (Self, stepd_proto::v1::Armed) {
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(ConnectRequest {
+            message: Some(In::Hello(Hello {
+                name: "agent".into(),
+                language: "test".into(),
+                pid: i64::from(std::process::id()),
+                labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                capabilities: Some(ProbeCapabilities {
+                    eval: true,
+                    skip: true,
+                    edit: true,
+                }),
+                ..Default::default()
+            })),
+        })
+        .await
+        .unwrap();
+        let mut rx = ProbeServiceClient::new(daemon.channel().await)
+            .connect(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let welcome = match next(&mut rx).await {
+            Out::Welcome(w) => w,
+            other => panic!("expected Welcome, got {other:?}"),
+        };
+        (
+            Self {
+                tx,
+                rx,
+                session_id: welcome.session_id,
+            },
+            welcome.armed.unwrap(),
+        )
+    }
+
+    async fn send(&self, message: In) {
+        self.tx
+            .send(ConnectRequest {
+                message: Some(message),
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn hit(&self, id: &str, kind: &str, name: &str, value: Value, scope: &[&str]) {
+        self.send(In::Hit(Hit {
+            hit_id: id.into(),
+            point: Some(PointInfo {
+                kind: kind.into(),
+                name: name.into(),
+                payload: Some(value),
+                editable: true,
+                type_hint: "dict".into(),
+                scope_path: scope.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            }),
+            coor: vec![0; scope.len().max(1)],
+            ..Default::default()
+        }))
+        .await;
+    }
+}
+
+async fn next(rx: &mut Streaming<ConnectResponse>) -> Out {
+    tokio::time::timeout(DEADLINE, rx.message())
+        .await
+        .expect("a message from the daemon in time")
+        .unwrap()
+        .expect("the stream is open")
+        .message
+        .unwrap()
+}
+
+fn string(s: &str) -> Value {
+    Value {
+        kind: Some(Kind::StringValue(s.into())),
+    }
+}
+
+fn object(pairs: &[(&str, Value)]) -> Value {
+    Value {
+        kind: Some(Kind::StructValue(prost_types::Struct {
+            fields: pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        })),
+    }
+}
+
+fn probe_spec(kind: &str, glob: &str) -> BreakpointSpec {
+    BreakpointSpec {
+        location: Some(Location::Probe(ProbeMatch {
+            point_kind: kind.into(),
+            name_glob: glob.into(),
+        })),
+        ..Default::default()
+    }
+}
+
+async fn answer(daemon: &Daemon, key: &str, command: Command) -> Result<stepd_proto::v1::SendDebugInputResponse, tonic::Status> {
+    dap::sessions(daemon)
+        .await
+        .send_debug_input(SendDebugInputRequest {
+            input: Some(DebugInput {
+                key: key.into(),
+                command: Some(DebugCommand {
+                    command: Some(command),
+                }),
+                client_name: "test".into(),
+            }),
+        })
+        .await
+        .map(|r| r.into_inner())
+}
+
+async fn setup() -> (Daemon, Subscription) {
+    let daemon = Daemon::start(&[]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    (daemon, sub)
+}
+
+#[tokio::test]
+async fn arming_follows_breakpoints_and_holds_are_answered() {
+    let (daemon, mut sub) = setup().await;
+    let (mut probe, armed) = Probe::connect(&daemon, &[("agent", "main")]).await;
+    assert_eq!(armed.mode, ProbeMode::Breakpoints as i32);
+    assert!(armed.matchers.is_empty());
+    let started = sub
+        .wait_for("session_started", |e| matches!(e.payload, Some(Payload::SessionStarted(_))))
+        .await;
+    assert_eq!(started.session_id, probe.session_id);
+
+    // A breakpoint on one tool arms the probe at once.
+    let mut bash = probe_spec("tool_call", "Bash");
+    bash.condition = "value.cmd contains \"rm\"".into();
+    let bp = dap::add_breakpoint(&daemon, bash).await;
+    let Out::Armed(armed) = next(&mut probe.rx).await else {
+        panic!("expected Armed")
+    };
+    assert_eq!(armed.matchers.len(), 1);
+    assert_eq!(armed.matchers[0].breakpoint_id, bp);
+    assert_eq!(armed.matchers[0].name_glob, "Bash");
+    assert_eq!(armed.matchers[0].condition, "value.cmd contains \"rm\"");
+
+    // The probe holds; every subscriber sees the pause.
+    let mut hit = Hit {
+        hit_id: "h1".into(),
+        point: Some(PointInfo {
+            kind: "tool_call".into(),
+            name: "Bash".into(),
+            payload: Some(object(&[("cmd", string("rm -rf build"))])),
+            editable: true,
+            type_hint: "dict".into(),
+            scope_path: vec!["turn".into()],
+            ..Default::default()
+        }),
+        coor: vec![0, 2],
+        breakpoint_ids: vec![bp.clone()],
+        ..Default::default()
+    };
+    probe.send(In::Hit(hit.clone())).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    assert_eq!(pause.point.as_ref().unwrap().name, "Bash");
+    assert_eq!(pause.coor, [0, 2]);
+    assert_eq!(pause.breakpoint_ids, [bp.clone()]);
+    for kind in [CommandKind::Skip, CommandKind::Inject, CommandKind::Eval, CommandKind::Next] {
+        assert!(pause.input_type.contains(&(kind as i32)), "{kind:?}");
+    }
+
+    // An injected value that does not fit is refused; the pause stays.
+    let err = answer(
+        &daemon,
+        &pause.key,
+        Command::Inject(InjectCommand {
+            replacement: Some(Replacement::Value(string("not a dict"))),
+        }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(reason(&err), "INVALID_VALUE");
+    // A fitting one goes to the program.
+    let edited = object(&[("cmd", string("ls build"))]);
+    answer(
+        &daemon,
+        &pause.key,
+        Command::Inject(InjectCommand {
+            replacement: Some(Replacement::Value(edited.clone())),
+        }),
+    )
+    .await
+    .unwrap();
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.hit_id, "h1");
+    assert_eq!(resume.decision, ResumeDecision::Replace as i32);
+    assert_eq!(resume.value, Some(edited));
+    assert_eq!(resume.armed.unwrap().mode, ProbeMode::Breakpoints as i32);
+
+    // SKIP.
+    hit.hit_id = "h2".into();
+    probe.send(In::Hit(hit.clone())).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    answer(&daemon, &pause.key, Command::Skip(SkipCommand {})).await.unwrap();
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.decision, ResumeDecision::Skip as i32);
+
+    // NEXT arms step mode; OUT arms the depth of the held point.
+    hit.hit_id = "h3".into();
+    probe.send(In::Hit(hit.clone())).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    answer(&daemon, &pause.key, Command::Next(NextCommand {})).await.unwrap();
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.armed.unwrap().mode, ProbeMode::Step as i32);
+    hit.hit_id = "h4".into();
+    probe.send(In::Hit(hit.clone())).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    answer(&daemon, &pause.key, Command::StepOut(StepOutCommand { force: true }))
+        .await
+        .unwrap();
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    let armed = resume.armed.unwrap();
+    assert_eq!(armed.mode, ProbeMode::Depth as i32);
+    assert_eq!(armed.depth, 1);
+    assert!(!armed.honour_breakpoints);
+
+    // EVAL goes to the probe and its answer comes back as debug_value.
+    hit.hit_id = "h5".into();
+    probe.send(In::Hit(hit.clone())).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    let key = pause.key.clone();
+    let daemon_addr = daemon.addr.clone();
+    let evaluating = tokio::spawn(async move {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{daemon_addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        stepd_proto::v1::session_service_client::SessionServiceClient::new(channel)
+            .send_debug_input(SendDebugInputRequest {
+                input: Some(DebugInput {
+                    key,
+                    command: Some(DebugCommand {
+                        command: Some(Command::Eval(EvalCommand {
+                            code: "len(args)".into(),
+                        })),
+                    }),
+                    client_name: "test".into(),
+                }),
+            })
+            .await
+    });
+    let Out::Eval(eval) = next(&mut probe.rx).await else {
+        panic!("expected Eval")
+    };
+    assert_eq!(eval.hit_id, "h5");
+    assert_eq!(eval.code, "len(args)");
+    probe
+        .send(In::EvalResult(EvalResult {
+            eval_id: eval.eval_id,
+            value: "3".into(),
+            ..Default::default()
+        }))
+        .await;
+    let evaluated = evaluating.await.unwrap().unwrap().into_inner().pause.unwrap();
+    assert_eq!(evaluated.debug_value.unwrap().text, "3");
+    answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn reports_become_events_and_drops_are_never_silent() {
+    let (daemon, mut sub) = setup().await;
+    let (probe, _) = Probe::connect(&daemon, &[]).await;
+    probe
+        .send(In::Reports(Reports {
+            observed: vec![stepd_proto::v1::ObservedReport {
+                kind: "skill_loaded".into(),
+                name: "pdf".into(),
+                value: Some(string("loaded")),
+                ..Default::default()
+            }],
+            dropped: 7,
+            ..Default::default()
+        }))
+        .await;
+    let observed = sub
+        .wait_for("observed", |e| matches!(e.payload, Some(Payload::Observed(_))))
+        .await;
+    let Some(Payload::Observed(o)) = observed.payload else {
+        unreachable!()
+    };
+    assert_eq!((o.kind.as_str(), o.name.as_str()), ("skill_loaded", "pdf"));
+    let gap = sub
+        .wait_for("a gap for the drops", |e| matches!(e.payload, Some(Payload::Gap(_))))
+        .await;
+    let Some(Payload::Gap(gap)) = gap.payload else {
+        unreachable!()
+    };
+    assert!(gap.reason.contains('7'), "{}", gap.reason);
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_hold_has_a_limit() {
+    let daemon = Daemon::start(&["--hold-limit", "300ms"]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    probe.hit("h1", "prompt", "user", string("hi"), &[]).await;
+    dap::next_pause(&mut sub, &probe.session_id).await;
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.decision, ResumeDecision::Continue as i32);
+    let resolved = sub
+        .wait_for("pause_resolved", |e| matches!(e.payload, Some(Payload::PauseResolved(_))))
+        .await;
+    let Some(Payload::PauseResolved(r)) = resolved.payload else {
+        unreachable!()
+    };
+    assert_eq!(r.by, "hold-limit");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_probe_that_goes_away_while_held_ends_its_session() {
+    let (daemon, mut sub) = setup().await;
+    let (probe, _) = Probe::connect(&daemon, &[]).await;
+    probe.hit("h1", "tool_call", "Bash", string("x"), &["turn"]).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    let session_id = probe.session_id.clone();
+    drop(probe);
+    let resolved = sub
+        .wait_for("pause_resolved", |e| matches!(e.payload, Some(Payload::PauseResolved(_))))
+        .await;
+    let Some(Payload::PauseResolved(r)) = resolved.payload else {
+        unreachable!()
+    };
+    assert_eq!(r.key, pause.key);
+    assert_eq!(r.by, "disconnect");
+    assert_eq!(r.command, CommandKind::Unspecified as i32);
+    let ended = dap::ended(&mut sub, &session_id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::ProbeDisconnected as i32);
+    let err = answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "ALREADY_ANSWERED");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn probe_conditions_are_checked_when_added() {
+    let (daemon, _sub) = setup().await;
+    let mut bad = probe_spec("tool_call", "*");
+    bad.condition = "value.cmd === 1".into();
+    let err = stepd_proto::v1::breakpoint_service_client::BreakpointServiceClient::new(
+        daemon.channel().await,
+    )
+    .add_breakpoint(stepd_proto::v1::AddBreakpointRequest { spec: Some(bad) })
+    .await
+    .unwrap_err();
+    assert_eq!(stepd_e2e::violated_fields(&err), ["spec.condition"]);
+    let _ = Duration::ZERO;
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_pause_request_arms_step_mode() {
+    let (daemon, _sub) = setup().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    let id = probe.session_id.clone();
+    let daemon_addr = daemon.addr.clone();
+    let pausing = tokio::spawn(async move {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{daemon_addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        stepd_proto::v1::session_service_client::SessionServiceClient::new(channel)
+            .pause(stepd_proto::v1::PauseRequest {
+                session_id: id,
+                ..Default::default()
+            })
+            .await
+    });
+    let Out::Armed(armed) = next(&mut probe.rx).await else {
+        panic!("expected Armed")
+    };
+    assert_eq!(armed.mode, ProbeMode::Step as i32);
+    probe.hit("h1", "model_request", "main", string("q"), &["turn"]).await;
+    let state = pausing.await.unwrap().unwrap().into_inner().state.unwrap();
+    assert_eq!(state.pause.unwrap().point.unwrap().kind, "model_request");
+    daemon.stop().await;
+}
