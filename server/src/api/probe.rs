@@ -4,8 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use stepd_proto::v1::{
-    ConnectRequest, ConnectResponse, connect_request::Message,
-    probe_service_server::ProbeService,
+    ConnectRequest, ConnectResponse, connect_request::Message, probe_service_server::ProbeService,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -41,7 +40,9 @@ impl ProbeService for ProbeApi {
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(HELLO_DEADLINE, inbound.message())
             .await
-            .map_err(|_| ApiError::invalid_field("hello", "the probe did not say Hello in time"))??;
+            .map_err(|_| {
+                ApiError::invalid_field("hello", "the probe did not say Hello in time")
+            })??;
         let Some(ConnectRequest {
             message: Some(Message::Hello(hello)),
         }) = first

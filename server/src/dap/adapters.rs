@@ -41,6 +41,9 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
             version: String::new(),
         });
     }
+    if let Some(found) = cached(name) {
+        return Ok(found);
+    }
     let check = registry::check(name).await.ok_or_else(|| {
         ApiError::invalid_field(
             "adapter",
@@ -63,11 +66,47 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
         // `dlv dap` speaks DAP over a socket only; stepd connects to it.
         command.truncate(1);
     }
-    Ok(Adapter {
+    let adapter = Adapter {
         name: name.to_owned(),
         command,
         version: check.version,
-    })
+    };
+    remember(&adapter);
+    Ok(adapter)
+}
+
+/// How long a found adapter is trusted without looking again. Looking means
+/// running the adapter's version check (for debugpy, a Python start), which
+/// would otherwise be paid on every launch.
+const FOUND_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+type Found = std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, Adapter)>>;
+
+fn found() -> &'static Found {
+    static FOUND: std::sync::OnceLock<Found> = std::sync::OnceLock::new();
+    FOUND.get_or_init(Default::default)
+}
+
+fn cached(name: &str) -> Option<Adapter> {
+    let map = found().lock().unwrap_or_else(|e| e.into_inner());
+    map.get(name)
+        .filter(|(at, _)| at.elapsed() < FOUND_TTL)
+        .map(|(_, adapter)| adapter.clone())
+}
+
+fn remember(adapter: &Adapter) {
+    found()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(adapter.name.clone(), (std::time::Instant::now(), adapter.clone()));
+}
+
+/// Forgets a found adapter (it failed to start), so the next launch looks again.
+pub fn forget(name: &str) {
+    found()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(name);
 }
 
 /// What a launch asks for, adapter-independently.

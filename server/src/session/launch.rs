@@ -1,10 +1,7 @@
 //! Starting a DAP session: find the adapter, start it, and hand it to a new
 //! actor, which runs the configuration sequence and answers when it is done.
 
-use std::{
-    collections::HashMap,
-    sync::Arc,
-};
+use std::{collections::HashMap, sync::Arc};
 
 use stepd_proto::v1::{BreakpointPlacement, ErrorReason, Session, StableState};
 use tokio::{
@@ -106,6 +103,9 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
     } else {
         transport::connect(&request.dap_server).await
     };
+    if transport.is_err() {
+        adapters::forget(&adapter.name);
+    }
     let mut transport = transport.map_err(|err| {
         ApiError::new(
             ErrorReason::AdapterNotFound,
