@@ -564,3 +564,93 @@ async fn commands_at_an_lldb_pause() {
     dap::ended(&mut sub, &session.id).await;
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn more_commands_at_lldb_pauses() {
+    let (daemon, mut sub) = setup().await;
+    let source = fixture("c/hello.c");
+    let path = source.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(path, line_of(&source, "call"))).await;
+    let session = dap::launch_with(
+        &daemon,
+        LaunchRequest {
+            adapter: "lldb".into(),
+            program: fixture("build/hello").to_str().unwrap().into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .unwrap();
+    let at_call = dap::next_pause(&mut sub, &session.id).await;
+    // IN enters step(); NEXT moves a line; STACKTRACE shows both frames.
+    answer(&daemon, &at_call.key, Command::StepIn(Default::default()))
+        .await
+        .unwrap();
+    let inside = new_pause(&mut sub, &session.id, &at_call.key).await;
+    assert_eq!(inside.location.as_ref().unwrap().function, "step");
+    answer(&daemon, &inside.key, Command::Next(NextCommand {}))
+        .await
+        .unwrap();
+    let next = new_pause(&mut sub, &session.id, &inside.key).await;
+    assert_eq!(next.reason, PauseReason::Step as i32);
+    answer(
+        &daemon,
+        &next.key,
+        Command::Stacktrace(StacktraceCommand {}),
+    )
+    .await
+    .unwrap();
+    let stack = sub
+        .wait_for("a stack event", |e| {
+            matches!(e.payload, Some(Payload::Stack(_)))
+        })
+        .await;
+    let Some(Payload::Stack(stack)) = stack.payload else {
+        unreachable!()
+    };
+    let names: Vec<_> = stack.frames.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(&names[..2], ["step", "main"]);
+    // INJECT through setVariable (lldb has no setExpression), then the loop goes on.
+    assert!(offers(&next, CommandKind::Inject));
+    answer(
+        &daemon,
+        &next.key,
+        Command::Inject(InjectCommand {
+            replacement: Some(Replacement::Code("doubled = 40".into())),
+        }),
+    )
+    .await
+    .unwrap();
+    let again = new_pause(&mut sub, &session.id, &next.key).await;
+    assert_eq!(
+        again.location.as_ref().unwrap().line,
+        line_of(&source, "call")
+    );
+    // CONTINUE_SCOPE from main's loop: nothing stops until the program ends.
+    answer(
+        &daemon,
+        &again.key,
+        Command::ContinueAll(ContinueAllCommand {}),
+    )
+    .await
+    .unwrap();
+    let ended = dap::ended(&mut sub, &session.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.exit_code, Some(3));
+    let output = dap::sessions(&daemon)
+        .await
+        .read_output(stepd_proto::v1::ReadOutputRequest {
+            session_id: session.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let text: String = output.chunks.iter().map(|c| c.text.as_str()).collect();
+    // The injected doubled (40 instead of 2) changed the total of the first step.
+    assert!(text.contains("i=0 total=40"), "{text}");
+    daemon.stop().await;
+}
