@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use crate::{
     cmd::{
         breakpoints::BreakCommand,
+        debug::DebugArgs,
         inspect::{EvalArgs, OutputArgs, ScopesArgs, SetArgs, StackArgs, ThreadsArgs, VarsArgs},
         sessions::{
             AttachArgs, DisconnectArgs, ExecArgs, InputArgs, LaunchArgs, PausesArgs, SessionsArgs,
@@ -91,6 +92,9 @@ enum Command {
     Break(BreakCommand),
     /// Stream events as they happen.
     Watch(WatchArgs),
+    /// Debug a session interactively: show each pause, answer with short
+    /// commands (n, i, o, c, h, t, e, bt, q, …; ? lists them).
+    Debug(Box<DebugArgs>),
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
@@ -120,6 +124,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Input(args) => cmd::sessions::input(channel, args, json).await,
         Command::Break(command) => cmd::breakpoints::run(channel, command, json).await,
         Command::Watch(args) => cmd::watch::run(channel, args, json).await,
+        Command::Debug(args) => cmd::debug::run(channel, *args).await,
     }
 }
 

@@ -94,7 +94,7 @@ pub struct AddArgs {
     pub disabled: bool,
 }
 
-fn parse_source(text: &str) -> Result<SourceLocation, Failure> {
+pub fn parse_source(text: &str) -> Result<SourceLocation, Failure> {
     let usage = || Failure::Usage(format!("{text:?} is not FILE:LINE[:COLUMN]"));
     let (rest, last) = text.rsplit_once(':').ok_or_else(usage)?;
     let last: u32 = last.parse().map_err(|_| usage())?;

@@ -2,6 +2,7 @@
 
 pub mod breakpoints;
 pub mod daemon;
+pub mod debug;
 pub mod inspect;
 pub mod sessions;
 pub mod watch;

@@ -255,9 +255,11 @@ pub struct PausesArgs {
 pub struct InputArgs {
     /// The pause's key (see `stepctl pauses`).
     pub key: String,
-    /// next, in, out, continue, continue-scope, continue-all, here FILE:LINE,
-    /// trace [MAX_STEPS], eval CODE, inject CODE, skip, inspect,
-    /// inspect-prompt [CODE], locals, stacktrace, quit, expression CODE.
+    /// next, in, out, out! (forced), continue, continue-scope, continue-all,
+    /// here FILE:LINE (or LINE), here! FILE:LINE (forced), trace [MAX_STEPS],
+    /// eval [CODE] (without CODE: the pause asks for an expression), inject
+    /// 'NAME = EXPR', skip, inspect, inspect-prompt [CODE], locals, stacktrace,
+    /// quit, expression CODE.
     pub command: String,
     /// The command's argument (one word: quote code with spaces).
     #[arg(allow_hyphen_values = true)]
@@ -271,9 +273,9 @@ fn sessions_client(channel: Channel) -> SessionServiceClient<Channel> {
     SessionServiceClient::new(channel)
 }
 
-/// `stepctl launch`.
-pub async fn launch(channel: Channel, args: LaunchArgs, json: bool) -> Result<(), Failure> {
-    let request = LaunchRequest {
+/// The LaunchRequest of `launch` (and `debug --launch`).
+pub fn launch_request(args: LaunchArgs) -> Result<LaunchRequest, Failure> {
+    Ok(LaunchRequest {
         adapter: args.adapter.adapter.unwrap_or_default(),
         adapter_command: adapter_command(args.adapter.adapter_command),
         program: absolute(&args.program),
@@ -284,7 +286,12 @@ pub async fn launch(channel: Channel, args: LaunchArgs, json: bool) -> Result<()
         labels: pairs("--label", args.adapter.labels)?.into_iter().collect(),
         name: args.adapter.name.unwrap_or_default(),
         ..Default::default()
-    };
+    })
+}
+
+/// `stepctl launch`.
+pub async fn launch(channel: Channel, args: LaunchArgs, json: bool) -> Result<(), Failure> {
+    let request = launch_request(args)?;
     let r = sessions_client(channel).launch(request).await?.into_inner();
     if json {
         print_json(&r);
@@ -327,7 +334,7 @@ pub async fn attach(channel: Channel, args: AttachArgs, json: bool) -> Result<()
 }
 
 /// "session ID launched under debugpy (pid N): stopped".
-fn session_line(verb: &str, session: &Session) -> String {
+pub fn session_line(verb: &str, session: &Session) -> String {
     let pid = if session.pid > 0 {
         format!(", pid {}", session.pid)
     } else {
@@ -342,7 +349,7 @@ fn session_line(verb: &str, session: &Session) -> String {
 }
 
 /// The breakpoints as placed: requested line vs actual line.
-fn placements(placed: &[BreakpointPlacement]) -> String {
+pub fn placements(placed: &[BreakpointPlacement]) -> String {
     let rows: Vec<Vec<String>> = placed
         .iter()
         .map(|p| {
@@ -460,7 +467,7 @@ fn session_state_name(state: i32) -> String {
 }
 
 /// "exited, exit code 3".
-fn end_text(reason: i32, exit_code: Option<i32>) -> String {
+pub fn end_text(reason: i32, exit_code: Option<i32>) -> String {
     let reason = EndReason::try_from(reason)
         .map(|r| render::enum_name(r.as_str_name(), "END_REASON_").replace('_', " "))
         .unwrap_or_else(|_| reason.to_string());
@@ -649,7 +656,7 @@ pub fn where_text(location: &Location) -> String {
 }
 
 /// Locals, debug value, caught message, inspector rendering, key and commands of a pause.
-fn pause_details(pause: &Pause) -> Vec<String> {
+pub fn pause_details(pause: &Pause) -> Vec<String> {
     let mut out = Vec::new();
     if !pause.caught_msg.is_empty() {
         out.push(format!("exception: {}", pause.caught_msg));
@@ -675,6 +682,9 @@ fn pause_details(pause: &Pause) -> Vec<String> {
     for note in &pause.notes {
         out.push(format!("note: {note}"));
     }
+    if !pause.prompt.is_empty() {
+        out.push(format!("prompt: {}", pause.prompt));
+    }
     out.push(format!(
         "pause {} (commands: {})",
         pause.key,
@@ -683,7 +693,8 @@ fn pause_details(pause: &Pause) -> Vec<String> {
     out
 }
 
-fn display(value: &stepd_proto::v1::DisplayValue) -> String {
+/// A display value, marked when truncated.
+pub fn display(value: &stepd_proto::v1::DisplayValue) -> String {
     if value.truncated {
         format!("{} (truncated)", value.text)
     } else {
@@ -718,7 +729,8 @@ pub fn command_word(kind: i32) -> String {
         .unwrap_or_else(|_| kind.to_string())
 }
 
-fn commands_text(kinds: &[i32]) -> String {
+/// Command kinds as `input` words, comma-separated ("-" for none).
+pub fn commands_text(kinds: &[i32]) -> String {
     if kinds.is_empty() {
         return "-".into();
     }
@@ -788,8 +800,13 @@ fn parse_here(text: &str, force: bool) -> Result<HereCommand, Failure> {
     })
 }
 
-/// Builds the typed command of `input KEY COMMAND [ARG]`.
-fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Command, Failure> {
+/// Builds the typed command of `input KEY COMMAND [ARG]`. `out!` and `here!`
+/// are `out` and `here` with `force`.
+pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Command, Failure> {
+    let (word, force) = match word.strip_suffix('!') {
+        Some(plain @ ("out" | "here")) => (plain, true),
+        _ => (word, force),
+    };
     let needs = |what: &str| Failure::Usage(format!("{word} needs {what}"));
     let takes_arg = matches!(
         word,
@@ -849,9 +866,12 @@ fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Command
 /// `stepctl input KEY COMMAND [ARG]`.
 pub async fn input(channel: Channel, args: InputArgs, json: bool) -> Result<(), Failure> {
     let command = debug_command(&args.command, args.arg, args.force)?;
-    // An EVAL that fails keeps the pause as it was and reports the error only
-    // as an `eval_error` event, so listen for the outcome before asking.
-    let outcome = if matches!(command, Command::Eval(_) | Command::Expression(_)) {
+    // An EVAL or INJECT that fails keeps the pause as it was and reports the
+    // error only as an `eval_error` event, so listen for the outcome before asking.
+    let outcome = if matches!(
+        command,
+        Command::Eval(_) | Command::Expression(_) | Command::Inject(_)
+    ) {
         Some(EvalOutcome::listen(channel.clone()).await?)
     } else {
         None
@@ -1032,6 +1052,19 @@ mod tests {
         assert!(debug_command("next", Some("x".into()), false).is_err());
         assert!(debug_command("inject", None, false).is_err());
         assert!(debug_command("jump", None, false).is_err());
+        assert!(matches!(
+            debug_command("out!", None, false),
+            Ok(Command::StepOut(StepOutCommand { force: true }))
+        ));
+        assert!(matches!(
+            debug_command("here!", Some("9".into()), false),
+            Ok(Command::Here(HereCommand {
+                line: 9,
+                force: true,
+                ..
+            }))
+        ));
+        assert!(debug_command("next!", None, false).is_err());
         assert_eq!(
             command_word(CommandKind::ContinueScope as i32),
             "continue-scope"

@@ -1,0 +1,342 @@
+//! `stepctl debug`, the interactive loop, driven through a real terminal:
+//! tmux runs it in a detached session of a fixed size, `send-keys` types the
+//! commands and `capture-pane` shows what a person would see. Waits poll the
+//! screen until the expected text appears, within the deadline.
+//!
+//! Needs tmux (`scripts/tools` installs it).
+
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
+
+use stepd_e2e::{DEADLINE, Daemon, Subscription, TempDir, dap, fixture, line_of, stepctl_bin};
+use stepd_proto::v1::{
+    DebugCommand, DebugInput, NextCommand, SendDebugInputRequest, Watch, debug_command,
+};
+
+/// A tmux server of our own (its own socket) running one command in a pane.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Runs `shell_command` in a detached 200x50 session; when it ends the pane
+    /// says "[stepctl exit N]" and stays.
+    fn start(shell_command: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let socket = format!(
+            "stepd-e2e-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let script = format!("{shell_command}; echo \"[stepctl exit $?]\"; exec sleep 3600");
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-s", "debug", "-x", "200", "-y", "50", "sh", "-c", &script])
+            .status()
+            .expect("run tmux (install it with scripts/tools)");
+        assert!(status.success(), "tmux new-session failed");
+        let tmux = Self { socket };
+        tmux.tmux(&["set-option", "-g", "history-limit", "10000"]);
+        tmux
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Types a line and presses Enter.
+    fn type_line(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "debug", "-l", text]);
+        self.tmux(&["send-keys", "-t", "debug", "Enter"]);
+    }
+
+    /// The whole pane, scrollback included, wrapped lines joined.
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", "debug"])
+    }
+
+    /// Polls the screen until `found` holds, failing after the deadline.
+    async fn wait(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
+        let waited = tokio::time::timeout(DEADLINE, async {
+            loop {
+                let screen = self.screen();
+                if found(&screen) {
+                    return screen;
+                }
+                // Polling an external terminal: a short pause between captures.
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| panic!("{what} never showed; the screen:\n{}", self.screen()))
+    }
+
+    /// Waits until `text` occurs at least `n` times.
+    async fn wait_count(&self, text: &str, n: usize) -> String {
+        self.wait(&format!("{text:?} x{n}"), |s| s.matches(text).count() >= n)
+            .await
+    }
+
+    /// Waits until a line reads exactly `line` (trailing blanks ignored) at least `n` times.
+    async fn wait_line(&self, line: &str, n: usize) -> String {
+        self.wait(&format!("the line {line:?} x{n}"), |s| {
+            s.lines().filter(|l| l.trim_end() == line).count() >= n
+        })
+        .await
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// `stepctl ARGS` as a shell command line against `addr`, with its history in `history`.
+fn stepctl_command(addr: &str, history: &Path, args: &[&str]) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut words = vec![
+        "env".to_owned(),
+        quote(&format!("STEPD_ADDR={addr}")),
+        quote(&format!("STEPCTL_HISTORY={}", history.display())),
+        quote(stepctl_bin().to_str().unwrap()),
+    ];
+    words.extend(args.iter().map(|a| quote(a)));
+    words.join(" ")
+}
+
+#[tokio::test]
+async fn debug_loop_shows_pauses_and_answers_them_at_a_terminal() {
+    let daemon = Daemon::start(&[]).await;
+    let path = fixture("python/loop.py");
+    let file = path.to_str().unwrap();
+    let (step, step_return) = (line_of(&path, "step"), line_of(&path, "step_return"));
+    let dir = TempDir::new("dbg");
+    let history = dir.path().join("history");
+    let tmux = Tmux::start(&stepctl_command(
+        &daemon.addr,
+        &history,
+        &[
+            "debug",
+            "--launch",
+            file,
+            "--break",
+            &format!("{file}:{step}"),
+        ],
+    ));
+
+    // The first pause: where, the code with the current line marked, locals.
+    let at_step = format!("at {file}:{step} in step");
+    tmux.wait_count(&at_step, 1).await;
+    let screen = tmux.wait_count("pause p-", 1).await;
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with(&format!("-> {step} |")) && l.contains("LINE: step")),
+        "{screen}"
+    );
+    assert!(screen.contains("stopped: breakpoint on thread"), "{screen}");
+    assert!(
+        screen.lines().any(|l| l.trim_end() == "  total = 0"),
+        "{screen}"
+    );
+
+    // n: the next line of the same function.
+    tmux.type_line("n");
+    tmux.wait_count(&format!("at {file}:{step_return} in step"), 1)
+        .await;
+    tmux.wait_count("stopped: step on thread", 1).await;
+
+    // e EXPR: the result; !! repeats it.
+    tmux.type_line("e total + 1");
+    tmux.wait_line("= 1", 1).await;
+    tmux.type_line("!!");
+    tmux.wait_line("!! e total + 1", 1).await;
+    tmux.wait_line("= 1", 2).await;
+
+    // e alone: the pause asks for the expression; the next line answers it.
+    tmux.type_line("e");
+    tmux.wait_count("Expression to evaluate", 1).await;
+    tmux.wait_count("expression> ", 1).await;
+    tmux.type_line("items[1] + 100");
+    tmux.wait_line("= 101", 1).await;
+
+    // t N: a line per step, then the pause where it stopped.
+    tmux.type_line("t 3");
+    tmux.wait_count("trace 3: ", 1).await;
+    let screen = tmux.wait_count("stopped: breakpoint on thread", 2).await;
+    assert!(screen.contains("trace 1: "), "{screen}");
+    assert!(
+        screen.contains("i=0 total=0"),
+        "the program's output: {screen}"
+    );
+
+    // bt: the stack, then the same pause.
+    tmux.type_line("bt");
+    let screen = tmux.wait_count("stack of pause", 1).await;
+    assert!(
+        screen.contains(&format!("#0 {file}:{step} in step")),
+        "{screen}"
+    );
+    tmux.wait_count(" in main", 1).await;
+
+    // A command this pause does not offer: an error, and the loop goes on.
+    tmux.type_line("skip");
+    tmux.wait_count("error INVALID_COMMAND", 1).await;
+
+    // ?: the aliases and what this pause offers.
+    tmux.type_line("?");
+    let screen = tmux.wait_count("offered at pause", 1).await;
+    assert!(screen.contains("inj NAME = EXPR"), "{screen}");
+    let offered = screen
+        .lines()
+        .find(|l| l.starts_with("offered at pause"))
+        .unwrap();
+    assert!(
+        offered.contains(" n ") && offered.contains(" bt "),
+        "{offered}"
+    );
+
+    // inj: assign and continue; the next stop shows the injected value.
+    tmux.type_line("inj total = 1000");
+    tmux.wait_count("stopped: breakpoint on thread", 3).await;
+    tmux.wait_line("  total = 1002", 1).await;
+
+    // ca: breakpoints off, the program runs to its end; stepctl says how.
+    tmux.type_line("ca");
+    let screen = tmux.wait_count("[stepctl exit 0]", 1).await;
+    assert!(screen.contains("CONTINUE_ALL"), "{screen}");
+    assert!(screen.contains("ended: exited, exit code 0"), "{screen}");
+    assert!(screen.contains("done total="), "{screen}");
+
+    let remembered = std::fs::read_to_string(&history).expect("the history file");
+    assert!(remembered.contains("e total + 1"), "{remembered}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn another_client_answers_first_and_the_loop_moves_on() {
+    let daemon = Daemon::start(&[]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    let path = fixture("python/loop.py");
+    let file = path.to_str().unwrap();
+    let (step, step_return) = (line_of(&path, "step"), line_of(&path, "step_return"));
+    dap::add_breakpoint(&daemon, stepd_e2e::source_spec(file, step)).await;
+    let session = dap::launch(&daemon, "debugpy", file, &[])
+        .await
+        .session
+        .unwrap();
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+
+    let dir = TempDir::new("dbg2");
+    let tmux = Tmux::start(&stepctl_command(
+        &daemon.addr,
+        &dir.path().join("history"),
+        &["debug", &session.id],
+    ));
+    // Attached: the pending pause is shown from the snapshot.
+    tmux.wait_count(&format!("pause {} (commands:", pause.key), 1)
+        .await;
+
+    // The harness answers first.
+    dap::sessions(&daemon)
+        .await
+        .send_debug_input(SendDebugInputRequest {
+            input: Some(DebugInput {
+                key: pause.key.clone(),
+                command: Some(DebugCommand {
+                    command: Some(debug_command::Command::Next(NextCommand {})),
+                }),
+                client_name: "test".into(),
+            }),
+        })
+        .await
+        .expect("the harness answers");
+    tmux.wait_count(&format!("pause {} answered by test: next", pause.key), 1)
+        .await;
+    tmux.wait_count(&format!("at {file}:{step_return} in step"), 1)
+        .await;
+
+    // stepctl's own answers go to the new pause.
+    tmux.type_line("c");
+    tmux.wait_line("  i = 1", 1).await;
+    tmux.type_line("l");
+    tmux.wait_count("* 1 p-", 1).await;
+    tmux.type_line("q");
+    let screen = tmux.wait_count("[stepctl exit 0]", 1).await;
+    assert!(
+        screen.contains(&format!("session {} ended:", session.id)),
+        "{screen}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn debug_reads_commands_from_a_pipe_one_outcome_at_a_time() {
+    use std::io::Write;
+    let daemon = Daemon::start(&[]).await;
+    let path = fixture("python/loop.py");
+    let file = path.to_str().unwrap();
+    let (step, done) = (line_of(&path, "step"), line_of(&path, "done"));
+    let mut child = Command::new(stepctl_bin())
+        .args([
+            "debug",
+            "--launch",
+            file,
+            "--break",
+            &format!("{file}:{step}"),
+        ])
+        .env("STEPD_ADDR", &daemon.addr)
+        .env("STEPCTL_HISTORY", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run stepctl debug");
+    // Every line is written at once; each waits for the previous outcome.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("n\ne total * 10\nc\nh! {done}\nc\n").as_bytes())
+        .unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("stopped: step on thread"), "{stdout}");
+    assert!(stdout.lines().any(|l| l == "= 0"), "{stdout}");
+    assert!(stdout.contains("  i = 1"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("at {file}:{done} in main")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ended: exited, exit code 0"), "{stdout}");
+    assert!(!stdout.contains("error"), "{stdout}");
+    daemon.stop().await;
+}
