@@ -33,7 +33,10 @@ impl Probe {
                 name: "agent".into(),
                 language: "test".into(),
                 pid: i64::from(std::process::id()),
-                labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
                 capabilities: Some(ProbeCapabilities {
                     eval: true,
                     skip: true,
@@ -110,7 +113,10 @@ fn string(s: &str) -> Value {
 fn object(pairs: &[(&str, Value)]) -> Value {
     Value {
         kind: Some(Kind::StructValue(prost_types::Struct {
-            fields: pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            fields: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
         })),
     }
 }
@@ -125,7 +131,11 @@ fn probe_spec(kind: &str, glob: &str) -> BreakpointSpec {
     }
 }
 
-async fn answer(daemon: &Daemon, key: &str, command: Command) -> Result<stepd_proto::v1::SendDebugInputResponse, tonic::Status> {
+async fn answer(
+    daemon: &Daemon,
+    key: &str,
+    command: Command,
+) -> Result<stepd_proto::v1::SendDebugInputResponse, tonic::Status> {
     dap::sessions(daemon)
         .await
         .send_debug_input(SendDebugInputRequest {
@@ -155,7 +165,9 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
     assert_eq!(armed.mode, ProbeMode::Breakpoints as i32);
     assert!(armed.matchers.is_empty());
     let started = sub
-        .wait_for("session_started", |e| matches!(e.payload, Some(Payload::SessionStarted(_))))
+        .wait_for("session_started", |e| {
+            matches!(e.payload, Some(Payload::SessionStarted(_)))
+        })
         .await;
     assert_eq!(started.session_id, probe.session_id);
 
@@ -191,8 +203,13 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
     assert_eq!(pause.point.as_ref().unwrap().name, "Bash");
     assert_eq!(pause.coor, [0, 2]);
-    assert_eq!(pause.breakpoint_ids, [bp.clone()]);
-    for kind in [CommandKind::Skip, CommandKind::Inject, CommandKind::Eval, CommandKind::Next] {
+    assert_eq!(pause.breakpoint_ids, std::slice::from_ref(&bp));
+    for kind in [
+        CommandKind::Skip,
+        CommandKind::Inject,
+        CommandKind::Eval,
+        CommandKind::Next,
+    ] {
         assert!(pause.input_type.contains(&(kind as i32)), "{kind:?}");
     }
 
@@ -231,7 +248,9 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
     hit.hit_id = "h2".into();
     probe.send(In::Hit(hit.clone())).await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
-    answer(&daemon, &pause.key, Command::Skip(SkipCommand {})).await.unwrap();
+    answer(&daemon, &pause.key, Command::Skip(SkipCommand {}))
+        .await
+        .unwrap();
     let Out::Resume(resume) = next(&mut probe.rx).await else {
         panic!("expected Resume")
     };
@@ -241,7 +260,9 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
     hit.hit_id = "h3".into();
     probe.send(In::Hit(hit.clone())).await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
-    answer(&daemon, &pause.key, Command::Next(NextCommand {})).await.unwrap();
+    answer(&daemon, &pause.key, Command::Next(NextCommand {}))
+        .await
+        .unwrap();
     let Out::Resume(resume) = next(&mut probe.rx).await else {
         panic!("expected Resume")
     };
@@ -249,9 +270,13 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
     hit.hit_id = "h4".into();
     probe.send(In::Hit(hit.clone())).await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
-    answer(&daemon, &pause.key, Command::StepOut(StepOutCommand { force: true }))
-        .await
-        .unwrap();
+    answer(
+        &daemon,
+        &pause.key,
+        Command::StepOut(StepOutCommand { force: true }),
+    )
+    .await
+    .unwrap();
     let Out::Resume(resume) = next(&mut probe.rx).await else {
         panic!("expected Resume")
     };
@@ -298,7 +323,13 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
             ..Default::default()
         }))
         .await;
-    let evaluated = evaluating.await.unwrap().unwrap().into_inner().pause.unwrap();
+    let evaluated = evaluating
+        .await
+        .unwrap()
+        .unwrap()
+        .into_inner()
+        .pause
+        .unwrap();
     assert_eq!(evaluated.debug_value.unwrap().text, "3");
     answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
         .await
@@ -323,14 +354,18 @@ async fn reports_become_events_and_drops_are_never_silent() {
         }))
         .await;
     let observed = sub
-        .wait_for("observed", |e| matches!(e.payload, Some(Payload::Observed(_))))
+        .wait_for("observed", |e| {
+            matches!(e.payload, Some(Payload::Observed(_)))
+        })
         .await;
     let Some(Payload::Observed(o)) = observed.payload else {
         unreachable!()
     };
     assert_eq!((o.kind.as_str(), o.name.as_str()), ("skill_loaded", "pdf"));
     let gap = sub
-        .wait_for("a gap for the drops", |e| matches!(e.payload, Some(Payload::Gap(_))))
+        .wait_for("a gap for the drops", |e| {
+            matches!(e.payload, Some(Payload::Gap(_)))
+        })
         .await;
     let Some(Payload::Gap(gap)) = gap.payload else {
         unreachable!()
@@ -352,7 +387,9 @@ async fn a_hold_has_a_limit() {
     };
     assert_eq!(resume.decision, ResumeDecision::Continue as i32);
     let resolved = sub
-        .wait_for("pause_resolved", |e| matches!(e.payload, Some(Payload::PauseResolved(_))))
+        .wait_for("pause_resolved", |e| {
+            matches!(e.payload, Some(Payload::PauseResolved(_)))
+        })
         .await;
     let Some(Payload::PauseResolved(r)) = resolved.payload else {
         unreachable!()
@@ -365,12 +402,16 @@ async fn a_hold_has_a_limit() {
 async fn a_probe_that_goes_away_while_held_ends_its_session() {
     let (daemon, mut sub) = setup().await;
     let (probe, _) = Probe::connect(&daemon, &[]).await;
-    probe.hit("h1", "tool_call", "Bash", string("x"), &["turn"]).await;
+    probe
+        .hit("h1", "tool_call", "Bash", string("x"), &["turn"])
+        .await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
     let session_id = probe.session_id.clone();
     drop(probe);
     let resolved = sub
-        .wait_for("pause_resolved", |e| matches!(e.payload, Some(Payload::PauseResolved(_))))
+        .wait_for("pause_resolved", |e| {
+            matches!(e.payload, Some(Payload::PauseResolved(_)))
+        })
         .await;
     let Some(Payload::PauseResolved(r)) = resolved.payload else {
         unreachable!()
@@ -429,7 +470,9 @@ async fn a_pause_request_arms_step_mode() {
         panic!("expected Armed")
     };
     assert_eq!(armed.mode, ProbeMode::Step as i32);
-    probe.hit("h1", "model_request", "main", string("q"), &["turn"]).await;
+    probe
+        .hit("h1", "model_request", "main", string("q"), &["turn"])
+        .await;
     let state = pausing.await.unwrap().unwrap().into_inner().state.unwrap();
     assert_eq!(state.pause.unwrap().point.unwrap().kind, "model_request");
     daemon.stop().await;

@@ -117,7 +117,10 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             continue;
         }
         let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
-        if let Some(op) = ["==", "!=", "<=", ">=", "&&", "||"].into_iter().find(|o| *o == two) {
+        if let Some(op) = ["==", "!=", "<=", ">=", "&&", "||"]
+            .into_iter()
+            .find(|o| *o == two)
+        {
             tokens.push(Token::Op(op));
             i += 2;
             continue;
@@ -408,7 +411,10 @@ mod tests {
     /// The vectors every probe library is tested against too.
     #[test]
     fn shared_vectors() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../clients/testdata/conditions.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../clients/testdata/conditions.json"
+        );
         let text = std::fs::read_to_string(path).expect("shared condition vectors");
         let vectors: Value = serde_json::from_str(&text).unwrap();
         let mut checked = 0;

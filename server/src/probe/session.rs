@@ -10,13 +10,13 @@ use std::{
 };
 
 use stepd_proto::v1::{
-    Armed, ArmedMatcher, BreakpointAction, CommandKind, ConnectRequest, ConnectResponse,
-    Continued, EndReason, Enlighten, ErrorReason, Eval, EvalError, Hello, Hit,
-    Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Resume,
-    ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted,
-    SessionState, StableState, Stack, Stopped, Trace, breakpoint_spec::Location,
-    connect_request::Message as In, connect_response::Message as Out,
-    debug_command::Command as Cmd, event::Payload, inject_command::Replacement,
+    Armed, ArmedMatcher, BreakpointAction, CommandKind, ConnectRequest, ConnectResponse, Continued,
+    EndReason, Enlighten, ErrorReason, Eval, EvalError, Hello, Hit, Notification,
+    NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Resume, ResumeDecision,
+    SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted, SessionState,
+    StableState, Stack, Stopped, Trace, breakpoint_spec::Location, connect_request::Message as In,
+    connect_response::Message as Out, debug_command::Command as Cmd, event::Payload,
+    inject_command::Replacement,
 };
 use tokio::{
     sync::{mpsc, oneshot},
@@ -252,7 +252,10 @@ impl ProbeSession {
             Some(In::EvalResult(result)) => self.on_eval_result(result),
             Some(In::Reports(reports)) => self.on_reports(reports),
             Some(In::Hello(_)) => {
-                self.notify(NotificationLevel::Warning, "the probe said Hello twice; ignored");
+                self.notify(
+                    NotificationLevel::Warning,
+                    "the probe said Hello twice; ignored",
+                );
             }
             None => {}
         }
@@ -265,7 +268,13 @@ impl ProbeSession {
         }));
     }
 
-    fn resume(&self, hit_id: &str, decision: ResumeDecision, value: Option<prost_types::Value>, armed: Option<Armed>) {
+    fn resume(
+        &self,
+        hit_id: &str,
+        decision: ResumeDecision,
+        value: Option<prost_types::Value>,
+        armed: Option<Armed>,
+    ) {
         send_now(
             &self.out,
             Out::Resume(Resume {
@@ -290,7 +299,8 @@ impl ProbeSession {
                 };
                 let spec = bp.spec.unwrap_or_default();
                 let passes = spec.hit_condition.trim().is_empty()
-                    || HitCondition::parse(&spec.hit_condition).is_ok_and(|c| c.passes(bp.hit_count));
+                    || HitCondition::parse(&spec.hit_condition)
+                        .is_ok_and(|c| c.passes(bp.hit_count));
                 let within = spec.max_hits == 0 || bp.hit_count <= u64::from(spec.max_hits);
                 if passes && within && spec.action != BreakpointAction::Log as i32 {
                     hold = true;
@@ -342,7 +352,9 @@ impl ProbeSession {
             created_at: Some(now_timestamp()),
             ..Default::default()
         };
-        self.ctx.pauses.register(pause.clone(), self.answers_tx.clone());
+        self.ctx
+            .pauses
+            .register(pause.clone(), self.answers_tx.clone());
         self.held.insert(
             key,
             Held {
@@ -373,7 +385,7 @@ impl ProbeSession {
 
     /// The commands that work at a hold of this probe.
     fn input_type(&self, point: &stepd_proto::v1::PointInfo) -> Vec<i32> {
-        let caps = self.hello.capabilities.clone().unwrap_or_default();
+        let caps = self.hello.capabilities.unwrap_or_default();
         let mut kinds = vec![
             CommandKind::Next,
             CommandKind::In,
@@ -523,7 +535,8 @@ impl ProbeSession {
                         _ => (Mode::Breakpoints, CommandKind::Continue),
                     };
                     self.mode = mode;
-                    self.release(&key, ResumeDecision::Continue, None, kind, "api").await;
+                    self.release(&key, ResumeDecision::Continue, None, kind, "api")
+                        .await;
                     let _ = reply.send(Ok(StableState {
                         state: self.session.state,
                         ..Default::default()
@@ -534,9 +547,20 @@ impl ProbeSession {
             Command::Disconnect { mode: _, reply } => {
                 let keys: Vec<String> = self.held.keys().cloned().collect();
                 for key in keys {
-                    self.release(&key, ResumeDecision::Stop, None, CommandKind::Quit, "disconnect").await;
+                    self.release(
+                        &key,
+                        ResumeDecision::Stop,
+                        None,
+                        CommandKind::Quit,
+                        "disconnect",
+                    )
+                    .await;
                 }
-                self.end(EndReason::Terminated, "a client disconnected the session".into()).await;
+                self.end(
+                    EndReason::Terminated,
+                    "a client disconnected the session".into(),
+                )
+                .await;
                 let _ = reply.send(Ok(()));
             }
         }
@@ -592,13 +616,8 @@ impl ProbeSession {
             )));
             return;
         };
-        let depth = u32::try_from(
-            held.hit
-                .point
-                .as_ref()
-                .map_or(0, |p| p.scope_path.len()),
-        )
-        .unwrap_or(0);
+        let depth =
+            u32::try_from(held.hit.point.as_ref().map_or(0, |p| p.scope_path.len())).unwrap_or(0);
         let point = held.hit.point.clone().unwrap_or_default();
         let hit_id = held.hit.hit_id.clone();
         let resolved = |command: CommandKind| {
@@ -607,10 +626,12 @@ impl ProbeSession {
                 pause: None,
             })
         };
-        let result: ApiResult<SendDebugInputResponse> = match input.command.and_then(|c| c.command) {
+        let result: ApiResult<SendDebugInputResponse> = match input.command.and_then(|c| c.command)
+        {
             Some(Cmd::Next(_) | Cmd::StepIn(_)) => {
                 self.mode = Mode::Step;
-                self.release(&key, ResumeDecision::Continue, None, kind, &by).await;
+                self.release(&key, ResumeDecision::Continue, None, kind, &by)
+                    .await;
                 resolved(kind)
             }
             Some(Cmd::StepOut(out)) => {
@@ -618,7 +639,8 @@ impl ProbeSession {
                     depth,
                     force: out.force,
                 };
-                self.release(&key, ResumeDecision::Continue, None, kind, &by).await;
+                self.release(&key, ResumeDecision::Continue, None, kind, &by)
+                    .await;
                 resolved(kind)
             }
             Some(Cmd::Here(here)) => {
@@ -632,18 +654,23 @@ impl ProbeSession {
                         coor: here.coor,
                         force: here.force,
                     };
-                    self.release(&key, ResumeDecision::Continue, None, kind, &by).await;
+                    self.release(&key, ResumeDecision::Continue, None, kind, &by)
+                        .await;
                     resolved(kind)
                 }
             }
             Some(Cmd::Resume(_)) => {
                 self.mode = Mode::Breakpoints;
-                self.release(&key, ResumeDecision::Continue, None, kind, &by).await;
+                self.release(&key, ResumeDecision::Continue, None, kind, &by)
+                    .await;
                 resolved(kind)
             }
             Some(Cmd::ContinueScope(_)) => {
-                self.mode = Mode::Quiet { depth: depth.max(1) };
-                self.release(&key, ResumeDecision::Continue, None, kind, &by).await;
+                self.mode = Mode::Quiet {
+                    depth: depth.max(1),
+                };
+                self.release(&key, ResumeDecision::Continue, None, kind, &by)
+                    .await;
                 resolved(kind)
             }
             Some(Cmd::ContinueAll(_)) => {
@@ -652,39 +679,46 @@ impl ProbeSession {
                     NotificationLevel::Warning,
                     "CONTINUE_ALL: no holds until the top-level scope ends",
                 );
-                self.release(&key, ResumeDecision::Continue, None, kind, &by).await;
+                self.release(&key, ResumeDecision::Continue, None, kind, &by)
+                    .await;
                 resolved(kind)
             }
             Some(Cmd::Trace(_)) => {
                 self.mode = Mode::Trace;
-                self.release(&key, ResumeDecision::Continue, None, kind, &by).await;
+                self.release(&key, ResumeDecision::Continue, None, kind, &by)
+                    .await;
                 resolved(kind)
             }
             Some(Cmd::Skip(_)) => {
-                self.release(&key, ResumeDecision::Skip, None, kind, &by).await;
+                self.release(&key, ResumeDecision::Skip, None, kind, &by)
+                    .await;
                 resolved(kind)
             }
             Some(Cmd::Quit(_)) => {
-                self.release(&key, ResumeDecision::Stop, None, kind, &by).await;
+                self.release(&key, ResumeDecision::Stop, None, kind, &by)
+                    .await;
                 resolved(kind)
             }
             Some(Cmd::Inject(inject)) => {
                 let new_value = match inject.replacement {
                     Some(Replacement::Value(v)) => Ok(v),
-                    Some(Replacement::Code(code)) => serde_json::from_str::<serde_json::Value>(&code)
-                        .map(|j| crate::dap::adapters::json_to_value(&j))
-                        .map_err(|e| {
-                            ApiError::new(
-                                ErrorReason::InvalidValue,
-                                format!("INJECT code for a probe must be JSON: {e}"),
-                            )
-                        }),
+                    Some(Replacement::Code(code)) => {
+                        serde_json::from_str::<serde_json::Value>(&code)
+                            .map(|j| crate::dap::adapters::json_to_value(&j))
+                            .map_err(|e| {
+                                ApiError::new(
+                                    ErrorReason::InvalidValue,
+                                    format!("INJECT code for a probe must be JSON: {e}"),
+                                )
+                            })
+                    }
                     None => Err(ApiError::invalid_field("command.inject", "give a value")),
                 };
                 match new_value.and_then(|v| value::check(&v, &point).map(|()| v)) {
                     Ok(v) => {
                         self.mode = Mode::Breakpoints;
-                        self.release(&key, ResumeDecision::Replace, Some(v), kind, &by).await;
+                        self.release(&key, ResumeDecision::Replace, Some(v), kind, &by)
+                            .await;
                         resolved(kind)
                     }
                     Err(err) => {
@@ -694,7 +728,9 @@ impl ProbeSession {
                     }
                 }
             }
-            Some(Cmd::Eval(eval)) if eval.code.trim().is_empty() => Ok(self.ask_expression(&key, kind)),
+            Some(Cmd::Eval(eval)) if eval.code.trim().is_empty() => {
+                Ok(self.ask_expression(&key, kind))
+            }
             Some(Cmd::Eval(eval)) => {
                 self.send_eval(&key, &hit_id, &eval.code, reply);
                 return;
@@ -752,7 +788,10 @@ impl ProbeSession {
     fn ask_expression(&mut self, key: &str, kind: CommandKind) -> SendDebugInputResponse {
         let pause = self.held.get_mut(key).map(|h| {
             h.awaiting_expression = true;
-            h.offered = std::mem::replace(&mut h.pause.input_type, vec![CommandKind::Expression as i32]);
+            h.offered = std::mem::replace(
+                &mut h.pause.input_type,
+                vec![CommandKind::Expression as i32],
+            );
             h.pause.prompt = "Expression to evaluate at the held point".into();
             h.pause.revision += 1;
             h.pause.clone()
@@ -820,7 +859,14 @@ impl ProbeSession {
                 NotificationLevel::Warning,
                 &format!("hold {key} reached its limit and continues"),
             );
-            self.release(&key, ResumeDecision::Continue, None, CommandKind::Continue, "hold-limit").await;
+            self.release(
+                &key,
+                ResumeDecision::Continue,
+                None,
+                CommandKind::Continue,
+                "hold-limit",
+            )
+            .await;
         }
         let late: Vec<String> = self
             .evals
@@ -868,7 +914,10 @@ impl ProbeSession {
         }
         self.held.clear();
         for (_, e) in self.evals.drain() {
-            let _ = e.reply.send(Err(ApiError::new(ErrorReason::SessionEnded, "the probe went away")));
+            let _ = e.reply.send(Err(ApiError::new(
+                ErrorReason::SessionEnded,
+                "the probe went away",
+            )));
         }
         for w in self.waiters.drain(..) {
             let _ = w.reply.send(Ok(StableState {

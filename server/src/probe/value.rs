@@ -73,7 +73,10 @@ fn schema_check(v: &Json, schema: &Json, at: &str) -> Result<(), String> {
     if let Some(options) = schema["enum"].as_array()
         && !options.contains(v)
     {
-        return Err(format!("{at} must be one of {}", Json::Array(options.clone())));
+        return Err(format!(
+            "{at} must be one of {}",
+            Json::Array(options.clone())
+        ));
     }
     if !schema["const"].is_null() && schema["const"] != *v {
         return Err(format!("{at} must be {}", schema["const"]));

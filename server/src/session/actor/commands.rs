@@ -180,6 +180,7 @@ impl Actor {
                     })
                     .collect();
                 let step = step + 1;
+                let last = step >= limit;
                 self.publish(Payload::Trace(Trace {
                     key: key.clone(),
                     step,
@@ -190,6 +191,11 @@ impl Actor {
                         .map(|l| vec![depth as i32, l.line as i32])
                         .unwrap_or_default(),
                 }));
+                if last {
+                    // The step limit: pause here, where the last step landed.
+                    self.mode = Mode::Normal;
+                    return Steering::Pause(None);
+                }
                 self.mode = Mode::Trace {
                     key,
                     step,
@@ -573,8 +579,15 @@ impl Actor {
                     message: err.to_string(),
                     causes: Vec::new(),
                 }));
-                let pause = self.pauses.get(key).map(|c| Box::new(c.pause.clone()));
-                Ok(Outcome::Stays(pause))
+                // Re-prompted, as after a failed EVAL.
+                let pause = self.pauses.get_mut(key).map(|c| {
+                    c.pause.revision += 1;
+                    c.pause.clone()
+                });
+                if let Some(p) = &pause {
+                    self.resend(p.clone());
+                }
+                Ok(Outcome::Stays(pause.map(Box::new)))
             }
         }
     }
