@@ -471,7 +471,10 @@ async fn stacktrace_and_quit() {
         .await
         .unwrap();
     let ended = dap::ended(&mut sub, &session.id).await;
-    assert!(matches!(ended.payload, Some(Payload::SessionEnded(_))));
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::Quit as i32);
     daemon.stop().await;
 }
 

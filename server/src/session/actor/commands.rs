@@ -330,6 +330,7 @@ impl Actor {
             },
             Some(Cmd::Stacktrace(_)) => Ok(self.stacktrace(&key, thread).await),
             Some(Cmd::Quit(_)) => {
+                self.quitting = true;
                 self.pauses.remove(&key);
                 self.ctx.pauses.resolve(&key, kind, &by);
                 let terminate = if self.shared.supports("supportsTerminateRequest") {

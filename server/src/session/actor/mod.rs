@@ -109,6 +109,8 @@ pub struct Actor {
     breakpoints_off: bool,
     /// HERE's temporary breakpoint (path, line).
     temp_breakpoint: Option<(String, u32)>,
+    /// A QUIT was answered: the end that follows is END_REASON_QUIT.
+    quitting: bool,
     ended: bool,
 }
 
@@ -160,6 +162,7 @@ impl Actor {
             mode: Mode::Normal,
             breakpoints_off: false,
             temp_breakpoint: None,
+            quitting: false,
             ctx,
             shared,
             client,
@@ -826,7 +829,9 @@ impl Actor {
                     .and_then(|c| i32::try_from(c).ok());
             }
             "terminated" => {
-                let reason = if self.exit_code.is_some() {
+                let reason = if self.quitting {
+                    EndReason::Quit
+                } else if self.exit_code.is_some() {
                     EndReason::Exited
                 } else {
                     EndReason::Terminated
