@@ -67,6 +67,12 @@ pub struct Cli {
     /// How long a debug adapter may take to answer one request, e.g. "30s".
     #[arg(long, env = "STEPD_ADAPTER_TIMEOUT")]
     pub adapter_timeout: Option<String>,
+    /// How long an inspector lives without calls, e.g. "10m".
+    #[arg(long, env = "STEPD_INSPECTOR_IDLE")]
+    pub inspector_idle: Option<String>,
+    /// Most inspectors open at once.
+    #[arg(long, env = "STEPD_MAX_INSPECTORS")]
+    pub max_inspectors: Option<usize>,
 }
 
 /// The TOML file: the same settings as the flags.
@@ -87,6 +93,8 @@ struct FileConfig {
     hold_limit: Option<String>,
     max_dap_frame_bytes: Option<usize>,
     adapter_timeout: Option<String>,
+    inspector_idle: Option<String>,
+    max_inspectors: Option<usize>,
 }
 
 /// Log output format.
@@ -131,6 +139,10 @@ pub struct Config {
     pub max_dap_frame_bytes: usize,
     /// Adapter request timeout.
     pub adapter_timeout: Duration,
+    /// Inspector expiry after inactivity.
+    pub inspector_idle: Duration,
+    /// Inspectors cap.
+    pub max_inspectors: usize,
 }
 
 impl Config {
@@ -231,6 +243,16 @@ impl Config {
                 "adapter-timeout",
                 cli.adapter_timeout.or(file.adapter_timeout),
                 Duration::from_secs(30),
+            )?,
+            inspector_idle: duration(
+                "inspector-idle",
+                cli.inspector_idle.or(file.inspector_idle),
+                Duration::from_secs(10 * 60),
+            )?,
+            max_inspectors: positive(
+                "max-inspectors",
+                cli.max_inspectors.or(file.max_inspectors),
+                256,
             )?,
         })
     }

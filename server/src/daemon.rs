@@ -16,6 +16,7 @@ use crate::{
     config::Config,
     error::{ApiError, ApiResult},
     events::EventBus,
+    inspector::Inspectors,
     pause::PauseRegistry,
     session::{Context, Sessions},
     store::Store,
@@ -37,6 +38,8 @@ pub struct Daemon {
     pub breakpoints: Arc<Breakpoints>,
     /// Debug sessions.
     pub sessions: Arc<Sessions>,
+    /// Open inspectors.
+    pub inspectors: Arc<Inspectors>,
     /// The database.
     pub store: Store,
     /// Cancelled when the daemon begins shutting down.
@@ -81,7 +84,13 @@ impl Daemon {
             hold_limit: config.hold_limit,
         });
         sessions.follow_breakpoints();
+        let inspectors = Arc::new(Inspectors::new(
+            bus.clone(),
+            config.inspector_idle,
+            config.max_inspectors,
+        ));
         Ok(Self {
+            inspectors,
             instance_id,
             started: Instant::now(),
             pauses,

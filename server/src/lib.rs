@@ -2,7 +2,8 @@
 //! behind a gRPC API (`stepd.v1`).
 //!
 //! Follow a request from `api/` (thin handlers) into the module that owns the
-//! behaviour: `breakpoints`, `events`, `pause`, `store`, `dap`.
+//! behaviour: `breakpoints`, `events`, `pause`, `store`, `dap`, `session`,
+//! `inspector`.
 
 pub mod api;
 pub mod breakpoints;
@@ -11,6 +12,7 @@ pub mod daemon;
 pub mod dap;
 pub mod error;
 pub mod events;
+pub mod inspector;
 pub mod limits;
 pub mod pause;
 pub mod probe;

@@ -195,7 +195,9 @@ fn router(
         .add_service(limited!(SessionServiceServer::new(SessionApi::new(
             daemon.clone()
         ))))
-        .add_service(limited!(InspectorServiceServer::new(InspectorApi)))
+        .add_service(limited!(InspectorServiceServer::new(InspectorApi::new(
+            daemon.clone()
+        ))))
         .add_service(limited!(ProbeServiceServer::new(ProbeApi::new(
             daemon.clone()
         )))))

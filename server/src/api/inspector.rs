@@ -1,54 +1,266 @@
-//! `stepd.v1.InspectorService`: not in this version yet. Every RPC answers
-//! UNIMPLEMENTED with reason NOT_IMPLEMENTED.
+//! `stepd.v1.InspectorService`: translates requests and delegates to
+//! `inspector::Inspectors` (the registry) and `inspector::state::Inspector`
+//! (navigation over one value).
+
+use std::sync::Arc;
 
 use stepd_proto::v1::{inspector_service_server::InspectorService, *};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::error::ApiError;
+use crate::{daemon::Daemon, error::ApiError, inspector};
 
 /// Handler of InspectorService.
-#[derive(Default)]
-pub struct InspectorApi;
-
-fn unimplemented<T>(rpc: &str) -> Result<Response<T>, Status> {
-    Err(ApiError::not_implemented(
-        &format!("InspectorService.{rpc}"),
-        "the server-side inspector",
-    )
-    .into())
+pub struct InspectorApi {
+    daemon: Arc<Daemon>,
 }
 
-// `async_trait` must see the methods, so the macro writes the whole impl.
-macro_rules! not_yet {
-    ($($method:ident: $req:ty => $resp:ty, $name:literal;)*) => {
-        #[tonic::async_trait]
-        impl InspectorService for InspectorApi {
-            type PrintValueStream = ReceiverStream<Result<PrintValueResponse, Status>>;
-            $(
-                async fn $method(&self, _: Request<$req>) -> Result<Response<$resp>, Status> {
-                    unimplemented($name)
-                }
-            )*
+impl InspectorApi {
+    /// A handler over the daemon.
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+}
+
+/// Runs `op` on the inspector `$id` (locked for the call) and wraps the result.
+macro_rules! with_inspector {
+    ($self:ident, $id:expr, |$i:ident| $op:expr) => {{
+        let slot = $self.daemon.inspectors.get(&$id)?;
+        let mut guard = slot.lock().await;
+        let $i = &mut *guard;
+        $op.await.map_err(Status::from)
+    }};
+}
+
+#[tonic::async_trait]
+impl InspectorService for InspectorApi {
+    type PrintValueStream = ReceiverStream<Result<PrintValueResponse, Status>>;
+
+    async fn inspect(
+        &self,
+        request: Request<InspectRequest>,
+    ) -> Result<Response<InspectResponse>, Status> {
+        let r = request.into_inner();
+        let d = &self.daemon;
+        let rendering = d.inspectors.inspect(&d.sessions, &d.pauses, &r).await?;
+        Ok(Response::new(InspectResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn push(&self, request: Request<PushRequest>) -> Result<Response<PushResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.push(u64::from(r.idx)))?;
+        Ok(Response::new(PushResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn pop(&self, request: Request<PopRequest>) -> Result<Response<PopResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.pop())?;
+        Ok(Response::new(PopResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn next_sibling(
+        &self,
+        request: Request<NextSiblingRequest>,
+    ) -> Result<Response<NextSiblingResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.sibling(1))?;
+        Ok(Response::new(NextSiblingResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn previous_sibling(
+        &self,
+        request: Request<PreviousSiblingRequest>,
+    ) -> Result<Response<PreviousSiblingResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.sibling(-1))?;
+        Ok(Response::new(PreviousSiblingResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn next_page(
+        &self,
+        request: Request<NextPageRequest>,
+    ) -> Result<Response<NextPageResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.turn_page(1))?;
+        Ok(Response::new(NextPageResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn previous_page(
+        &self,
+        request: Request<PreviousPageRequest>,
+    ) -> Result<Response<PreviousPageResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.turn_page(-1))?;
+        Ok(Response::new(PreviousPageResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn refresh(
+        &self,
+        request: Request<RefreshRequest>,
+    ) -> Result<Response<RefreshResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.refresh(r.config.as_ref()))?;
+        Ok(Response::new(RefreshResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn toggle_view_mode(
+        &self,
+        request: Request<ToggleViewModeRequest>,
+    ) -> Result<Response<ToggleViewModeResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.toggle_view())?;
+        Ok(Response::new(ToggleViewModeResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn toggle_pretty_print(
+        &self,
+        request: Request<TogglePrettyPrintRequest>,
+    ) -> Result<Response<TogglePrettyPrintResponse>, Status> {
+        let r = request.into_inner();
+        let rendering = with_inspector!(self, r.inspector_id, |i| i.toggle_pretty())?;
+        Ok(Response::new(TogglePrettyPrintResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn show_analytics(
+        &self,
+        request: Request<ShowAnalyticsRequest>,
+    ) -> Result<Response<ShowAnalyticsResponse>, Status> {
+        let r = request.into_inner();
+        let (rendering, analysed, cut_off) =
+            with_inspector!(self, r.inspector_id, |i| i.analytics(r.cutoff))?;
+        Ok(Response::new(ShowAnalyticsResponse {
+            rendering: Some(rendering),
+            analysed,
+            cut_off,
+        }))
+    }
+
+    async fn pin_value(
+        &self,
+        request: Request<PinValueRequest>,
+    ) -> Result<Response<PinValueResponse>, Status> {
+        let r = request.into_inner();
+        let valid = r
+            .name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && r.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(ApiError::invalid_field(
+                "name",
+                format!(
+                    "{:?} is not a name (letters, digits, _; not starting with a digit)",
+                    r.name
+                ),
+            )
+            .into());
         }
-    };
-}
+        let slot = self.daemon.inspectors.get(&r.inspector_id)?;
+        let mut i = slot.lock().await;
+        i.current().pin(&r.name).await?;
+        let rendering = i.render().await?;
+        Ok(Response::new(PinValueResponse {
+            name: r.name,
+            rendering: Some(rendering),
+        }))
+    }
 
-not_yet! {
-    inspect: InspectRequest => InspectResponse, "Inspect";
-    push: PushRequest => PushResponse, "Push";
-    pop: PopRequest => PopResponse, "Pop";
-    next_sibling: NextSiblingRequest => NextSiblingResponse, "NextSibling";
-    previous_sibling: PreviousSiblingRequest => PreviousSiblingResponse, "PreviousSibling";
-    next_page: NextPageRequest => NextPageResponse, "NextPage";
-    previous_page: PreviousPageRequest => PreviousPageResponse, "PreviousPage";
-    refresh: RefreshRequest => RefreshResponse, "Refresh";
-    toggle_view_mode: ToggleViewModeRequest => ToggleViewModeResponse, "ToggleViewMode";
-    toggle_pretty_print: TogglePrettyPrintRequest => TogglePrettyPrintResponse, "TogglePrettyPrint";
-    show_analytics: ShowAnalyticsRequest => ShowAnalyticsResponse, "ShowAnalytics";
-    pin_value: PinValueRequest => PinValueResponse, "PinValue";
-    print_value: PrintValueRequest => ReceiverStream<Result<PrintValueResponse, Status>>, "PrintValue";
-    tap_value: TapValueRequest => TapValueResponse, "TapValue";
-    tap_indexed: TapIndexedRequest => TapIndexedResponse, "TapIndexed";
-    clear: ClearRequest => ClearResponse, "Clear";
+    async fn print_value(
+        &self,
+        request: Request<PrintValueRequest>,
+    ) -> Result<Response<Self::PrintValueStream>, Status> {
+        let r = request.into_inner();
+        let slot = self.daemon.inspectors.get(&r.inspector_id)?;
+        let text = {
+            let i = slot.lock().await;
+            let node = i.current();
+            node.check()?;
+            node.print(&i.settings().limits()).await?
+        };
+        let size = if r.chunk_size == 0 {
+            16 * 1024
+        } else {
+            r.chunk_size as usize
+        };
+        let parts = inspector::chunks(&text, size);
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let n = parts.len();
+            for (k, chunk) in parts.into_iter().enumerate() {
+                let message = PrintValueResponse {
+                    chunk,
+                    last: k + 1 == n,
+                };
+                if tx.send(Ok(message)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn tap_value(
+        &self,
+        request: Request<TapValueRequest>,
+    ) -> Result<Response<TapValueResponse>, Status> {
+        let r = request.into_inner();
+        let slot = self.daemon.inspectors.get(&r.inspector_id)?;
+        let mut i = slot.lock().await;
+        let node = i.current();
+        node.check()?;
+        self.daemon.inspectors.tap(&i, node, i.path());
+        let rendering = i.render().await?;
+        Ok(Response::new(TapValueResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn tap_indexed(
+        &self,
+        request: Request<TapIndexedRequest>,
+    ) -> Result<Response<TapIndexedResponse>, Status> {
+        let r = request.into_inner();
+        let slot = self.daemon.inspectors.get(&r.inspector_id)?;
+        let mut i = slot.lock().await;
+        let (child, _) = i.child(u64::from(r.idx)).await?;
+        let path = format!("{}{}", i.path(), child.key.segment());
+        self.daemon.inspectors.tap(&i, child.node, path);
+        let rendering = i.render().await?;
+        Ok(Response::new(TapIndexedResponse {
+            rendering: Some(rendering),
+        }))
+    }
+
+    async fn clear(
+        &self,
+        request: Request<ClearRequest>,
+    ) -> Result<Response<ClearResponse>, Status> {
+        let r = request.into_inner();
+        self.daemon.inspectors.clear(&r.inspector_id)?;
+        Ok(Response::new(ClearResponse {}))
+    }
 }

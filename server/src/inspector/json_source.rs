@@ -369,7 +369,11 @@ mod tests {
 
     #[tokio::test]
     async fn pages_past_the_end_are_empty() {
-        let big = sample().children(Facet::Contents, 0, 1).await.unwrap().children[0]
+        let big = sample()
+            .children(Facet::Contents, 0, 1)
+            .await
+            .unwrap()
+            .children[0]
             .node
             .clone();
         let page = big.children(Facet::Contents, 16, 8).await.unwrap();
@@ -399,12 +403,11 @@ mod tests {
             ..limits()
         });
         assert_eq!(cut, "\"abc…\"");
-        let pretty = JsonNode::new(from_json(&serde_json::json!({"a": [1, 2]}))).repr(
-            &PrintLimits {
+        let pretty =
+            JsonNode::new(from_json(&serde_json::json!({"a": [1, 2]}))).repr(&PrintLimits {
                 pretty: true,
                 ..limits()
-            },
-        );
+            });
         assert_eq!(pretty, "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
     }
 

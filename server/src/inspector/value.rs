@@ -65,7 +65,7 @@ impl Key {
 }
 
 /// One child of a node.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Child {
     /// How it is reached.
     pub key: Key,
@@ -74,7 +74,7 @@ pub struct Child {
 }
 
 /// A window of children.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, Debug)]
 pub struct Page {
     /// The children, in order.
     pub children: Vec<Child>,
@@ -98,6 +98,16 @@ pub struct PrintLimits {
     pub max_atom_length: usize,
     /// Pretty-print over several lines.
     pub pretty: bool,
+}
+
+impl PrintLimits {
+    /// No limits.
+    pub const UNLIMITED: Self = Self {
+        max_coll_size: usize::MAX,
+        max_nested_depth: None,
+        max_atom_length: usize::MAX,
+        pretty: false,
+    };
 }
 
 /// A numeric or textual reading of an atom, for analytics.
@@ -144,6 +154,11 @@ pub trait Node: Send + Sync {
             format!("this value cannot be pinned as {name:?}: its source has no evaluator"),
         ))
     }
+    /// The value printed within a budget of children shared with its
+    /// parent (for adapters that cannot print a whole value themselves).
+    async fn print_within(&self, _depth: usize, _budget: &mut usize) -> ApiResult<String> {
+        Ok(self.repr(&PrintLimits::UNLIMITED))
+    }
     /// The value read as a scalar, for analytics.
     fn scalar(&self) -> Scalar {
         Scalar::Other
@@ -155,6 +170,12 @@ pub trait Node: Send + Sync {
     /// How many children analytics should fetch per request.
     fn chunk(&self) -> u64 {
         100
+    }
+}
+
+impl std::fmt::Debug for dyn Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Node({})", self.type_name())
     }
 }
 
