@@ -5,15 +5,28 @@
         print(client.ping().version)
 
 Generated messages and stubs live in ``stepd.v1`` (e.g. ``stepd.v1.event_pb2``);
-errors in :mod:`stepd.errors`; the asyncio client is :class:`stepd.aio.Client`.
+errors in :mod:`stepd.errors`; the asyncio client is :class:`stepd.aio.Client`;
+instrumented programs use :mod:`stepd.probe` (``stepd.probe.connect(...)``).
 """
 
-from stepd import errors
+from stepd import errors, probe
 from stepd._build import command, debug_input
 from stepd._subscription import Subscription
 from stepd.client import Client
 from stepd.errors import StepdError
+from stepd.probe import Skipped, Stopped
 
-__all__ = ["Client", "StepdError", "Subscription", "command", "debug_input", "errors", "__version__"]
+__all__ = [
+    "Client",
+    "Skipped",
+    "StepdError",
+    "Stopped",
+    "Subscription",
+    "command",
+    "debug_input",
+    "errors",
+    "probe",
+    "__version__",
+]
 
 __version__ = "0.1.0"

@@ -224,7 +224,7 @@ _COMMAND_FIELDS = {
 }
 
 
-def command(value: CommandLike, **args: Any) -> pause_pb2.DebugCommand:
+def command(value: CommandLike, /, **args: Any) -> pause_pb2.DebugCommand:
     """A DebugCommand from a name, a CommandKind or a DebugCommand.
 
     Names are the DebugCommand fields ("next", "step_in", "step_out", "here",
@@ -261,7 +261,7 @@ def command(value: CommandLike, **args: Any) -> pause_pb2.DebugCommand:
     return out
 
 
-def debug_input(key: str, cmd: CommandLike, client_name: str = "", **args: Any) -> pause_pb2.DebugInput:
+def debug_input(key: str, cmd: CommandLike, /, client_name: str = "", **args: Any) -> pause_pb2.DebugInput:
     """A DebugInput answering the pause `key`."""
     return pause_pb2.DebugInput(key=key, command=command(cmd, **args), client_name=client_name)
 

@@ -1,0 +1,1021 @@
+"""The probe: one ``ProbeService.Connect`` stream per :class:`Probe`, owned by a
+background thread; points decide locally whether they hold."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import contextvars
+import functools
+import inspect
+import itertools
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+import types
+import warnings
+import weakref
+from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from stepd import _build
+from stepd.probe._condition import ConditionError, Predicate, compile_condition, compile_glob
+from stepd.probe._values import from_value, to_struct, to_value, type_name
+from stepd.v1 import pause_pb2, probe_pb2, probe_pb2_grpc, source_pb2
+
+__all__ = ["Probe", "Skipped", "Stopped", "connect"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_BREAKPOINTS = probe_pb2.PROBE_MODE_BREAKPOINTS
+_STEP = probe_pb2.PROBE_MODE_STEP
+_NONE = probe_pb2.PROBE_MODE_NONE
+_DEPTH = probe_pb2.PROBE_MODE_DEPTH
+_TRACE = probe_pb2.PROBE_MODE_TRACE
+
+_REPLACE = probe_pb2.RESUME_DECISION_REPLACE
+_SKIP = probe_pb2.RESUME_DECISION_SKIP
+_STOP = probe_pb2.RESUME_DECISION_STOP
+
+_MAX_LOCALS = 40
+_MAX_FRAMES = 40
+_DISPLAY = 300
+
+
+class Skipped(Exception):
+    """A held call was skipped (SKIP): raised where the call would run."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"stepd skipped {kind} {name!r}".rstrip())
+        self.kind = kind
+        self.name = name
+
+
+class Stopped(BaseException):
+    """A client stopped the program at a held point (QUIT).
+
+    A ``BaseException`` (like ``KeyboardInterrupt``), so a broad
+    ``except Exception`` in the program does not swallow it.
+    """
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"stopped by stepd at {kind} {name!r}")
+        self.kind = kind
+        self.name = name
+
+
+# -- arming ---------------------------------------------------------------------------
+
+
+class _Matcher:
+    __slots__ = ("id", "kind", "name", "condition")
+
+    def __init__(self, m: probe_pb2.ArmedMatcher) -> None:
+        self.id = m.breakpoint_id
+        self.kind = m.point_kind
+        try:
+            self.name: Callable[[str], bool] = compile_glob(m.name_glob)
+            self.condition: Predicate | None = compile_condition(m.condition) if m.condition.strip() else None
+        except ConditionError:  # the daemon validates; never fail the program over one
+            self.name = lambda name: False
+            self.condition = None
+
+
+class _Arming:
+    """An ``Armed``, compiled. `idle` is the fast path: nothing can hold."""
+
+    __slots__ = ("mode", "matchers", "depth", "target", "honour", "idle")
+
+    def __init__(
+        self,
+        mode: int = _BREAKPOINTS,
+        matchers: tuple[_Matcher, ...] = (),
+        depth: int = 0,
+        target: list[int] | None = None,
+        honour: bool = True,
+    ) -> None:
+        self.mode = mode or _BREAKPOINTS
+        self.matchers = matchers
+        self.depth = depth
+        self.target = target or None
+        self.honour = honour
+        self.idle = self.mode == _BREAKPOINTS and not matchers and not self.target
+
+    @classmethod
+    def of(cls, armed: probe_pb2.Armed) -> _Arming:
+        return cls(
+            armed.mode,
+            tuple(_Matcher(m) for m in armed.matchers),
+            armed.depth,
+            list(armed.target_coor),
+            armed.honour_breakpoints,
+        )
+
+    def but(self, mode: int) -> _Arming:
+        return _Arming(mode, self.matchers, 0, None, True)
+
+
+_DISARMED = _Arming()
+
+
+class _Scope:
+    __slots__ = ("name", "n")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.n = 0
+
+
+class _ScopeContext:
+    """``with probe.scope("turn"):`` (or ``async with``)."""
+
+    __slots__ = ("_probe", "_name", "_token")
+
+    def __init__(self, probe: Probe, name: str) -> None:
+        self._probe = probe
+        self._name = name
+        self._token: contextvars.Token[tuple[_Scope, ...]] | None = None
+
+    def __enter__(self) -> _ScopeContext:
+        var = self._probe._stack
+        self._token = var.set(var.get() + (_Scope(self._name),))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            var = self._probe._stack
+            var.reset(self._token)
+            self._token = None
+            self._probe._scope_exited(len(var.get()))
+
+    async def __aenter__(self) -> _ScopeContext:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__(*exc)
+
+
+class _Waiter:
+    """A held point waiting for its Resume (and serving Evals meanwhile)."""
+
+    __slots__ = ("globals", "locals", "value", "q", "loop", "aq")
+
+    def __init__(self, f_globals: dict[str, Any], f_locals: Mapping[str, Any], value: Any) -> None:
+        self.globals = f_globals
+        self.locals = f_locals
+        self.value = value
+        self.q: queue.SimpleQueue[Any] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.aq: asyncio.Queue[Any] | None = None
+
+    def deliver(self, message: Any) -> None:
+        if self.loop is not None and self.aq is not None:
+            try:
+                self.loop.call_soon_threadsafe(self.aq.put_nowait, message)
+            except RuntimeError:  # the loop is closed
+                pass
+        elif self.q is not None:
+            self.q.put(message)
+
+
+_RELEASE = object()  # the stream ended: go on as if CONTINUE
+_WAKE = object()  # reports are waiting
+_OBSERVED, _TRACED, _ENLIGHTEN = 0, 1, 2
+_Report = tuple[Any, ...]
+
+
+class _OnException:
+    """``with probe.on_exception("tool", name=...) as point:`` — holds only if the block raises."""
+
+    def __init__(self, probe: Probe, kind: str, name: str, editable: bool) -> None:
+        self._probe = probe
+        self._kind = kind
+        self._name = name
+        self._editable = editable
+        #: The replacement a client injected (REPLACE), else None.
+        self.value: Any = None
+        #: Whether the exception was swallowed (SKIP or REPLACE).
+        self.suppressed = False
+
+    def __enter__(self) -> _OnException:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None) -> bool:
+        if exc is None or isinstance(exc, (Skipped, Stopped)) or not isinstance(exc, Exception):
+            return False
+        frame = sys._getframe(1)
+        message = str(exc) or type(exc).__name__
+        value = {"type": type(exc).__name__, "message": message}
+        try:
+            resume = self._probe._point(
+                self._kind, self._name, value, frame, editable=self._editable, exception_message=message
+            )
+        except Skipped:
+            self.suppressed = True
+            return True
+        if resume is _CONTINUED:
+            return False
+        self.value = resume
+        self.suppressed = True
+        return True
+
+
+_CONTINUED = object()
+
+
+class Probe:
+    """A connection of an instrumented program to stepd; see :func:`connect`."""
+
+    def __init__(
+        self,
+        name: str = "",
+        labels: Mapping[str, str] | None = None,
+        addr: str | None = None,
+        eval: bool = True,
+        *,
+        buffer_size: int = 65536,
+        batch_size: int = 2048,
+        linger: float = 0.002,
+        backoff: tuple[float, float] = (0.05, 2.0),
+        client_name: str = "",
+    ) -> None:
+        self.name = name or os.path.basename(sys.argv[0] or "python")
+        self.labels: dict[str, str] = dict(labels or {})
+        self.addr = _build.resolve_addr(addr)
+        self.eval_enabled = eval
+        #: The current session id ("" while disconnected).
+        self.session_id = ""
+        #: How many times the stream was (re)established.
+        self.connections = 0
+        #: Reports dropped because the buffer was full, in all.
+        self.dropped_total = 0
+        self._metadata = ((_build.CLIENT_HEADER, client_name or f"probe:{self.name}"),)
+        self._arming = _DISARMED
+        self._stack: contextvars.ContextVar[tuple[_Scope, ...]] = contextvars.ContextVar(f"stepd-scopes-{id(self)}", default=())
+        self._top = itertools.count()
+        self._hit_ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._hits: dict[str, _Waiter] = {}
+        self._connected = False
+        self._welcomed = threading.Event()
+        self._attempted = threading.Event()
+        self._closed = threading.Event()
+        self._out: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._reports: collections.deque[_Report] = collections.deque(maxlen=buffer_size)
+        self._buffer_size = buffer_size
+        self._batch_size = batch_size
+        self._linger = linger
+        self._backoff = backoff
+        self._dropped = 0
+        self._drop_lock = threading.Lock()
+        self._flushed = threading.Condition()
+        self._sent_reports = 0
+        self._sent_count = 0
+        self._queued_reports = 0
+        self._call: Any = None
+        self._warned_loop = False
+        self._channel = grpc.insecure_channel(self.addr, options=_build.channel_options(self.addr))
+        self._stub = probe_pb2_grpc.ProbeServiceStub(self._channel)
+        self._thread = threading.Thread(target=self._run, name=f"stepd-probe-{self.name}", daemon=True)
+        self._thread.start()
+        _live.add(self)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """Whether the stream is up (points can hold)."""
+        return self._connected
+
+    def wait_connected(self, timeout: float | None = None) -> bool:
+        """Waits for the daemon's Welcome; False when it did not come in time."""
+        return self._welcomed.wait(timeout)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Sends the buffered reports, ends the stream, releases held points."""
+        if self._closed.is_set():
+            return
+        if self._connected:
+            self.flush(timeout)
+        self._closed.set()
+        self._out.put(None)
+        call = self._call
+        if call is not None:
+            call.cancel()
+        self._thread.join(timeout)
+        self._channel.close()
+        _live.discard(self)
+
+    def __enter__(self) -> Probe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def flush(self, timeout: float | None = 5.0) -> bool:
+        """Waits until every report queued so far went to the stream (or the timeout)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._flushed:
+            want = self._queued_reports
+            self._out.put(_WAKE)
+            while self._sent_reports < want and self._connected:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._flushed.wait(remaining if remaining is not None else 0.5)
+        return self._sent_reports >= want
+
+    # -- scopes -----------------------------------------------------------------------
+
+    def scope(self, name: str) -> _ScopeContext:
+        """A scope: ``with probe.scope("turn"):`` or ``async with``. Scopes nest per
+        thread / asyncio task (a context variable); each counts the points hit in it."""
+        return _ScopeContext(self, name)
+
+    @property
+    def depth(self) -> int:
+        """How many scopes are open here."""
+        return len(self._stack.get())
+
+    def scope_path(self) -> list[str]:
+        """The names of the open scopes, outermost first."""
+        return [s.name for s in self._stack.get()]
+
+    def _scope_exited(self, depth: int) -> None:
+        a = self._arming
+        if a.mode == _NONE and depth < a.depth:
+            self._arming = a.but(_BREAKPOINTS)
+        elif a.mode == _DEPTH and depth < a.depth:
+            # The scope held in has ended: the next point holds.
+            self._arming = a.but(_STEP)
+
+    # -- points -----------------------------------------------------------------------
+
+    def _coor(self, stack: tuple[_Scope, ...]) -> list[int]:
+        if not stack:
+            return [next(self._top)]
+        coor = []
+        for s in stack:
+            coor.append(s.n)
+            s.n += 1
+        return coor
+
+    def _decide(self, kind: str, name: str, value: Any, depth: int, coor: list[int]) -> list[str] | None | bool:
+        """None: go on; a list: hold (the matched breakpoint ids); False: trace it."""
+        a = self._arming
+        mode = a.mode
+        if mode == _NONE:
+            if depth >= a.depth:
+                return None
+            a = self._arming = a.but(_BREAKPOINTS)
+            mode = _BREAKPOINTS
+        ids = [m.id for m in a.matchers if self._matches(m, kind, name, value)] if a.matchers else []
+        if mode == _STEP:
+            return ids
+        if mode == _BREAKPOINTS:
+            if a.target is not None:
+                if coor == a.target:
+                    return ids
+                return ids if (ids and a.honour) else None
+            return ids or None
+        if mode == _DEPTH:
+            if depth < a.depth:
+                return ids
+            return ids if (ids and a.honour) else None
+        if mode == _TRACE:
+            return ids or False
+        return ids or None
+
+    def _matches(self, m: _Matcher, kind: str, name: str, value: Any) -> bool:
+        if m.kind and m.kind != kind:
+            return False
+        if not m.name(name):
+            return False
+        return m.condition is None or m.condition(kind, name, value, self.labels)
+
+    def hold(
+        self,
+        kind: str,
+        name: str = "",
+        value: Any = None,
+        *,
+        editable: bool = False,
+        schema: Mapping[str, Any] | None = None,
+        type_hint: Any = None,
+    ) -> Any:
+        """A pause point. Returns `value`, or the value a client injected.
+
+        Holds only when the current arming says so (decided here, without a
+        round trip); while held, the calling thread waits. Raises
+        :class:`Skipped` for SKIP and :class:`Stopped` for QUIT. EVAL runs in
+        the caller's frame. In a coroutine use :meth:`ahold`.
+        """
+        stack = self._stack.get()
+        if stack:
+            coor = []
+            for s in stack:
+                coor.append(s.n)
+                s.n += 1
+        else:
+            coor = [next(self._top)]
+        if self._arming.idle:
+            return value
+        ids = self._decide(kind, name, value, len(stack), coor)
+        if ids is None:
+            return value
+        if ids is False:
+            self._trace(kind, name, value, stack, coor)
+            return value
+        frame = sys._getframe(1)
+        result = self._hold(kind, name, value, frame, frame.f_globals, frame.f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, "")
+        return value if result is _CONTINUED else result
+
+    async def ahold(
+        self,
+        kind: str,
+        name: str = "",
+        value: Any = None,
+        *,
+        editable: bool = False,
+        schema: Mapping[str, Any] | None = None,
+        type_hint: Any = None,
+    ) -> Any:
+        """:meth:`hold` for coroutines: waits without blocking the event loop."""
+        frame = sys._getframe(1)
+        result = await self._apoint(kind, name, value, frame.f_globals, frame.f_locals, frame, editable, schema, type_hint)
+        return value if result is _CONTINUED else result
+
+    def _point(
+        self,
+        kind: str,
+        name: str,
+        value: Any,
+        frame: types.FrameType,
+        *,
+        f_locals: Mapping[str, Any] | None = None,
+        editable: bool = False,
+        schema: Mapping[str, Any] | None = None,
+        type_hint: Any = None,
+        exception_message: str = "",
+    ) -> Any:
+        """A point with an explicit frame; returns _CONTINUED or the replacement."""
+        stack = self._stack.get()
+        coor = self._coor(stack)
+        if self._arming.idle:
+            return _CONTINUED
+        ids = self._decide(kind, name, value, len(stack), coor)
+        if ids is None:
+            return _CONTINUED
+        if ids is False:
+            self._trace(kind, name, value, stack, coor)
+            return _CONTINUED
+        return self._hold(
+            kind, name, value, frame, frame.f_globals, frame.f_locals if f_locals is None else f_locals,
+            stack, coor, cast(list[str], ids), editable, schema, type_hint, exception_message,
+        )  # fmt: skip
+
+    async def _apoint(
+        self,
+        kind: str,
+        name: str,
+        value: Any,
+        f_globals: dict[str, Any],
+        f_locals: Mapping[str, Any],
+        frame: types.FrameType,
+        editable: bool,
+        schema: Mapping[str, Any] | None,
+        type_hint: Any,
+    ) -> Any:
+        stack = self._stack.get()
+        coor = self._coor(stack)
+        if self._arming.idle:
+            return _CONTINUED
+        ids = self._decide(kind, name, value, len(stack), coor)
+        if ids is None:
+            return _CONTINUED
+        if ids is False:
+            self._trace(kind, name, value, stack, coor)
+            return _CONTINUED
+        waiter = _Waiter(f_globals, f_locals, value)
+        waiter.loop = asyncio.get_running_loop()
+        waiter.aq = asyncio.Queue()
+        if not self._send_hit(waiter, kind, name, value, frame, f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, ""):
+            return _CONTINUED
+        while True:
+            message = await waiter.aq.get()
+            if isinstance(message, probe_pb2.Eval):
+                self._evaluate(waiter, message)
+                continue
+            return self._resolve(message, kind, name)
+
+    def _hold(
+        self,
+        kind: str,
+        name: str,
+        value: Any,
+        frame: types.FrameType,
+        f_globals: dict[str, Any],
+        f_locals: Mapping[str, Any],
+        stack: tuple[_Scope, ...],
+        coor: list[int],
+        ids: list[str],
+        editable: bool,
+        schema: Mapping[str, Any] | None,
+        type_hint: Any,
+        exception_message: str,
+    ) -> Any:
+        if not self._warned_loop and _loop_running():
+            self._warned_loop = True
+            warnings.warn(
+                "stepd: a probe point holds inside a running event loop and blocks it; use `await probe.ahold(...)`",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        waiter = _Waiter(f_globals, f_locals, value)
+        waiter.q = queue.SimpleQueue()
+        if not self._send_hit(waiter, kind, name, value, frame, f_locals, stack, coor, ids, editable, schema, type_hint, exception_message):
+            return _CONTINUED
+        while True:
+            message = waiter.q.get()
+            if isinstance(message, probe_pb2.Eval):
+                self._evaluate(waiter, message)
+                continue
+            return self._resolve(message, kind, name)
+
+    def _resolve(self, message: Any, kind: str, name: str) -> Any:
+        if message is _RELEASE:
+            return _CONTINUED
+        resume = cast(probe_pb2.Resume, message)
+        if resume.decision == _REPLACE:
+            return from_value(resume.value)
+        if resume.decision == _SKIP:
+            raise Skipped(kind, name)
+        if resume.decision == _STOP:
+            raise Stopped(kind, name)
+        return _CONTINUED
+
+    def _send_hit(
+        self,
+        waiter: _Waiter,
+        kind: str,
+        name: str,
+        value: Any,
+        frame: types.FrameType | None,
+        f_locals: Mapping[str, Any],
+        stack: tuple[_Scope, ...],
+        coor: list[int],
+        ids: list[str],
+        editable: bool,
+        schema: Mapping[str, Any] | None,
+        type_hint: Any,
+        exception_message: str,
+    ) -> bool:
+        hit_id = f"h{next(self._hit_ids)}"
+        info = pause_pb2.PointInfo(
+            kind=kind,
+            name=name,
+            payload=to_value(value),
+            editable=editable,
+            labels=self.labels,
+            type_hint=type_name(type_hint),
+            scope_path=[s.name for s in stack],
+        )
+        if schema is not None:
+            info.schema.CopyFrom(to_struct(schema))
+        hit = probe_pb2.Hit(
+            hit_id=hit_id,
+            point=info,
+            locals=_locals(f_locals),
+            coor=coor,
+            exception_message=exception_message,
+            breakpoint_ids=ids,
+        )
+        if frame is not None:
+            hit.location.CopyFrom(_location(frame))
+            hit.stack.extend(_stack_of(frame))
+        with self._lock:
+            if not self._connected:
+                return False  # while disconnected, points don't hold
+            self._hits[hit_id] = waiter
+            self._out.put(probe_pb2.ConnectRequest(hit=hit))
+        return True
+
+    def _evaluate(self, waiter: _Waiter, ev: probe_pb2.Eval) -> None:
+        result = probe_pb2.EvalResult(eval_id=ev.eval_id)
+        if not self.eval_enabled:
+            result.error = "this probe does not evaluate code"
+        else:
+            namespace = dict(waiter.locals)
+            namespace.setdefault("_", waiter.value)
+            try:
+                try:
+                    code = compile(ev.code, "<stepd eval>", "eval")
+                except SyntaxError:
+                    exec(compile(ev.code, "<stepd eval>", "exec"), waiter.globals, namespace)
+                    out: Any = None
+                else:
+                    out = eval(code, waiter.globals, namespace)
+                result.value = out if isinstance(out, str) else repr(out)
+                if out is None or isinstance(out, (str, int, float, bool, list, dict, tuple)):
+                    result.structured.CopyFrom(to_value(out))
+            except BaseException as err:  # noqa: BLE001 - any failure is the evaluation's answer
+                result.error = f"{type(err).__name__}: {err}"
+        self._out.put(probe_pb2.ConnectRequest(eval_result=result))
+
+    # -- reports ------------------------------------------------------------------------
+
+    def observe(self, kind: str, name: str = "", value: Any = None) -> None:
+        """A point that only reports (never holds): batched, never waits."""
+        buf = self._reports
+        if len(buf) >= self._buffer_size:
+            self._drop()
+        stack = self._stack.get()
+        buf.append((_OBSERVED, kind, name, value, stack, [s.n for s in stack], time.time_ns()))
+        self._queued_reports += 1
+        if len(buf) == 1:
+            self._out.put(_WAKE)
+
+    def enlighten(self, value: Any, *, erase_previous: bool = False) -> None:
+        """A value to show beside the current coordinate."""
+        buf = self._reports
+        if len(buf) >= self._buffer_size:
+            self._drop()
+        stack = self._stack.get()
+        buf.append((_ENLIGHTEN, value, erase_previous, [s.n for s in stack]))
+        self._queued_reports += 1
+        if len(buf) == 1:
+            self._out.put(_WAKE)
+
+    def _trace(self, kind: str, name: str, value: Any, stack: tuple[_Scope, ...], coor: list[int]) -> None:
+        buf = self._reports
+        if len(buf) >= self._buffer_size:
+            self._drop()
+        buf.append((_TRACED, kind, name, value, stack, coor, time.time_ns()))
+        self._queued_reports += 1
+        if len(buf) == 1:
+            self._out.put(_WAKE)
+
+    def _drop(self) -> None:
+        with self._drop_lock:
+            self._dropped += 1
+            self.dropped_total += 1
+            self._sent_reports += 1  # it will never be sent; flush() must not wait for it
+
+    def _batch(self) -> probe_pb2.Reports | None:
+        buf = self._reports
+        with self._drop_lock:
+            dropped, self._dropped = self._dropped, 0
+        if not buf and not dropped:
+            return None
+        reports = probe_pb2.Reports(dropped=dropped)
+        n = 0
+        while buf and n < self._batch_size:
+            try:
+                item = buf.popleft()
+            except IndexError:
+                break
+            n += 1
+            tag = item[0]
+            if tag == _OBSERVED:
+                _, kind, name, value, stack, coor, ns = item
+                o = reports.observed.add(kind=kind, name=name, scope_path=[s.name for s in stack], coor=coor)
+                _fill_value(o.value, value)
+                o.time.seconds, o.time.nanos = divmod(ns, 1_000_000_000)
+            elif tag == _TRACED:
+                _, kind, name, value, stack, coor, ns = item
+                t = reports.trace.add(coor=coor)
+                t.point.kind, t.point.name = kind, name
+                t.point.scope_path.extend(s.name for s in stack)
+                t.point.labels.update(self.labels)
+                _fill_value(t.point.payload, value)
+                t.time.seconds, t.time.nanos = divmod(ns, 1_000_000_000)
+            else:
+                _, value, erase, coor = item
+                reports.enlighten.add(coor=coor, value=value if isinstance(value, str) else repr(value), erase_previous=erase)
+        self._sent_count = n
+        return reports
+
+    # -- the stream ---------------------------------------------------------------------
+
+    def _hello(self, previous: str) -> probe_pb2.ConnectRequest:
+        return probe_pb2.ConnectRequest(
+            hello=probe_pb2.Hello(
+                name=self.name,
+                language="python",
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                labels=self.labels,
+                capabilities=probe_pb2.ProbeCapabilities(eval=self.eval_enabled, skip=True, edit=True),
+                traceparent=os.environ.get("TRACEPARENT", ""),
+                resume_session_id=previous,
+            )
+        )
+
+    def _requests(self, out: queue.SimpleQueue[Any], hello: probe_pb2.ConnectRequest) -> Iterator[probe_pb2.ConnectRequest]:
+        yield hello
+        while True:
+            message = out.get()
+            if message is None:
+                return
+            if message is _WAKE:
+                # Let a burst of reports gather, but never delay a control message.
+                if len(self._reports) < self._batch_size and self._linger > 0:
+                    try:
+                        message = out.get(timeout=self._linger)
+                    except queue.Empty:
+                        message = _WAKE
+                    if message is None:
+                        return
+            while True:
+                batch = self._batch()
+                if batch is None:
+                    break
+                yield probe_pb2.ConnectRequest(reports=batch)
+                with self._flushed:
+                    self._sent_reports += self._sent_count
+                    self._flushed.notify_all()
+            if message is not _WAKE:
+                yield message
+
+    def _run(self) -> None:
+        delay = self._backoff[0]
+        previous = ""
+        while not self._closed.is_set():
+            out: queue.SimpleQueue[Any] = queue.SimpleQueue()
+            # Messages queued for a previous stream (hits, eval results) are dropped:
+            # their holds were released when it ended.
+            self._out = out
+            try:
+                call: Any = self._stub.Connect(self._requests(out, self._hello(previous)), metadata=self._metadata)
+                self._call = call
+                for response in call:
+                    kind = response.WhichOneof("message")
+                    if kind == "welcome":
+                        welcome = response.welcome
+                        with self._lock:
+                            self.session_id = previous = welcome.session_id
+                            self._arming = _Arming.of(welcome.armed)
+                            self._connected = True
+                            self.connections += 1
+                        delay = self._backoff[0]
+                        self._welcomed.set()
+                        self._attempted.set()
+                        if self._reports:
+                            out.put(_WAKE)
+                    elif kind == "armed":
+                        self._arming = _Arming.of(response.armed)
+                    elif kind == "resume":
+                        resume = response.resume
+                        if resume.HasField("armed"):
+                            self._arming = _Arming.of(resume.armed)
+                        with self._lock:
+                            waiter = self._hits.pop(resume.hit_id, None)
+                        if waiter is not None:
+                            waiter.deliver(resume)
+                    elif kind == "eval":
+                        with self._lock:
+                            waiter = self._hits.get(response.eval.hit_id)
+                        if waiter is not None:
+                            waiter.deliver(response.eval)
+                        else:
+                            out.put(
+                                probe_pb2.ConnectRequest(
+                                    eval_result=probe_pb2.EvalResult(eval_id=response.eval.eval_id, error="the point is no longer held")
+                                )
+                            )
+            except grpc.RpcError:
+                pass
+            except Exception:  # never let the probe thread die
+                pass
+            finally:
+                out.put(None)
+                self._disconnected()
+                self._attempted.set()
+            if self._closed.wait(delay):
+                break
+            delay = min(delay * 2, self._backoff[1])
+
+    def _disconnected(self) -> None:
+        with self._lock:
+            self._connected = False
+            self.session_id = ""
+            self._arming = _DISARMED
+            waiters, self._hits = self._hits, {}
+        self._welcomed.clear()
+        for waiter in waiters.values():
+            waiter.deliver(_RELEASE)
+        with self._flushed:
+            self._flushed.notify_all()
+
+    # -- decorators ---------------------------------------------------------------------------
+
+    def point(
+        self,
+        kind: str,
+        name: str | None = None,
+        *,
+        editable: bool = True,
+        on_result: bool = False,
+        schema: Mapping[str, Any] | None = None,
+        type_hint: Any = None,
+    ) -> Callable[[_F], _F]:
+        """Decorates a function (or coroutine function) with a pause point.
+
+        By default the point holds on the call's arguments (a dict by parameter
+        name, editable): INJECT replaces arguments, SKIP raises :class:`Skipped`
+        instead of calling. With ``on_result=True`` it holds on the return value
+        instead (INJECT replaces the result). EVAL sees the arguments.
+        """
+
+        def decorate(fn: _F) -> _F:
+            point_name = name or fn.__name__
+            signature = inspect.signature(fn)
+            hint = type_hint if type_hint is not None else (None if on_result or schema is not None else "dict")
+            f_globals: dict[str, Any] = getattr(fn, "__globals__", {})
+
+            def arguments(bound: inspect.BoundArguments) -> dict[str, Any]:
+                return {k: v for k, v in bound.arguments.items() if k not in ("self", "cls")}
+
+            def call_with(bound: inspect.BoundArguments, replaced: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+                if isinstance(replaced, Mapping):
+                    for key, item in replaced.items():
+                        if key in signature.parameters:
+                            bound.arguments[key] = item
+                return bound.args, bound.kwargs
+
+            if inspect.iscoroutinefunction(fn):
+
+                @functools.wraps(fn)
+                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                    frame = sys._getframe(0)
+                    if on_result:
+                        result = await fn(*args, **kwargs)
+                        if self._arming.idle:
+                            self._coor(self._stack.get())
+                            return result
+                        ns = {"result": result, **_bind_locals(signature, args, kwargs)}
+                        out = await self._apoint(kind, point_name, result, f_globals, ns, frame, editable, schema, hint)
+                        return result if out is _CONTINUED else out
+                    if self._arming.idle:
+                        self._coor(self._stack.get())
+                        return await fn(*args, **kwargs)
+                    bound = signature.bind(*args, **kwargs)
+                    bound.apply_defaults()
+                    value = arguments(bound)
+                    out = await self._apoint(kind, point_name, value, f_globals, dict(bound.arguments), frame, editable, schema, hint)
+                    if out is not _CONTINUED:
+                        args, kwargs = call_with(bound, out)
+                    return await fn(*args, **kwargs)
+
+                return cast(_F, async_wrapper)
+
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                frame = sys._getframe(0)
+                if on_result:
+                    result = fn(*args, **kwargs)
+                    if self._arming.idle:
+                        self._coor(self._stack.get())
+                        return result
+                    ns = {"result": result, **_bind_locals(signature, args, kwargs)}
+                    out = self._point(kind, point_name, result, frame, f_locals=ns, editable=editable, schema=schema, type_hint=hint)
+                    return result if out is _CONTINUED else out
+                if self._arming.idle:
+                    self._coor(self._stack.get())
+                    return fn(*args, **kwargs)
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                value = arguments(bound)
+                out = self._point(
+                    kind, point_name, value, frame, f_locals=dict(bound.arguments), editable=editable,
+                    schema=schema, type_hint=hint,
+                )  # fmt: skip
+                if out is not _CONTINUED:
+                    args, kwargs = call_with(bound, out)
+                return fn(*args, **kwargs)
+
+            return cast(_F, wrapper)
+
+        return decorate
+
+    def on_exception(self, kind: str, name: str = "", *, editable: bool = False) -> _OnException:
+        """A point that exists only when the block raises::
+
+            with probe.on_exception("tool", name="Bash") as point:
+                run()
+
+        It holds (when armed) with the exception as its value and
+        ``caught_msg`` = the exception's message; EVAL runs in the frame of
+        the ``with``. CONTINUE re-raises; SKIP swallows the exception; INJECT
+        swallows it and puts the value in ``point.value``; QUIT raises
+        :class:`Stopped`.
+        """
+        return _OnException(self, kind, name, editable)
+
+
+def _bind_locals(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return dict(signature.bind(*args, **kwargs).arguments)
+    except TypeError:
+        return {}
+
+
+def _fill_value(out: Any, value: Any) -> None:
+    if isinstance(value, str):
+        out.string_value = value
+    else:
+        out.CopyFrom(to_value(value))
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        return False
+
+
+def _display(value: Any) -> pause_pb2.DisplayValue:
+    try:
+        text = repr(value)
+    except Exception as err:  # noqa: BLE001
+        text = f"<repr failed: {err}>"
+    return pause_pb2.DisplayValue(text=text[:_DISPLAY], truncated=len(text) > _DISPLAY, type=type(value).__name__)
+
+
+def _locals(f_locals: Mapping[str, Any]) -> list[pause_pb2.Local]:
+    out = []
+    for key, value in f_locals.items():
+        if key.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType, type)):
+            continue
+        out.append(pause_pb2.Local(name=str(key), value=_display(value)))
+        if len(out) >= _MAX_LOCALS:
+            break
+    return out
+
+
+def _location(frame: types.FrameType) -> source_pb2.Location:
+    code = frame.f_code
+    return source_pb2.Location(
+        path=code.co_filename,
+        line=frame.f_lineno or 0,
+        function=code.co_qualname if hasattr(code, "co_qualname") else code.co_name,
+        module=str(frame.f_globals.get("__name__", "")),
+    )
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _stack_of(frame: types.FrameType) -> list[source_pb2.Location]:
+    out: list[source_pb2.Location] = []
+    current: types.FrameType | None = frame
+    while current is not None and len(out) < _MAX_FRAMES:
+        if not current.f_code.co_filename.startswith(_HERE):
+            out.append(_location(current))
+        current = current.f_back
+    return out
+
+
+_live: weakref.WeakSet[Probe] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for probe in list(_live):
+        try:
+            probe.close(timeout=1.0)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def connect(
+    name: str = "",
+    labels: Mapping[str, str] | None = None,
+    addr: str | None = None,
+    eval: bool = True,
+    *,
+    wait: float = 2.0,
+    **options: Any,
+) -> Probe:
+    """Connects an instrumented program to stepd and returns its :class:`Probe`.
+
+    `addr` defaults to ``$STEPD_ADDR``, else ``127.0.0.1:7701``. The stream is
+    owned by a background thread that reconnects with backoff; while it is
+    down, points do not hold. `wait` is how long to wait for the daemon's first
+    Welcome, so breakpoints set before the program started apply to its first
+    points (0: don't wait). `eval=False` refuses EVAL (see the security note in
+    :mod:`stepd.probe`).
+    """
+    probe = Probe(name, labels, addr, eval, **options)
+    if wait > 0:
+        # Until the first attempt ends: welcomed, or refused (no daemon there).
+        probe._attempted.wait(wait)
+    return probe
+
