@@ -95,6 +95,8 @@ enum Command {
     /// Debug a session interactively: show each pause, answer with short
     /// commands (n, i, o, c, h, t, e, bt, q, …; ? lists them).
     Debug(Box<DebugArgs>),
+    /// Inspect a value page by page on the server: push, pop, pages, siblings, views, analytics, print.
+    Inspect(Box<cmd::inspector::InspectArgs>),
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
@@ -125,6 +127,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Break(command) => cmd::breakpoints::run(channel, command, json).await,
         Command::Watch(args) => cmd::watch::run(channel, args, json).await,
         Command::Debug(args) => cmd::debug::run(channel, *args).await,
+        Command::Inspect(args) => cmd::inspector::run(channel, *args, json).await,
     }
 }
 

@@ -149,7 +149,7 @@ async fn a_ten_million_element_python_list_pages_and_navigates() {
     let id = root.inspector_id.clone();
     assert_eq!(root.r#type, "list");
     assert_eq!(total(&root), Some(10_000_000));
-    let page = root.page.clone().unwrap();
+    let page = root.page.unwrap();
     assert_eq!(
         (page.page, page.page_count, page.page_size),
         (0, Some(312_500), 32)
@@ -658,5 +658,175 @@ async fn a_c_struct_and_array_under_lldb_dap() {
     for name in ["doubled = ", "p = ", "values = "] {
         assert!(names.contains(name), "{name} in {names}");
     }
+    daemon.stop().await;
+}
+
+/// `stepctl inspect` through a real terminal: tmux runs it in a detached
+/// session, `send-keys` types commands, `capture-pane` is what a person sees.
+mod terminal {
+    use std::{
+        process::{Command, Stdio},
+        sync::atomic::{AtomicU64, Ordering},
+        time::Duration,
+    };
+
+    use stepd_e2e::{DEADLINE, stepctl_bin};
+
+    pub struct Tmux {
+        socket: String,
+    }
+
+    impl Tmux {
+        pub fn start(addr: &str, args: &[&str]) -> Self {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            let socket = format!(
+                "stepd-insp-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
+            let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+            let mut words = vec![
+                "env".to_owned(),
+                quote(&format!("STEPD_ADDR={addr}")),
+                quote(stepctl_bin().to_str().unwrap()),
+            ];
+            words.extend(args.iter().map(|a| quote(a)));
+            let script = format!(
+                "{}; echo \"[stepctl exit $?]\"; exec sleep 3600",
+                words.join(" ")
+            );
+            let status = Command::new("tmux")
+                .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+                .args(["-s", "insp", "-x", "200", "-y", "50", "sh", "-c", &script])
+                .status()
+                .expect("run tmux (install it with scripts/tools)");
+            assert!(status.success(), "tmux new-session failed");
+            let tmux = Self { socket };
+            tmux.tmux(&["set-option", "-g", "history-limit", "20000"]);
+            tmux
+        }
+
+        fn tmux(&self, args: &[&str]) -> String {
+            let out = Command::new("tmux")
+                .args(["-L", &self.socket])
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .expect("run tmux");
+            assert!(out.status.success(), "tmux {args:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+
+        pub fn type_line(&self, text: &str) {
+            self.tmux(&["send-keys", "-t", "insp", "-l", text]);
+            self.tmux(&["send-keys", "-t", "insp", "Enter"]);
+        }
+
+        pub fn screen(&self) -> String {
+            self.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", "insp"])
+        }
+
+        /// Polls the screen until `text` shows at least `n` times, within the deadline.
+        pub async fn wait(&self, text: &str, n: usize) -> String {
+            let waited = tokio::time::timeout(DEADLINE, async {
+                loop {
+                    let screen = self.screen();
+                    if screen.matches(text).count() >= n {
+                        return screen;
+                    }
+                    // Polling an external terminal: a short pause between captures.
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+            })
+            .await;
+            waited.unwrap_or_else(|_| {
+                panic!("{text:?} x{n} never showed; the screen:\n{}", self.screen())
+            })
+        }
+    }
+
+    impl Drop for Tmux {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["-L", &self.socket, "kill-server"])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+#[tokio::test]
+async fn stepctl_inspect_navigates_interactively_at_a_terminal() {
+    let (daemon, _sub, session, _) = biglist(&[]).await;
+    let t = terminal::Tmux::start(
+        &daemon.addr,
+        &["inspect", &session, "big", "--page-size", "8"],
+    );
+    t.wait("  [7] 7", 1).await;
+    t.wait("page 1/1250000", 1).await;
+    t.wait("inspect> ", 1).await;
+    t.type_line("n");
+    t.wait("  [15] 15", 1).await;
+    t.type_line("5000000");
+    t.wait("── [5000000] (int)", 1).await;
+    t.wait("Value: 5000000", 1).await;
+    t.type_line("]");
+    t.wait("── [5000001] (int)", 1).await;
+    t.type_line("u");
+    t.wait("page 2/1250000", 2).await;
+    t.type_line("p");
+    t.wait("page 1/1250000", 2).await;
+    t.type_line("v");
+    t.wait("--- Table:", 1).await;
+    t.type_line("a 100");
+    t.wait("first 100 of 10000000 elements (cut off at 100)", 1)
+        .await;
+    t.type_line("10000000");
+    t.wait("index 10000000 does not exist", 1).await;
+    t.type_line("q");
+    t.wait("[stepctl exit 0]", 1).await;
+
+    let t = terminal::Tmux::start(&daemon.addr, &["inspect", &session, "nested"]);
+    t.wait("'a' = [1, 2, {'b': [...]}]  #0", 1).await;
+    t.type_line("0");
+    t.wait("── ['a'] (list)", 1).await;
+    t.type_line("print");
+    t.wait("[1, 2, {'b': [3, 4, {'c': 'deep'}]}]", 1).await;
+    t.type_line("2");
+    t.type_line("view");
+    t.wait("--- Fields:", 1).await;
+    t.type_line("quit");
+    t.wait("[stepctl exit 0]", 1).await;
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn stepctl_inspect_json_for_scripts() {
+    let (daemon, _sub, session, _) = biglist(&[]).await;
+    let run = |args: &[&str]| {
+        std::process::Command::new(stepd_e2e::stepctl_bin())
+            .env("STEPD_ADDR", &daemon.addr)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run stepctl")
+    };
+    let out = run(&[
+        "--json", "inspect", &session, "nested", "--do", "0", "--do", "push 2", "--do", "a",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0]["type"], "dict");
+    assert_eq!(lines[2]["path"], "['a'][2]");
+    assert_eq!(lines[3]["analysed"], "1");
+    let bad = run(&["--json", "inspect", &session, "nested", "--do", "push 9"]);
+    assert_eq!(bad.status.code(), Some(24), "INVALID_ARGUMENT: {bad:?}");
+    let err: serde_json::Value = serde_json::from_slice(&bad.stderr).unwrap();
+    assert_eq!(err["error"]["reason"], "INVALID_ARGUMENT");
     daemon.stop().await;
 }

@@ -4,5 +4,6 @@ pub mod breakpoints;
 pub mod daemon;
 pub mod debug;
 pub mod inspect;
+pub mod inspector;
 pub mod sessions;
 pub mod watch;
