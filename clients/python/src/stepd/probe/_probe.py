@@ -257,6 +257,9 @@ class Probe:
         self.dropped_total = 0
         self._metadata = ((_build.CLIENT_HEADER, client_name or f"probe:{self.name}"),)
         self._arming = _DISARMED
+        self._armed_changed = threading.Condition()
+        #: Increases with every Armed (or Welcome) applied.
+        self.arming_version = 0
         self._stack: contextvars.ContextVar[tuple[_Scope, ...]] = contextvars.ContextVar(f"stepd-scopes-{id(self)}", default=())
         self._top = itertools.count()
         self._hit_ids = itertools.count(1)
@@ -287,6 +290,17 @@ class Probe:
         _live.add(self)
 
     # -- lifecycle ------------------------------------------------------------------
+
+    def _set_armed(self, armed: probe_pb2.Armed) -> None:
+        self._arming = _Arming.of(armed)
+        with self._armed_changed:
+            self.arming_version += 1
+            self._armed_changed.notify_all()
+
+    def wait_armed(self, after: int, timeout: float | None = None) -> bool:
+        """Waits until an arming newer than version `after` arrived (see `arming_version`)."""
+        with self._armed_changed:
+            return self._armed_changed.wait_for(lambda: self.arming_version > after, timeout)
 
     @property
     def connected(self) -> bool:
@@ -760,7 +774,7 @@ class Probe:
                         welcome = response.welcome
                         with self._lock:
                             self.session_id = previous = welcome.session_id
-                            self._arming = _Arming.of(welcome.armed)
+                            self._set_armed(welcome.armed)
                             self._connected = True
                             self.connections += 1
                         delay = self._backoff[0]
@@ -769,11 +783,11 @@ class Probe:
                         if self._reports:
                             out.put(_WAKE)
                     elif kind == "armed":
-                        self._arming = _Arming.of(response.armed)
+                        self._set_armed(response.armed)
                     elif kind == "resume":
                         resume = response.resume
                         if resume.HasField("armed"):
-                            self._arming = _Arming.of(resume.armed)
+                            self._set_armed(resume.armed)
                         with self._lock:
                             waiter = self._hits.pop(resume.hit_id, None)
                         if waiter is not None:
