@@ -635,7 +635,7 @@ class Probe:
                     out: Any = None
                 else:
                     out = eval(code, waiter.globals, namespace)
-                result.value = out if isinstance(out, str) else repr(out)
+                result.value = repr(out)
                 if out is None or isinstance(out, (str, int, float, bool, list, dict, tuple)):
                     result.structured.CopyFrom(to_value(out))
             except BaseException as err:  # noqa: BLE001 - any failure is the evaluation's answer

@@ -1,0 +1,356 @@
+"""stepd.probe in this process against a real daemon: the condition vectors,
+local decisions (no round trip for an unarmed point), threads, asyncio,
+decorators, exception-only points, reports and drops, and a daemon restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import stepd
+from conftest import REPO, Daemon, stepd_bin
+from probe_support import DEADLINE, Watcher
+from stepd.probe import ConditionError, Probe, compile_condition, compile_glob, evaluate
+from stepd.v1 import pause_pb2
+
+VECTORS = json.loads((REPO / "clients" / "testdata" / "conditions.json").read_text())
+
+
+@pytest.mark.parametrize("case", VECTORS["valid"], ids=lambda c: c["condition"])
+def test_condition_vectors(case: dict[str, Any]) -> None:
+    p = case["point"]
+    assert evaluate(case["condition"], p["kind"], p["name"], p["value"], p.get("labels")) is case["result"]
+
+
+@pytest.mark.parametrize("text", VECTORS["invalid"])
+def test_malformed_conditions_are_rejected(text: str) -> None:
+    with pytest.raises(ConditionError):
+        compile_condition(text)
+
+
+def test_globs() -> None:
+    assert compile_glob("web_*")("web_search") and not compile_glob("web_*")("xweb_search")
+    assert compile_glob("[!a]?")("bc") and not compile_glob("[!a]?")("ac")
+    assert compile_glob(r"a\*")("a*") and not compile_glob(r"a\*")("ab")
+    assert compile_glob("")("anything") and compile_glob("Bash")("Bash") and not compile_glob("Bash")("bash")
+    with pytest.raises(ConditionError):
+        compile_glob("[abc")
+
+
+# -- in-process probes -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def probe(daemon: Daemon) -> Iterator[Probe]:
+    run = uuid.uuid4().hex[:12]
+    p = stepd.probe.connect(name="lib-test", labels={"run": run}, addr=daemon.tcp)
+    assert p.connected, "the probe connected"
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def watch(client: stepd.Client) -> Iterator[Watcher]:
+    w = Watcher(client)
+    yield w
+    w.close()
+
+
+def arm(client: stepd.Client, probe: Probe, **spec: Any) -> str:
+    """Adds a probe breakpoint for this probe only and waits until the probe has it."""
+    version = probe.arming_version
+    bp = client.add_breakpoint(label_selector=f"run={probe.labels['run']}", **spec).breakpoint
+    assert probe.wait_armed(version, DEADLINE)
+    return bp.id
+
+
+def in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn(*args)
+        except BaseException as err:  # noqa: BLE001
+            out["error"] = err
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_an_unarmed_point_sends_nothing(probe: Probe, client: stepd.Client) -> None:
+    sent: list[Any] = []
+    real = probe._out
+    put = real.put
+
+    class Spy:
+        def put(self, item: Any) -> None:
+            sent.append(item)
+            put(item)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    probe._out = Spy()  # type: ignore[assignment]
+    try:
+        with probe.scope("turn"):
+            for i in range(1000):
+                assert probe.hold("tool_call", name="Bash", value={"i": i}, editable=True) == {"i": i}
+        # A breakpoint on another tool, or whose condition is false, decides locally too.
+        arm(client, probe, probe_kind="tool_call", probe_name="Read", condition="value.i > 5000")
+        for i in range(1000):
+            probe.hold("tool_call", name="Bash", value={"i": i})
+            probe.hold("tool_call", name="Read", value={"i": i})
+    finally:
+        probe._out = real
+    assert sent == []
+
+
+def test_coordinates_scopes_and_a_pause_request(probe: Probe, client: stepd.Client, watch: Watcher) -> None:
+    probe.hold("a")  # depth 0: a running index
+    version = probe.arming_version
+
+    def body() -> Any:
+        with probe.scope("turn"):
+            probe.observe("o", "x", 1)  # reports never count as points
+            with probe.scope("step"):
+                probe.hold("k", name="first")
+                return probe.hold("k", name="second", value=[1, 2], editable=True, type_hint=list)
+
+    # A Pause request arms step mode: the next point holds.
+    client.pause(probe.session_id, wait=False)
+    assert probe.wait_armed(version, DEADLINE)
+    t, out = in_thread(body)
+    pause = watch.pause(probe.labels["run"])
+    assert (pause.point.name, list(pause.coor), list(pause.point.scope_path)) == ("first", [0, 0], ["turn", "step"])
+    assert pause.reason == pause_pb2.PAUSE_REASON_HOLD
+    client.send_debug_input(pause.key, "next")
+    pause = watch.pause(probe.labels["run"])
+    assert (pause.point.name, list(pause.coor)) == ("second", [1, 1])
+    client.send_debug_input(pause.key, "inject", value=[3, 4, 5])
+    t.join(DEADLINE)
+    assert out == {"value": [3, 4, 5]}
+    t, out = in_thread(lambda: probe.hold("after"))
+    t.join(DEADLINE)
+    assert out == {"value": None}  # INJECT went back to breakpoints only
+
+
+def test_threads_hold_independently(probe: Probe, client: stepd.Client, watch: Watcher) -> None:
+    arm(client, probe, probe_kind="work")
+    threads = [in_thread(lambda i=i: probe.hold("work", f"w{i}", i, editable=True)) for i in range(2)]
+    pauses = {p.point.name: p for p in (watch.pause(probe.labels["run"]) for _ in range(2))}
+    assert set(pauses) == {"w0", "w1"}
+    client.send_debug_input(pauses["w1"].key, "inject", value=10)
+    threads[1][0].join(DEADLINE)
+    assert threads[1][1] == {"value": 10}
+    assert threads[0][0].is_alive()  # still held
+    client.send_debug_input(pauses["w0"].key, "skip")
+    threads[0][0].join(DEADLINE)
+    assert isinstance(threads[0][1]["error"], stepd.Skipped)
+
+
+def test_asyncio_holds_never_block_the_loop(probe: Probe, client: stepd.Client, watch: Watcher) -> None:
+    arm(client, probe, probe_kind="model_request")
+
+    @probe.point("model_request")
+    async def call_model(model: str, effort: str = "low") -> str:
+        await asyncio.sleep(0)
+        return f"{model}/{effort}"
+
+    async def main() -> tuple[str, int]:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        task = asyncio.create_task(ticker())
+        async with probe.scope("turn"):
+            result = await call_model("small")
+        stop.set()
+        await task
+        return result, ticks
+
+    answered: dict[str, Any] = {}
+
+    def answer() -> None:
+        pause = watch.pause(probe.labels["run"], kind="model_request")
+        answered["pause"] = pause
+        # The loop keeps running while held: EVAL is served by it, too.
+        answered["eval"] = client.send_debug_input(pause.key, "eval", code="model + '!'").pause.debug_value.text
+        client.send_debug_input(pause.key, "inject", value={"model": "large", "effort": "high"})
+
+    t, _ = in_thread(answer)
+    result, ticks = asyncio.run(main())
+    t.join(DEADLINE)
+    assert result == "large/high"
+    assert answered["eval"] == "'small!'"
+    assert ticks > 1
+    assert list(answered["pause"].point.scope_path) == ["turn"]
+
+
+def test_ahold_and_decorators(probe: Probe, client: stepd.Client, watch: Watcher) -> None:
+    arm(client, probe, probe_kind="tool")
+
+    @probe.point("tool")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @probe.point("tool", name="result_of_mul", on_result=True)
+    def mul(a: int, b: int) -> int:
+        return a * b
+
+    t, out = in_thread(add, 1, 2)
+    pause = watch.pause(probe.labels["run"], name="add")
+    assert json.loads(pause.debug_value.text) == {"a": 1, "b": 2}
+    client.send_debug_input(pause.key, "inject", value={"a": 40, "b": 2})
+    t.join(DEADLINE)
+    assert out == {"value": 42}
+
+    t, out = in_thread(add, 1, 2)
+    client.send_debug_input(watch.pause(probe.labels["run"], name="add").key, "skip")
+    t.join(DEADLINE)
+    assert isinstance(out["error"], stepd.Skipped)
+
+    t, out = in_thread(mul, 6, 7)
+    pause = watch.pause(probe.labels["run"], name="result_of_mul")
+    assert pause.point.payload.number_value == 42
+    client.send_debug_input(pause.key, "inject", value=43)
+    t.join(DEADLINE)
+    assert out == {"value": 43}
+
+    async def coroutine() -> Any:
+        return await probe.ahold("tool", name="async", value="x", editable=True)
+
+    t, out = in_thread(asyncio.run, coroutine())
+    client.send_debug_input(watch.pause(probe.labels["run"], name="async").key, "quit")
+    t.join(DEADLINE)
+    assert isinstance(out["error"], stepd.Stopped)
+
+
+def test_exception_only_points(probe: Probe, client: stepd.Client, watch: Watcher) -> None:
+    arm(client, probe, probe_kind="tool_error")
+
+    def run(fail: bool) -> Any:
+        secret = "in the frame"  # noqa: F841 - read by EVAL
+        with probe.on_exception("tool_error", name="Bash") as point:
+            if fail:
+                raise ValueError("disk full")
+            return "ran"
+        return ("swallowed", point.value)
+
+    assert run(False) == "ran"  # no exception: no point at all
+    t, out = in_thread(run, True)
+    pause = watch.pause(probe.labels["run"])
+    assert pause.caught_msg == "disk full" and pause.reason == pause_pb2.PAUSE_REASON_EXCEPTION
+    assert client.send_debug_input(pause.key, "eval", code="secret").pause.debug_value.text == "'in the frame'"
+    client.send_debug_input(pause.key, "continue")
+    t.join(DEADLINE)
+    assert isinstance(out["error"], ValueError)  # CONTINUE re-raises
+    t, out = in_thread(run, True)
+    client.send_debug_input(watch.pause(probe.labels["run"]).key, "skip")
+    t.join(DEADLINE)
+    assert out == {"value": ("swallowed", None)}
+
+
+def test_eval_can_be_refused(daemon: Daemon, client: stepd.Client, watch: Watcher) -> None:
+    run = uuid.uuid4().hex[:12]
+    with stepd.probe.connect(name="no-eval", labels={"run": run}, addr=daemon.tcp, eval=False) as p:
+        arm(client, p, probe_kind="k")
+        t, out = in_thread(p.hold, "k")
+        pause = watch.pause(run)
+        assert pause_pb2.COMMAND_KIND_EVAL not in pause.input_type
+        client.send_debug_input(pause.key, "continue")
+        t.join(DEADLINE)
+        assert out == {"value": None}
+
+
+def test_reports_are_batched_and_drops_become_a_gap(daemon: Daemon, client: stepd.Client, watch: Watcher) -> None:
+    run = uuid.uuid4().hex[:12]
+    with stepd.probe.connect(name="reports", labels={"run": run}, addr=daemon.tcp, buffer_size=100) as p:
+        total = 20_000
+        for i in range(total):
+            p.observe("tick", "n", i)
+        assert p.flush(DEADLINE)
+        session = p.session_id
+    watch.wait("session_ended", lambda e: e.HasField("session_ended") and e.session_id == session)
+    observed = len(watch.find(lambda e: e.HasField("observed") and e.session_id == session))
+    gaps = [e.gap.reason for e in watch.find(lambda e: e.HasField("gap") and e.session_id == session)]
+    dropped = sum(int(r.split("dropped ")[1].split()[0]) for r in gaps)
+    assert p.dropped_total > 0 and gaps
+    assert observed + dropped == total and dropped == p.dropped_total
+
+
+def test_no_daemon_means_no_holds(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there
+    started = time.monotonic()
+    with stepd.probe.connect(name="alone", addr=f"127.0.0.1:{port}") as p:
+        assert not p.connected
+        assert p.hold("k", value=1) == 1
+        p.observe("o", "n", 1)
+    assert time.monotonic() - started < 3
+
+
+def _start_fixed(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [str(stepd_bin()), "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir), "--no-unix-socket"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    assert line.startswith("stepd ready"), line
+    return proc
+
+
+def test_the_daemon_restarts_while_a_probe_is_connected(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"127.0.0.1:{port}"
+    proc = _start_fixed(tmp_path, port)
+    try:
+        with stepd.Client(addr) as c, stepd.probe.connect(name="restart", labels={"run": "r"}, addr=addr) as p:
+            w = Watcher(c)
+            arm(c, p, probe_kind="k")
+            first_session = p.session_id
+            t, out = in_thread(lambda: p.hold("k", "held", "original", editable=True))
+            w.pause("r")
+            w.close()
+            # The daemon goes away while the point is held: it goes on, unchanged.
+            proc.kill()
+            proc.wait()
+            t.join(DEADLINE)
+            assert out == {"value": "original"}
+            assert p.hold("k", value="while down") == "while down"  # disconnected: no hold
+            version = p.arming_version
+            proc = _start_fixed(tmp_path, port)
+            # It reconnects by itself: a new session, armed with the stored breakpoint.
+            assert p.wait_armed(version, DEADLINE)
+            assert p.connections == 2 and p.session_id != first_session
+            assert c.list_pauses().pauses == []  # the old hit was not re-sent
+            w = Watcher(c)
+            t, out = in_thread(lambda: p.hold("k", "again", "x", editable=True))
+            pause = w.pause("r")
+            c.send_debug_input(pause.key, "inject", value="edited")
+            t.join(DEADLINE)
+            assert out == {"value": "edited"}
+            w.close()
+    finally:
+        proc.kill()
+        proc.wait()
