@@ -10,7 +10,7 @@ echo "-- generated code"
 
 cd "$here"
 echo "-- gofmt"
-unformatted="$(gofmt -l stepd)"
+unformatted="$(gofmt -l stepd probe)"
 if [ -n "$unformatted" ]; then
   echo "not gofmt-formatted: $unformatted" >&2
   exit 1

@@ -277,6 +277,11 @@ func (s *Subscription) run(first *stepdv1.Event) {
 		s.mu.Lock()
 		stream := s.stream
 		s.mu.Unlock()
+		if stream == nil {
+			// reconnect gave up because the subscription ended meanwhile.
+			s.finish(nil)
+			return
+		}
 		resp, err := stream.Recv()
 		if err == nil {
 			if !s.deliver(resp.GetEvent()) {

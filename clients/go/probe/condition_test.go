@@ -1,0 +1,92 @@
+package probe
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// TestConditionVectors holds the evaluator to the vectors shared by every
+// implementation (the daemon's validator, the Python and Go libraries).
+func TestConditionVectors(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/conditions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors struct {
+		Valid []struct {
+			Condition string `json:"condition"`
+			Point     struct {
+				Kind   string            `json:"kind"`
+				Name   string            `json:"name"`
+				Value  any               `json:"value"`
+				Labels map[string]string `json:"labels"`
+			} `json:"point"`
+			Result bool `json:"result"`
+		} `json:"valid"`
+		Invalid []string `json:"invalid"`
+	}
+	if err := json.Unmarshal(data, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, c := range vectors.Valid {
+		e, err := parseCondition(c.Condition)
+		if err != nil {
+			t.Errorf("%s: %v", c.Condition, err)
+			continue
+		}
+		pt := condPoint{kind: c.Point.Kind, name: c.Point.Name, value: c.Point.Value, labels: c.Point.Labels}
+		if got := e.eval(&pt); got != c.Result {
+			t.Errorf("%s on %+v: got %v, want %v", c.Condition, c.Point, got, c.Result)
+		}
+		checked++
+	}
+	for _, c := range vectors.Invalid {
+		if _, err := parseCondition(c); err == nil {
+			t.Errorf("%q should not parse", c)
+		}
+		checked++
+	}
+	if checked < 30 {
+		t.Fatalf("only %d vectors", checked)
+	}
+	t.Logf("%d vectors", checked)
+}
+
+func TestGlob(t *testing.T) {
+	cases := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"Bash", "Bash", true},
+		{"Bash", "Bash2", false},
+		{"web_*", "web_search", true},
+		{"*_*", "a_b_c", true},
+		{"a?c", "abc", true},
+		{"[A-C]at", "Bat", true},
+		{"[!A-C]at", "Bat", false},
+		{"[^A-C]at", "Xat", true},
+		{`x\*`, "x*", true},
+		{`x\*`, "xy", false},
+		{"*", "", true},
+		{"[a-]", "-", true},
+		{"*b*c", "abxbc", true},
+		{"*b*c", "abxbd", false},
+		{"é?", "éa", true},
+	}
+	for _, c := range cases {
+		g, err := compileGlob(c.pattern)
+		if err != nil {
+			t.Fatalf("%q: %v", c.pattern, err)
+		}
+		if got := g.match(c.name); got != c.want {
+			t.Errorf("%q matches %q: got %v", c.pattern, c.name, got)
+		}
+	}
+	for _, bad := range []string{"[abc", "[]", `a\`, "[z-a]"} {
+		if _, err := compileGlob(bad); err == nil {
+			t.Errorf("%q should not compile", bad)
+		}
+	}
+}

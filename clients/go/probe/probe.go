@@ -1,0 +1,457 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	stepdv1 "github.com/stepd-dev/stepd/clients/go/gen/stepd/v1"
+	"github.com/stepd-dev/stepd/clients/go/stepd"
+)
+
+// ErrSkipped is returned by a point whose held call must not be performed
+// (the SKIP command).
+var ErrSkipped = errors.New("stepd probe: skipped")
+
+// ErrStopped is returned by a point when a client asked the program to stop
+// (the QUIT command).
+var ErrStopped = errors.New("stepd probe: stopped")
+
+// Options configure [Connect].
+type Options struct {
+	// Name of the program, shown as the session's name.
+	Name string
+	// Labels select breakpoints (label selectors) and are shown with the session.
+	Labels map[string]string
+	// Addr of the daemon: "host:port" or "unix:/path/stepd.sock"; empty means
+	// $STEPD_ADDR, else [stepd.DefaultAddr].
+	Addr string
+	// Eval evaluates code sent by EVAL while a point holds. Nil: the probe
+	// declares no evaluator and EVAL is not offered. A hold can bring its own
+	// with [Evaluator].
+	Eval func(code string) (string, error)
+	// ConnectWait is how long Connect waits for the first session (default
+	// 2s; negative: do not wait). The probe keeps trying in the background
+	// either way; until it is connected its points do not hold.
+	ConnectWait time.Duration
+	// ReportBuffer bounds the reports (observed, enlighten, trace) waiting to
+	// be sent (default 16384). When it is full the oldest is dropped and
+	// counted in Reports.dropped, which the daemon turns into a gap event.
+	ReportBuffer int
+	// FlushInterval is how often buffered reports are sent (default 20ms).
+	FlushInterval time.Duration
+	// DialOptions are extra gRPC dial options.
+	DialOptions []grpc.DialOption
+}
+
+// Probe is one instrumented process's connection to stepd. It is safe for
+// concurrent use by any number of goroutines. A nil *Probe is valid: its
+// points never hold.
+type Probe struct {
+	opts   Options
+	client *stepd.Client
+	labels map[string]string
+
+	// armed is the current arming; nil while disconnected.
+	armed atomic.Pointer[arming]
+	// top counts the points at depth 0.
+	top    atomic.Int32
+	hitSeq atomic.Uint64
+	gen    atomic.Uint64
+
+	mu        sync.Mutex
+	conn      *conn
+	sessionID string
+	changed   chan struct{} // closed and replaced when the connection state changes
+
+	reports reportBuffer
+	kick    chan struct{}
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	closing   chan struct{}
+	closeOnce sync.Once
+	runDone   chan struct{}
+}
+
+// conn is one live Connect stream.
+type conn struct {
+	gen     uint64
+	sendq   chan *stepdv1.ConnectRequest
+	done    chan struct{}
+	waiters map[string]*waiter
+}
+
+type waiter struct {
+	ch   chan *stepdv1.Resume
+	eval func(code string) (string, error)
+}
+
+// Connect starts a probe: it connects to the daemon, says Hello and keeps
+// the connection, reconnecting with backoff when it drops. It waits for the
+// first session at most Options.ConnectWait or until ctx is done, then
+// returns; it fails only for unusable options. Close the probe when done.
+func Connect(ctx context.Context, opts Options) (*Probe, error) {
+	if opts.Name == "" {
+		opts.Name = os.Args[0]
+	}
+	if opts.ConnectWait == 0 {
+		opts.ConnectWait = 2 * time.Second
+	}
+	if opts.ReportBuffer <= 0 {
+		opts.ReportBuffer = 16384
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = 20 * time.Millisecond
+	}
+	client, err := stepd.Dial(ctx, opts.Addr, stepd.WithDialOptions(opts.DialOptions...))
+	if err != nil {
+		return nil, err
+	}
+	labels := make(map[string]string, len(opts.Labels))
+	for k, v := range opts.Labels {
+		labels[k] = v
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	p := &Probe{
+		opts:    opts,
+		client:  client,
+		labels:  labels,
+		changed: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		ctx:     bg,
+		cancel:  cancel,
+		closing: make(chan struct{}),
+		runDone: make(chan struct{}),
+	}
+	p.reports.init(opts.ReportBuffer)
+	go p.run()
+	if opts.ConnectWait > 0 {
+		wctx, wcancel := context.WithTimeout(ctx, opts.ConnectWait)
+		_ = p.WaitConnected(wctx)
+		wcancel()
+	}
+	return p, nil
+}
+
+// Close flushes the buffered reports, ends the session and closes the
+// connection. Points reached after Close never hold.
+func (p *Probe) Close() error {
+	if p == nil {
+		return nil
+	}
+	p.closeOnce.Do(func() {
+		close(p.closing)
+		select {
+		case <-p.runDone:
+		case <-time.After(2 * time.Second):
+		}
+		p.cancel()
+		<-p.runDone
+		p.client.Close()
+	})
+	return nil
+}
+
+// Connected reports whether the probe has a live session.
+func (p *Probe) Connected() bool {
+	return p != nil && p.armed.Load() != nil
+}
+
+// SessionID is the id of the current (or last) session; empty before the
+// first.
+func (p *Probe) SessionID() string {
+	if p == nil {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sessionID
+}
+
+// Armed is a copy of the arming in force, nil while disconnected.
+func (p *Probe) Armed() *stepdv1.Armed {
+	if p == nil {
+		return nil
+	}
+	a := p.armed.Load()
+	if a == nil {
+		return nil
+	}
+	return proto.Clone(a.raw).(*stepdv1.Armed)
+}
+
+// WaitConnected blocks until the probe has a live session or ctx is done.
+func (p *Probe) WaitConnected(ctx context.Context) error {
+	if p == nil {
+		return errors.New("stepd probe: nil probe")
+	}
+	for {
+		p.mu.Lock()
+		ok := p.conn != nil
+		ch := p.changed
+		p.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.closing:
+			return errors.New("stepd probe: closed")
+		}
+	}
+}
+
+func (p *Probe) notifyChanged() {
+	// p.mu held.
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// ----- the connection loop ----------------------------------------------------
+
+const (
+	minBackoff    = 50 * time.Millisecond
+	maxBackoff    = 3 * time.Second
+	helloDeadline = 10 * time.Second
+)
+
+func (p *Probe) run() {
+	defer close(p.runDone)
+	backoff := minBackoff
+	for {
+		select {
+		case <-p.closing:
+			return
+		default:
+		}
+		welcomed := p.session()
+		if welcomed {
+			backoff = minBackoff
+		}
+		select {
+		case <-p.closing:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// session runs one Connect stream until it ends; it reports whether the
+// daemon welcomed the probe.
+func (p *Probe) session() bool {
+	ctx, cancel := context.WithCancel(p.ctx)
+	defer cancel()
+	stream, err := p.client.Probe().Connect(ctx)
+	if err != nil {
+		return false
+	}
+	host, _ := os.Hostname()
+	p.mu.Lock()
+	previous := p.sessionID
+	p.mu.Unlock()
+	hello := &stepdv1.Hello{
+		Name:     p.opts.Name,
+		Language: "go",
+		Pid:      int64(os.Getpid()),
+		Host:     host,
+		Labels:   p.labels,
+		Capabilities: &stepdv1.ProbeCapabilities{
+			Eval: p.opts.Eval != nil,
+			Skip: true,
+			Edit: true,
+		},
+		ResumeSessionId: previous,
+	}
+	if err := stream.Send(&stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		return false
+	}
+	timer := time.AfterFunc(helloDeadline, cancel)
+	first, err := stream.Recv()
+	timer.Stop()
+	if err != nil || first.GetWelcome() == nil {
+		return false
+	}
+	welcome := first.GetWelcome()
+	gen := p.gen.Add(1)
+	c := &conn{
+		gen:     gen,
+		sendq:   make(chan *stepdv1.ConnectRequest, 64),
+		done:    make(chan struct{}),
+		waiters: make(map[string]*waiter),
+	}
+	p.armed.Store(compileArmed(welcome.GetArmed(), gen))
+	p.mu.Lock()
+	p.conn = c
+	p.sessionID = welcome.GetSessionId()
+	p.notifyChanged()
+	p.mu.Unlock()
+
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		p.writer(stream, c, cancel)
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		p.handle(c, m)
+	}
+	// The stream is gone: points stop holding, held points go on as if
+	// CONTINUE had been answered (the program never hangs on a dead daemon).
+	p.armed.Store(nil)
+	p.mu.Lock()
+	p.conn = nil
+	waiters := c.waiters
+	c.waiters = nil
+	p.notifyChanged()
+	p.mu.Unlock()
+	close(c.done)
+	for _, w := range waiters {
+		w.ch <- &stepdv1.Resume{Decision: stepdv1.ResumeDecision_RESUME_DECISION_CONTINUE}
+	}
+	cancel()
+	<-writerDone
+	return true
+}
+
+func (p *Probe) handle(c *conn, m *stepdv1.ConnectResponse) {
+	switch msg := m.GetMessage().(type) {
+	case *stepdv1.ConnectResponse_Armed:
+		p.armed.Store(compileArmed(msg.Armed, c.gen))
+	case *stepdv1.ConnectResponse_Resume:
+		r := msg.Resume
+		if r.GetArmed() != nil {
+			// The arming after the resume is in force before the program goes on.
+			p.armed.Store(compileArmed(r.GetArmed(), c.gen))
+		}
+		p.mu.Lock()
+		w := c.waiters[r.GetHitId()]
+		delete(c.waiters, r.GetHitId())
+		p.mu.Unlock()
+		if w != nil {
+			w.ch <- r
+		}
+	case *stepdv1.ConnectResponse_Eval:
+		e := msg.Eval
+		p.mu.Lock()
+		w := c.waiters[e.GetHitId()]
+		p.mu.Unlock()
+		eval := p.opts.Eval
+		if w != nil && w.eval != nil {
+			eval = w.eval
+		}
+		go func() {
+			result := &stepdv1.EvalResult{EvalId: e.GetEvalId()}
+			switch {
+			case w == nil:
+				result.Error = "the point is no longer held"
+			case eval == nil:
+				result.Error = "this probe has no evaluator"
+			default:
+				v, err := safeCall(eval, e.GetCode())
+				if err != nil {
+					result.Error = err.Error()
+				} else {
+					result.Value = v
+					if sv, err := structpb.NewValue(toJSONValue(jsonOrString(v))); err == nil {
+						result.Structured = sv
+					}
+				}
+			}
+			p.send(c, &stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_EvalResult{EvalResult: result}})
+		}()
+	}
+}
+
+func safeCall(eval func(string) (string, error), code string) (v string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the evaluator panicked: %v", r)
+		}
+	}()
+	return eval(code)
+}
+
+// send queues a message on c; false when c is gone.
+func (p *Probe) send(c *conn, m *stepdv1.ConnectRequest) bool {
+	select {
+	case c.sendq <- m:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// writer is the only goroutine that sends on the stream: queued messages
+// first, then report batches on a timer or when the buffer fills up.
+func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cancel context.CancelFunc) {
+	ticker := time.NewTicker(p.opts.FlushInterval)
+	defer ticker.Stop()
+	flush := func(all bool) bool {
+		for {
+			batch, ok := p.reports.take(reportBatch)
+			if !ok {
+				return true
+			}
+			if err := stream.Send(&stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Reports{Reports: batch}}); err != nil {
+				// Never silent: what was in flight counts as dropped.
+				p.reports.addDropped(uint64(len(batch.Observed)+len(batch.Enlighten)+len(batch.Trace)) + batch.Dropped)
+				return false
+			}
+			if !all && p.reports.len() < reportBatch {
+				return true
+			}
+		}
+	}
+	for {
+		select {
+		case m := <-c.sendq:
+			if err := stream.Send(m); err != nil {
+				cancel()
+				return
+			}
+		case <-ticker.C:
+			if !flush(false) {
+				cancel()
+				return
+			}
+		case <-p.kick:
+			if !flush(false) {
+				cancel()
+				return
+			}
+		case <-p.closing:
+			// Drain what is queued, flush the reports, end the stream
+			// politely: the daemon ends the session.
+			for {
+				select {
+				case m := <-c.sendq:
+					_ = stream.Send(m)
+					continue
+				default:
+				}
+				break
+			}
+			flush(true)
+			_ = stream.CloseSend()
+			<-c.done
+			return
+		case <-c.done:
+			return
+		}
+	}
+}
