@@ -34,7 +34,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-import stepd
+try:
+    import stepd
+except ImportError:  # run from a checkout without the client installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python" / "src"))
+    import stepd
 from stepd.probe import Probe
 
 MODELS = ("offline-small", "offline-large")
@@ -228,13 +232,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     labels = dict(item.split("=", 1) for item in args.label)
 
-    main_probe = stepd.probe.connect(name=args.name, labels={**labels, "agent": "main"})
-    sub_probe = stepd.probe.connect(name=f"{args.name}-sub", labels={**labels, "agent": "sub"})
+    probes = [stepd.probe.connect(name=args.name, labels={**labels, "agent": "main"})]
     with tempfile.TemporaryDirectory(prefix="agent-loop-") as sandbox:
         root = Path(sandbox)
         (root / "notes.txt").write_text("The launch code is 0000.\n")
-        sub = Agent(sub_probe, Tools(root, None), who="sub-agent")
-        agent = Agent(main_probe, Tools(root, sub.turn), model=args.model)
+
+        def sub_agent(task: str) -> str:
+            # The sub-agent connects its own probe (a session labelled agent=sub) when first needed.
+            if len(probes) == 1:
+                probes.append(stepd.probe.connect(name=f"{args.name}-sub", labels={**labels, "agent": "sub"}))
+            return Agent(probes[1], Tools(root, None), who="sub-agent").turn(task)
+
+        agent = Agent(probes[0], Tools(root, sub_agent), model=args.model)
         try:
             for question in args.question:
                 agent.turn(question)
@@ -242,8 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             say(f"agent stopped at {stop.kind} {stop.name}")
             return 3
         finally:
-            main_probe.close()
-            sub_probe.close()
+            for probe in probes:
+                probe.close()
     return 0
 
 

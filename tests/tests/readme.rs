@@ -80,6 +80,13 @@ async fn every_readme_command_works() {
             assert!(stdout.contains("[2, 3, 4]"), "{stdout}");
             assert!(stdout.contains("exited"), "{stdout}");
         }
+        if block.iter().any(|c| c.contains("examples/agent_loop")) {
+            // The injected tool arguments reached the agent.
+            assert!(
+                stdout.contains("agent answer: The answer is 36"),
+                "{stdout}"
+            );
+        }
     }
     daemon.stop().await;
 }
