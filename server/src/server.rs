@@ -62,9 +62,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn({
         let shutdown = shutdown.clone();
         let health = health.clone();
+        let daemon = daemon.clone();
         async move {
             shutdown.cancelled().await;
             set_health(&health, ServingStatus::NotServing).await;
+            // Sessions end while connections drain, so probe streams close
+            // instead of holding the drain open. Launched programs are
+            // terminated, attached ones left running, probes go on.
+            daemon.sessions.shutdown(daemon.config.drain_timeout).await;
         }
     });
 
@@ -109,8 +114,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             tracing::warn!(?drain, "drain deadline passed; closing the remaining connections");
         }
     }
-    // Launched programs are terminated, attached ones left running.
-    daemon.sessions.shutdown(drain).await;
     daemon.store.close().await;
     if let Some(path) = unix_path {
         let _ = std::fs::remove_file(path);

@@ -11,7 +11,7 @@ use std::{
 
 use stepd_proto::v1::{
     Armed, ArmedMatcher, BreakpointAction, CommandKind, ConnectRequest, ConnectResponse, Continued,
-    EndReason, Enlighten, ErrorReason, Eval, EvalError, Hello, Hit, Notification,
+    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, EvalError, Hello, Hit, Notification,
     NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Resume, ResumeDecision,
     SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted, SessionState,
     StableState, Stack, Stopped, Trace, breakpoint_spec::Location, connect_request::Message as In,
@@ -544,23 +544,29 @@ impl ProbeSession {
                 }
             },
             Command::Reapply => self.push_armed().await,
-            Command::Disconnect { mode: _, reply } => {
+            Command::Disconnect { mode, reply } => {
+                // Disconnect stops held points (QUIT); a detach, and the
+                // daemon's own shutdown, lets the program go on.
+                let (decision, command, reason) = if mode == DisconnectMode::Detach {
+                    (
+                        ResumeDecision::Continue,
+                        CommandKind::Continue,
+                        EndReason::Detached,
+                    )
+                } else {
+                    (
+                        ResumeDecision::Stop,
+                        CommandKind::Quit,
+                        EndReason::Terminated,
+                    )
+                };
                 let keys: Vec<String> = self.held.keys().cloned().collect();
                 for key in keys {
-                    self.release(
-                        &key,
-                        ResumeDecision::Stop,
-                        None,
-                        CommandKind::Quit,
-                        "disconnect",
-                    )
-                    .await;
+                    self.release(&key, decision, None, command, "disconnect")
+                        .await;
                 }
-                self.end(
-                    EndReason::Terminated,
-                    "a client disconnected the session".into(),
-                )
-                .await;
+                self.end(reason, "a client disconnected the session".into())
+                    .await;
                 let _ = reply.send(Ok(()));
             }
         }

@@ -292,16 +292,23 @@ impl Sessions {
             + 'static,
     {
         let id = uuid::Uuid::now_v7().to_string();
-        let language = if hello.language.is_empty() { "probe" } else { &hello.language };
+        let language = if hello.language.is_empty() {
+            "probe"
+        } else {
+            &hello.language
+        };
         let shared = Arc::new(Shared::new(id.clone(), language));
         let (commands, command_rx) = mpsc::unbounded_channel();
         self.handles
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id, SessionHandle {
-                shared: shared.clone(),
-                commands,
-            });
+            .insert(
+                id,
+                SessionHandle {
+                    shared: shared.clone(),
+                    commands,
+                },
+            );
         let actor = crate::probe::session::ProbeSession::new(
             self.ctx.clone(),
             shared,
@@ -372,7 +379,13 @@ impl Sessions {
             .collect();
         let all = async {
             for handle in &handles {
-                let _ = handle.disconnect(DisconnectMode::Unspecified).await;
+                // A probe's program is not stepd's to stop: it goes on.
+                let mode = if handle.shared.client.get().is_some() {
+                    DisconnectMode::Unspecified
+                } else {
+                    DisconnectMode::Detach
+                };
+                let _ = handle.disconnect(mode).await;
             }
         };
         let _ = tokio::time::timeout(within, all).await;
