@@ -249,11 +249,9 @@ async fn sessions_of_different_adapters_run_at_once_and_steps_queue_in_order() {
         a_frame.location.unwrap().line,
         b_frame.location.unwrap().line,
     ];
+    // Both succeeded: the second ran once the first had stopped again (sent
+    // while the program ran, it would have failed with NOT_STOPPED).
     assert_ne!(lines[0], lines[1], "the steps did not run on the same stop");
-    assert!(
-        [a_frame.name.as_str(), b_frame.name.as_str()].contains(&"step"),
-        "one of them stepped into step(): {lines:?}"
-    );
     // Its stop may have come while the test waited for the Python one: the
     // snapshot of a session-filtered subscription has it either way.
     let mut native_sub = Subscription::open(
