@@ -82,6 +82,8 @@ impl Daemon {
             request_timeout: config.adapter_timeout,
             children: None,
             hold_limit: config.hold_limit,
+            sessions: std::sync::Weak::new(),
+            inspectors: Arc::default(),
         });
         sessions.follow_breakpoints();
         let inspectors = Arc::new(Inspectors::new(
@@ -89,6 +91,7 @@ impl Daemon {
             config.inspector_idle,
             config.max_inspectors,
         ));
+        let _ = sessions.inspect_with(inspectors.clone());
         Ok(Self {
             inspectors,
             instance_id,

@@ -657,3 +657,65 @@ async fn more_commands_at_lldb_pauses() {
     assert!(text.contains("i=0 total=40"), "{text}");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn inspect_locals_and_inspect_prompt_open_inspectors_at_the_pause() {
+    let (daemon, mut sub) = setup().await;
+    let (_, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
+    for kind in [
+        CommandKind::Inspect,
+        CommandKind::InspectPrompt,
+        CommandKind::Locals,
+    ] {
+        assert!(offers(&pause, kind), "{kind:?}");
+    }
+    let text = |p: &Pause| -> String {
+        p.inspect
+            .as_ref()
+            .unwrap()
+            .items
+            .iter()
+            .filter_map(|i| match &i.item {
+                Some(stepd_proto::v1::render_item::Item::Text(t)) => Some(t.clone()),
+                Some(stepd_proto::v1::render_item::Item::Value(v)) => Some(v.repr.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let locals = answer(&daemon, &pause.key, Command::Locals(Default::default()))
+        .await
+        .unwrap()
+        .pause
+        .unwrap();
+    assert!(text(&locals).contains("items"), "{}", text(&locals));
+    assert!(!locals.inspect.as_ref().unwrap().inspector_id.is_empty());
+    // INSPECT_PROMPT without code asks for the expression first.
+    let asked = answer(
+        &daemon,
+        &pause.key,
+        Command::InspectPrompt(Default::default()),
+    )
+    .await
+    .unwrap()
+    .pause
+    .unwrap();
+    assert_eq!(asked.input_type, [CommandKind::Expression as i32]);
+    let inspected = answer(
+        &daemon,
+        &pause.key,
+        Command::Expression(ExpressionCommand {
+            code: "{'answer': [1, 2, 42]}".into(),
+        }),
+    )
+    .await
+    .unwrap()
+    .pause
+    .unwrap();
+    assert!(text(&inspected).contains("answer"), "{}", text(&inspected));
+    assert!(
+        offers(&inspected, CommandKind::Next),
+        "the commands are back"
+    );
+    daemon.stop().await;
+}

@@ -26,6 +26,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 
 use super::value;
+use crate::inspector::PauseTarget;
 use crate::{
     breakpoints::HitCondition,
     error::{ApiError, ApiResult},
@@ -328,6 +329,10 @@ impl ProbeSession {
             .payload
             .as_ref()
             .map(|v| stop::display(&value::print(v), &point.type_hint));
+        let mut input_type = self.input_type(&point);
+        if !hit.locals.is_empty() {
+            input_type.push(CommandKind::Locals as i32);
+        }
         let pause = Pause {
             key: key.clone(),
             session_id: self.shared.id.clone(),
@@ -339,7 +344,7 @@ impl ProbeSession {
             }
             .into(),
             raw_reason: point.kind.clone(),
-            input_type: self.input_type(&point),
+            input_type,
             debug_value,
             location: hit.location.clone(),
             coor: hit.coor.clone(),
@@ -406,6 +411,9 @@ impl ProbeSession {
         }
         if caps.skip {
             kinds.push(CommandKind::Skip);
+        }
+        if point.payload.is_some() {
+            kinds.push(CommandKind::Inspect);
         }
         kinds.into_iter().map(i32::from).collect()
     }
@@ -752,6 +760,8 @@ impl ProbeSession {
                     "this pause is not waiting for an expression",
                 ))
             }
+            Some(Cmd::Inspect(_)) => Ok(self.inspect_held(&key, kind, PauseTarget::Value).await),
+            Some(Cmd::Locals(_)) => Ok(self.inspect_held(&key, kind, PauseTarget::Locals).await),
             Some(Cmd::Stacktrace(_)) => {
                 let frames = self.held.get(&key).map(|h| {
                     h.hit
@@ -789,6 +799,45 @@ impl ProbeSession {
             )),
         };
         let _ = reply.send(result);
+    }
+
+    /// INSPECT and LOCALS: an inspector on the held value; the pause is
+    /// re-sent with the rendering in `inspect`.
+    async fn inspect_held(
+        &mut self,
+        key: &str,
+        kind: CommandKind,
+        target: PauseTarget,
+    ) -> SendDebugInputResponse {
+        let Some(pause) = self.held.get(key).map(|h| h.pause.clone()) else {
+            return SendDebugInputResponse {
+                command: kind.into(),
+                pause: None,
+            };
+        };
+        match self.ctx.inspect_pause(&pause, target).await {
+            Ok(rendering) => {
+                if let Some(h) = self.held.get_mut(key) {
+                    h.pause.inspect = Some(rendering);
+                }
+            }
+            Err(err) => self.publish(Payload::EvalError(EvalError {
+                key: key.to_owned(),
+                message: err.to_string(),
+                causes: Vec::new(),
+            })),
+        }
+        let pause = self.held.get_mut(key).map(|h| {
+            h.pause.revision += 1;
+            h.pause.clone()
+        });
+        if let Some(p) = &pause {
+            self.resend(p.clone());
+        }
+        SendDebugInputResponse {
+            command: kind.into(),
+            pause,
+        }
     }
 
     fn ask_expression(&mut self, key: &str, kind: CommandKind) -> SendDebugInputResponse {

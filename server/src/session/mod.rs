@@ -53,6 +53,29 @@ pub struct Context {
     pub children: Option<mpsc::UnboundedSender<LaunchRequest>>,
     /// How long a probe hold lasts unless its breakpoint says otherwise.
     pub hold_limit: Duration,
+    /// The registry itself, for INSPECT at a pause (set by `Sessions::new`).
+    pub sessions: std::sync::Weak<Sessions>,
+    /// The daemon's inspectors, for INSPECT, INSPECT_PROMPT and LOCALS.
+    pub inspectors: Arc<OnceLock<Arc<crate::inspector::Inspectors>>>,
+}
+
+impl Context {
+    /// Opens an inspector on a pending pause; its rendering goes into
+    /// `Pause.inspect`.
+    pub async fn inspect_pause(
+        &self,
+        pause: &stepd_proto::v1::Pause,
+        target: crate::inspector::PauseTarget,
+    ) -> ApiResult<stepd_proto::v1::Rendering> {
+        let (Some(inspectors), Some(sessions)) = (self.inspectors.get(), self.sessions.upgrade())
+        else {
+            return Err(ApiError::new(
+                ErrorReason::ShuttingDown,
+                "the inspector is not available",
+            ));
+        };
+        crate::inspector::inspect_pause(inspectors, &sessions, pause, target, None).await
+    }
 }
 
 /// Execution requests, serialised by the actor.
@@ -234,9 +257,12 @@ impl Sessions {
     pub fn new(mut ctx: Context) -> Arc<Self> {
         let (children, mut child_requests) = mpsc::unbounded_channel::<LaunchRequest>();
         ctx.children = Some(children);
-        let sessions = Arc::new(Self {
-            ctx,
-            handles: Mutex::new(HashMap::new()),
+        let sessions = Arc::new_cyclic(|weak| {
+            ctx.sessions = weak.clone();
+            Self {
+                ctx,
+                handles: Mutex::new(HashMap::new()),
+            }
         });
         let weak = Arc::downgrade(&sessions);
         tokio::spawn(async move {
@@ -253,6 +279,11 @@ impl Sessions {
             }
         });
         sessions
+    }
+
+    /// Lets pauses open inspectors (INSPECT, INSPECT_PROMPT, LOCALS).
+    pub fn inspect_with(&self, inspectors: Arc<crate::inspector::Inspectors>) -> bool {
+        self.ctx.inspectors.set(inspectors).is_ok()
     }
 
     /// A session by id, or SESSION_NOT_FOUND.

@@ -14,6 +14,7 @@ use stepd_proto::v1::{
 use super::{Actor, ExecOp, dap_error};
 use crate::{
     error::{ApiError, ApiResult},
+    inspector::PauseTarget,
     pause::Answer,
     session::{handles, stop},
 };
@@ -77,6 +78,8 @@ pub(super) enum Steering {
 pub(super) enum Awaiting {
     /// The expression is evaluated and shown as debug_value.
     Eval,
+    /// The expression is evaluated and opened in an inspector.
+    Inspect,
 }
 
 /// What an answer did to its pause.
@@ -103,6 +106,11 @@ impl Actor {
         ];
         if has_frame {
             kinds.push(CommandKind::Eval);
+            kinds.push(CommandKind::Inspect);
+            kinds.push(CommandKind::InspectPrompt);
+        }
+        if locals_available {
+            kinds.push(CommandKind::Locals);
         }
         let can_set = self.shared.supports("supportsSetExpression")
             || self.shared.supports("supportsSetVariable");
@@ -306,12 +314,26 @@ impl Actor {
                 Ok(self.ask_expression(&key, Awaiting::Eval))
             }
             Some(Cmd::Eval(eval)) => Ok(self.eval_at(&key, frame_id, &eval.code).await),
+            Some(Cmd::Inspect(_)) => Ok(self.inspect_at(&key, PauseTarget::Value).await),
+            Some(Cmd::Locals(_)) => Ok(self.inspect_at(&key, PauseTarget::Locals).await),
+            Some(Cmd::InspectPrompt(prompt)) if prompt.code.trim().is_empty() => {
+                Ok(self.ask_expression(&key, Awaiting::Inspect))
+            }
+            Some(Cmd::InspectPrompt(prompt)) => Ok(self
+                .inspect_at(&key, PauseTarget::Expression(prompt.code))
+                .await),
             Some(Cmd::Expression(expression)) => {
                 let awaiting = self.pauses.get(&key).and_then(|p| p.awaiting);
                 match awaiting {
                     Some(Awaiting::Eval) => {
                         self.restore_prompt(&key);
                         Ok(self.eval_at(&key, frame_id, &expression.code).await)
+                    }
+                    Some(Awaiting::Inspect) => {
+                        self.restore_prompt(&key);
+                        Ok(self
+                            .inspect_at(&key, PauseTarget::Expression(expression.code))
+                            .await)
                     }
                     None => Err(ApiError::new(
                         ErrorReason::InvalidCommand,
@@ -529,6 +551,36 @@ impl Actor {
                 Outcome::Stays(Some(Box::new(again)))
             }
         }
+    }
+
+    /// INSPECT, LOCALS, INSPECT_PROMPT: an inspector on the pause; the pause is
+    /// re-sent with its rendering in `inspect` (an error is an `eval_error`).
+    async fn inspect_at(&mut self, key: &str, target: PauseTarget) -> Outcome {
+        let Some(pause) = self.pauses.get(key).map(|c| c.pause.clone()) else {
+            return Outcome::Stays(None);
+        };
+        let rendering = self.ctx.inspect_pause(&pause, target).await;
+        let Some(ctx) = self.pauses.get_mut(key) else {
+            return Outcome::Stays(None);
+        };
+        match rendering {
+            Ok(rendering) => ctx.pause.inspect = Some(rendering),
+            Err(err) => {
+                let message = err.to_string();
+                self.publish(Payload::EvalError(EvalError {
+                    key: key.to_owned(),
+                    message,
+                    causes: Vec::new(),
+                }));
+            }
+        }
+        let Some(ctx) = self.pauses.get_mut(key) else {
+            return Outcome::Stays(None);
+        };
+        ctx.pause.revision += 1;
+        let pause = ctx.pause.clone();
+        self.resend(pause.clone());
+        Outcome::Stays(Some(Box::new(pause)))
     }
 
     /// INJECT: `NAME = EXPRESSION` in the paused frame, then continue. A
