@@ -95,10 +95,10 @@ fn cached(name: &str) -> Option<Adapter> {
 }
 
 fn remember(adapter: &Adapter) {
-    found()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(adapter.name.clone(), (std::time::Instant::now(), adapter.clone()));
+    found().lock().unwrap_or_else(|e| e.into_inner()).insert(
+        adapter.name.clone(),
+        (std::time::Instant::now(), adapter.clone()),
+    );
 }
 
 /// Forgets a found adapter (it failed to start), so the next launch looks again.
