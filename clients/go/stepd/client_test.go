@@ -204,10 +204,10 @@ func TestErrors(t *testing.T) {
 			_, err := c.GetSession(ctx, "01900000-0000-7000-8000-000000000000")
 			return err
 		}, stepd.ErrSessionNotFound, codes.NotFound},
-		{"not implemented", func() error {
+		{"inspector not found", func() error {
 			_, err := c.Inspector().Clear(ctx, &stepdv1.ClearRequest{InspectorId: "no-such-inspector"})
 			return stepd.FromError(err)
-		}, stepd.ErrNotImplemented, codes.Unimplemented},
+		}, stepd.ErrInspectorNotFound, codes.NotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,8 +259,8 @@ func TestErrors(t *testing.T) {
 		if !errors.As(err, &se) {
 			t.Fatal(err)
 		}
-		if se.Metadata["rpc"] == "" {
-			t.Errorf("NOT_IMPLEMENTED metadata lacks the rpc: %v", se.Metadata)
+		if se.Metadata["inspector_id"] != "no-such-inspector" {
+			t.Errorf("INSPECTOR_NOT_FOUND metadata lacks the id: %v", se.Metadata)
 		}
 	})
 

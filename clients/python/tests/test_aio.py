@@ -47,7 +47,7 @@ def test_breakpoints_and_errors(daemon: Daemon) -> None:
             assert [v.field for v in info.value.field_violations] == ["spec.source.path"]
             with pytest.raises(errors.PauseNotFound):
                 await c.send_debug_input("nope", "continue")
-            with pytest.raises(errors.NotImplemented_):
+            with pytest.raises(errors.InspectorNotFound):
                 await c.clear("no-such-inspector")
 
     asyncio.run(main())

@@ -63,11 +63,12 @@ def test_session_not_found(client: stepd.Client) -> None:
     assert info.value.metadata["session_id"] == "01900000-0000-7000-8000-000000000000"
 
 
-def test_not_implemented(client: stepd.Client) -> None:
-    with pytest.raises(errors.NotImplemented_) as info:
+def test_inspector_not_found(client: stepd.Client) -> None:
+    with pytest.raises(errors.InspectorNotFound) as info:
         client.clear("no-such-inspector")
-    assert info.value.code == grpc.StatusCode.UNIMPLEMENTED
-    assert info.value.reason == "NOT_IMPLEMENTED"
+    assert info.value.code == grpc.StatusCode.NOT_FOUND
+    assert info.value.reason == "INSPECTOR_NOT_FOUND"
+    assert info.value.metadata["inspector_id"] == "no-such-inspector"
 
 
 def test_limit_exceeded(tmp_path_factory: pytest.TempPathFactory) -> None:
