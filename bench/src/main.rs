@@ -11,6 +11,7 @@
 
 mod direct;
 mod fanout;
+mod inspect;
 mod launch;
 mod profile;
 mod stats;
@@ -49,6 +50,7 @@ async fn main() -> anyhow::Result<()> {
             step::run(arg(&args, 2, 200)?, arg(&args, 3, 10)?, arg(&args, 4, 50)?).await
         }
         Some("launch") => launch::run(arg(&args, 2, 10)?).await,
+        Some("inspect") => inspect::run(arg(&args, 2, 30)?).await,
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

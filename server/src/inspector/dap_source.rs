@@ -143,12 +143,23 @@ fn index_of(name: &str) -> Option<u64> {
     name.strip_prefix('[')?.strip_suffix(']')?.parse().ok()
 }
 
+/// What debugpy's listing of a container told: its length, whether it was
+/// cut, how many children and pseudo entries it listed. Fixed for one stop.
+#[derive(Debug, Clone, Copy)]
+struct Listing {
+    len: Option<u64>,
+    more: bool,
+    items: u64,
+    pseudo: u64,
+}
+
 /// A variable of a DAP session at one stop.
 pub struct DapVar {
     shared: Arc<Shared>,
     epoch: u64,
     frame: String,
     var: Variable,
+    listing: std::sync::OnceLock<Listing>,
 }
 
 impl DapVar {
@@ -160,6 +171,7 @@ impl DapVar {
             epoch,
             frame,
             var,
+            listing: std::sync::OnceLock::new(),
         }
     }
 
@@ -185,19 +197,40 @@ impl DapVar {
     }
 
     async fn debugpy_contents(&self, start: u64, count: u64) -> ApiResult<Page> {
-        let all = self.all(VariableFilter::Unspecified).await?;
-        let len = all
-            .iter()
-            .find(|v| v.name == "len()")
-            .and_then(|v| v.value.parse::<u64>().ok());
-        let more = all.iter().any(|v| v.r#type == "MoreItems");
-        let named = all.iter().filter(|v| is_pseudo(v)).count() as u64;
-        let items: Vec<Variable> = all.into_iter().filter(|v| !is_pseudo(v)).collect();
         let shape = self.shape();
         let end = start.saturating_add(count);
+        // Past what debugpy lists, a window known to need slicing skips the listing.
+        let known = self
+            .listing
+            .get()
+            .copied()
+            .filter(|l| shape != Shape::Object && l.more && end > l.items);
+        let (listing, items) = match known {
+            Some(l) => (l, Vec::new()),
+            None => {
+                let all = self.all(VariableFilter::Unspecified).await?;
+                let listing = Listing {
+                    len: all
+                        .iter()
+                        .find(|v| v.name == "len()")
+                        .and_then(|v| v.value.parse::<u64>().ok()),
+                    more: all.iter().any(|v| v.r#type.starts_with("MoreItems")),
+                    items: all.iter().filter(|v| !is_pseudo(v)).count() as u64,
+                    pseudo: all.iter().filter(|v| is_pseudo(v)).count() as u64,
+                };
+                let _ = self.listing.set(listing);
+                (listing, all.into_iter().filter(|v| !is_pseudo(v)).collect())
+            }
+        };
+        let Listing {
+            len,
+            more,
+            items: listed,
+            pseudo: named,
+        } = listing;
         let total = match shape {
-            Shape::Object => Some(items.len() as u64),
-            _ => len.or((!more).then_some(items.len() as u64)),
+            Shape::Object => Some(listed),
+            _ => len.or((!more).then_some(listed)),
         };
         let counts = |children| Page {
             children,
@@ -206,10 +239,10 @@ impl DapVar {
             named: Some(if shape == Shape::Sequence {
                 named
             } else {
-                named + items.len() as u64
+                named + listed
             }),
         };
-        if shape == Shape::Object || !more || end <= items.len() as u64 {
+        if known.is_none() && (shape == Shape::Object || !more || end <= listed) {
             let children = window(&items, start, count)
                 .into_iter()
                 .enumerate()

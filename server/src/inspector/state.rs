@@ -327,21 +327,6 @@ impl Inspector {
         let Some(target) = level.page.checked_add_signed(delta) else {
             return Err(invalid("inspector_id", "already on the first page"));
         };
-        if delta > 0 {
-            let size = self.settings.page_size;
-            let known = self.fetch(&level, level.page).await?.total;
-            if let Some(count) = page_count(known, size)
-                && target >= count
-            {
-                return Err(invalid(
-                    "inspector_id",
-                    format!(
-                        "page {} is past the end: the value has {count} page(s) of {size}",
-                        target + 1
-                    ),
-                ));
-            }
-        }
         let page = self
             .fetch(
                 &Level {
@@ -351,10 +336,20 @@ impl Inspector {
                 target,
             )
             .await?;
-        if page.children.is_empty() && target > 0 {
+        let size = self.settings.page_size;
+        if target > 0
+            && (page.children.is_empty()
+                || page_count(page.total, size).is_some_and(|count| target >= count))
+        {
             return Err(invalid(
                 "inspector_id",
-                format!("page {} is past the end", target + 1),
+                match page_count(page.total, size) {
+                    Some(count) => format!(
+                        "page {} is past the end: the value has {count} page(s) of {size}",
+                        target + 1
+                    ),
+                    None => format!("page {} is past the end", target + 1),
+                },
             ));
         }
         self.top_mut().page = target;
