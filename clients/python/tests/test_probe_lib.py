@@ -89,18 +89,13 @@ def in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
 
 def test_an_unarmed_point_sends_nothing(probe: Probe, client: stepd.Client) -> None:
     sent: list[Any] = []
-    real = probe._out
-    put = real.put
+    real = probe._send
 
-    class Spy:
-        def put(self, item: Any) -> None:
-            sent.append(item)
-            put(item)
+    def spy(message: Any) -> None:
+        sent.append(message)
+        real(message)
 
-        def __getattr__(self, name: str) -> Any:
-            return getattr(real, name)
-
-    probe._out = Spy()  # type: ignore[assignment]
+    probe._send = spy  # type: ignore[method-assign]
     try:
         with probe.scope("turn"):
             for i in range(1000):
@@ -111,7 +106,7 @@ def test_an_unarmed_point_sends_nothing(probe: Probe, client: stepd.Client) -> N
             probe.hold("tool_call", name="Bash", value={"i": i})
             probe.hold("tool_call", name="Read", value={"i": i})
     finally:
-        probe._out = real
+        probe._send = real  # type: ignore[method-assign]
     assert sent == []
 
 

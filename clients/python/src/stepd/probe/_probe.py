@@ -12,6 +12,7 @@ import inspect
 import itertools
 import os
 import queue
+import reprlib
 import socket
 import sys
 import threading
@@ -26,7 +27,7 @@ from google.protobuf import timestamp_pb2
 
 from stepd import _build
 from stepd.probe._condition import ConditionError, Predicate, compile_condition, compile_glob
-from stepd.probe._values import from_value, to_struct, to_value, type_name
+from stepd.probe._values import fill_value, from_value, to_struct, to_value, type_name
 from stepd.v1 import pause_pb2, probe_pb2, probe_pb2_grpc, source_pb2
 
 __all__ = ["Probe", "Skipped", "Stopped", "connect"]
@@ -258,6 +259,8 @@ class Probe:
         self._metadata = ((_build.CLIENT_HEADER, client_name or f"probe:{self.name}"),)
         self._arming = _DISARMED
         self._armed_changed = threading.Condition()
+        self._armed_raw = b""
+        self._armed_compiled = _DISARMED
         #: Increases with every Armed (or Welcome) applied.
         self.arming_version = 0
         self._stack: contextvars.ContextVar[tuple[_Scope, ...]] = contextvars.ContextVar(f"stepd-scopes-{id(self)}", default=())
@@ -269,7 +272,9 @@ class Probe:
         self._welcomed = threading.Event()
         self._attempted = threading.Event()
         self._closed = threading.Event()
-        self._out: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._aq: asyncio.Queue[Any] | None = None
+        self._stop: asyncio.Event | None = None
         self._reports: collections.deque[_Report] = collections.deque(maxlen=buffer_size)
         self._buffer_size = buffer_size
         self._batch_size = batch_size
@@ -283,8 +288,6 @@ class Probe:
         self._queued_reports = 0
         self._call: Any = None
         self._warned_loop = False
-        self._channel = grpc.insecure_channel(self.addr, options=_build.channel_options(self.addr))
-        self._stub = probe_pb2_grpc.ProbeServiceStub(self._channel)
         self._thread = threading.Thread(target=self._run, name=f"stepd-probe-{self.name}", daemon=True)
         self._thread.start()
         _live.add(self)
@@ -292,7 +295,14 @@ class Probe:
     # -- lifecycle ------------------------------------------------------------------
 
     def _set_armed(self, armed: probe_pb2.Armed) -> None:
-        self._arming = _Arming.of(armed)
+        # Most Resumes repeat the arming in force: reuse its compiled form.
+        raw = armed.SerializeToString()
+        if raw != self._armed_raw or self._arming is _DISARMED:
+            self._armed_raw = raw
+            self._arming = _Arming.of(armed)
+        elif self._arming is not self._armed_compiled:
+            self._arming = self._armed_compiled  # undo a local switch (NONE → BREAKPOINTS)
+        self._armed_compiled = self._arming
         with self._armed_changed:
             self.arming_version += 1
             self._armed_changed.notify_all()
@@ -318,12 +328,16 @@ class Probe:
         if self._connected:
             self.flush(timeout)
         self._closed.set()
-        self._out.put(None)
-        call = self._call
-        if call is not None:
-            call.cancel()
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            try:
+                loop.call_soon_threadsafe(stop.set)
+                call = self._call
+                if call is not None:
+                    loop.call_soon_threadsafe(call.cancel)
+            except RuntimeError:
+                pass
         self._thread.join(timeout)
-        self._channel.close()
         _live.discard(self)
 
     def __enter__(self) -> Probe:
@@ -337,7 +351,7 @@ class Probe:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._flushed:
             want = self._queued_reports
-            self._out.put(_WAKE)
+            self._send(_WAKE)
             while self._sent_reports < want and self._connected:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -617,7 +631,7 @@ class Probe:
             if not self._connected:
                 return False  # while disconnected, points don't hold
             self._hits[hit_id] = waiter
-            self._out.put(probe_pb2.ConnectRequest(hit=hit))
+            self._send(probe_pb2.ConnectRequest(hit=hit))
         return True
 
     def _evaluate(self, waiter: _Waiter, ev: probe_pb2.Eval) -> None:
@@ -640,7 +654,7 @@ class Probe:
                     result.structured.CopyFrom(to_value(out))
             except BaseException as err:  # noqa: BLE001 - any failure is the evaluation's answer
                 result.error = f"{type(err).__name__}: {err}"
-        self._out.put(probe_pb2.ConnectRequest(eval_result=result))
+        self._send(probe_pb2.ConnectRequest(eval_result=result))
 
     # -- reports ------------------------------------------------------------------------
 
@@ -653,7 +667,7 @@ class Probe:
         buf.append((_OBSERVED, kind, name, value, stack, [s.n for s in stack], time.time_ns()))
         self._queued_reports += 1
         if len(buf) == 1:
-            self._out.put(_WAKE)
+            self._send(_WAKE)
 
     def enlighten(self, value: Any, *, erase_previous: bool = False) -> None:
         """A value to show beside the current coordinate."""
@@ -664,7 +678,7 @@ class Probe:
         buf.append((_ENLIGHTEN, value, erase_previous, [s.n for s in stack]))
         self._queued_reports += 1
         if len(buf) == 1:
-            self._out.put(_WAKE)
+            self._send(_WAKE)
 
     def _trace(self, kind: str, name: str, value: Any, stack: tuple[_Scope, ...], coor: list[int]) -> None:
         buf = self._reports
@@ -673,7 +687,7 @@ class Probe:
         buf.append((_TRACED, kind, name, value, stack, coor, time.time_ns()))
         self._queued_reports += 1
         if len(buf) == 1:
-            self._out.put(_WAKE)
+            self._send(_WAKE)
 
     def _drop(self) -> None:
         with self._drop_lock:
@@ -688,6 +702,7 @@ class Probe:
         if not buf and not dropped:
             return None
         reports = probe_pb2.Reports(dropped=dropped)
+        add_observed = reports.observed.add
         n = 0
         while buf and n < self._batch_size:
             try:
@@ -698,17 +713,22 @@ class Probe:
             tag = item[0]
             if tag == _OBSERVED:
                 _, kind, name, value, stack, coor, ns = item
-                o = reports.observed.add(kind=kind, name=name, scope_path=[s.name for s in stack], coor=coor)
-                _fill_value(o.value, value)
-                o.time.seconds, o.time.nanos = divmod(ns, 1_000_000_000)
+                o = add_observed(kind=kind, name=name)
+                if stack:
+                    o.scope_path.extend([s.name for s in stack])
+                    o.coor.extend(coor)
+                fill_value(o.value, value, 0)
+                stamp = o.time
+                stamp.seconds = ns // 1_000_000_000
+                stamp.nanos = ns % 1_000_000_000
             elif tag == _TRACED:
                 _, kind, name, value, stack, coor, ns = item
-                t = reports.trace.add(coor=coor)
-                t.point.kind, t.point.name = kind, name
-                t.point.scope_path.extend(s.name for s in stack)
-                t.point.labels.update(self.labels)
-                _fill_value(t.point.payload, value)
-                t.time.seconds, t.time.nanos = divmod(ns, 1_000_000_000)
+                tr = reports.trace.add(coor=coor)
+                tr.point.kind, tr.point.name = kind, name
+                tr.point.scope_path.extend(s.name for s in stack)
+                tr.point.labels.update(self.labels)
+                fill_value(tr.point.payload, value, 0)
+                tr.time.seconds, tr.time.nanos = divmod(ns, 1_000_000_000)
             else:
                 _, value, erase, coor = item
                 reports.enlighten.add(coor=coor, value=value if isinstance(value, str) else repr(value), erase_previous=erase)
@@ -731,89 +751,129 @@ class Probe:
             )
         )
 
-    def _requests(self, out: queue.SimpleQueue[Any], hello: probe_pb2.ConnectRequest) -> Iterator[probe_pb2.ConnectRequest]:
-        yield hello
+    def _send(self, message: Any) -> None:
+        """Queues a message for the stream (from any thread)."""
+        loop, q = self._loop, self._aq
+        if loop is None or q is None:
+            return
+        try:
+            loop.call_soon_threadsafe(q.put_nowait, message)
+        except RuntimeError:  # the loop is closed
+            pass
+
+    async def _writer(self, call: Any, q: asyncio.Queue[Any]) -> None:
         while True:
-            message = out.get()
-            if message is None:
-                return
+            message = await q.get()
             if message is _WAKE:
                 # Let a burst of reports gather, but never delay a control message.
-                if len(self._reports) < self._batch_size and self._linger > 0:
+                if len(self._reports) < self._batch_size and self._linger > 0 and q.empty():
                     try:
-                        message = out.get(timeout=self._linger)
-                    except queue.Empty:
+                        message = await asyncio.wait_for(q.get(), self._linger)
+                    except asyncio.TimeoutError:
                         message = _WAKE
-                    if message is None:
-                        return
             while True:
                 batch = self._batch()
                 if batch is None:
                     break
-                yield probe_pb2.ConnectRequest(reports=batch)
+                await call.write(probe_pb2.ConnectRequest(reports=batch))
                 with self._flushed:
                     self._sent_reports += self._sent_count
                     self._flushed.notify_all()
             if message is not _WAKE:
-                yield message
+                await call.write(message)
 
     def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main())
+        except BaseException:  # noqa: BLE001 - never let the probe thread die noisily
+            pass
+        finally:
+            self._loop = None
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+            self._attempted.set()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        if self._closed.is_set():
+            return
+        channel = grpc.aio.insecure_channel(self.addr, options=_build.channel_options(self.addr))
+        stub = probe_pb2_grpc.ProbeServiceStub(channel)
         delay = self._backoff[0]
         previous = ""
-        while not self._closed.is_set():
-            out: queue.SimpleQueue[Any] = queue.SimpleQueue()
-            # Messages queued for a previous stream (hits, eval results) are dropped:
-            # their holds were released when it ended.
-            self._out = out
-            try:
-                call: Any = self._stub.Connect(self._requests(out, self._hello(previous)), metadata=self._metadata)
+        try:
+            while not self._closed.is_set():
+                # Messages queued for a previous stream (hits, eval results) are
+                # dropped with it: their holds were released when it ended.
+                q: asyncio.Queue[Any] = asyncio.Queue()
+                self._aq = q
+                call: Any = stub.Connect(metadata=self._metadata)
                 self._call = call
-                for response in call:
-                    kind = response.WhichOneof("message")
-                    if kind == "welcome":
-                        welcome = response.welcome
-                        with self._lock:
-                            self.session_id = previous = welcome.session_id
-                            self._set_armed(welcome.armed)
-                            self._connected = True
-                            self.connections += 1
-                        delay = self._backoff[0]
-                        self._welcomed.set()
-                        self._attempted.set()
-                        if self._reports:
-                            out.put(_WAKE)
-                    elif kind == "armed":
-                        self._set_armed(response.armed)
-                    elif kind == "resume":
-                        resume = response.resume
-                        if resume.HasField("armed"):
-                            self._set_armed(resume.armed)
-                        with self._lock:
-                            waiter = self._hits.pop(resume.hit_id, None)
-                        if waiter is not None:
-                            waiter.deliver(resume)
-                    elif kind == "eval":
-                        with self._lock:
-                            waiter = self._hits.get(response.eval.hit_id)
-                        if waiter is not None:
-                            waiter.deliver(response.eval)
-                        else:
-                            out.put(
-                                probe_pb2.ConnectRequest(
-                                    eval_result=probe_pb2.EvalResult(eval_id=response.eval.eval_id, error="the point is no longer held")
-                                )
-                            )
-            except grpc.RpcError:
-                pass
-            except Exception:  # never let the probe thread die
-                pass
-            finally:
-                out.put(None)
-                self._disconnected()
-                self._attempted.set()
-            if self._closed.wait(delay):
-                break
-            delay = min(delay * 2, self._backoff[1])
+                writer = asyncio.ensure_future(self._writer(call, q))
+                try:
+                    await call.write(self._hello(previous))
+                    async for response in call:
+                        if self._on_response(response, q):
+                            previous = self.session_id
+                            delay = self._backoff[0]
+                except (grpc.RpcError, grpc.aio.UsageError, asyncio.CancelledError):
+                    pass
+                except Exception:  # noqa: BLE001 - a bad message must not end the probe
+                    pass
+                finally:
+                    writer.cancel()
+                    call.cancel()
+                    self._call = None
+                    self._disconnected()
+                    self._attempted.set()
+                if self._closed.is_set():
+                    break
+                try:
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+                delay = min(delay * 2, self._backoff[1])
+        finally:
+            await channel.close()
+
+    def _on_response(self, response: probe_pb2.ConnectResponse, q: asyncio.Queue[Any]) -> bool:
+        """Handles one message from the daemon; True for a Welcome."""
+        kind = response.WhichOneof("message")
+        if kind == "resume":
+            resume = response.resume
+            if resume.HasField("armed"):
+                self._set_armed(resume.armed)
+            with self._lock:
+                waiter = self._hits.pop(resume.hit_id, None)
+            if waiter is not None:
+                waiter.deliver(resume)
+        elif kind == "armed":
+            self._set_armed(response.armed)
+        elif kind == "eval":
+            with self._lock:
+                waiter = self._hits.get(response.eval.hit_id)
+            if waiter is not None:
+                waiter.deliver(response.eval)
+            else:
+                error = probe_pb2.EvalResult(eval_id=response.eval.eval_id, error="the point is no longer held")
+                q.put_nowait(probe_pb2.ConnectRequest(eval_result=error))
+        elif kind == "welcome":
+            welcome = response.welcome
+            with self._lock:
+                self.session_id = welcome.session_id
+                self._set_armed(welcome.armed)
+                self._connected = True
+                self.connections += 1
+            self._welcomed.set()
+            self._attempted.set()
+            if self._reports:
+                q.put_nowait(_WAKE)
+            return True
+        return False
 
     def _disconnected(self) -> None:
         with self._lock:
@@ -940,13 +1000,6 @@ def _bind_locals(signature: inspect.Signature, args: tuple[Any, ...], kwargs: di
         return {}
 
 
-def _fill_value(out: Any, value: Any) -> None:
-    if isinstance(value, str):
-        out.string_value = value
-    else:
-        out.CopyFrom(to_value(value))
-
-
 def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
@@ -955,9 +1008,16 @@ def _loop_running() -> bool:
         return False
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _DISPLAY
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 30
+_REPR.maxlevel = 4
+
+
 def _display(value: Any) -> pause_pb2.DisplayValue:
+    # reprlib bounds the cost: a hold never prints a huge local in full.
     try:
-        text = repr(value)
+        text = _REPR.repr(value)
     except Exception as err:  # noqa: BLE001
         text = f"<repr failed: {err}>"
     return pause_pb2.DisplayValue(text=text[:_DISPLAY], truncated=len(text) > _DISPLAY, type=type(value).__name__)

@@ -8,12 +8,12 @@ from typing import Any, Mapping
 
 from google.protobuf import struct_pb2
 
-__all__ = ["from_value", "to_struct", "to_value", "type_name"]
+__all__ = ["fill_value", "from_value", "to_struct", "to_value", "type_name"]
 
 _MAX_DEPTH = 32
 
 
-def _fill(out: struct_pb2.Value, obj: Any, depth: int) -> None:
+def fill_value(out: struct_pb2.Value, obj: Any, depth: int) -> None:
     if obj is None:
         out.null_value = struct_pb2.NULL_VALUE
     elif obj is True or obj is False:
@@ -32,19 +32,19 @@ def _fill(out: struct_pb2.Value, obj: Any, depth: int) -> None:
         fields = out.struct_value.fields
         out.struct_value.SetInParent()
         for key, item in obj.items():
-            _fill(fields[str(key)], item, depth + 1)
+            fill_value(fields[str(key)], item, depth + 1)
     elif isinstance(obj, (list, tuple, set, frozenset)):
         values = out.list_value.values
         out.list_value.SetInParent()
         for item in obj:
-            _fill(values.add(), item, depth + 1)
+            fill_value(values.add(), item, depth + 1)
     elif isinstance(obj, bytes):
         out.string_value = obj.decode("utf-8", "replace")
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        _fill(out, dataclasses.asdict(obj), depth + 1)
+        fill_value(out, dataclasses.asdict(obj), depth + 1)
     elif hasattr(obj, "model_dump"):  # pydantic models
         try:
-            _fill(out, obj.model_dump(), depth + 1)
+            fill_value(out, obj.model_dump(), depth + 1)
         except Exception:
             out.string_value = repr(obj)
     else:
@@ -55,7 +55,7 @@ def to_value(obj: Any) -> struct_pb2.Value:
     """A Python value as a Value: JSON-like values as themselves, dataclasses and
     pydantic models as objects, anything else as its repr."""
     out = struct_pb2.Value()
-    _fill(out, obj, 0)
+    fill_value(out, obj, 0)
     return out
 
 
@@ -63,7 +63,7 @@ def to_struct(obj: Mapping[str, Any]) -> struct_pb2.Struct:
     """A mapping (e.g. a JSON Schema) as a Struct."""
     out = struct_pb2.Struct()
     for key, item in obj.items():
-        _fill(out.fields[str(key)], item, 0)
+        fill_value(out.fields[str(key)], item, 0)
     return out
 
 
