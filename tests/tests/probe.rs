@@ -477,3 +477,74 @@ async fn a_pause_request_arms_step_mode() {
     assert_eq!(state.pause.unwrap().point.unwrap().kind, "model_request");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn a_held_value_opens_in_the_inspector() {
+    use stepd_proto::v1::{
+        InspectRequest, InspectSource, PushRequest, inspect_source::Source,
+        inspector_service_client::InspectorServiceClient, render_item::Item,
+    };
+    let (daemon, mut sub) = setup().await;
+    let (probe, _) = Probe::connect(&daemon, &[]).await;
+    let args = object(&[
+        ("cmd", string("ls")),
+        (
+            "env",
+            object(&[("HOME", string("/home/agent")), ("TERM", string("xterm"))]),
+        ),
+    ]);
+    probe.hit("h1", "tool_call", "Bash", args, &["turn"]).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    assert!(pause.input_type.contains(&(CommandKind::Inspect as i32)));
+    let mut inspector = InspectorServiceClient::new(daemon.channel().await);
+    let root = inspector
+        .inspect(InspectRequest {
+            session_id: probe.session_id.clone(),
+            source: Some(InspectSource {
+                source: Some(Source::PauseValue(pause.key.clone())),
+            }),
+            config: None,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rendering
+        .unwrap();
+    let env = root
+        .items
+        .iter()
+        .find_map(|i| match &i.item {
+            Some(Item::Value(v)) if v.repr.contains("HOME") => Some(v.idx),
+            _ => None,
+        })
+        .expect("the nested object is a navigable child");
+    let pushed = inspector
+        .push(PushRequest {
+            inspector_id: root.inspector_id.clone(),
+            idx: env,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rendering
+        .unwrap();
+    assert!(pushed.path.contains("env"), "{}", pushed.path);
+    let texts: Vec<String> = pushed
+        .items
+        .iter()
+        .filter_map(|i| match &i.item {
+            Some(Item::Value(v)) => Some(v.repr.clone()),
+            Some(Item::Text(t)) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(texts.iter().any(|t| t.contains("/home/agent")), "{texts:?}");
+    // INSPECT as a debug input puts the rendering into the pause.
+    let inspected = answer(&daemon, &pause.key, Command::Inspect(Default::default()))
+        .await
+        .unwrap()
+        .pause
+        .unwrap();
+    assert!(inspected.inspect.is_some());
+    daemon.stop().await;
+}

@@ -1006,7 +1006,7 @@ impl Actor {
             debug_value: (!caught_msg.is_empty()).then(|| stop::display(&caught_msg, "exception")),
             coor: location
                 .as_ref()
-                .map(|l| vec![0, l.line as i32])
+                .map(|l| vec![depth as i32, l.line as i32])
                 .unwrap_or_default(),
             location: location.clone(),
             locals,

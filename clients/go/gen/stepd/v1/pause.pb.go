@@ -467,7 +467,9 @@ type Pause struct {
 	DebugValue *DisplayValue `protobuf:"bytes,8,opt,name=debug_value,json=debugValue,proto3" json:"debug_value,omitempty"`
 	// Where it is paused.
 	Location *Location `protobuf:"bytes,9,opt,name=location,proto3" json:"location,omitempty"`
-	// Coordinate of the paused point within its top-level unit. DAP: [frame depth, line]; probes: index in each open scope.
+	// Coordinate of the paused point within its top-level unit. DAP: [stack
+	// depth (frames on the stopped thread), line]; probes: the point's index in
+	// each open scope, outermost first (see docs/probes.md).
 	Coor []int32 `protobuf:"varint,10,rep,packed,name=coor,proto3" json:"coor,omitempty"`
 	// Locals of the paused frame, for display.
 	Locals []*Local `protobuf:"bytes,11,rep,name=locals,proto3" json:"locals,omitempty"`

@@ -357,7 +357,10 @@ class Pause(_message.Message):
 
     @_builtins.property
     def coor(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Coordinate of the paused point within its top-level unit. DAP: [frame depth, line]; probes: index in each open scope."""
+        """Coordinate of the paused point within its top-level unit. DAP: [stack
+        depth (frames on the stopped thread), line]; probes: the point's index in
+        each open scope, outermost first (see docs/probes.md).
+        """
 
     @_builtins.property
     def locals(self) -> _containers.RepeatedCompositeFieldContainer[Global___Local]:
