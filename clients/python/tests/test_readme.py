@@ -18,7 +18,7 @@ def python_blocks() -> list[str]:
 
 
 def test_readme_example_runs(daemon: Daemon) -> None:
-    example, errors_example = python_blocks()
+    example, errors_example, _probe = python_blocks()
     script = example + "\n" + "client = stepd.Client()\n" + errors_example
     env = {**os.environ, "STEPD_ADDR": daemon.tcp}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
@@ -29,3 +29,11 @@ def test_readme_example_runs(daemon: Daemon) -> None:
     assert lines[2].endswith(" True")
     assert lines[3].startswith("INVALID_ARGUMENT StatusCode.INVALID_ARGUMENT")
     assert "spec.source.path must not be empty" in result.stdout
+
+
+def test_readme_probe_example_runs(daemon: Daemon) -> None:
+    probe_example = python_blocks()[2]
+    env = {**os.environ, "STEPD_ADDR": daemon.tcp}
+    result = subprocess.run([sys.executable, "-c", probe_example], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "calculator ran with {'expression': '6*7'}\n"
