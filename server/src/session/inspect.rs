@@ -99,23 +99,7 @@ impl Shared {
             .request("stackTrace", args)
             .await
             .map_err(|e| dap_error(&e))?;
-        let frames: Vec<Frame> = body["stackFrames"]
-            .as_array()
-            .map(|frames| {
-                frames
-                    .iter()
-                    .map(|f| Frame {
-                        id: handles::make(epoch, f["id"].as_i64().unwrap_or(0)),
-                        name: f["name"].as_str().unwrap_or_default().to_owned(),
-                        location: Some(stop::location(f)),
-                        presentation_hint: f["presentationHint"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let frames: Vec<Frame> = stop::frames(&body, epoch);
         let total = body["totalFrames"]
             .as_u64()
             .map(|t| u32::try_from(t).unwrap_or(u32::MAX))

@@ -384,14 +384,7 @@ impl Sessions {
                     return;
                 };
                 if reapply {
-                    let handles: Vec<SessionHandle> = sessions
-                        .handles
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .values()
-                        .cloned()
-                        .collect();
-                    for handle in handles {
+                    for handle in sessions.all() {
                         let _ = handle.commands.send(Command::Reapply);
                     }
                 }
@@ -399,15 +392,19 @@ impl Sessions {
         });
     }
 
-    /// Ends every live session (daemon shutdown), waiting at most `within`.
-    pub async fn shutdown(&self, within: Duration) {
-        let handles: Vec<SessionHandle> = self
-            .handles
+    /// Every session still registered.
+    fn all(&self) -> Vec<SessionHandle> {
+        self.handles
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// Ends every live session (daemon shutdown), waiting at most `within`.
+    pub async fn shutdown(&self, within: Duration) {
+        let handles = self.all();
         let all = async {
             for handle in &handles {
                 // A probe's program is not stepd's to stop: it goes on.

@@ -96,6 +96,27 @@ pub fn location(frame: &Value) -> Location {
     }
 }
 
+/// The frames of a DAP `stackTrace` answer, with handles of `epoch`.
+pub fn frames(stack: &Value, epoch: u64) -> Vec<stepd_proto::v1::Frame> {
+    stack["stackFrames"]
+        .as_array()
+        .map(|frames| {
+            frames
+                .iter()
+                .map(|f| stepd_proto::v1::Frame {
+                    id: super::handles::make(epoch, f["id"].as_i64().unwrap_or(0)),
+                    name: f["name"].as_str().unwrap_or_default().to_owned(),
+                    location: Some(location(f)),
+                    presentation_hint: f["presentationHint"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Lines around `line` of the file at `path`.
 pub fn excerpt(path: &str, line: u32) -> Option<CodeExcerpt> {
     if path.is_empty() || line == 0 {

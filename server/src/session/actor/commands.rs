@@ -16,7 +16,7 @@ use crate::{
     error::{ApiError, ApiResult},
     inspector::PauseTarget,
     pause::Answer,
-    session::{handles, stop},
+    session::stop,
 };
 
 /// Steps a TRACE takes when the command names no limit.
@@ -503,6 +503,17 @@ impl Actor {
         }
     }
 
+    /// Re-sends a pause that stays, with a higher revision.
+    fn reprompt(&mut self, key: &str) -> Outcome {
+        let Some(ctx) = self.pauses.get_mut(key) else {
+            return Outcome::Stays(None);
+        };
+        ctx.pause.revision += 1;
+        let pause = ctx.pause.clone();
+        self.resend(pause.clone());
+        Outcome::Stays(Some(Box::new(pause)))
+    }
+
     /// Publishes a changed pause (same key, higher revision).
     fn resend(&mut self, pause: Pause) {
         self.ctx.pauses.update(pause.clone());
@@ -574,13 +585,7 @@ impl Actor {
                 }));
             }
         }
-        let Some(ctx) = self.pauses.get_mut(key) else {
-            return Outcome::Stays(None);
-        };
-        ctx.pause.revision += 1;
-        let pause = ctx.pause.clone();
-        self.resend(pause.clone());
-        Outcome::Stays(Some(Box::new(pause)))
+        self.reprompt(key)
     }
 
     /// INJECT: `NAME = EXPRESSION` in the paused frame, then continue. A
@@ -670,23 +675,7 @@ impl Actor {
             )
             .await
             .unwrap_or(Value::Null);
-        let frames = stack["stackFrames"]
-            .as_array()
-            .map(|frames| {
-                frames
-                    .iter()
-                    .map(|f| stepd_proto::v1::Frame {
-                        id: handles::make(epoch, f["id"].as_i64().unwrap_or(0)),
-                        name: f["name"].as_str().unwrap_or_default().to_owned(),
-                        location: Some(stop::location(f)),
-                        presentation_hint: f["presentationHint"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let frames = stop::frames(&stack, epoch);
         let is_exception = self
             .pauses
             .get(key)
@@ -705,13 +694,7 @@ impl Actor {
             frames,
             causes,
         }));
-        let Some(ctx) = self.pauses.get_mut(key) else {
-            return Outcome::Stays(None);
-        };
-        ctx.pause.revision += 1;
-        let pause = ctx.pause.clone();
-        self.resend(pause.clone());
-        Outcome::Stays(Some(Box::new(pause)))
+        self.reprompt(key)
     }
 }
 
