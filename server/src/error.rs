@@ -55,15 +55,6 @@ impl ApiError {
         Self::invalid(vec![FieldViolation::new(field, description)])
     }
 
-    /// `UNIMPLEMENTED` for an RPC of the API this daemon does not serve yet.
-    pub fn not_implemented(rpc: &str, missing: &str) -> Self {
-        Self::new(
-            ErrorReason::NotImplemented,
-            format!("{rpc} is not implemented in this version of stepd: {missing}"),
-        )
-        .with("rpc", rpc)
-    }
-
     /// `INTERNAL` for a bug; the message says what.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorReason::Internal, message)
