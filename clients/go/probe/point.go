@@ -66,8 +66,15 @@ func (p *Probe) Scope(ctx context.Context, name string) (context.Context, func()
 		}
 		// NONE holds nowhere while the depth is at least Armed.depth; leaving
 		// a scope below it switches the probe back to its breakpoints.
-		if a := p.armed.Load(); a != nil && a.mode == stepdv1.ProbeMode_PROBE_MODE_NONE && s.depth-1 < a.depth {
-			p.armed.CompareAndSwap(a, a.withMode(stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS))
+		// DEPTH (OUT): the scope the hold was in has ended, so the next
+		// point holds wherever it is.
+		if a := p.armed.Load(); a != nil && s.depth-1 < a.depth {
+			switch a.mode {
+			case stepdv1.ProbeMode_PROBE_MODE_NONE:
+				p.armed.CompareAndSwap(a, a.withMode(stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS))
+			case stepdv1.ProbeMode_PROBE_MODE_DEPTH:
+				p.armed.CompareAndSwap(a, a.withMode(stepdv1.ProbeMode_PROBE_MODE_STEP))
+			}
 		}
 	}
 }

@@ -133,16 +133,29 @@ impl Breakpoints {
         Ok(self.publish(BreakpointChange::Updated, to_proto(&stored)))
     }
 
-    /// Counts a hit in some session and publishes it (change HIT).
+    /// Counts a hit in some session and publishes it (change HIT). The count
+    /// is taken from the event stream's state and written to the store in the
+    /// background: a hit is on the path of every pause it causes, and the
+    /// database write would be most of its cost.
     pub async fn hit(&self, id: &str) -> ApiResult<Breakpoint> {
         let row = parse_id(id)?;
         let _order = self.write.lock().await;
-        let stored = self
-            .store
-            .increment_hits(row)
-            .await?
+        let mut breakpoint = self
+            .bus
+            .with_view(|v| v.breakpoint(id))
             .ok_or_else(|| not_found(id))?;
-        Ok(self.publish(BreakpointChange::Hit, to_proto(&stored)))
+        breakpoint.hit_count += 1;
+        let spec = breakpoint.spec.clone().unwrap_or_default();
+        if spec.max_hits > 0 && breakpoint.hit_count >= u64::from(spec.max_hits) {
+            breakpoint.spent = true;
+        }
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(err) = store.increment_hits(row).await {
+                tracing::warn!(%err, breakpoint = row, "could not store a breakpoint hit");
+            }
+        });
+        Ok(self.publish(BreakpointChange::Hit, breakpoint))
     }
 
     fn publish(&self, change: BreakpointChange, breakpoint: Breakpoint) -> Breakpoint {
