@@ -1,0 +1,270 @@
+//! Starting a DAP session: the configuration sequence every adapter goes
+//! through, in the order that works for all of them.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use stepd_proto::v1::{
+    EndReason, ErrorReason, SessionStarted, SessionState, StableState, event::Payload,
+};
+use tokio::time::sleep_until;
+
+use super::Actor;
+use crate::session::LaunchOutcome;
+use crate::{
+    dap::{
+        adapters::{self, LaunchSpec},
+        client::{DapError, Incoming, body_of},
+    },
+    error::{ApiError, ApiResult},
+};
+
+/// How long the configuration sequence may take.
+const CONFIGURE_DEADLINE: Duration = Duration::from_secs(60);
+
+impl Actor {
+    pub(super) async fn configure(&mut self) -> ApiResult<LaunchOutcome> {
+        let init = json!({
+            "clientID": "stepd",
+            "clientName": "stepd",
+            "adapterID": self.adapter.name,
+            "locale": "en",
+            "linesStartAt1": true,
+            "columnsStartAt1": true,
+            "pathFormat": "path",
+            "supportsVariableType": true,
+            "supportsVariablePaging": true,
+            "supportsRunInTerminalRequest": false,
+            "supportsStartDebuggingRequest": true,
+            "supportsProgressReporting": false,
+            "supportsInvalidatedEvent": false,
+            "supportsMemoryReferences": false,
+        });
+        let capabilities = self
+            .client
+            .request("initialize", init)
+            .await
+            .map_err(start_error)?;
+        let _ = self.shared.capabilities.set(capabilities.clone());
+        self.session.capabilities = capabilities.as_object().map(adapters::json_to_struct);
+        self.session.exception_filters = exception_filters(&capabilities);
+
+        let (command, arguments) = self.start_arguments();
+        let mut started = self.client.send(command, arguments);
+        // Adapters differ in order: debugpy sends `initialized` before it
+        // answers `launch` (and answers only after configurationDone); lldb
+        // answers first. Wait for `initialized` without waiting for the answer.
+        let deadline = tokio::time::Instant::now() + CONFIGURE_DEADLINE;
+        let mut early = Vec::new();
+        let mut start_answer = None;
+        loop {
+            tokio::select! {
+                message = self.incoming.recv() => match message {
+                    Some(Incoming::Event { event, .. }) if event == "initialized" => break,
+                    Some(Incoming::Closed(reason)) => {
+                        return Err(ApiError::new(
+                            ErrorReason::AdapterDied,
+                            format!("the adapter ended during configuration{}", reason.map(|r| format!(": {r}")).unwrap_or_default()),
+                        ));
+                    }
+                    Some(other) => early.push(other),
+                    None => return Err(ApiError::new(ErrorReason::AdapterDied, "the adapter is gone")),
+                },
+                answer = &mut started, if start_answer.is_none() => {
+                    let answer = answer.map_err(|_| ApiError::new(ErrorReason::AdapterDied, "the adapter is gone"))?;
+                    body_of(answer.clone()).map_err(|e| launch_refused(&e))?;
+                    start_answer = Some(answer);
+                }
+                () = sleep_until(deadline) => {
+                    return Err(ApiError::new(ErrorReason::ProtocolError, "the adapter never sent `initialized`"));
+                }
+            }
+        }
+        // Output that arrived early is not lost.
+        for message in early.drain(..) {
+            self.on_incoming(message).await;
+        }
+        let placements = self.apply_breakpoints().await;
+        if self.shared.supports("supportsConfigurationDoneRequest") {
+            self.client
+                .request("configurationDone", json!({}))
+                .await
+                .map_err(start_error)?;
+        }
+        if start_answer.is_none() {
+            let answer = tokio::time::timeout_at(deadline, started)
+                .await
+                .map_err(|_| {
+                    ApiError::new(
+                        ErrorReason::ProtocolError,
+                        "the adapter never answered launch",
+                    )
+                })?
+                .map_err(|_| {
+                    ApiError::new(ErrorReason::AdapterDied, "the adapter ended during launch")
+                })?;
+            body_of(answer).map_err(|e| launch_refused(&e))?;
+        }
+        // The debuggee's pid usually arrives (a `process` event) around the
+        // launch answer; take it from what is queued so session_started has it.
+        let mut queued = Vec::new();
+        while let Ok(message) = self.incoming.try_recv() {
+            if let Incoming::Event { event, body } = &message
+                && event == "process"
+                && let Some(pid) = body["systemProcessId"].as_i64()
+            {
+                self.session.pid = pid;
+                self.debuggee_pid = u32::try_from(pid).ok();
+            }
+            queued.push(message);
+        }
+        self.session.state = SessionState::Running.into();
+        self.publish(Payload::SessionStarted(SessionStarted {
+            session: Some(self.session.clone()),
+        }));
+        for placement in &placements {
+            self.publish_status(placement);
+        }
+        let mut entry = None;
+        for message in queued {
+            match message {
+                Incoming::Event { event, body }
+                    if event == "stopped" && self.request.stop_on_entry && entry.is_none() =>
+                {
+                    entry = self.on_stopped(&body).await;
+                }
+                other => self.on_incoming(other).await,
+            }
+        }
+        if self.request.stop_on_entry && entry.is_none() {
+            entry = Some(self.wait_for_entry(deadline).await?);
+        }
+        let mut session = self.session.clone();
+        if entry.is_some() {
+            session.state = SessionState::Stopped.into();
+        }
+        Ok(LaunchOutcome {
+            session,
+            placements,
+            entry,
+        })
+    }
+
+    pub(super) fn start_arguments(&self) -> (&'static str, Value) {
+        let r = &self.request;
+        let spec = LaunchSpec {
+            program: &r.program,
+            args: &r.args,
+            cwd: &r.cwd,
+            env: &r.env,
+            stop_on_entry: r.stop_on_entry,
+            extra: r.adapter_options.as_ref(),
+        };
+        if let Some(configuration) = &r.configuration {
+            let command = if r.attach { "attach" } else { "launch" };
+            return (command, configuration.clone());
+        }
+        if !r.attach {
+            return ("launch", adapters::launch_arguments(&self.adapter, &spec));
+        }
+        let mut args = json!({});
+        if r.pid > 0 {
+            args["pid"] = json!(r.pid);
+            args["processId"] = json!(r.pid);
+        }
+        if let Some((host, port)) = r
+            .connect
+            .rsplit_once(':')
+            .filter(|_| r.dap_server.is_empty())
+        {
+            args["connect"] = json!({"host": host, "port": port.parse::<u16>().unwrap_or(0)});
+        }
+        match self.adapter.name.as_str() {
+            "dlv" => args["mode"] = json!("local"),
+            "debugpy" => {
+                args["type"] = json!("python");
+                args["request"] = json!("attach");
+                args["justMyCode"] = json!(true);
+            }
+            _ => {}
+        }
+        if let Some(extra) = &r.adapter_options
+            && let (Some(obj), Value::Object(extra)) =
+                (args.as_object_mut(), adapters::struct_to_json(extra))
+        {
+            obj.extend(extra);
+        }
+        ("attach", args)
+    }
+
+    pub(super) async fn wait_for_entry(
+        &mut self,
+        deadline: tokio::time::Instant,
+    ) -> ApiResult<StableState> {
+        loop {
+            let message = tokio::time::timeout_at(deadline, self.incoming.recv())
+                .await
+                .map_err(|_| ApiError::new(ErrorReason::ProtocolError, "no stop on entry"))?;
+            match message {
+                Some(Incoming::Event { event, body }) if event == "stopped" => {
+                    if let Some(state) = self.on_stopped(&body).await {
+                        return Ok(state);
+                    }
+                }
+                Some(Incoming::Closed(reason)) => {
+                    let detail = reason.unwrap_or_else(|| "the adapter closed".into());
+                    self.end(EndReason::AdapterDied, detail.clone()).await;
+                    return Err(ApiError::new(ErrorReason::AdapterDied, detail));
+                }
+                Some(other) => {
+                    self.on_incoming(other).await;
+                    if self.ended {
+                        return Err(ApiError::new(
+                            ErrorReason::SessionEnded,
+                            "the program ended before it stopped on entry",
+                        ));
+                    }
+                }
+                None => {
+                    return Err(ApiError::new(
+                        ErrorReason::AdapterDied,
+                        "the adapter is gone",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn exception_filters(capabilities: &Value) -> Vec<stepd_proto::v1::ExceptionFilter> {
+    capabilities["exceptionBreakpointFilters"]
+        .as_array()
+        .map(|filters| {
+            filters
+                .iter()
+                .map(|f| stepd_proto::v1::ExceptionFilter {
+                    id: f["filter"].as_str().unwrap_or_default().to_owned(),
+                    label: f["label"].as_str().unwrap_or_default().to_owned(),
+                    default: f["default"].as_bool().unwrap_or(false),
+                    supports_condition: f["supportsCondition"].as_bool().unwrap_or(false),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn start_error(err: DapError) -> ApiError {
+    match err {
+        DapError::Closed => {
+            ApiError::new(ErrorReason::AdapterDied, "the adapter ended while starting")
+        }
+        other => ApiError::new(ErrorReason::ProtocolError, other.to_string()),
+    }
+}
+
+pub(super) fn launch_refused(err: &DapError) -> ApiError {
+    ApiError::new(
+        ErrorReason::LaunchFailed,
+        format!("the adapter refused to start the program: {err}"),
+    )
+}
