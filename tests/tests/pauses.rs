@@ -719,3 +719,114 @@ async fn inspect_locals_and_inspect_prompt_open_inspectors_at_the_pause() {
     );
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn the_rest_of_the_commands_at_lldb_pauses() {
+    let (daemon, mut sub) = setup().await;
+    let source = fixture("c/hello.c");
+    let path = source.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(path, line_of(&source, "step"))).await;
+    let session = dap::launch_with(
+        &daemon,
+        LaunchRequest {
+            adapter: "lldb".into(),
+            program: fixture("build/hello").to_str().unwrap().into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .unwrap();
+    let first = dap::next_pause(&mut sub, &session.id).await;
+    for kind in [
+        CommandKind::Trace,
+        CommandKind::ContinueScope,
+        CommandKind::Locals,
+        CommandKind::Inspect,
+        CommandKind::InspectPrompt,
+    ] {
+        assert!(offers(&first, kind), "{kind:?}");
+    }
+    // The EXPRESSION round trip.
+    answer(
+        &daemon,
+        &first.key,
+        Command::Eval(EvalCommand {
+            code: String::new(),
+        }),
+    )
+    .await
+    .unwrap();
+    let evaluated = answer(
+        &daemon,
+        &first.key,
+        Command::Expression(ExpressionCommand {
+            code: "values[2] * 10".into(),
+        }),
+    )
+    .await
+    .unwrap()
+    .pause
+    .unwrap();
+    assert_eq!(evaluated.debug_value.unwrap().text, "20");
+    // LOCALS opens an inspector on the frame's locals.
+    let inspected = answer(&daemon, &first.key, Command::Locals(Default::default()))
+        .await
+        .unwrap()
+        .pause
+        .unwrap();
+    assert!(inspected.inspect.is_some());
+    // TRACE with a limit: trace events, then a pause where the limit is reached.
+    answer(
+        &daemon,
+        &first.key,
+        Command::Trace(TraceCommand { max_steps: 2 }),
+    )
+    .await
+    .unwrap();
+    let mut traced = 0;
+    let after_trace = loop {
+        let e = sub
+            .wait_for("trace or stopped", |e| {
+                matches!(e.payload, Some(Payload::Trace(_) | Payload::Stopped(_)))
+            })
+            .await;
+        match e.payload {
+            Some(Payload::Trace(_)) => traced += 1,
+            Some(Payload::Stopped(s)) if s.pause.as_ref().unwrap().key != first.key => {
+                break s.pause.unwrap();
+            }
+            _ => {}
+        }
+    };
+    assert_eq!(traced, 2);
+    assert_eq!(after_trace.location.as_ref().unwrap().function, "step");
+    // OUT with force: back in main, past the breakpoint in the next call.
+    answer(
+        &daemon,
+        &after_trace.key,
+        Command::StepOut(StepOutCommand { force: true }),
+    )
+    .await
+    .unwrap();
+    let out = new_pause(&mut sub, &session.id, &after_trace.key).await;
+    assert_eq!(out.location.as_ref().unwrap().function, "main");
+    // CONTINUE stops at the breakpoint again; CONTINUE_SCOPE from there runs
+    // out of step() without stopping and on to the next hit.
+    answer(&daemon, &out.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let hit = new_pause(&mut sub, &session.id, &out.key).await;
+    assert_eq!(hit.reason, PauseReason::Breakpoint as i32);
+    assert_eq!(dap::local(&hit, "i"), "1");
+    answer(
+        &daemon,
+        &hit.key,
+        Command::ContinueScope(ContinueScopeCommand {}),
+    )
+    .await
+    .unwrap();
+    let next_hit = new_pause(&mut sub, &session.id, &hit.key).await;
+    assert_eq!(dap::local(&next_hit, "i"), "2");
+    daemon.stop().await;
+}
