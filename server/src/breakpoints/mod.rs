@@ -63,16 +63,30 @@ impl Breakpoints {
     }
 
     /// Breakpoints in creation order, optionally only those applying to `labels`.
+    ///
+    /// They come from the event stream's state, which is the store as of its
+    /// latest change (and knows hits not written yet), so listing — done on
+    /// every session start and every probe resume — never reads the database.
     pub async fn list(&self, for_labels: &HashMap<String, String>) -> ApiResult<Vec<Breakpoint>> {
-        let stored = self.store.list_breakpoints().await?;
-        Ok(stored
-            .iter()
+        let now = now_us();
+        Ok(self
+            .bus
+            .with_view(|v| v.breakpoints())
+            .into_iter()
             .filter(|bp| {
+                let selector = bp.spec.as_ref().map_or("", |s| s.label_selector.as_str());
                 for_labels.is_empty()
-                    || LabelSelector::parse(&bp.spec.label_selector)
-                        .is_ok_and(|sel| sel.matches(for_labels))
+                    || LabelSelector::parse(selector).is_ok_and(|sel| sel.matches(for_labels))
             })
-            .map(to_proto)
+            .map(|mut bp| {
+                let expired = bp
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.expires_at.as_ref())
+                    .is_some_and(|t| us_from_timestamp(t) <= now);
+                bp.spent |= expired;
+                bp
+            })
             .collect())
     }
 

@@ -194,6 +194,11 @@ impl StateView {
         self.sessions.get(id).cloned()
     }
 
+    /// Every breakpoint, in creation order.
+    pub fn breakpoints(&self) -> Vec<Breakpoint> {
+        self.breakpoints.values().cloned().collect()
+    }
+
     /// One breakpoint by id.
     pub fn breakpoint(&self, id: &str) -> Option<Breakpoint> {
         self.breakpoints.get(&bp_order(id)).cloned()
