@@ -182,6 +182,10 @@ async fn debug_loop_shows_pauses_and_answers_them_at_a_terminal() {
     // t N: a line per step, then the pause where it stopped.
     tmux.type_line("t 3");
     tmux.wait_count("trace 3: ", 1).await;
+    // The trace pauses where its third step landed; `c` goes on to the
+    // breakpoint in the next call.
+    tmux.wait_count("stopped: step on thread", 2).await;
+    tmux.type_line("c");
     let screen = tmux.wait_count("stopped: breakpoint on thread", 2).await;
     assert!(screen.contains("trace 1: "), "{screen}");
     assert!(
