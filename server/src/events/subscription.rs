@@ -91,6 +91,9 @@ impl Subscriber {
         // A client may half-close its side (grpcurl does at the end of its
         // input) and still want events, so only stop reading, not writing.
         let mut reading = true;
+        // Answers run beside the stream (an EVAL may wait on the program), and
+        // their failures come back here to be written as `error` events.
+        let (failures_tx, mut failures) = mpsc::unbounded_channel::<Event>();
         loop {
             let heartbeat_at = outbox.last_sent + self.heartbeat;
             let open = tokio::select! {
@@ -110,10 +113,14 @@ impl Subscriber {
                     Some(Ok(SubscribeRequest { message: Some(Message::DebugInput(input)) })) => {
                         let key = input.key.clone();
                         let by = if input.client_name.is_empty() { client_name.clone() } else { input.client_name.clone() };
-                        match self.pauses.answer(input, by).await {
-                            Ok(_) => true,
-                            Err(err) => outbox.send(local(Payload::Error(err.to_stream_error(&key)))).await,
-                        }
+                        let pauses = self.pauses.clone();
+                        let failures_tx = failures_tx.clone();
+                        tokio::spawn(async move {
+                            if let Err(err) = pauses.answer(input, by).await {
+                                let _ = failures_tx.send(local(Payload::Error(err.to_stream_error(&key))));
+                            }
+                        });
+                        true
                     }
                     Some(Ok(_)) => true,
                     Some(Err(status)) => {
@@ -125,6 +132,7 @@ impl Subscriber {
                         true
                     }
                 },
+                Some(failure) = failures.recv() => outbox.send(failure).await,
                 received = next_live(&mut live) => match received {
                     Ok(event) => {
                         if event.seq <= cursor {
