@@ -660,55 +660,45 @@ class Probe:
 
     def observe(self, kind: str, name: str = "", value: Any = None) -> None:
         """A point that only reports (never holds): batched, never waits."""
-        buf = self._reports
-        if len(buf) >= self._buffer_size:
-            self._drop()
         stack = self._stack.get()
-        buf.append((_OBSERVED, kind, name, value, stack, [s.n for s in stack], time.time_ns()))
-        self._queued_reports += 1
-        if len(buf) == 1:
-            self._send(_WAKE)
+        self._report((_OBSERVED, kind, name, value, stack, [s.n for s in stack], time.time_ns()))
 
     def enlighten(self, value: Any, *, erase_previous: bool = False) -> None:
         """A value to show beside the current coordinate."""
-        buf = self._reports
-        if len(buf) >= self._buffer_size:
-            self._drop()
         stack = self._stack.get()
-        buf.append((_ENLIGHTEN, value, erase_previous, [s.n for s in stack]))
-        self._queued_reports += 1
-        if len(buf) == 1:
-            self._send(_WAKE)
+        self._report((_ENLIGHTEN, value, erase_previous, [s.n for s in stack]))
 
     def _trace(self, kind: str, name: str, value: Any, stack: tuple[_Scope, ...], coor: list[int]) -> None:
-        buf = self._reports
-        if len(buf) >= self._buffer_size:
-            self._drop()
-        buf.append((_TRACED, kind, name, value, stack, coor, time.time_ns()))
-        self._queued_reports += 1
-        if len(buf) == 1:
-            self._send(_WAKE)
+        self._report((_TRACED, kind, name, value, stack, coor, time.time_ns()))
 
-    def _drop(self) -> None:
+    def _report(self, item: _Report) -> None:
+        """Queues a report; when the buffer is full the oldest is dropped and
+        counted. Check, drop and append happen under one lock, so a batch
+        taken meanwhile can never make a drop count twice."""
+        buf = self._reports
         with self._drop_lock:
-            self._dropped += 1
-            self.dropped_total += 1
-            self._sent_reports += 1  # it will never be sent; flush() must not wait for it
+            if len(buf) >= self._buffer_size:
+                buf.popleft()
+                self._dropped += 1
+                self.dropped_total += 1
+                self._sent_reports += 1  # it will never be sent; flush() must not wait for it
+            buf.append(item)
+            self._queued_reports += 1
+            wake = len(buf) == 1
+        if wake:
+            self._send(_WAKE)
 
     def _batch(self) -> probe_pb2.Reports | None:
         buf = self._reports
         with self._drop_lock:
             dropped, self._dropped = self._dropped, 0
-        if not buf and not dropped:
+            items = [buf.popleft() for _ in range(min(len(buf), self._batch_size))]
+        if not items and not dropped:
             return None
         reports = probe_pb2.Reports(dropped=dropped)
         add_observed = reports.observed.add
         n = 0
-        while buf and n < self._batch_size:
-            try:
-                item = buf.popleft()
-            except IndexError:
-                break
+        for item in items:
             n += 1
             tag = item[0]
             if tag == _OBSERVED:
