@@ -614,14 +614,29 @@ async fn a_c_struct_and_array_under_lldb_dap() {
     pop(&mut c, &id).await;
     let (printed, _) = print(&mut c, &id, 0).await;
     assert!(printed.starts_with("{x = 0, y = 1, name = "), "{printed}");
+    // lldb pins as a persistent `$` variable, and says so in the answer.
     let pin = c
         .pin_value(PinValueRequest {
             inspector_id: id.clone(),
             name: "pinned".into(),
         })
         .await
-        .unwrap_err();
-    assert_eq!(reason(&pin), "UNSUPPORTED_BY_ADAPTER");
+        .unwrap()
+        .into_inner();
+    assert_eq!(pin.name, "$pinned");
+    let seen = dap::sessions(&daemon)
+        .await
+        .evaluate(EvaluateRequest {
+            session_id: session.id.clone(),
+            expression: "$pinned.y * 10".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    assert_eq!(seen.value, "10");
 
     let values_ = open(&mut c, &session.id, expr("values")).await.unwrap();
     let vid = values_.inspector_id.clone();

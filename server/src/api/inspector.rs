@@ -181,10 +181,10 @@ impl InspectorService for InspectorApi {
         }
         let slot = self.daemon.inspectors.get(&r.inspector_id)?;
         let mut i = slot.lock().await;
-        i.current().pin(&r.name).await?;
+        let name = i.current().pin(&r.name).await?;
         let rendering = i.render().await?;
         Ok(Response::new(PinValueResponse {
-            name: r.name,
+            name,
             rendering: Some(rendering),
         }))
     }

@@ -471,38 +471,52 @@ impl Node for DapVar {
         self.print_within(0, &mut budget).await
     }
 
-    async fn pin(&self, name: &str) -> ApiResult<()> {
+    async fn pin(&self, name: &str) -> ApiResult<String> {
         self.check()?;
-        if !is_debugpy(&self.shared) {
-            return Err(ApiError::new(
-                ErrorReason::UnsupportedByAdapter,
-                format!(
-                    "{} has no way to bind a value to a new name from outside the program",
-                    self.shared.adapter
-                ),
-            )
-            .with("adapter", self.shared.adapter.clone()));
-        }
         if self.var.evaluate_name.is_empty() {
             return Err(ApiError::new(
                 ErrorReason::UnsupportedByAdapter,
                 format!(
-                    "debugpy gives no expression for {:?}, so it cannot be pinned",
-                    self.var.name
+                    "{} gives no expression for {:?}, so it cannot be pinned",
+                    self.shared.adapter, self.var.name
                 ),
             )
-            .with("adapter", "debugpy"));
+            .with("adapter", self.shared.adapter.clone()));
         }
-        // A builtin is visible from every module's frames, so later Evaluate
-        // calls of the session find it wherever the program stops.
-        let code = format!(
-            "setattr(__import__('builtins'), {name:?}, {})",
-            operand(&self.var.evaluate_name)
-        );
-        self.shared
-            .evaluate(&code, &self.frame, EvaluateContext::Repl)
-            .await?;
-        Ok(())
+        match self.shared.adapter.as_str() {
+            "debugpy" => {
+                // A builtin is visible from every module's frames, so later
+                // Evaluate calls of the session find it wherever it stops.
+                let code = format!(
+                    "setattr(__import__('builtins'), {name:?}, {})",
+                    operand(&self.var.evaluate_name)
+                );
+                self.shared
+                    .evaluate(&code, &self.frame, EvaluateContext::Repl)
+                    .await?;
+                Ok(name.to_owned())
+            }
+            "lldb" => {
+                // lldb keeps `$`-names as persistent expression variables for
+                // the rest of the debug session; its console command defines one.
+                let code = format!("`expr -- auto ${name} = {}", self.var.evaluate_name);
+                let done = self
+                    .shared
+                    .evaluate(&code, &self.frame, EvaluateContext::Repl)
+                    .await?;
+                if done.value.contains("error:") {
+                    return Err(ApiError::new(ErrorReason::AdapterError, done.value.trim()));
+                }
+                Ok(format!("${name}"))
+            }
+            other => Err(ApiError::new(
+                ErrorReason::UnsupportedByAdapter,
+                format!(
+                    "{other} has no way to bind a value to a new name from outside the program"
+                ),
+            )
+            .with("adapter", other.to_owned())),
+        }
     }
 
     fn scalar(&self) -> Scalar {

@@ -147,8 +147,9 @@ pub trait Node: Send + Sync {
     async fn children(&self, facet: Facet, start: u64, count: u64) -> ApiResult<Page>;
     /// The whole value printed, for PrintValue.
     async fn print(&self, limits: &PrintLimits) -> ApiResult<String>;
-    /// Binds the value to `name` for later evaluations of its session.
-    async fn pin(&self, name: &str) -> ApiResult<()> {
+    /// Binds the value to `name` for later evaluations of its session and
+    /// returns the name as those evaluations spell it.
+    async fn pin(&self, name: &str) -> ApiResult<String> {
         Err(ApiError::new(
             ErrorReason::UnsupportedByAdapter,
             format!("this value cannot be pinned as {name:?}: its source has no evaluator"),

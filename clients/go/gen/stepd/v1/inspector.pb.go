@@ -1917,7 +1917,8 @@ func (x *PinValueRequest) GetName() string {
 // Response of InspectorService.PinValue.
 type PinValueResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The name usable in Evaluate.
+	// The name as later Evaluate calls spell it: the name asked for, or `$name`
+	// for lldb, whose persistent expression variables start with `$`.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The current level, rendered.
 	Rendering     *Rendering `protobuf:"bytes,2,opt,name=rendering,proto3" json:"rendering,omitempty"`

@@ -955,7 +955,9 @@ class PinValueResponse(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     RENDERING_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """The name usable in Evaluate."""
+    """The name as later Evaluate calls spell it: the name asked for, or `$name`
+    for lldb, whose persistent expression variables start with `$`.
+    """
     @_builtins.property
     def rendering(self) -> Global___Rendering:
         """The current level, rendered."""
