@@ -548,3 +548,30 @@ async fn a_held_value_opens_in_the_inspector() {
     assert!(inspected.inspect.is_some());
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn stepctl_sends_here_with_a_probe_coordinate() {
+    let (daemon, mut sub) = setup().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    probe
+        .hit("h1", "tool_call", "Bash", string("x"), &["turn"])
+        .await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    let out = std::process::Command::new(stepd_e2e::stepctl_bin())
+        .args(["input", &pause.key, "here", "@0,5"])
+        .env("STEPD_ADDR", &daemon.addr)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    let armed = resume.armed.unwrap();
+    assert_eq!(armed.target_coor, [0, 5]);
+    assert!(armed.honour_breakpoints);
+    daemon.stop().await;
+}

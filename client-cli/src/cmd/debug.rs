@@ -1106,6 +1106,10 @@ mod tests {
             })))
         ));
         assert!(matches!(
+            parse_line("h @0,2"),
+            Ok(Action::Send(Command::Here(HereCommand { ref coor, force: false, .. }))) if *coor == [0, 2]
+        ));
+        assert!(matches!(
             parse_line("t 5"),
             Ok(Action::Send(Command::Trace(TraceCommand { max_steps: 5 })))
         ));

@@ -256,7 +256,7 @@ pub struct InputArgs {
     /// The pause's key (see `stepctl pauses`).
     pub key: String,
     /// next, in, out, out! (forced), continue, continue-scope, continue-all,
-    /// here FILE:LINE (or LINE), here! FILE:LINE (forced), trace [MAX_STEPS],
+    /// here FILE:LINE (or LINE, or @COOR for probes), here! FILE:LINE (forced), trace [MAX_STEPS],
     /// eval [CODE] (without CODE: the pause asks for an expression), inject
     /// 'NAME = EXPR', skip, inspect, inspect-prompt [CODE], locals, stacktrace,
     /// quit, expression CODE.
@@ -784,9 +784,27 @@ pub async fn pauses(channel: Channel, args: PausesArgs, json: bool) -> Result<()
     Ok(())
 }
 
-/// Parses `here`'s FILE:LINE (or LINE alone: the paused file).
+/// Parses `here`'s FILE:LINE (or LINE alone: the paused file), or a probe
+/// coordinate `@0,2` (the point's index in each open scope).
 fn parse_here(text: &str, force: bool) -> Result<HereCommand, Failure> {
-    let usage = || Failure::Usage(format!("here takes FILE:LINE or LINE, not {text:?}"));
+    let usage = || {
+        Failure::Usage(format!(
+            "here takes FILE:LINE, LINE or a probe coordinate like @0,2, not {text:?}"
+        ))
+    };
+    if let Some(coor) = text.strip_prefix('@') {
+        let coor = coor
+            .split(',')
+            .map(|n| n.trim().parse::<i32>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| usage())?;
+        return Ok(HereCommand {
+            coor,
+            path: String::new(),
+            line: 0,
+            force,
+        });
+    }
     let (path, line) = match text.rsplit_once(':') {
         Some((path, line)) => (absolute(path), line),
         None => (String::new(), text),
