@@ -634,28 +634,18 @@ impl ProbeSession {
             u32::try_from(held.hit.point.as_ref().map_or(0, |p| p.scope_path.len())).unwrap_or(0);
         let point = held.hit.point.clone().unwrap_or_default();
         let hit_id = held.hit.hit_id.clone();
-        let resolved = |command: CommandKind| {
-            Ok(SendDebugInputResponse {
-                command: command.into(),
-                pause: None,
-            })
-        };
         let result: ApiResult<SendDebugInputResponse> = match input.command.and_then(|c| c.command)
         {
             Some(Cmd::Next(_) | Cmd::StepIn(_)) => {
                 self.mode = Mode::Step;
-                self.release(&key, ResumeDecision::Continue, None, kind, &by)
-                    .await;
-                resolved(kind)
+                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
             }
             Some(Cmd::StepOut(out)) => {
                 self.mode = Mode::Out {
                     depth,
                     force: out.force,
                 };
-                self.release(&key, ResumeDecision::Continue, None, kind, &by)
-                    .await;
-                resolved(kind)
+                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
             }
             Some(Cmd::Here(here)) => {
                 if here.coor.is_empty() {
@@ -668,24 +658,18 @@ impl ProbeSession {
                         coor: here.coor,
                         force: here.force,
                     };
-                    self.release(&key, ResumeDecision::Continue, None, kind, &by)
-                        .await;
-                    resolved(kind)
+                    self.go_on(&key, ResumeDecision::Continue, kind, &by).await
                 }
             }
             Some(Cmd::Resume(_)) => {
                 self.mode = Mode::Breakpoints;
-                self.release(&key, ResumeDecision::Continue, None, kind, &by)
-                    .await;
-                resolved(kind)
+                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
             }
             Some(Cmd::ContinueScope(_)) => {
                 self.mode = Mode::Quiet {
                     depth: depth.max(1),
                 };
-                self.release(&key, ResumeDecision::Continue, None, kind, &by)
-                    .await;
-                resolved(kind)
+                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
             }
             Some(Cmd::ContinueAll(_)) => {
                 self.mode = Mode::Quiet { depth: 1 };
@@ -693,26 +677,14 @@ impl ProbeSession {
                     NotificationLevel::Warning,
                     "CONTINUE_ALL: no holds until the top-level scope ends",
                 );
-                self.release(&key, ResumeDecision::Continue, None, kind, &by)
-                    .await;
-                resolved(kind)
+                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
             }
             Some(Cmd::Trace(_)) => {
                 self.mode = Mode::Trace;
-                self.release(&key, ResumeDecision::Continue, None, kind, &by)
-                    .await;
-                resolved(kind)
+                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
             }
-            Some(Cmd::Skip(_)) => {
-                self.release(&key, ResumeDecision::Skip, None, kind, &by)
-                    .await;
-                resolved(kind)
-            }
-            Some(Cmd::Quit(_)) => {
-                self.release(&key, ResumeDecision::Stop, None, kind, &by)
-                    .await;
-                resolved(kind)
-            }
+            Some(Cmd::Skip(_)) => self.go_on(&key, ResumeDecision::Skip, kind, &by).await,
+            Some(Cmd::Quit(_)) => self.go_on(&key, ResumeDecision::Stop, kind, &by).await,
             Some(Cmd::Inject(inject)) => {
                 let new_value = match inject.replacement {
                     Some(Replacement::Value(v)) => Ok(v),
@@ -733,7 +705,10 @@ impl ProbeSession {
                         self.mode = Mode::Breakpoints;
                         self.release(&key, ResumeDecision::Replace, Some(v), kind, &by)
                             .await;
-                        resolved(kind)
+                        Ok(SendDebugInputResponse {
+                            command: kind.into(),
+                            pause: None,
+                        })
                     }
                     Err(err) => {
                         // The pause stays: the claim is given back.
@@ -838,6 +813,21 @@ impl ProbeSession {
             command: kind.into(),
             pause,
         }
+    }
+
+    /// Ends a hold with `decision` and answers the command that did it.
+    async fn go_on(
+        &mut self,
+        key: &str,
+        decision: ResumeDecision,
+        kind: CommandKind,
+        by: &str,
+    ) -> ApiResult<SendDebugInputResponse> {
+        self.release(key, decision, None, kind, by).await;
+        Ok(SendDebugInputResponse {
+            command: kind.into(),
+            pause: None,
+        })
     }
 
     fn ask_expression(&mut self, key: &str, kind: CommandKind) -> SendDebugInputResponse {
