@@ -34,6 +34,9 @@ pub struct AdapterCmd {
     pub kind: &'static str,
     /// The command line that speaks DAP on stdio.
     pub command: Vec<String>,
+    /// Start `command` exactly as given, not the way stepd starts this kind
+    /// of adapter (`adapters::spawn_command`).
+    pub stock: bool,
 }
 
 impl AdapterCmd {
@@ -47,6 +50,16 @@ impl AdapterCmd {
                 "-m".into(),
                 "debugpy.adapter".into(),
             ],
+            stock: false,
+        }
+    }
+
+    /// debugpy's adapter started as its documentation says,
+    /// `python3 -m debugpy.adapter`, without stepd's start script.
+    pub fn debugpy_stock() -> Self {
+        Self {
+            stock: true,
+            ..Self::debugpy()
         }
     }
 
@@ -55,6 +68,7 @@ impl AdapterCmd {
         Self {
             kind: "lldb",
             command: vec!["lldb-dap-19".into()],
+            stock: false,
         }
     }
 
@@ -96,10 +110,15 @@ impl Direct {
         line: u32,
     ) -> anyhow::Result<(Self, Duration)> {
         let started = Instant::now();
+        let stock = adapter.stock;
         let adapter = adapter.adapter();
-        let mut transport = transport::start(&adapter, "")
-            .await
-            .with_context(|| format!("starting {}", adapter.command.join(" ")))?;
+        let started_adapter = if stock {
+            transport::start_command(&adapter.name, &adapter.command, "").await
+        } else {
+            transport::start(&adapter, "").await
+        };
+        let mut transport =
+            started_adapter.with_context(|| format!("starting {}", adapter.command.join(" ")))?;
         if let Some(stderr) = transport.stderr.take() {
             // Drain the adapter's diagnostics as stepd does.
             tokio::spawn(async move {

@@ -417,6 +417,14 @@ async fn killing_the_adapter_ends_the_session_and_its_program() {
     let session = launched.session.unwrap();
     let adapter_pid = session.adapter_pid as i32;
     assert_ne!(session.pid, session.adapter_pid, "pid is the debuggee's");
+    // The adapter runs through stepd's start script (docs/adapters/debugpy.md).
+    let cmdline = std::fs::read(format!("/proc/{adapter_pid}/cmdline")).unwrap();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    assert!(cmdline.contains("TCP_QUICKACK"), "{cmdline}");
+    assert!(
+        cmdline.contains("run_module(\"debugpy.adapter\""),
+        "{cmdline}"
+    );
     // The debuggee is a child of the adapter; find it before the kill.
     let debuggee = wait_for_child_running(&program).await;
     // A wait in flight when the adapter dies resolves with ADAPTER_DIED: stop

@@ -18,6 +18,25 @@ pub struct Adapter {
     pub version: String,
 }
 
+/// The script debugpy's adapter is started through (why: in the script).
+const DEBUGPY_ADAPTER_START: &str = include_str!("debugpy_adapter.py");
+
+/// The command line that starts `adapter`. It is the adapter's command, except
+/// that `python3 -m debugpy.adapter` runs as `python3 -c <start script>`,
+/// which removes debugpy's 40 ms per request (see `debugpy_adapter.py`).
+pub fn spawn_command(adapter: &Adapter) -> Vec<String> {
+    let mut command = adapter.command.clone();
+    if adapter.name == "debugpy"
+        && command.len() >= 3
+        && command[1] == "-m"
+        && command[2] == "debugpy.adapter"
+    {
+        command[1] = "-c".into();
+        command[2] = DEBUGPY_ADAPTER_START.into();
+    }
+    command
+}
+
 /// Guesses the adapter from the program when none is named.
 pub fn guess(program: &str) -> &'static str {
     if program.ends_with(".py") {
@@ -223,5 +242,37 @@ pub fn json_to_struct(o: &Map<String, Value>) -> prost_types::Struct {
             .iter()
             .map(|(k, v)| (k.clone(), json_to_value(v)))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adapter(name: &str, command: &[&str]) -> Adapter {
+        Adapter {
+            name: name.into(),
+            command: command.iter().map(|s| s.to_string()).collect(),
+            version: String::new(),
+        }
+    }
+
+    #[test]
+    fn debugpy_starts_through_the_start_script() {
+        let command = spawn_command(&adapter("debugpy", &["py", "-m", "debugpy.adapter", "--x"]));
+        assert_eq!(command[..2], ["py", "-c"]);
+        assert!(command[2].contains("runpy.run_module(\"debugpy.adapter\""));
+        assert_eq!(command[3], "--x");
+    }
+
+    #[test]
+    fn other_commands_start_as_given() {
+        for (name, argv) in [
+            ("debugpy", &["py", "/opt/my_adapter.py"][..]),
+            ("custom", &["py", "-m", "debugpy.adapter"][..]),
+            ("lldb", &["lldb-dap-19"][..]),
+        ] {
+            assert_eq!(spawn_command(&adapter(name, argv)), argv);
+        }
     }
 }

@@ -9,7 +9,7 @@ use tokio::{
     process::{Child, ChildStderr, Command},
 };
 
-use super::adapters::Adapter;
+use super::adapters::{self, Adapter};
 
 /// A running adapter and its DAP stream.
 pub struct Transport {
@@ -26,10 +26,15 @@ pub struct Transport {
 /// How long dlv may take to announce its listening address.
 const DLV_LISTEN_DEADLINE: Duration = Duration::from_secs(20);
 
-/// Starts the adapter; its process is killed when the Child is dropped.
+/// Starts the adapter the way stepd does (`adapters::spawn_command`); its
+/// process is killed when the Child is dropped.
 pub async fn start(adapter: &Adapter, cwd: &str) -> std::io::Result<Transport> {
-    let (program, args) = adapter
-        .command
+    start_command(&adapter.name, &adapters::spawn_command(adapter), cwd).await
+}
+
+/// Starts `argv` as an adapter of kind `name`, exactly as given.
+pub async fn start_command(name: &str, argv: &[String], cwd: &str) -> std::io::Result<Transport> {
+    let (program, args) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("empty adapter command"))?;
     let mut command = Command::new(program);
@@ -42,7 +47,7 @@ pub async fn start(adapter: &Adapter, cwd: &str) -> std::io::Result<Transport> {
     if !cwd.is_empty() {
         command.current_dir(cwd);
     }
-    if adapter.name == "dlv" {
+    if name == "dlv" {
         command.args(["dap", "--listen", "127.0.0.1:0"]);
         return start_dlv(command).await;
     }
