@@ -114,6 +114,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             tracing::warn!(?drain, "drain deadline passed; closing the remaining connections");
         }
     }
+    daemon.breakpoints.flush_hits().await;
     daemon.store.close().await;
     if let Some(path) = unix_path {
         let _ = std::fs::remove_file(path);

@@ -8,11 +8,13 @@ use prost_types::{Value, value::Kind};
 use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, reason};
 use stepd_proto::v1::{
     BreakpointSpec, CommandKind, ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand,
-    DebugInput, EndReason, EvalCommand, EvalResult, Hello, Hit, InjectCommand, NextCommand,
-    PointInfo, ProbeCapabilities, ProbeMatch, ProbeMode, Reports, ResumeDecision,
-    SendDebugInputRequest, SkipCommand, StepOutCommand, Watch, breakpoint_spec::Location,
-    connect_request::Message as In, connect_response::Message as Out, debug_command::Command,
-    event::Payload, inject_command::Replacement, probe_service_client::ProbeServiceClient,
+    DebugInput, EndReason, EvalCommand, EvalResult, Hello, Hit, InjectCommand,
+    ListBreakpointsRequest, NextCommand, PointInfo, ProbeCapabilities, ProbeMatch, ProbeMode,
+    Reports, ResumeDecision, SendDebugInputRequest, SkipCommand, StepOutCommand,
+    UpdateBreakpointRequest, Watch, breakpoint_service_client::BreakpointServiceClient,
+    breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
+    debug_command::Command, event::Payload, inject_command::Replacement,
+    probe_service_client::ProbeServiceClient,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -574,4 +576,73 @@ async fn stepctl_sends_here_with_a_probe_coordinate() {
     assert_eq!(armed.target_coor, [0, 5]);
     assert!(armed.honour_breakpoints);
     daemon.stop().await;
+}
+
+#[tokio::test]
+async fn hit_counts_are_kept_across_a_restart() {
+    let (mut daemon, mut sub) = setup().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    let bp = dap::add_breakpoint(&daemon, probe_spec("tool_call", "*")).await;
+    let Out::Armed(_) = next(&mut probe.rx).await else {
+        panic!("expected Armed")
+    };
+    for n in 0..3 {
+        probe
+            .send(In::Hit(Hit {
+                hit_id: format!("h{n}"),
+                point: Some(PointInfo {
+                    kind: "tool_call".into(),
+                    name: "Bash".into(),
+                    ..Default::default()
+                }),
+                breakpoint_ids: vec![bp.clone()],
+                ..Default::default()
+            }))
+            .await;
+        let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+        answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+            .await
+            .unwrap();
+        let Out::Resume(_) = next(&mut probe.rx).await else {
+            panic!("expected Resume")
+        };
+    }
+    // Hits reach the store in batches; an update in between still reports them.
+    let mut breakpoints = BreakpointServiceClient::new(daemon.channel().await);
+    let updated = breakpoints
+        .update_breakpoint(UpdateBreakpointRequest {
+            id: bp.clone(),
+            spec: Some(BreakpointSpec {
+                condition: "value != null".into(),
+                ..Default::default()
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["condition".into()],
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .breakpoint
+        .unwrap();
+    assert_eq!(updated.hit_count, 3);
+
+    drop(probe);
+    let dir = daemon.owned_dir.take();
+    let data_dir = daemon.data_dir.clone();
+    daemon.stop().await;
+    let again = Daemon::start_in(&data_dir, &[]).await;
+    let listed = BreakpointServiceClient::new(again.channel().await)
+        .list_breakpoints(ListBreakpointsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .breakpoints;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        listed[0].hit_count, 3,
+        "counted hits are written at shutdown"
+    );
+    again.stop().await;
+    drop(dir);
 }

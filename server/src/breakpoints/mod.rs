@@ -3,6 +3,7 @@
 
 mod glob;
 mod hit_condition;
+mod hits;
 mod selector;
 mod validate;
 
@@ -48,6 +49,8 @@ pub struct Breakpoints {
     bus: Arc<EventBus>,
     /// Serialises changes so the event order always matches the store's order.
     write: Mutex<()>,
+    /// Hits counted, on their way to the store.
+    hits: Arc<hits::HitWriter>,
 }
 
 impl Breakpoints {
@@ -56,6 +59,7 @@ impl Breakpoints {
         let stored = store.list_breakpoints().await?;
         bus.seed_breakpoints(stored.iter().map(to_proto).collect());
         Ok(Self {
+            hits: hits::HitWriter::start(store.clone()),
             store,
             bus,
             write: Mutex::new(()),
@@ -109,7 +113,7 @@ impl Breakpoints {
             .delete_breakpoint(row)
             .await?
             .ok_or_else(|| not_found(id))?;
-        Ok(self.publish(BreakpointChange::Removed, to_proto(&stored)))
+        Ok(self.publish(BreakpointChange::Removed, self.with_counted_hits(&stored)))
     }
 
     /// Changes the fields of a breakpoint named by `mask` (all of them when empty).
@@ -144,7 +148,7 @@ impl Breakpoints {
             .update_breakpoint(row, &merged, now_us())
             .await?
             .ok_or_else(|| not_found(id))?;
-        Ok(self.publish(BreakpointChange::Updated, to_proto(&stored)))
+        Ok(self.publish(BreakpointChange::Updated, self.with_counted_hits(&stored)))
     }
 
     /// Counts a hit in some session and publishes it (change HIT). The count
@@ -163,13 +167,27 @@ impl Breakpoints {
         if spec.max_hits > 0 && breakpoint.hit_count >= u64::from(spec.max_hits) {
             breakpoint.spent = true;
         }
-        let store = self.store.clone();
-        tokio::spawn(async move {
-            if let Err(err) = store.increment_hits(row).await {
-                tracing::warn!(%err, breakpoint = row, "could not store a breakpoint hit");
-            }
-        });
+        self.hits.count(row);
         Ok(self.publish(BreakpointChange::Hit, breakpoint))
+    }
+
+    /// Writes the hits counted so far to the store (at shutdown).
+    pub async fn flush_hits(&self) {
+        self.hits.flush().await;
+    }
+
+    /// A stored breakpoint with the hits counted so far, some of which the
+    /// store may not have yet.
+    fn with_counted_hits(&self, stored: &StoredBreakpoint) -> Breakpoint {
+        let id = format!("bp-{}", stored.id);
+        let counted = self
+            .bus
+            .with_view(|v| v.breakpoint(&id))
+            .map_or(0, |b| b.hit_count);
+        to_proto(&StoredBreakpoint {
+            hit_count: stored.hit_count.max(counted),
+            ..stored.clone()
+        })
     }
 
     fn publish(&self, change: BreakpointChange, breakpoint: Breakpoint) -> Breakpoint {

@@ -107,15 +107,13 @@ impl Store {
         row.as_ref().map(from_row).transpose()
     }
 
-    /// Counts one hit; returns the breakpoint after it, `None` when it is gone.
-    pub async fn increment_hits(&self, id: i64) -> Result<Option<StoredBreakpoint>, sqlx::Error> {
-        let row = sqlx::query(
-            "UPDATE breakpoints SET hit_count = hit_count + 1 WHERE id = ? \
-             RETURNING id, spec, hit_count, created_at_us, updated_at_us",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(from_row).transpose()
+    /// Adds `hits` to a breakpoint's count (nothing when it is gone).
+    pub async fn add_hits(&self, id: i64, hits: u64) -> Result<(), sqlx::Error> {
+        sqlx::query("UPDATE breakpoints SET hit_count = hit_count + ? WHERE id = ?")
+            .bind(i64::try_from(hits).unwrap_or(i64::MAX))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 }

@@ -72,8 +72,8 @@ class Subscription:
         self.instance_id = resume_instance_id
         self.reconnects = 0
         self._lock = threading.Lock()
-        self._events: queue.Queue[_Item] = queue.Queue()
-        self._requests: queue.Queue[event_pb2.SubscribeRequest | None] = queue.Queue()
+        self._events: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None] = queue.SimpleQueue()
         self._call: Any = None
         self._closed = threading.Event()
         self._done = False
@@ -147,7 +147,7 @@ class Subscription:
             client_name=self._client_name,
         )
 
-    def _outbound(self, requests: queue.Queue[event_pb2.SubscribeRequest | None]) -> Iterator[event_pb2.SubscribeRequest]:
+    def _outbound(self, requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None]) -> Iterator[event_pb2.SubscribeRequest]:
         while True:
             try:
                 message = requests.get(timeout=self._keepalive_interval)
@@ -162,7 +162,7 @@ class Subscription:
         dropped = False
         deadline: float | None = None
         while not self._closed.is_set():
-            requests: queue.Queue[event_pb2.SubscribeRequest | None] = queue.Queue()
+            requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None] = queue.SimpleQueue()
             with self._lock:
                 self._requests = requests
                 requests.put(event_pb2.SubscribeRequest(watch=self._watch(resume=self.seq > 0)))
