@@ -138,18 +138,17 @@ fn breakdown(adapter: &AdapterCmd, windows: &[(f64, f64)], log: &[Logged]) -> Va
         "`next` → its response (adapter)",
         "`next` → `stopped` event (adapter)",
         "`stopped` → `stackTrace` sent (stepd)",
-        "`stackTrace` round trip (adapter)",
-        "→ `scopes` sent (stepd)",
-        "`scopes` round trip (adapter)",
-        "→ `variables` sent (stepd)",
-        "`variables` round trip (adapter)",
-        "`variables` answered → Step answer received (pause built, gRPC out)",
+        "`stackTrace` sent → answered (adapter)",
+        "`scopes` sent → answered (adapter)",
+        "`variables` sent → answered (adapter)",
+        "`stopped` → the last of the three answered",
+        "last answer → Step answer received (pause built, gRPC out)",
         "whole Step (client-side, traced)",
-        "sum of the four adapter round trips",
+        "adapter's share: `next` → `stopped`, plus `stackTrace` sent → last answer",
     ];
     let mut samples: Vec<Samples> = vec![Samples::default(); SEGMENTS.len()];
     let mut requests_per_step = Vec::new();
-    let mut matched = 0;
+    let (mut matched, mut ahead) = (0, 0);
     for &(sent, answered) in windows {
         let at = |what: &dyn Fn(&Logged) -> bool| first(log, sent, answered + 0.001, what);
         let (
@@ -177,28 +176,29 @@ fn breakdown(adapter: &AdapterCmd, windows: &[(f64, f64)], log: &[Logged]) -> Va
             continue;
         };
         matched += 1;
+        // Sent before the stack trace was answered: asked for ahead.
+        if sc_out < st_in {
+            ahead += 1;
+        }
         requests_per_step.push(
             log.iter()
                 .filter(|l| l.at >= sent && l.at <= answered && l.to_adapter)
                 .count(),
         );
         let d = |a: f64, b: f64| std::time::Duration::from_secs_f64((b - a).max(0.0));
+        let last = st_in.max(sc_in).max(va_in);
         let values = [
             d(sent, next_out),
             d(next_out, next_in),
             d(next_out, stopped),
             d(stopped.max(next_in), st_out),
             d(st_out, st_in),
-            d(st_in, sc_out),
             d(sc_out, sc_in),
-            d(sc_in, va_out),
             d(va_out, va_in),
-            d(va_in, answered),
+            d(stopped, last),
+            d(last, answered),
             d(sent, answered),
-            d(next_out, stopped.max(next_in))
-                + d(st_out, st_in)
-                + d(sc_out, sc_in)
-                + d(va_out, va_in),
+            d(next_out, stopped.max(next_in)) + d(st_out, last),
         ];
         for (s, v) in samples.iter_mut().zip(values) {
             s.push(v);
@@ -210,7 +210,7 @@ fn breakdown(adapter: &AdapterCmd, windows: &[(f64, f64)], log: &[Logged]) -> Va
     };
     let requests = requests_per_step.iter().max().copied().unwrap_or(0);
     println!(
-        "Where a Step goes under {name} ({matched} traced steps; {requests} DAP requests per step):\n\n| segment | median | p90 |\n| --- | --- | --- |"
+        "Where a Step goes under {name} ({matched} traced steps; {requests} DAP requests per step; in {ahead} of them `scopes` and `variables` went out with `stackTrace`):\n\n| segment | median | p90 |\n| --- | --- | --- |"
     );
     let mut out = serde_json::Map::new();
     for (label, s) in SEGMENTS.iter().zip(&samples) {
@@ -225,6 +225,7 @@ fn breakdown(adapter: &AdapterCmd, windows: &[(f64, f64)], log: &[Logged]) -> Va
     json!({
         "adapter": name,
         "traced_steps": matched,
+        "locals_asked_ahead": ahead,
         "dap_requests_per_step": requests,
         "segments_us": out,
     })

@@ -103,6 +103,50 @@ async fn a_breakpoint_stops_with_location_and_locals_then_steps() {
 }
 
 #[tokio::test]
+async fn each_step_in_one_frame_carries_that_stops_locals() {
+    // stepd asks for the last stop's scopes and variables ahead when the
+    // frame repeats; every answer must still show the locals of its own stop.
+    let (daemon, mut sub) = setup().await;
+    let program = fixture("python/loop.py");
+    let after_call = line_of(&program, "after_call");
+    let mut first = source_spec(program.to_str().unwrap(), after_call);
+    first.condition = "i == 0".into();
+    dap::add_breakpoint(&daemon, first).await;
+    let session = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[])
+        .await
+        .session
+        .unwrap();
+    dap::next_pause(&mut sub, &session.id).await;
+    let mut sessions = dap::sessions(&daemon).await;
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let state = sessions
+            .step(StepRequest {
+                session_id: session.id.clone(),
+                kind: StepKind::Over.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .state
+            .unwrap();
+        let pause = state.pause.unwrap();
+        if pause.location.as_ref().unwrap().line == after_call {
+            let i: i64 = dap::local(&pause, "i").parse().unwrap();
+            let total: i64 = dap::local(&pause, "total").parse().unwrap();
+            assert_eq!(total, (0..=i).map(|k| 2 * k).sum::<i64>(), "at i={i}");
+            seen.push(i);
+        }
+    }
+    assert!(
+        seen.len() >= 3 && seen.windows(2).all(|w| w[1] == w[0] + 1),
+        "{seen:?}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test]
 async fn step_in_enters_the_called_function() {
     let (daemon, mut sub) = setup().await;
     let program = fixture("python/recursion.py");

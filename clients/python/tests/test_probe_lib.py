@@ -37,6 +37,26 @@ def test_malformed_conditions_are_rejected(text: str) -> None:
         compile_condition(text)
 
 
+@pytest.mark.parametrize(
+    ("value", "text", "truncated"),
+    [
+        (5, "5", False),
+        (None, "None", False),
+        ("abc", "'abc'", False),
+        ("x" * 400, "'" + "x" * 299, True),
+        ([1, 2.5, None], "[1, 2.5, None]", False),
+        (list(range(40)), "[" + ", ".join(map(str, range(30))) + ", ...]", True),
+        ((7,), "(7,)", False),
+        ({"a": [1]}, "{'a': [1]}", False),
+    ],
+)
+def test_locals_are_displayed_bounded(value: Any, text: str, truncated: bool) -> None:
+    from stepd.probe._probe import _display
+
+    shown = _display(value)
+    assert (shown.text, shown.truncated, shown.type) == (text, truncated, type(value).__name__)
+
+
 def test_globs() -> None:
     assert compile_glob("web_*")("web_search") and not compile_glob("web_*")("xweb_search")
     assert compile_glob("[!a]?")("bc") and not compile_glob("[!a]?")("ac")

@@ -122,6 +122,16 @@ impl DapClient {
     /// Sends a request and waits for its body.
     pub async fn request(&self, command: &str, arguments: Value) -> Result<Value, DapError> {
         let rx = self.send(command, arguments);
+        self.answer(command, rx).await
+    }
+
+    /// The body of the answer to a request made with `send`, within the
+    /// request timeout.
+    pub async fn answer(
+        &self,
+        command: &str,
+        rx: oneshot::Receiver<Value>,
+    ) -> Result<Value, DapError> {
         let response = tokio::time::timeout(self.timeout, rx)
             .await
             .map_err(|_| DapError::Timeout(command.to_owned(), self.timeout))?

@@ -344,20 +344,11 @@ impl Actor {
             .map(|f| f.iter().map(stop::location).collect())
             .unwrap_or_default();
         let total = stack["totalFrames"].as_u64().unwrap_or(frames.len() as u64);
-        let mut locals = Vec::new();
-        if let Some(frame) = frame_id
-            && let Ok(scopes) = self
-                .client
-                .request("scopes", json!({"frameId": frame}))
-                .await
-            && let Some(reference) = scopes["scopes"][0]["variablesReference"].as_i64()
-            && let Ok(vars) = self
-                .client
-                .request("variables", json!({"variablesReference": reference}))
-                .await
-        {
-            locals = stop::locals(&vars);
-        }
+        let locals = self
+            .top_locals(thread_id, frame_id)
+            .await
+            .map(|v| stop::locals(&v))
+            .unwrap_or_default();
         let truncated = total > frames.len() as u64 || locals.len() >= stop::MAX_LOCALS;
         self.publish(Payload::BreakpointSnapshot(
             stepd_proto::v1::BreakpointSnapshot {

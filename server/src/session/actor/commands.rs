@@ -172,7 +172,11 @@ impl Actor {
                     self.mode = Mode::Normal;
                     return Steering::Normal;
                 }
-                let locals = self.frame_locals(frame_id).await;
+                let locals = self
+                    .top_locals(thread_id, frame_id)
+                    .await
+                    .map(|v| stop::locals(&v))
+                    .unwrap_or_default();
                 let current: HashMap<String, String> = locals
                     .iter()
                     .map(|l| {
@@ -226,32 +230,6 @@ impl Actor {
             tracing::warn!(session = %self.shared.id, %err, request, "could not resume");
         }
         self.bump_epoch();
-    }
-
-    /// Locals of a frame, for display.
-    pub(super) async fn frame_locals(&self, frame_id: Option<i64>) -> Vec<Local> {
-        let Some(frame) = frame_id else {
-            return Vec::new();
-        };
-        let Ok(scopes) = self
-            .client
-            .request("scopes", json!({"frameId": frame}))
-            .await
-        else {
-            return Vec::new();
-        };
-        let Some(reference) = scopes["scopes"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["expensive"].as_bool() != Some(true)))
-            .and_then(|s| s["variablesReference"].as_i64())
-        else {
-            return Vec::new();
-        };
-        self.client
-            .request("variables", json!({"variablesReference": reference}))
-            .await
-            .map(|vars| stop::locals(&vars))
-            .unwrap_or_default()
     }
 
     /// A debug input for one of this session's pauses.

@@ -25,6 +25,7 @@ use tokio::{
 
 mod breakpoints;
 mod commands;
+mod locals;
 mod start;
 
 use commands::{Awaiting, Mode, Steering};
@@ -108,6 +109,10 @@ pub struct Actor {
     /// A QUIT was answered: the end that follows is END_REASON_QUIT.
     quitting: bool,
     ended: bool,
+    /// The handles the last stop's locals came from, and the requests sent
+    /// ahead for them at this stop (`locals`).
+    last_top: Option<locals::TopHandles>,
+    guess: Option<locals::Guess>,
 }
 
 impl Actor {
@@ -159,6 +164,8 @@ impl Actor {
             breakpoints_off: false,
             temp_breakpoint: None,
             quitting: false,
+            last_top: None,
+            guess: None,
             ctx,
             shared,
             client,
@@ -182,6 +189,15 @@ impl Actor {
             exit_code: None,
             ended: false,
         }
+    }
+
+    /// The `variables` body of the top frame's first inexpensive scope at
+    /// this stop (see `locals` for the requests sent ahead).
+    async fn top_locals(&mut self, thread_id: i64, frame_id: Option<i64>) -> Option<Value> {
+        let guess = self.guess.take();
+        let (variables, handles) = locals::fetch(&self.client, thread_id, frame_id?, guess).await?;
+        self.last_top = Some(handles);
+        Some(variables)
     }
 
     fn bump_epoch(&self) {
@@ -429,12 +445,14 @@ impl Actor {
         {
             thread_id = threads["threads"][0]["id"].as_i64().unwrap_or(0);
         }
+        let stack = self.client.send(
+            "stackTrace",
+            json!({"threadId": thread_id, "startFrame": 0, "levels": 1}),
+        );
+        self.guess = locals::Guess::send(&self.client, self.last_top.take(), thread_id);
         let stack = self
             .client
-            .request(
-                "stackTrace",
-                json!({"threadId": thread_id, "startFrame": 0, "levels": 1}),
-            )
+            .answer("stackTrace", stack)
             .await
             .unwrap_or(Value::Null);
         let top = stack["stackFrames"][0].clone();
@@ -489,25 +507,9 @@ impl Actor {
             self.shared.epoch.fetch_add(1, Ordering::AcqRel);
             return None;
         }
-        let mut locals = Vec::new();
-        let mut locals_available = false;
-        if let Some(frame) = frame_id
-            && let Ok(scopes) = self
-                .client
-                .request("scopes", json!({"frameId": frame}))
-                .await
-            && let Some(scope) = scopes["scopes"]
-                .as_array()
-                .and_then(|s| s.iter().find(|s| s["expensive"].as_bool() != Some(true)))
-            && let Some(reference) = scope["variablesReference"].as_i64()
-            && let Ok(vars) = self
-                .client
-                .request("variables", json!({"variablesReference": reference}))
-                .await
-        {
-            locals = stop::locals(&vars);
-            locals_available = true;
-        }
+        let top_locals = self.top_locals(thread_id, frame_id).await;
+        let locals_available = top_locals.is_some();
+        let locals = top_locals.map(|v| stop::locals(&v)).unwrap_or_default();
         let caught_msg = if reason == PauseReason::Exception {
             self.exception_message(thread_id, body).await
         } else {

@@ -12,7 +12,6 @@ import inspect
 import itertools
 import os
 import queue
-import reprlib
 import socket
 import sys
 import threading
@@ -998,19 +997,72 @@ def _loop_running() -> bool:
         return False
 
 
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = _DISPLAY
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 30
-_REPR.maxlevel = 4
+#: Types whose builtin repr is short and cheap.
+_PLAIN = frozenset({int, float, bool, type(None)})
+#: Items shown per container, and containers shown inside each other.
+_SHOWN_ITEMS, _SHOWN_DEPTH = 30, 4
+_BRACKETS: dict[type, tuple[str, str]] = {list: ("[", "]"), tuple: ("(", ")"), set: ("{", "}"), frozenset: ("frozenset({", "})"), dict: ("{", "}")}
+
+
+def _bounded(value: Any, depth: int, room: int, cut: list[bool]) -> str:
+    """A repr that stops producing text once `room` characters are made, so a
+    hold never prints a huge local in full; sets ``cut[0]`` when it left
+    something out. Builtin containers are walked; any other object gives its
+    own repr."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return str(repr(value))
+    if kind is str:
+        if len(value) > room:
+            cut[0] = True
+            return repr(value[:room])
+        return repr(value)
+    brackets = _BRACKETS.get(kind)
+    if brackets is None:
+        text = repr(value)
+        if len(text) > room:
+            cut[0] = True
+        return text
+    if not value:
+        return repr(value)
+    opening, closing = brackets
+    if depth <= 0:
+        cut[0] = True
+        return opening + "..." + closing
+    if kind is list or kind is tuple:
+        head = value[:_SHOWN_ITEMS]
+        if all(type(x) in _PLAIN for x in head):  # the common case, in one pass of C
+            text = ", ".join(map(repr, head))
+            if len(value) > _SHOWN_ITEMS:
+                cut[0] = True
+                text += ", ..."
+            return opening + text + ("," if len(value) == 1 and kind is tuple else "") + closing
+    parts: list[str] = []
+    used = 0
+    items = iter(value.items()) if kind is dict else iter(value)
+    for n, item in enumerate(items):
+        if n >= _SHOWN_ITEMS or used >= room:
+            cut[0] = True
+            parts.append("...")
+            break
+        if kind is dict:
+            text = _bounded(item[0], depth - 1, room - used, cut) + ": " + _bounded(item[1], depth - 1, room - used, cut)
+        else:
+            text = _bounded(item, depth - 1, room - used, cut)
+        parts.append(text)
+        used += len(text) + 2
+    if kind is tuple and len(parts) == 1 and len(value) == 1:
+        return "(" + parts[0] + ",)"
+    return opening + ", ".join(parts) + closing
 
 
 def _display(value: Any) -> pause_pb2.DisplayValue:
-    # reprlib bounds the cost: a hold never prints a huge local in full.
+    cut = [False]
     try:
-        text = _REPR.repr(value)
-    except Exception as err:  # noqa: BLE001
+        text = _bounded(value, _SHOWN_DEPTH, _DISPLAY, cut)
+    except Exception as err:  # noqa: BLE001 - a broken __repr__ must not break the hold
         text = f"<repr failed: {err}>"
-    return pause_pb2.DisplayValue(text=text[:_DISPLAY], truncated=len(text) > _DISPLAY, type=type(value).__name__)
+    return pause_pb2.DisplayValue(text=text[:_DISPLAY], truncated=cut[0] or len(text) > _DISPLAY, type=type(value).__name__)
 
 
 def _locals(f_locals: Mapping[str, Any]) -> list[pause_pb2.Local]:

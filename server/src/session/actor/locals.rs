@@ -1,0 +1,94 @@
+//! The top frame's locals, fetched for every pause: `scopes` of the frame,
+//! then `variables` of its first inexpensive scope. While a program is stepped
+//! within one function, adapters hand out the same frame id and locals
+//! reference at stop after stop, so those two requests are sent for the last
+//! stop's handles together with `stackTrace`, and their answers are used when
+//! the stack trace and the scopes show the handles still name the top frame.
+//! A wrong guess costs the adapter two small requests; the locals then come
+//! from requests made one after the other, as without a guess.
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::dap::client::DapClient;
+
+/// The handles that led to the locals at a stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopHandles {
+    thread_id: i64,
+    frame_id: i64,
+    locals_ref: i64,
+}
+
+/// `scopes` and `variables` sent ahead for the handles of the last stop.
+pub struct Guess {
+    handles: TopHandles,
+    scopes: oneshot::Receiver<Value>,
+    variables: oneshot::Receiver<Value>,
+}
+
+impl Guess {
+    /// Sends the guess for a stop of `thread_id`, when the last stop was on
+    /// the same thread.
+    pub fn send(client: &DapClient, last: Option<TopHandles>, thread_id: i64) -> Option<Self> {
+        let handles = last.filter(|h| h.thread_id == thread_id)?;
+        Some(Self {
+            handles,
+            scopes: client.send("scopes", json!({"frameId": handles.frame_id})),
+            variables: client.send(
+                "variables",
+                json!({"variablesReference": handles.locals_ref}),
+            ),
+        })
+    }
+}
+
+/// The `variables` body of `frame_id`'s first inexpensive scope, and the
+/// handles to guess with at the next stop; `None` when the adapter gives none.
+pub async fn fetch(
+    client: &DapClient,
+    thread_id: i64,
+    frame_id: i64,
+    guess: Option<Guess>,
+) -> Option<(Value, TopHandles)> {
+    let (guessed_scopes, guessed_variables) = match guess {
+        Some(g) if g.handles.frame_id == frame_id => (
+            client.answer("scopes", g.scopes).await.ok(),
+            Some((g.handles.locals_ref, g.variables)),
+        ),
+        _ => (None, None),
+    };
+    let scopes = match guessed_scopes {
+        Some(scopes) => scopes,
+        None => client
+            .request("scopes", json!({"frameId": frame_id}))
+            .await
+            .ok()?,
+    };
+    let locals_ref = scopes["scopes"]
+        .as_array()?
+        .iter()
+        .find(|s| s["expensive"].as_bool() != Some(true))?["variablesReference"]
+        .as_i64()?;
+    let guessed = match guessed_variables {
+        Some((reference, rx)) if reference == locals_ref => {
+            client.answer("variables", rx).await.ok()
+        }
+        _ => None,
+    };
+    let variables = match guessed {
+        Some(variables) => variables,
+        None => client
+            .request("variables", json!({"variablesReference": locals_ref}))
+            .await
+            .ok()?,
+    };
+    Some((
+        variables,
+        TopHandles {
+            thread_id,
+            frame_id,
+            locals_ref,
+        },
+    ))
+}
