@@ -8,7 +8,7 @@ use prost_types::{Value, value::Kind};
 use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, reason};
 use stepd_proto::v1::{
     BreakpointSpec, CommandKind, ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand,
-    DebugInput, EndReason, EvalCommand, EvalResult, Hello, Hit, InjectCommand,
+    DebugInput, EndReason, EvalCommand, EvalResult, GetSessionRequest, Hello, Hit, InjectCommand,
     ListBreakpointsRequest, NextCommand, PointInfo, ProbeCapabilities, ProbeMatch, ProbeMode,
     Reports, ResumeDecision, SendDebugInputRequest, SkipCommand, StepOutCommand,
     UpdateBreakpointRequest, Watch, breakpoint_service_client::BreakpointServiceClient,
@@ -29,6 +29,15 @@ struct Probe {
 
 impl Probe {
     async fn connect(daemon: &Daemon, labels: &[(&str, &str)]) -> (Self, stepd_proto::v1::Armed) {
+        Self::connect_with(daemon, labels, "").await
+    }
+
+    /// Connects, naming the session of a previous connection when `resume` is set.
+    async fn connect_with(
+        daemon: &Daemon,
+        labels: &[(&str, &str)],
+        resume: &str,
+    ) -> (Self, stepd_proto::v1::Armed) {
         let (tx, rx) = mpsc::channel(16);
         tx.send(ConnectRequest {
             message: Some(In::Hello(Hello {
@@ -44,6 +53,7 @@ impl Probe {
                     skip: true,
                     edit: true,
                 }),
+                resume_session_id: resume.into(),
                 ..Default::default()
             })),
         })
@@ -645,4 +655,50 @@ async fn hit_counts_are_kept_across_a_restart() {
     );
     again.stop().await;
     drop(dir);
+}
+
+#[tokio::test]
+async fn a_reconnecting_probe_names_its_previous_session() {
+    let (daemon, mut sub) = setup().await;
+    let (first, _) = Probe::connect(&daemon, &[]).await;
+    // The program saw its stream fail before the daemon did: the old session
+    // is still open when the probe comes back.
+    let (second, _) = Probe::connect_with(&daemon, &[], &first.session_id).await;
+    let ended = sub
+        .wait_for("the old session's end", |e| {
+            e.session_id == first.session_id && matches!(e.payload, Some(Payload::SessionEnded(_)))
+        })
+        .await;
+    let Some(Payload::SessionEnded(ended)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(ended.reason, EndReason::ProbeDisconnected as i32);
+    assert!(
+        ended.detail.contains(&second.session_id),
+        "{}",
+        ended.detail
+    );
+    let session = |id: &str| {
+        let daemon = &daemon;
+        let id = id.to_owned();
+        async move {
+            dap::sessions(daemon)
+                .await
+                .get_session(GetSessionRequest { session_id: id })
+                .await
+                .unwrap()
+                .into_inner()
+                .session
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        session(&second.session_id).await.previous_session_id,
+        first.session_id
+    );
+    // An id the daemon never saw (e.g. from before a restart) is not named.
+    let (third, _) = Probe::connect_with(&daemon, &[], "no-such-session").await;
+    assert_eq!(session(&third.session_id).await.previous_session_id, "");
+    drop((first, second, third));
+    daemon.stop().await;
 }

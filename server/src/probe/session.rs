@@ -109,6 +109,7 @@ impl ProbeSession {
         ctx: Context,
         shared: Arc<Shared>,
         hello: Hello,
+        previous_session_id: String,
         out: Outbox,
         commands: mpsc::UnboundedReceiver<Command>,
         hold_limit: Duration,
@@ -128,6 +129,7 @@ impl ProbeSession {
             program: hello.name.clone(),
             pid: hello.pid,
             started_at: Some(now_timestamp()),
+            previous_session_id,
             ..Default::default()
         };
         Self {
@@ -552,6 +554,13 @@ impl ProbeSession {
                 }
             },
             Command::Reapply => self.push_armed().await,
+            Command::Superseded { by } => {
+                self.end(
+                    EndReason::ProbeDisconnected,
+                    format!("the probe reconnected as session {by}"),
+                )
+                .await;
+            }
             Command::Disconnect { mode, reply } => {
                 // Disconnect stops held points (QUIT); a detach, and the
                 // daemon's own shutdown, lets the program go on.

@@ -112,6 +112,12 @@ pub enum Command {
     },
     /// The project's breakpoints changed: apply them again.
     Reapply,
+    /// Probe sessions: the probe reconnected as session `by`; end this one
+    /// as its stream had ended.
+    Superseded {
+        /// The new session's id.
+        by: String,
+    },
     /// End the session.
     Disconnect {
         /// Terminate or detach.
@@ -329,6 +335,7 @@ impl Sessions {
             &hello.language
         };
         let shared = Arc::new(Shared::new(id.clone(), language));
+        let previous = self.previous_probe_session(&hello.resume_session_id, &id);
         let (commands, command_rx) = mpsc::unbounded_channel();
         self.handles
             .lock()
@@ -344,11 +351,35 @@ impl Sessions {
             self.ctx.clone(),
             shared,
             hello,
+            previous,
             out,
             command_rx,
             self.ctx.hold_limit,
         );
         tokio::spawn(actor.run(inbound));
+    }
+
+    /// The probe session a reconnecting probe had (`resume_session_id`), if
+    /// the daemon knows it; one still open is told it was superseded by `id`.
+    fn previous_probe_session(&self, resume: &str, id: &str) -> String {
+        let known = !resume.is_empty()
+            && self
+                .ctx
+                .bus
+                .with_view(|v| v.session(resume))
+                .is_some_and(|s| s.kind == stepd_proto::v1::SessionKind::Probe as i32);
+        if !known {
+            return String::new();
+        }
+        if let Some(old) = self
+            .handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(resume)
+        {
+            let _ = old.commands.send(Command::Superseded { by: id.to_owned() });
+        }
+        resume.to_owned()
     }
 
     /// Keeps live sessions' breakpoints in step with the project's: every

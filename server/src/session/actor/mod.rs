@@ -691,6 +691,8 @@ impl Actor {
                     self.start_exec(op, wait, reply).await;
                 }
             }
+            // Only probes reconnect.
+            Command::Superseded { .. } => {}
             Command::Reapply => {
                 let placements = self.apply_breakpoints().await;
                 for placement in &placements {

@@ -231,7 +231,11 @@ type Hello struct {
 	Capabilities *ProbeCapabilities `protobuf:"bytes,6,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// W3C traceparent of the program's current trace, if any.
 	Traceparent string `protobuf:"bytes,7,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	// Set when reconnecting: the session id of the previous connection, to continue it.
+	// Set when reconnecting: the session id of the previous connection. The new
+	// session names it in `Session.previous_session_id`, so clients can follow
+	// the program across reconnects; if that session is still open (its stream
+	// not yet seen to fail), it ends now, as if that stream had, releasing its
+	// holds. Session ids are never reused.
 	ResumeSessionId string `protobuf:"bytes,8,opt,name=resume_session_id,json=resumeSessionId,proto3" json:"resume_session_id,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

@@ -625,9 +625,12 @@ type Session struct {
 	// Id of the Launch/Attach request or probe Hello that created the session.
 	OriginalId string `protobuf:"bytes,18,opt,name=original_id,json=originalId,proto3" json:"original_id,omitempty"`
 	// Process id of the debug adapter stepd started, when it started one.
-	AdapterPid    int64 `protobuf:"varint,19,opt,name=adapter_pid,json=adapterPid,proto3" json:"adapter_pid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AdapterPid int64 `protobuf:"varint,19,opt,name=adapter_pid,json=adapterPid,proto3" json:"adapter_pid,omitempty"`
+	// Probe sessions: the session this probe had before it reconnected
+	// (`Hello.resume_session_id`), when the daemon knew that session.
+	PreviousSessionId string `protobuf:"bytes,20,opt,name=previous_session_id,json=previousSessionId,proto3" json:"previous_session_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -791,6 +794,13 @@ func (x *Session) GetAdapterPid() int64 {
 		return x.AdapterPid
 	}
 	return 0
+}
+
+func (x *Session) GetPreviousSessionId() string {
+	if x != nil {
+		return x.PreviousSessionId
+	}
+	return ""
 }
 
 // A stack frame.
@@ -3612,7 +3622,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\astopped\x18\x03 \x01(\bR\astopped\x12\x1b\n" +
-	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\xd2\x06\n" +
+	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\x82\a\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.stepd.v1.SessionKindR\x04kind\x12,\n" +
@@ -3638,7 +3648,8 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\voriginal_id\x18\x12 \x01(\tR\n" +
 	"originalId\x12\x1f\n" +
 	"\vadapter_pid\x18\x13 \x01(\x03R\n" +
-	"adapterPid\x1a9\n" +
+	"adapterPid\x12.\n" +
+	"\x13previous_session_id\x18\x14 \x01(\tR\x11previousSessionId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +

@@ -167,7 +167,12 @@ class Hello(_message.Message):
     traceparent: _builtins.str
     """W3C traceparent of the program's current trace, if any."""
     resume_session_id: _builtins.str
-    """Set when reconnecting: the session id of the previous connection, to continue it."""
+    """Set when reconnecting: the session id of the previous connection. The new
+    session names it in `Session.previous_session_id`, so clients can follow
+    the program across reconnects; if that session is still open (its stream
+    not yet seen to fail), it ends now, as if that stream had, releasing its
+    holds. Session ids are never reused.
+    """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Labels for breakpoint selection."""

@@ -353,6 +353,7 @@ class Session(_message.Message):
     EXCEPTION_FILTERS_FIELD_NUMBER: _builtins.int
     ORIGINAL_ID_FIELD_NUMBER: _builtins.int
     ADAPTER_PID_FIELD_NUMBER: _builtins.int
+    PREVIOUS_SESSION_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """UUIDv7."""
     kind: Global___SessionKind.ValueType
@@ -379,6 +380,10 @@ class Session(_message.Message):
     """Id of the Launch/Attach request or probe Hello that created the session."""
     adapter_pid: _builtins.int
     """Process id of the debug adapter stepd started, when it started one."""
+    previous_session_id: _builtins.str
+    """Probe sessions: the session this probe had before it reconnected
+    (`Hello.resume_session_id`), when the daemon knew that session.
+    """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Labels given at launch or by the probe; breakpoints select sessions by them."""
@@ -425,10 +430,11 @@ class Session(_message.Message):
         exception_filters: _abc.Iterable[Global___ExceptionFilter] | None = ...,
         original_id: _builtins.str = ...,
         adapter_pid: _builtins.int = ...,
+        previous_session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "capabilities", b"capabilities", "ended_at", b"ended_at", "exit_code", b"exit_code", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "program", b"program", "started_at", b"started_at", "state", b"state", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "started_at", b"started_at", "state", b"state", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
