@@ -162,6 +162,11 @@ class Proxy:
 
     def cut(self) -> None:
         if self._listener is not None:
+            # shutdown wakes the accepting thread, so the port is free at once.
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._listener.close()
             self._listener = None
         with self._lock:

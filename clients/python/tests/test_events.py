@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import stepd
@@ -85,6 +87,34 @@ def test_resume_after_dropped_connection_loses_nothing(daemon: Daemon, proxy: Pr
             sub.next(timeout=0.3)
         for id in [first.id, made[0], made[2], last.id]:
             client.remove_breakpoint(id)
+
+
+def test_iterating_reads_in_the_callers_thread_and_resumes(proxy: Proxy, client: stepd.Client) -> None:
+    # `for event in sub` (no timeout) reads in the caller's thread; a watchdog
+    # closing the subscription turns a hang into a failure.
+    with stepd.Client(proxy.addr) as through_proxy, through_proxy.events(channels=["breakpoints"]) as sub:
+        watchdog = threading.Timer(3 * WAIT, sub.close)
+        watchdog.start()
+        try:
+            events = iter(sub)
+            assert next(events).HasField("snapshot")
+            first = client.add_breakpoint(path="/direct.py", line=1).breakpoint
+            assert next(events).breakpoint_updated.breakpoint.id == first.id
+            assert "stepd-events" not in [t.name for t in threading.enumerate()]
+
+            proxy.cut()
+            second = client.add_breakpoint(path="/direct.py", line=2).breakpoint
+            proxy.restore()
+            assert next(events).breakpoint_updated.breakpoint.id == second.id  # replayed
+            assert sub.reconnects == 1
+        finally:
+            watchdog.cancel()
+        # Closing from another thread ends the iteration.
+        threading.Timer(0.2, sub.close).start()
+        with pytest.raises(StopIteration):
+            next(events)
+    client.remove_breakpoint(first.id)
+    client.remove_breakpoint(second.id)
 
 
 def test_resume_from_another_instance_gets_gap_and_snapshot(client: stepd.Client) -> None:

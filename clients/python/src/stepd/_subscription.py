@@ -1,4 +1,4 @@
-"""The resuming event iterator over EventService.Subscribe (threads)."""
+"""The resuming event iterator over EventService.Subscribe (blocking API)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ class Subscription:
     delivered twice. Iteration ends when the daemon ends the stream (shutdown) or
     :meth:`close` is called; errors the daemon returns (e.g. ``LimitExceeded``)
     are raised from the iterator.
+
+    Iterating (or ``next()`` without a timeout) reads the stream in the
+    caller's thread, the shortest path from the daemon to the caller; the first
+    ``next(timeout=...)`` moves the reading to a background thread for good,
+    so that a wait can end. Use one consumer thread per subscription.
 
     Attributes:
         seq: the cursor — the highest event seq accounted for.
@@ -77,8 +82,11 @@ class Subscription:
         self._call: Any = None
         self._closed = threading.Event()
         self._done = False
-        self._thread = threading.Thread(target=self._run, name="stepd-events", daemon=True)
-        self._thread.start()
+        # The stream starts now, so the snapshot is taken at subscription time.
+        # `for event in sub` reads it in the caller's thread; the first
+        # `next(timeout=...)` hands the reading to a thread of its own.
+        self._items = self._stream(*self._open(resume=self.seq > 0))
+        self._thread: threading.Thread | None = None
 
     # -- consumer side -------------------------------------------------------
 
@@ -92,10 +100,16 @@ class Subscription:
         """The next event; raises TimeoutError after `timeout` seconds, StopIteration at the end."""
         if self._done:
             raise StopIteration
-        try:
-            item = self._events.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError(f"no event within {timeout} s") from None
+        if timeout is None and self._thread is None:
+            item = next(self._items, _END)
+        else:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._pump, name="stepd-events", daemon=True)
+                self._thread.start()
+            try:
+                item = self._events.get(timeout=timeout)
+            except queue.Empty:
+                raise TimeoutError(f"no event within {timeout} s") from None
         if isinstance(item, event_pb2.Event):
             return item
         self._done = True
@@ -128,7 +142,8 @@ class Subscription:
             call = self._call
         if call is not None:
             call.cancel()
-        self._thread.join(timeout=5)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
 
     def __enter__(self) -> Subscription:
         return self
@@ -157,24 +172,30 @@ class Subscription:
                 return
             yield message
 
-    def _run(self) -> None:
+    def _open(self, resume: bool) -> tuple[Any, queue.SimpleQueue[event_pb2.SubscribeRequest | None]]:
+        """Starts a Subscribe call whose first message is the Watch."""
+        requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None] = queue.SimpleQueue()
+        with self._lock:
+            self._requests = requests
+            requests.put(event_pb2.SubscribeRequest(watch=self._watch(resume=resume)))
+            call: Any = self._stub.Subscribe(self._outbound(requests), metadata=self._metadata)
+            self._call = call
+        return call, requests
+
+    def _stream(self, call: Any, requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None]) -> Iterator[_Item]:
+        """Events, across reconnects; ends with _END or the error that ended it."""
         established = False
         dropped = False
         deadline: float | None = None
         while not self._closed.is_set():
-            requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None] = queue.SimpleQueue()
-            with self._lock:
-                self._requests = requests
-                requests.put(event_pb2.SubscribeRequest(watch=self._watch(resume=self.seq > 0)))
-                call: Any = self._stub.Subscribe(self._outbound(requests), metadata=self._metadata)
-                self._call = call
             try:
                 for response in call:
                     if dropped:
                         self.reconnects += 1
                     established, dropped, deadline = True, False, None
-                    self._deliver(response.event)
-                self._events.put(_END)  # the daemon ended the stream: shutdown
+                    if self._accept(response.event):
+                        yield response.event
+                yield _END  # the daemon ended the stream: shutdown
                 return
             except grpc.RpcError as rpc_error:
                 err = from_rpc_error(rpc_error)
@@ -183,15 +204,22 @@ class Subscription:
             if self._closed.is_set() or err.code == grpc.StatusCode.CANCELLED:
                 break
             if not (self._reconnect and established and retryable(err)):
-                self._events.put(err)
+                yield err
                 return
             if deadline is None and self._reconnect_timeout is not None:
                 deadline = time.monotonic() + self._reconnect_timeout
             if not self._wait_ready(deadline):
                 if not self._closed.is_set():
-                    self._events.put(Unavailable(f"could not resume the event stream: {err.message}", code=err.code))
+                    yield Unavailable(f"could not resume the event stream: {err.message}", code=err.code)
                 return
             dropped = True
+            call, requests = self._open(resume=self.seq > 0)
+        yield _END
+
+    def _pump(self) -> None:
+        """The reading thread, once a timeout asked for one."""
+        for item in self._items:
+            self._events.put(item)
         self._events.put(_END)
 
     def _wait_ready(self, deadline: float | None) -> bool:
@@ -207,15 +235,14 @@ class Subscription:
                 continue
         return False
 
-    def _deliver(self, event: event_pb2.Event) -> None:
+    def _accept(self, event: event_pb2.Event) -> bool:
+        """Moves the cursor; False for what is not delivered (repeats, unwanted heartbeats)."""
         kind = event.WhichOneof("payload")
         if kind == "snapshot":
             self.seq = event.snapshot.seq
             self.instance_id = event.snapshot.instance_id
         elif event.seq > 0:
             if event.seq <= self.seq:
-                return  # already delivered before a reconnect
+                return False  # already delivered before a reconnect
             self.seq = event.seq
-        if kind == "heartbeat" and not self._heartbeats:
-            return
-        self._events.put(event)
+        return kind != "heartbeat" or self._heartbeats
