@@ -37,6 +37,14 @@ pub fn spawn_command(adapter: &Adapter) -> Vec<String> {
     command
 }
 
+/// Whether requests for an earlier stop's handles are harmless: the adapter
+/// answers them with an error and nothing else. debugpy's adapter also writes
+/// each such failure to its stderr, which is the session's output, so it
+/// never gets requests sent ahead (`session/actor/locals.rs`).
+pub fn quiet_on_stale_handles(name: &str) -> bool {
+    matches!(name, "lldb" | "dlv")
+}
+
 /// Guesses the adapter from the program when none is named.
 pub fn guess(program: &str) -> &'static str {
     if program.ends_with(".py") {

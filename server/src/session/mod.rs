@@ -10,6 +10,7 @@ mod inspect;
 mod launch;
 mod log_message;
 mod output;
+mod sources;
 pub(crate) mod stop;
 
 use std::{

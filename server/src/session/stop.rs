@@ -122,18 +122,13 @@ pub fn excerpt(path: &str, line: u32) -> Option<CodeExcerpt> {
     if path.is_empty() || line == 0 {
         return None;
     }
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_SOURCE_BYTES {
-        return None;
-    }
-    let text = std::fs::read_to_string(path).ok()?;
     let first = line.saturating_sub(EXCERPT_CONTEXT).max(1);
-    let lines: Vec<String> = text
-        .lines()
-        .skip(first as usize - 1)
-        .take((line - first + 1 + EXCERPT_CONTEXT) as usize)
-        .map(str::to_owned)
-        .collect();
+    let lines = super::sources::lines(
+        path,
+        first,
+        line - first + 1 + EXCERPT_CONTEXT,
+        MAX_SOURCE_BYTES,
+    )?;
     if lines.is_empty() {
         return None;
     }

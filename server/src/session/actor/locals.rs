@@ -5,7 +5,9 @@
 //! stop's handles together with `stackTrace`, and their answers are used when
 //! the stack trace and the scopes show the handles still name the top frame.
 //! A wrong guess costs the adapter two small requests; the locals then come
-//! from requests made one after the other, as without a guess.
+//! from requests made one after the other, as without a guess. Only adapters
+//! that answer a stale handle quietly get guesses
+//! (`adapters::quiet_on_stale_handles`).
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;

@@ -35,7 +35,7 @@ use super::{
 };
 use crate::{
     dap::{
-        adapters::Adapter,
+        adapters::{self, Adapter},
         client::{DapClient, DapError, Incoming},
     },
     error::{ApiError, ApiResult},
@@ -449,7 +449,12 @@ impl Actor {
             "stackTrace",
             json!({"threadId": thread_id, "startFrame": 0, "levels": 1}),
         );
-        self.guess = locals::Guess::send(&self.client, self.last_top.take(), thread_id);
+        let last = self.last_top.take();
+        self.guess = if adapters::quiet_on_stale_handles(&self.adapter.name) {
+            locals::Guess::send(&self.client, last, thread_id)
+        } else {
+            None
+        };
         let stack = self
             .client
             .answer("stackTrace", stack)
