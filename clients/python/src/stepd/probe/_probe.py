@@ -816,6 +816,8 @@ class Probe:
                 finally:
                     writer.cancel()
                     call.cancel()
+                    # Let the writer finish its cancellation before the loop may close.
+                    await asyncio.wait([writer])
                     self._call = None
                     self._disconnected()
                     self._attempted.set()
