@@ -342,7 +342,8 @@ impl Subscription {
 /// Helpers for DAP session tests.
 pub mod dap {
     use stepd_proto::v1::{
-        AddBreakpointRequest, BreakpointSpec, Event, LaunchRequest, LaunchResponse, Pause,
+        AddBreakpointRequest, BreakpointSpec, ContinueRequest, Event, LaunchRequest,
+        LaunchResponse, Pause, ReadOutputRequest, StableState, StepKind, StepRequest,
         breakpoint_service_client::BreakpointServiceClient, event::Payload,
         session_service_client::SessionServiceClient,
     };
@@ -353,6 +354,59 @@ pub mod dap {
     /// Session RPCs.
     pub async fn sessions(daemon: &Daemon) -> SessionServiceClient<Channel> {
         SessionServiceClient::new(daemon.channel().await)
+    }
+
+    /// One `Step` of `kind` with the default wait; the stable state it answers.
+    pub async fn step(
+        sessions: &mut SessionServiceClient<Channel>,
+        session_id: &str,
+        kind: StepKind,
+    ) -> StableState {
+        sessions
+            .step(StepRequest {
+                session_id: session_id.into(),
+                kind: kind.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("step")
+            .into_inner()
+            .state
+            .expect("a stable state")
+    }
+
+    /// The whole output of a session so far, as one text.
+    pub async fn output_text(daemon: &Daemon, session_id: &str) -> String {
+        sessions(daemon)
+            .await
+            .read_output(ReadOutputRequest {
+                session_id: session_id.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("read output")
+            .into_inner()
+            .chunks
+            .iter()
+            .map(|c| c.text.as_str())
+            .collect()
+    }
+
+    /// `Continue` with the default wait; the stable state it answers.
+    pub async fn resume(
+        sessions: &mut SessionServiceClient<Channel>,
+        session_id: &str,
+    ) -> StableState {
+        sessions
+            .r#continue(ContinueRequest {
+                session_id: session_id.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("continue")
+            .into_inner()
+            .state
+            .expect("a stable state")
     }
 
     /// Adds a breakpoint and returns its id.

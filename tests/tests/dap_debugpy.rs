@@ -48,44 +48,15 @@ async fn a_breakpoint_stops_with_location_and_locals_then_steps() {
 
     let mut sessions = dap::sessions(&daemon).await;
     // Step over: one line down, same function.
-    let stepped = sessions
-        .step(StepRequest {
-            session_id: session.id.clone(),
-            kind: StepKind::Over.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
-        .unwrap();
+    let stepped = dap::step(&mut sessions, &session.id, StepKind::Over).await;
     assert_eq!(stepped.stop_reason, PauseReason::Step as i32);
     let top = stepped.top_frame.unwrap().location.unwrap();
     assert_eq!(top.line, line_of(&program, "step_return"));
     // Step out: back in main at the call site.
-    let out = sessions
-        .step(StepRequest {
-            session_id: session.id.clone(),
-            kind: StepKind::Out.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
-        .unwrap();
+    let out = dap::step(&mut sessions, &session.id, StepKind::Out).await;
     assert_eq!(out.top_frame.unwrap().name, "main");
     // Continue: the next iteration hits the breakpoint, with output meanwhile.
-    let next = sessions
-        .r#continue(ContinueRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
-        .unwrap();
+    let next = dap::resume(&mut sessions, &session.id).await;
     assert_eq!(next.stop_reason, PauseReason::Breakpoint as i32);
     assert_eq!(dap::local(next.pause.as_ref().unwrap(), "i"), "1");
     // debugpy may send the program's output after the stop it preceded, so
@@ -120,18 +91,10 @@ async fn each_step_in_one_frame_carries_that_stops_locals() {
     let mut sessions = dap::sessions(&daemon).await;
     let mut seen = Vec::new();
     for _ in 0..10 {
-        let state = sessions
-            .step(StepRequest {
-                session_id: session.id.clone(),
-                kind: StepKind::Over.into(),
-                ..Default::default()
-            })
+        let pause = dap::step(&mut sessions, &session.id, StepKind::Over)
             .await
-            .unwrap()
-            .into_inner()
-            .state
+            .pause
             .unwrap();
-        let pause = state.pause.unwrap();
         if pause.location.as_ref().unwrap().line == after_call {
             let i: i64 = dap::local(&pause, "i").parse().unwrap();
             let total: i64 = dap::local(&pause, "total").parse().unwrap();
@@ -157,18 +120,7 @@ async fn step_in_enters_the_called_function() {
         .session
         .unwrap();
     dap::next_pause(&mut sub, &session.id).await;
-    let state = dap::sessions(&daemon)
-        .await
-        .step(StepRequest {
-            session_id: session.id.clone(),
-            kind: StepKind::In.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
-        .unwrap();
+    let state = dap::step(&mut dap::sessions(&daemon).await, &session.id, StepKind::In).await;
     assert_eq!(state.top_frame.unwrap().name, "fact");
     daemon.stop().await;
 }
@@ -195,16 +147,7 @@ async fn conditions_and_log_points() {
         "3",
         "the condition held back earlier hits"
     );
-    let output = dap::sessions(&daemon)
-        .await
-        .read_output(ReadOutputRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let text: String = output.chunks.iter().map(|c| c.text.as_str()).collect();
+    let text = dap::output_text(&daemon, &session.id).await;
     for expected in ["total is 0", "total is 2", "total is 6"] {
         assert!(text.contains(expected), "{expected} in {text:?}");
     }
@@ -645,16 +588,7 @@ async fn hit_conditions_max_hits_and_live_changes() {
     let first = dap::next_pause(&mut sub, &session.id).await;
     assert_eq!(dap::local(&first, "i"), "1");
     let mut sessions = dap::sessions(&daemon).await;
-    let second = sessions
-        .r#continue(ContinueRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
-        .unwrap();
+    let second = dap::resume(&mut sessions, &session.id).await;
     assert_eq!(dap::local(second.pause.as_ref().unwrap(), "i"), "3");
 
     // A breakpoint added while the program runs applies at once; removing the
@@ -672,16 +606,7 @@ async fn hit_conditions_max_hits_and_live_changes() {
                     && u.status.as_ref().is_some_and(|s| s.verified))
     })
     .await;
-    let last = sessions
-        .r#continue(ContinueRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
-        .unwrap();
+    let last = dap::resume(&mut sessions, &session.id).await;
     assert_eq!(last.hit_breakpoint_ids, [added]);
     assert_eq!(
         last.top_frame.unwrap().location.unwrap().line,

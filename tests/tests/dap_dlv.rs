@@ -3,8 +3,8 @@
 
 use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec};
 use stepd_proto::v1::{
-    BreakpointAction, ContinueRequest, EndReason, EvaluateRequest, LaunchRequest, PauseReason,
-    StepKind, StepRequest, Watch, event::Payload,
+    BreakpointAction, EndReason, EvaluateRequest, LaunchRequest, PauseReason, StepKind, Watch,
+    event::Payload,
 };
 
 #[tokio::test]
@@ -50,17 +50,7 @@ async fn breakpoints_locals_steps_logs_and_exit_code() {
         .result
         .unwrap();
     assert_eq!(value.value, "40");
-    let stepped = sessions
-        .step(StepRequest {
-            session_id: session.id.clone(),
-            kind: StepKind::Over.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
-        .unwrap();
+    let stepped = dap::step(&mut sessions, &session.id, StepKind::Over).await;
     assert_eq!(
         stepped.top_frame.unwrap().location.unwrap().line,
         line_of(&source, "step_return")
@@ -77,16 +67,7 @@ async fn breakpoints_locals_steps_logs_and_exit_code() {
         e.session_id == session.id && matches!(e.payload, Some(Payload::BreakpointUpdated(_)))
     })
     .await;
-    let end = sessions
-        .r#continue(ContinueRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
-        .unwrap();
+    let end = dap::resume(&mut sessions, &session.id).await;
     assert_eq!(end.end_reason, EndReason::Exited as i32, "{end:?}");
     assert_eq!(end.exit_code, Some(3));
     let text: String = end.output.iter().map(|c| c.text.as_str()).collect();

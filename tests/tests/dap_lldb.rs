@@ -3,9 +3,9 @@
 
 use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec};
 use stepd_proto::v1::{
-    BreakpointAction, ContinueRequest, EndReason, EvaluateContext, EvaluateRequest,
-    GetStackTraceRequest, LaunchRequest, ListScopesRequest, ListVariablesRequest, PauseReason,
-    StepKind, StepRequest, Watch, event::Payload,
+    BreakpointAction, EndReason, EvaluateContext, EvaluateRequest, GetStackTraceRequest,
+    LaunchRequest, ListScopesRequest, ListVariablesRequest, PauseReason, StepKind, Watch,
+    event::Payload,
 };
 use tonic::Code;
 
@@ -141,17 +141,7 @@ async fn breakpoints_locals_steps_eval_and_exit_code() {
         assert_eq!(err.code(), Code::Unimplemented, "{adapter}");
         assert_eq!(reason(&err), "UNSUPPORTED_BY_ADAPTER", "{adapter}");
 
-        let stepped = sessions
-            .step(StepRequest {
-                session_id: session.id.clone(),
-                kind: StepKind::Over.into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .state
-            .unwrap();
+        let stepped = dap::step(&mut sessions, &session.id, StepKind::Over).await;
         assert_eq!(
             stepped.top_frame.unwrap().location.unwrap().line,
             line_of(&source, "step_return"),
@@ -160,32 +150,14 @@ async fn breakpoints_locals_steps_eval_and_exit_code() {
         // Remove the breakpoint's effect: disconnecting from breakpoints is not
         // needed; continue until the program ends (four more hits).
         for _ in 0..4 {
-            let state = sessions
-                .r#continue(ContinueRequest {
-                    session_id: session.id.clone(),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner()
-                .state
-                .unwrap();
+            let state = dap::resume(&mut sessions, &session.id).await;
             assert_eq!(
                 state.stop_reason,
                 PauseReason::Breakpoint as i32,
                 "{adapter}"
             );
         }
-        let last = sessions
-            .r#continue(ContinueRequest {
-                session_id: session.id.clone(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .state
-            .unwrap();
+        let last = dap::resume(&mut sessions, &session.id).await;
         assert_eq!(
             last.end_reason,
             EndReason::Exited as i32,
@@ -226,16 +198,7 @@ async fn log_points_on_lldb_dap() {
     let session = launch(&daemon, "lldb-dap-19", false).await.session.unwrap();
     let ended = dap::ended(&mut sub, &session.id).await;
     assert!(matches!(ended.payload, Some(Payload::SessionEnded(_))));
-    let output = dap::sessions(&daemon)
-        .await
-        .read_output(stepd_proto::v1::ReadOutputRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let text: String = output.chunks.iter().map(|c| c.text.as_str()).collect();
+    let text = dap::output_text(&daemon, &session.id).await;
     assert!(text.contains("total=0"), "{text}");
     assert!(text.contains("total=2"), "{text}");
     daemon.stop().await;
@@ -269,16 +232,7 @@ async fn log_points_are_emulated_on_lldb_vscode_14() {
         unreachable!()
     };
     assert_eq!(end.exit_code, Some(3));
-    let output = dap::sessions(&daemon)
-        .await
-        .read_output(stepd_proto::v1::ReadOutputRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let text: String = output.chunks.iter().map(|c| c.text.as_str()).collect();
+    let text = dap::output_text(&daemon, &session.id).await;
     for expected in ["i=0 total=0", "i=1 total=2", "i=4 total=20"] {
         assert!(text.contains(expected), "{expected} in {text}");
     }

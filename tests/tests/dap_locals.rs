@@ -6,9 +6,8 @@ use std::path::PathBuf;
 
 use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec};
 use stepd_proto::v1::{
-    ContinueRequest, EndReason, LaunchRequest, Pause, ReadOutputRequest, RemoveBreakpointRequest,
-    StepKind, StepRequest, Watch, breakpoint_service_client::BreakpointServiceClient,
-    event::Payload,
+    EndReason, LaunchRequest, Pause, RemoveBreakpointRequest, StepKind, Watch,
+    breakpoint_service_client::BreakpointServiceClient, event::Payload,
 };
 
 /// One adapter and the loop fixture it debugs (`step(i, total)` called for
@@ -97,17 +96,7 @@ async fn stepping_into_and_out_of_calls_shows_each_frames_locals() {
             let mut kinds = vec![StepKind::In];
             kinds.extend([StepKind::Over; 4]);
             for kind in kinds {
-                let state = sessions
-                    .step(StepRequest {
-                        session_id: session.id.clone(),
-                        kind: kind.into(),
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap()
-                    .into_inner()
-                    .state
-                    .unwrap();
+                let state = dap::step(&mut sessions, &session.id, kind).await;
                 let Some(stop) = state.pause else {
                     panic!("{name}: no pause after {kind:?}: {state:?}")
                 };
@@ -124,16 +113,7 @@ async fn stepping_into_and_out_of_calls_shows_each_frames_locals() {
                     assert_eq!(local(&stop, "total"), round * (round + 1), "{name}");
                 }
             }
-            let next = sessions
-                .r#continue(ContinueRequest {
-                    session_id: session.id.clone(),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner()
-                .state
-                .unwrap();
+            let next = dap::resume(&mut sessions, &session.id).await;
             pause = next
                 .pause
                 .unwrap_or_else(|| panic!("{name}: no stop at the next call"));
@@ -143,13 +123,7 @@ async fn stepping_into_and_out_of_calls_shows_each_frames_locals() {
             .remove_breakpoint(RemoveBreakpointRequest { id: bp })
             .await
             .unwrap();
-        sessions
-            .r#continue(ContinueRequest {
-                session_id: session.id.clone(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        dap::resume(&mut sessions, &session.id).await;
         let ended = sub
             .wait_for("the end", |e| {
                 e.session_id == session.id && matches!(e.payload, Some(Payload::SessionEnded(_)))
@@ -159,15 +133,7 @@ async fn stepping_into_and_out_of_calls_shows_each_frames_locals() {
             unreachable!()
         };
         assert_eq!(ended.reason, EndReason::Exited as i32, "{name}");
-        let output = sessions
-            .read_output(ReadOutputRequest {
-                session_id: session.id.clone(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let text: String = output.chunks.iter().map(|c| c.text.as_str()).collect();
+        let text = dap::output_text(&daemon, &session.id).await;
         // A request for an earlier stop's handles must not make the adapter
         // complain (debugpy's adapter writes such failures to its stderr).
         for line in text.lines() {

@@ -643,16 +643,7 @@ async fn more_commands_at_lldb_pauses() {
         unreachable!()
     };
     assert_eq!(end.exit_code, Some(3));
-    let output = dap::sessions(&daemon)
-        .await
-        .read_output(stepd_proto::v1::ReadOutputRequest {
-            session_id: session.id.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let text: String = output.chunks.iter().map(|c| c.text.as_str()).collect();
+    let text = dap::output_text(&daemon, &session.id).await;
     // The injected doubled (40 instead of 2) changed the total of the first step.
     assert!(text.contains("i=0 total=40"), "{text}");
     daemon.stop().await;
