@@ -1,6 +1,7 @@
 //! Breakpoints: validation, persistence and change events. Breakpoints are
 //! project state owned by the daemon; sessions apply them by label selector.
 
+mod expiry;
 mod glob;
 mod hit_condition;
 mod hits;
@@ -51,6 +52,9 @@ pub struct Breakpoints {
     write: Mutex<()>,
     /// Hits counted, on their way to the store.
     hits: Arc<hits::HitWriter>,
+    /// Wakes the expiry watch when a breakpoint with an expiry is added or
+    /// changed.
+    expiries: Arc<tokio::sync::Notify>,
 }
 
 impl Breakpoints {
@@ -58,7 +62,10 @@ impl Breakpoints {
     pub async fn load(store: Store, bus: Arc<EventBus>) -> anyhow::Result<Self> {
         let stored = store.list_breakpoints().await?;
         bus.seed_breakpoints(stored.iter().map(to_proto).collect());
+        let expiries = Arc::new(tokio::sync::Notify::new());
+        expiry::watch(bus.clone(), expiries.clone());
         Ok(Self {
+            expiries,
             hits: hits::HitWriter::start(store.clone()),
             store,
             bus,
@@ -101,7 +108,9 @@ impl Breakpoints {
         spec.enabled.get_or_insert(true);
         let _order = self.write.lock().await;
         let stored = self.store.insert_breakpoint(&spec, now_us()).await?;
-        Ok(self.publish(BreakpointChange::Added, to_proto(&stored)))
+        let added = self.publish(BreakpointChange::Added, to_proto(&stored));
+        self.watch_expiry(&added);
+        Ok(added)
     }
 
     /// Removes a breakpoint.
@@ -148,27 +157,44 @@ impl Breakpoints {
             .update_breakpoint(row, &merged, now_us())
             .await?
             .ok_or_else(|| not_found(id))?;
-        Ok(self.publish(BreakpointChange::Updated, self.with_counted_hits(&stored)))
+        let updated = self.publish(BreakpointChange::Updated, self.with_counted_hits(&stored));
+        self.watch_expiry(&updated);
+        Ok(updated)
     }
 
     /// Counts a hit in some session and publishes it (change HIT). The count
     /// is taken from the event stream's state and written to the store in the
     /// background: a hit is on the path of every pause it causes, and the
-    /// database write would be most of its cost.
-    pub async fn hit(&self, id: &str) -> ApiResult<Breakpoint> {
+    /// database write would be most of its cost. `None` when the breakpoint
+    /// has expired: it applies nowhere, so the hit is neither counted nor acted
+    /// on (its session may not have heard of the expiry yet).
+    pub async fn hit(&self, id: &str) -> ApiResult<Option<Breakpoint>> {
         let row = parse_id(id)?;
         let _order = self.write.lock().await;
         let mut breakpoint = self
             .bus
             .with_view(|v| v.breakpoint(id))
             .ok_or_else(|| not_found(id))?;
+        if expiry::expired(&breakpoint) {
+            return Ok(None);
+        }
         breakpoint.hit_count += 1;
         let spec = breakpoint.spec.clone().unwrap_or_default();
         if spec.max_hits > 0 && breakpoint.hit_count >= u64::from(spec.max_hits) {
             breakpoint.spent = true;
         }
         self.hits.count(row);
-        Ok(self.publish(BreakpointChange::Hit, breakpoint))
+        Ok(Some(self.publish(BreakpointChange::Hit, breakpoint)))
+    }
+
+    fn watch_expiry(&self, breakpoint: &Breakpoint) {
+        if breakpoint
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.expires_at.is_some())
+        {
+            self.expiries.notify_one();
+        }
     }
 
     /// Writes the hits counted so far to the store (at shutdown).

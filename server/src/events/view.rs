@@ -199,6 +199,11 @@ impl StateView {
         self.breakpoints.values().cloned().collect()
     }
 
+    /// Every breakpoint, in creation order, without copying them.
+    pub fn each_breakpoint(&self) -> impl Iterator<Item = &Breakpoint> {
+        self.breakpoints.values()
+    }
+
     /// One breakpoint by id.
     pub fn breakpoint(&self, id: &str) -> Option<Breakpoint> {
         self.breakpoints.get(&bp_order(id)).cloned()

@@ -32,7 +32,7 @@ use crate::{
     error::{ApiError, ApiResult},
     pause::Answer,
     session::{Command, Context, ExecOp, Shared, WaitMode, stop},
-    time::now_timestamp,
+    time::{now_timestamp, now_us, us_from_timestamp},
 };
 
 /// How long an EVAL may wait for the probe.
@@ -93,6 +93,11 @@ pub struct ProbeSession {
     hold_limit: Duration,
     dropped_reports: u64,
     ended: bool,
+    /// The probe breakpoints that apply to this probe as last listed, and
+    /// when the first of them expires (µs since the epoch). Listed again after
+    /// a breakpoint change or that expiry, not at every hold: the project may
+    /// hold thousands of breakpoints.
+    matchers: Option<(Vec<ArmedMatcher>, Option<i64>)>,
 }
 
 fn send_now(out: &Outbox, message: Out) -> bool {
@@ -148,6 +153,7 @@ impl ProbeSession {
             hold_limit,
             dropped_reports: 0,
             ended: false,
+            matchers: None,
         }
     }
 
@@ -199,32 +205,20 @@ impl ProbeSession {
     // ----- arming ---------------------------------------------------------
 
     /// The probe's arming: the mode, and the probe breakpoints that apply to it.
-    async fn armed(&self) -> Armed {
-        let matchers = match self.ctx.breakpoints.list(&self.hello.labels).await {
-            Ok(breakpoints) => breakpoints
-                .into_iter()
-                .filter(|b| !b.spent)
-                .filter_map(|b| {
-                    let spec = b.spec?;
-                    if spec.enabled == Some(false) {
-                        return None;
-                    }
-                    match spec.location {
-                        Some(Location::Probe(p)) => Some(ArmedMatcher {
-                            breakpoint_id: b.id,
-                            point_kind: p.point_kind,
-                            name_glob: p.name_glob,
-                            condition: spec.condition,
-                        }),
-                        _ => None,
-                    }
-                })
-                .collect(),
-            Err(err) => {
-                tracing::warn!(%err, "could not read breakpoints for a probe");
-                Vec::new()
-            }
-        };
+    async fn armed(&mut self) -> Armed {
+        let now = now_us();
+        let listed = self
+            .matchers
+            .as_ref()
+            .is_some_and(|(_, until)| until.is_none_or(|t| now < t));
+        if !listed {
+            self.matchers = Some(self.list_matchers().await);
+        }
+        let matchers = self
+            .matchers
+            .as_ref()
+            .map(|(m, _)| m.clone())
+            .unwrap_or_default();
         let (mode, depth, target_coor, honour) = match &self.mode {
             Mode::Breakpoints => (ProbeMode::Breakpoints, 0, Vec::new(), true),
             Mode::Step => (ProbeMode::Step, 0, Vec::new(), true),
@@ -242,7 +236,43 @@ impl ProbeSession {
         }
     }
 
-    async fn push_armed(&self) {
+    /// The probe breakpoints that apply to this probe, and the earliest
+    /// expiry among them.
+    async fn list_matchers(&self) -> (Vec<ArmedMatcher>, Option<i64>) {
+        let breakpoints = match self.ctx.breakpoints.list(&self.hello.labels).await {
+            Ok(breakpoints) => breakpoints,
+            Err(err) => {
+                tracing::warn!(%err, "could not read breakpoints for a probe");
+                return (Vec::new(), None);
+            }
+        };
+        let mut until: Option<i64> = None;
+        let matchers = breakpoints
+            .into_iter()
+            .filter(|b| !b.spent)
+            .filter_map(|b| {
+                let spec = b.spec?;
+                if spec.enabled == Some(false) {
+                    return None;
+                }
+                let Some(Location::Probe(p)) = spec.location else {
+                    return None;
+                };
+                if let Some(expiry) = spec.expires_at.as_ref().map(us_from_timestamp) {
+                    until = Some(until.map_or(expiry, |u| u.min(expiry)));
+                }
+                Some(ArmedMatcher {
+                    breakpoint_id: b.id,
+                    point_kind: p.point_kind,
+                    name_glob: p.name_glob,
+                    condition: spec.condition,
+                })
+            })
+            .collect();
+        (matchers, until)
+    }
+
+    async fn push_armed(&mut self) {
         let armed = self.armed().await;
         send_now(&self.out, Out::Armed(armed));
     }
@@ -297,7 +327,8 @@ impl ProbeSession {
             let mut hold = false;
             let mut limits = Vec::new();
             for id in &hit.breakpoint_ids {
-                let Ok(bp) = self.ctx.breakpoints.hit(id).await else {
+                // Removed or expired since the probe was armed: no hold for it.
+                let Ok(Some(bp)) = self.ctx.breakpoints.hit(id).await else {
                     continue;
                 };
                 let spec = bp.spec.unwrap_or_default();
@@ -553,7 +584,10 @@ impl ProbeSession {
                     }));
                 }
             },
-            Command::Reapply => self.push_armed().await,
+            Command::Reapply => {
+                self.matchers = None;
+                self.push_armed().await;
+            }
             Command::Superseded { by } => {
                 self.end(
                     EndReason::ProbeDisconnected,

@@ -276,8 +276,9 @@ impl Actor {
     ) -> bool {
         let mut pause = false;
         for id in ids {
-            let Ok(bp) = self.ctx.breakpoints.hit(id).await else {
-                // Removed meanwhile: the adapter still had it; do not pause for it.
+            let Ok(Some(bp)) = self.ctx.breakpoints.hit(id).await else {
+                // Removed or expired meanwhile: the adapter still had it; do
+                // not pause for it.
                 continue;
             };
             let spec = bp.spec.clone().unwrap_or_default();

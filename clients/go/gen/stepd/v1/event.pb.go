@@ -113,6 +113,9 @@ const (
 	BreakpointChange_BREAKPOINT_CHANGE_STATUS BreakpointChange = 4
 	// It was hit (hit_count changed).
 	BreakpointChange_BREAKPOINT_CHANGE_HIT BreakpointChange = 5
+	// Its `expires_at` passed: it applies nowhere any more (`spent` is set).
+	// Sent once, when it happens; an update with a later expiry revives it.
+	BreakpointChange_BREAKPOINT_CHANGE_EXPIRED BreakpointChange = 6
 )
 
 // Enum value maps for BreakpointChange.
@@ -124,6 +127,7 @@ var (
 		3: "BREAKPOINT_CHANGE_REMOVED",
 		4: "BREAKPOINT_CHANGE_STATUS",
 		5: "BREAKPOINT_CHANGE_HIT",
+		6: "BREAKPOINT_CHANGE_EXPIRED",
 	}
 	BreakpointChange_value = map[string]int32{
 		"BREAKPOINT_CHANGE_UNSPECIFIED": 0,
@@ -132,6 +136,7 @@ var (
 		"BREAKPOINT_CHANGE_REMOVED":     3,
 		"BREAKPOINT_CHANGE_STATUS":      4,
 		"BREAKPOINT_CHANGE_HIT":         5,
+		"BREAKPOINT_CHANGE_EXPIRED":     6,
 	}
 )
 
@@ -2458,14 +2463,15 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\x19EVENT_CHANNEL_BREAKPOINTS\x10\x04\x12\x17\n" +
 	"\x13EVENT_CHANNEL_PROBE\x10\x05\x12\x1b\n" +
 	"\x17EVENT_CHANNEL_INSPECTOR\x10\x06\x12\x1f\n" +
-	"\x1bEVENT_CHANNEL_NOTIFICATIONS\x10\a*\xc9\x01\n" +
+	"\x1bEVENT_CHANNEL_NOTIFICATIONS\x10\a*\xe8\x01\n" +
 	"\x10BreakpointChange\x12!\n" +
 	"\x1dBREAKPOINT_CHANGE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17BREAKPOINT_CHANGE_ADDED\x10\x01\x12\x1d\n" +
 	"\x19BREAKPOINT_CHANGE_UPDATED\x10\x02\x12\x1d\n" +
 	"\x19BREAKPOINT_CHANGE_REMOVED\x10\x03\x12\x1c\n" +
 	"\x18BREAKPOINT_CHANGE_STATUS\x10\x04\x12\x19\n" +
-	"\x15BREAKPOINT_CHANGE_HIT\x10\x05*\x92\x01\n" +
+	"\x15BREAKPOINT_CHANGE_HIT\x10\x05\x12\x1d\n" +
+	"\x19BREAKPOINT_CHANGE_EXPIRED\x10\x06*\x92\x01\n" +
 	"\x11NotificationLevel\x12\"\n" +
 	"\x1eNOTIFICATION_LEVEL_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17NOTIFICATION_LEVEL_INFO\x10\x01\x12\x1e\n" +

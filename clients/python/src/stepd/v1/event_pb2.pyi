@@ -90,6 +90,10 @@ class _BreakpointChangeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Brea
     """Its placement in one session changed (session_id is set)."""
     BREAKPOINT_CHANGE_HIT: _BreakpointChange.ValueType  # 5
     """It was hit (hit_count changed)."""
+    BREAKPOINT_CHANGE_EXPIRED: _BreakpointChange.ValueType  # 6
+    """Its `expires_at` passed: it applies nowhere any more (`spent` is set).
+    Sent once, when it happens; an update with a later expiry revives it.
+    """
 
 class BreakpointChange(_BreakpointChange, metaclass=_BreakpointChangeEnumTypeWrapper):
     """How a breakpoint changed."""
@@ -106,6 +110,10 @@ BREAKPOINT_CHANGE_STATUS: BreakpointChange.ValueType  # 4
 """Its placement in one session changed (session_id is set)."""
 BREAKPOINT_CHANGE_HIT: BreakpointChange.ValueType  # 5
 """It was hit (hit_count changed)."""
+BREAKPOINT_CHANGE_EXPIRED: BreakpointChange.ValueType  # 6
+"""Its `expires_at` passed: it applies nowhere any more (`spent` is set).
+Sent once, when it happens; an update with a later expiry revives it.
+"""
 Global___BreakpointChange: _TypeAlias = BreakpointChange  # noqa: Y015
 
 class _NotificationLevel:
