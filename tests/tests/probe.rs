@@ -702,3 +702,79 @@ async fn a_reconnecting_probe_names_its_previous_session() {
     drop((first, second, third));
     daemon.stop().await;
 }
+
+/// A Hit naming `breakpoint`, as a probe armed with it sends.
+fn hit_of(id: &str, breakpoint: &str) -> In {
+    In::Hit(Hit {
+        hit_id: id.into(),
+        point: Some(PointInfo {
+            kind: "tool_call".into(),
+            name: "Bash".into(),
+            ..Default::default()
+        }),
+        breakpoint_ids: vec![breakpoint.into()],
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn max_hits_and_a_breakpoints_own_hold_limit_apply_to_probes() {
+    let (daemon, mut sub) = setup().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    let mut twice = probe_spec("tool_call", "Bash");
+    twice.max_hits = 2;
+    twice.hold_limit = Some(prost_types::Duration {
+        seconds: 0,
+        nanos: 200_000_000,
+    });
+    let bp = dap::add_breakpoint(&daemon, twice).await;
+    let Out::Armed(armed) = next(&mut probe.rx).await else {
+        panic!("expected Armed")
+    };
+    assert_eq!(armed.matchers.len(), 1);
+
+    // First hit: answered by hand.
+    probe.send(hit_of("h1", &bp)).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let Out::Resume(_) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    // Second hit: nobody answers; the breakpoint's own 200 ms limit (the
+    // daemon's is 30 minutes) lets it go.
+    probe.send(hit_of("h2", &bp)).await;
+    dap::next_pause(&mut sub, &probe.session_id).await;
+    let resolved = sub
+        .wait_for("pause_resolved", |e| {
+            matches!(e.payload, Some(Payload::PauseResolved(_)))
+        })
+        .await;
+    let Some(Payload::PauseResolved(r)) = resolved.payload else {
+        unreachable!()
+    };
+    assert_eq!(r.by, "hold-limit");
+    // The second hit spent it: the probe is disarmed, and a third hit from a
+    // probe that had not heard yet holds nothing.
+    let (mut resumed, mut disarmed) = (false, false);
+    while !(resumed && disarmed) {
+        match next(&mut probe.rx).await {
+            Out::Armed(a) => disarmed |= a.matchers.is_empty(),
+            Out::Resume(r) => {
+                assert_eq!(r.hit_id, "h2");
+                assert_eq!(r.decision, ResumeDecision::Continue as i32);
+                resumed = true;
+                disarmed |= r.armed.is_some_and(|a| a.matchers.is_empty());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    probe.send(hit_of("h3", &bp)).await;
+    let Out::Resume(third) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(third.hit_id, "h3");
+    assert_eq!(third.decision, ResumeDecision::Continue as i32);
+    daemon.stop().await;
+}
