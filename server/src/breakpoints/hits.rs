@@ -47,7 +47,7 @@ impl HitWriter {
         self.counted.notify_one();
     }
 
-    /// Writes every counted hit now (at shutdown, or before a read of the store).
+    /// Writes every counted hit now (the timer, and the daemon at shutdown).
     pub async fn flush(&self) {
         let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         for (row, hits) in batch {

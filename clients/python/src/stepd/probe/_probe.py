@@ -1003,7 +1003,13 @@ def _loop_running() -> bool:
 _PLAIN = frozenset({int, float, bool, type(None)})
 #: Items shown per container, and containers shown inside each other.
 _SHOWN_ITEMS, _SHOWN_DEPTH = 30, 4
-_BRACKETS: dict[type, tuple[str, str]] = {list: ("[", "]"), tuple: ("(", ")"), set: ("{", "}"), frozenset: ("frozenset({", "})"), dict: ("{", "}")}
+_BRACKETS: dict[type, tuple[str, str]] = {
+    list: ("[", "]"),
+    tuple: ("(", ")"),
+    set: ("{", "}"),
+    frozenset: ("frozenset({", "})"),
+    dict: ("{", "}"),
+}
 
 
 def _bounded(value: Any, depth: int, room: int, cut: list[bool]) -> str:
@@ -1013,7 +1019,7 @@ def _bounded(value: Any, depth: int, room: int, cut: list[bool]) -> str:
     own repr."""
     kind = type(value)
     if kind in _PLAIN:
-        return str(repr(value))
+        return repr(value)
     if kind is str:
         if len(value) > room:
             cut[0] = True
