@@ -2,8 +2,10 @@ package probe_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stepd-dev/stepd/clients/go/probe"
 	"github.com/stepd-dev/stepd/clients/go/stepd"
@@ -85,4 +87,46 @@ func BenchmarkUnarmedPoint(b *testing.B) {
 			toolCallWithPoint(ctx, nilProbe, args)
 		}
 	})
+}
+
+// BenchmarkHoldRoundTrip: a point holds, a subscriber (another connection of
+// this process, as a separate client would be) sees the pause on Subscribe
+// and answers CONTINUE on the same stream, and the point returns. One
+// operation is one whole round trip; go test reports the mean, and the
+// benchmark reports the median as p50-ns/op.
+func BenchmarkHoldRoundTrip(b *testing.B) {
+	d := startDaemon(b, "")
+	c := d.client(b)
+	p := connect(b, d.addr, probe.Options{Name: "bench-holds", Labels: map[string]string{"run": "holds"}})
+	if _, err := c.AddBreakpoint(testContext(b), stepd.ProbeBreakpoint("tool_call", "Read", stepd.LabelSelector("run=holds"))); err != nil {
+		b.Fatal(err)
+	}
+	waitArmed(b, p, 1)
+	sub, err := d.client(b).Subscribe(testContext(b), stepd.WatchOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	go func() {
+		for ev := range sub.Events() {
+			if pause := ev.GetStopped().GetPause(); pause != nil && pause.GetRevision() == 0 {
+				if err := sub.SendDebugInput(pause.GetKey(), stepd.CmdContinue()); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	ctx := context.Background()
+	args := map[string]any{"cmd": "cat README.md"}
+	var samples []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := p.Hold(ctx, "tool_call", "Read", args, probe.Editable()); err != nil {
+			b.Fatal(err)
+		}
+		samples = append(samples, time.Since(start))
+	}
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds()), "p50-ns/op")
+	b.ReportMetric(float64(samples[len(samples)*99/100].Nanoseconds()), "p99-ns/op")
 }
