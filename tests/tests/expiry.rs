@@ -37,7 +37,7 @@ async fn an_expired_breakpoint_no_longer_stops_a_running_program() {
     let program = fixture("python/loop.py");
     let mut spec = source_spec(program.to_str().unwrap(), line_of(&program, "step"));
     // Long enough for the launch to reach the first iteration before it.
-    spec.expires_at = Some(in_secs(4));
+    spec.expires_at = Some(in_secs(6));
     let bp = dap::add_breakpoint(&daemon, spec).await;
     let session = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[])
         .await
