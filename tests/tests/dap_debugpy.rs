@@ -412,8 +412,12 @@ async fn killing_the_adapter_ends_the_session_and_its_program() {
         cmdline.contains("run_module(\"debugpy.adapter\""),
         "{cmdline}"
     );
-    // The debuggee is a child of the adapter; find it before the kill.
-    let debuggee = wait_for_child_running(&program).await;
+    // The debuggee runs under the adapter (adapter → launcher → program);
+    // other tests run busy.py too, so it is found among the adapter's
+    // descendants.
+    let debuggee = wait_for_descendant(adapter_pid as u32, &program)
+        .await
+        .expect("the program runs under the adapter");
     // A wait in flight when the adapter dies resolves with ADAPTER_DIED: stop
     // the program, then continue it with a wait that never ends by itself.
     let mut sessions = dap::sessions(&daemon).await;
@@ -462,9 +466,7 @@ async fn killing_the_adapter_ends_the_session_and_its_program() {
             assert_eq!(state.state, SessionState::Ended as i32);
         }
     }
-    if let Some(pid) = debuggee {
-        wait_until_gone(pid).await;
-    }
+    wait_until_gone(debuggee).await;
     // The daemon lives on.
     let again = dap::launch(
         &daemon,
@@ -478,14 +480,14 @@ async fn killing_the_adapter_ends_the_session_and_its_program() {
 }
 
 /// The pid of the python process running `program`, once it runs.
-async fn wait_for_child_running(program: &std::path::Path) -> Option<u32> {
+/// A running process of `program` descended from `ancestor`.
+async fn wait_for_descendant(ancestor: u32, program: &std::path::Path) -> Option<u32> {
     let needle = program.to_str().unwrap().to_owned();
     tokio::time::timeout(Duration::from_secs(20), async {
         loop {
-            if let Some(pid) = pid_running(&needle) {
+            if let Some(pid) = descendant_running(ancestor, &needle) {
                 return pid;
             }
-            tokio::task::yield_now().await;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
@@ -493,12 +495,34 @@ async fn wait_for_child_running(program: &std::path::Path) -> Option<u32> {
     .ok()
 }
 
-fn pid_running(needle: &str) -> Option<u32> {
+fn descendant_running(ancestor: u32, needle: &str) -> Option<u32> {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields after the command name, which is in parentheses.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         let cmdline = String::from_utf8_lossy(&cmdline);
-        (cmdline.contains(needle) && !cmdline.contains("debugpy/adapter")).then_some(pid)
+        // The program itself runs as `python …/debugpy --connect … <program>`;
+        // the launcher above it names the program too, without `--connect`.
+        if !cmdline.contains(needle) || !cmdline.contains("--connect") {
+            return None;
+        }
+        let mut up = pid;
+        for _ in 0..4 {
+            up = parent_of(up)?;
+            if up == ancestor {
+                return Some(pid);
+            }
+        }
+        None
     })
 }
 

@@ -55,7 +55,10 @@ pub enum DapError {
     Timeout(String, Duration),
 }
 
-type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Value>>>>;
+/// Requests waiting for their response, by seq; `None` once the adapter's
+/// output ended, so that a request sent after that fails at once instead of
+/// waiting out its timeout.
+type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Value>>>>>;
 
 /// The client half: send requests, answer reverse requests.
 #[derive(Debug)]
@@ -80,7 +83,7 @@ impl DapClient {
     {
         let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
         let (in_tx, in_rx) = mpsc::unbounded_channel();
-        let pending: Pending = Arc::default();
+        let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         tokio::spawn(async move {
             let mut writer = writer;
             while let Some(message) = out_rx.recv().await {
@@ -103,18 +106,27 @@ impl DapClient {
     pub fn send(&self, command: &str, arguments: Value) -> oneshot::Receiver<Value> {
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.pending
+        match self
+            .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(seq, tx);
+            .as_mut()
+        {
+            Some(waiting) => waiting.insert(seq, tx),
+            // The adapter is gone: dropping the sender fails the request now.
+            None => return rx,
+        };
         let message =
             json!({"seq": seq, "type": "request", "command": command, "arguments": arguments});
         tracing::trace!(%message, "to adapter");
-        if self.out.send(message).is_err() {
-            self.pending
+        if self.out.send(message).is_err()
+            && let Some(waiting) = self
+                .pending
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(&seq);
+                .as_mut()
+        {
+            waiting.remove(&seq);
         }
         rx
     }
@@ -189,7 +201,8 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
                 let waiter = pending
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .remove(&seq);
+                    .as_mut()
+                    .and_then(|waiting| waiting.remove(&seq));
                 if let Some(waiter) = waiter {
                     let _ = waiter.send(message);
                 }
@@ -209,7 +222,8 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
             other => break Some(format!("message of unknown type {other:?}")),
         }
     };
-    // Dropping the waiters fails every request still in flight.
-    pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    // Dropping the waiters fails every request still in flight, and every
+    // one sent from now on.
+    *pending.lock().unwrap_or_else(|e| e.into_inner()) = None;
     let _ = incoming.send(Incoming::Closed(closed));
 }
