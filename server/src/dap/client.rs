@@ -227,3 +227,30 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
     *pending.lock().unwrap_or_else(|e| e.into_inner()) = None;
     let _ = incoming.send(Incoming::Closed(closed));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn requests_fail_at_once_after_the_adapter_output_ended() {
+        // An adapter whose output is already over, and whose input is ignored.
+        let (client, mut incoming) = DapClient::start(
+            tokio::io::BufReader::new(tokio::io::empty()),
+            tokio::io::sink(),
+            1 << 20,
+            Duration::from_secs(30),
+        );
+        assert!(matches!(
+            incoming.recv().await,
+            Some(Incoming::Closed(None))
+        ));
+        let started = std::time::Instant::now();
+        let answer = client.request("stackTrace", json!({"threadId": 1})).await;
+        assert!(matches!(answer, Err(DapError::Closed)), "{answer:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "not the 30 s timeout"
+        );
+    }
+}
