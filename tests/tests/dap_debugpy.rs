@@ -75,8 +75,9 @@ async fn a_breakpoint_stops_with_location_and_locals_then_steps() {
 
 #[tokio::test]
 async fn each_step_in_one_frame_carries_that_stops_locals() {
-    // stepd asks for the last stop's scopes and variables ahead when the
-    // frame repeats; every answer must still show the locals of its own stop.
+    // Stepping within one frame, every Step answer shows the locals of its
+    // own stop, not those of the stop before (dap_locals.rs does the same
+    // across calls and returns under every adapter).
     let (daemon, mut sub) = setup().await;
     let program = fixture("python/loop.py");
     let after_call = line_of(&program, "after_call");
