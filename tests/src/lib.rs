@@ -320,6 +320,14 @@ pub fn line_of(path: &Path, marker: &str) -> u32 {
         .unwrap_or_else(|| panic!("no marker {marker:?} in {}", path.display()))
 }
 
+/// A daemon and a subscription to all its events, past the first snapshot.
+pub async fn watched() -> (Daemon, Subscription) {
+    let daemon = Daemon::start(&[]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    (daemon, sub)
+}
+
 impl Subscription {
     /// Skips events until one matches, failing after the deadline.
     pub async fn wait_for(&mut self, what: &str, mut matches: impl FnMut(&Event) -> bool) -> Event {
@@ -342,9 +350,10 @@ impl Subscription {
 /// Helpers for DAP session tests.
 pub mod dap {
     use stepd_proto::v1::{
-        AddBreakpointRequest, BreakpointSpec, ContinueRequest, Event, LaunchRequest,
-        LaunchResponse, Pause, ReadOutputRequest, StableState, StepKind, StepRequest,
-        breakpoint_service_client::BreakpointServiceClient, event::Payload,
+        AddBreakpointRequest, BreakpointSpec, ContinueRequest, DebugCommand, DebugInput, Event,
+        LaunchRequest, LaunchResponse, Pause, ReadOutputRequest, SendDebugInputRequest,
+        SendDebugInputResponse, StableState, StepKind, StepRequest,
+        breakpoint_service_client::BreakpointServiceClient, debug_command::Command, event::Payload,
         session_service_client::SessionServiceClient,
     };
     use tonic::transport::Channel;
@@ -354,6 +363,27 @@ pub mod dap {
     /// Session RPCs.
     pub async fn sessions(daemon: &Daemon) -> SessionServiceClient<Channel> {
         SessionServiceClient::new(daemon.channel().await)
+    }
+
+    /// Answers the pause `key` with `command` (SendDebugInput, as client "test").
+    pub async fn answer(
+        daemon: &Daemon,
+        key: &str,
+        command: Command,
+    ) -> Result<SendDebugInputResponse, tonic::Status> {
+        sessions(daemon)
+            .await
+            .send_debug_input(SendDebugInputRequest {
+                input: Some(DebugInput {
+                    key: key.into(),
+                    command: Some(DebugCommand {
+                        command: Some(command),
+                    }),
+                    client_name: "test".into(),
+                }),
+            })
+            .await
+            .map(|r| r.into_inner())
     }
 
     /// One `Step` of `kind` with the default wait; the stable state it answers.

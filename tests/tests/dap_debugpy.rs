@@ -2,27 +2,19 @@
 
 use std::time::Duration;
 
-use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec};
+use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec, watched};
 use stepd_proto::v1::{
-    BreakpointAction, BreakpointSpec, ContinueRequest, DebugCommand, DebugInput, EndReason,
-    EvalCommand, EvaluateRequest, ExceptionFilters, GetStackTraceRequest, LaunchRequest,
-    ListScopesRequest, ListVariablesRequest, NoWait, PauseReason, PauseRequest, ReadOutputRequest,
-    SendDebugInputRequest, SessionState, SetVariableRequest, StepKind, StepRequest, Wait, Watch,
-    breakpoint_spec::Location, continue_request, debug_command::Command, event::Payload,
-    pause_request,
+    BreakpointAction, BreakpointSpec, ContinueRequest, EndReason, EvalCommand, EvaluateRequest,
+    ExceptionFilters, GetStackTraceRequest, LaunchRequest, ListScopesRequest, ListVariablesRequest,
+    NoWait, PauseReason, PauseRequest, ReadOutputRequest, SessionState, SetVariableRequest,
+    StepKind, StepRequest, Wait, Watch, breakpoint_spec::Location, continue_request,
+    debug_command::Command, event::Payload, pause_request,
 };
 use tonic::Code;
 
-async fn setup() -> (Daemon, Subscription) {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await; // snapshot
-    (daemon, sub)
-}
-
 #[tokio::test]
 async fn a_breakpoint_stops_with_location_and_locals_then_steps() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/loop.py");
     let line = line_of(&program, "step");
     let bp = dap::add_breakpoint(&daemon, source_spec(program.to_str().unwrap(), line)).await;
@@ -78,7 +70,7 @@ async fn each_step_in_one_frame_carries_that_stops_locals() {
     // Stepping within one frame, every Step answer shows the locals of its
     // own stop, not those of the stop before (dap_locals.rs does the same
     // across calls and returns under every adapter).
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/loop.py");
     let after_call = line_of(&program, "after_call");
     let mut first = source_spec(program.to_str().unwrap(), after_call);
@@ -112,7 +104,7 @@ async fn each_step_in_one_frame_carries_that_stops_locals() {
 
 #[tokio::test]
 async fn step_in_enters_the_called_function() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/recursion.py");
     let call = line_of(&program, "call");
     dap::add_breakpoint(&daemon, source_spec(program.to_str().unwrap(), call)).await;
@@ -128,7 +120,7 @@ async fn step_in_enters_the_called_function() {
 
 #[tokio::test]
 async fn conditions_and_log_points() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/loop.py");
     let path = program.to_str().unwrap();
     let mut conditional = source_spec(path, line_of(&program, "step"));
@@ -157,7 +149,7 @@ async fn conditions_and_log_points() {
 
 #[tokio::test]
 async fn an_exception_breakpoint_carries_the_message() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/exceptions.py");
     dap::add_breakpoint(
         &daemon,
@@ -185,7 +177,7 @@ async fn an_exception_breakpoint_carries_the_message() {
 
 #[tokio::test]
 async fn eval_set_variable_and_stale_handles() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/loop.py");
     let path = program.to_str().unwrap();
     dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "step"))).await;
@@ -256,21 +248,15 @@ async fn eval_set_variable_and_stale_handles() {
     assert!(vars.iter().any(|v| v.name == "total" && v.value == "100"));
 
     // EVAL as a debug input: the pause is re-sent with the result.
-    let answered = sessions
-        .send_debug_input(SendDebugInputRequest {
-            input: Some(DebugInput {
-                key: pause.key.clone(),
-                command: Some(DebugCommand {
-                    command: Some(Command::Eval(EvalCommand {
-                        code: "total + 1".into(),
-                    })),
-                }),
-                client_name: "test".into(),
-            }),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let answered = dap::answer(
+        &daemon,
+        &pause.key,
+        Command::Eval(EvalCommand {
+            code: "total + 1".into(),
+        }),
+    )
+    .await
+    .unwrap();
     let updated = answered.pause.unwrap();
     assert_eq!(updated.key, pause.key);
     assert_eq!(updated.debug_value.unwrap().text, "101");
@@ -307,7 +293,7 @@ async fn eval_set_variable_and_stale_handles() {
 
 #[tokio::test]
 async fn the_exit_code_is_reported() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/hello.py");
     let session = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[])
         .await
@@ -340,7 +326,7 @@ async fn the_exit_code_is_reported() {
 
 #[tokio::test]
 async fn pause_interrupts_a_busy_loop() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/busy.py");
     let session = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[])
         .await
@@ -399,7 +385,7 @@ async fn pause_interrupts_a_busy_loop() {
 
 #[tokio::test]
 async fn killing_the_adapter_ends_the_session_and_its_program() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/busy.py");
     let launched = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[]).await;
     let session = launched.session.unwrap();
@@ -569,7 +555,7 @@ async fn a_missing_adapter_is_reported_with_the_paths_searched() {
 
 #[tokio::test]
 async fn a_client_that_disconnects_does_not_disturb_the_session() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/loop.py");
     let path = program.to_str().unwrap();
     dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "step"))).await;
@@ -598,7 +584,7 @@ async fn hit_conditions_max_hits_and_live_changes() {
     use stepd_proto::v1::{
         BreakpointSpec, RemoveBreakpointRequest, breakpoint_service_client::BreakpointServiceClient,
     };
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/loop.py");
     let path = program.to_str().unwrap();
     // Every second hit, at most twice: i = 1 and i = 3.
@@ -642,7 +628,7 @@ async fn hit_conditions_max_hits_and_live_changes() {
 
 #[tokio::test]
 async fn a_snapshot_breakpoint_captures_and_goes_on() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/recursion.py");
     let path = program.to_str().unwrap();
     let mut snapshot = source_spec(path, line_of(&program, "base"));
@@ -675,7 +661,7 @@ async fn a_snapshot_breakpoint_captures_and_goes_on() {
 
 #[tokio::test]
 async fn a_refused_launch_is_launch_failed() {
-    let (daemon, _sub) = setup().await;
+    let (daemon, _sub) = watched().await;
     let err = dap::sessions(&daemon)
         .await
         .launch(LaunchRequest {
@@ -742,7 +728,7 @@ async fn an_oversized_frame_ends_the_session_not_the_daemon() {
 
 #[tokio::test]
 async fn a_child_process_becomes_a_child_session() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let parent_program = fixture("python/child.py");
     let hello = fixture("python/hello.py");
     dap::add_breakpoint(

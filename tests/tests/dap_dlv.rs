@@ -1,17 +1,15 @@
 //! DAP sessions under the real Delve adapter (`dlv dap`, reached over a
 //! loopback socket).
 
-use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec};
+use stepd_e2e::{dap, fixture, line_of, source_spec, watched};
 use stepd_proto::v1::{
-    BreakpointAction, EndReason, EvaluateRequest, LaunchRequest, PauseReason, StepKind, Watch,
+    BreakpointAction, EndReason, EvaluateRequest, LaunchRequest, PauseReason, StepKind,
     event::Payload,
 };
 
 #[tokio::test]
 async fn breakpoints_locals_steps_logs_and_exit_code() {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await;
+    let (daemon, mut sub) = watched().await;
     let source = fixture("go/hello/main.go");
     let line = line_of(&source, "step");
     let bp = dap::add_breakpoint(&daemon, source_spec(source.to_str().unwrap(), line)).await;

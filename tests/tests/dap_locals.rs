@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec};
+use stepd_e2e::{dap, fixture, line_of, source_spec, watched};
 use stepd_proto::v1::{
-    EndReason, LaunchRequest, Pause, RemoveBreakpointRequest, StepKind, Watch,
+    EndReason, LaunchRequest, Pause, RemoveBreakpointRequest, StepKind,
     breakpoint_service_client::BreakpointServiceClient, event::Payload,
 };
 
@@ -68,9 +68,7 @@ fn local(pause: &Pause, name: &str) -> i64 {
 async fn stepping_into_and_out_of_calls_shows_each_frames_locals() {
     for case in cases() {
         let name = case.command.first().map_or(case.adapter, String::as_str);
-        let daemon = Daemon::start(&[]).await;
-        let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-        sub.next().await;
+        let (daemon, mut sub) = watched().await;
         let call = line_of(&case.source, "call");
         let bp =
             dap::add_breakpoint(&daemon, source_spec(case.source.to_str().unwrap(), call)).await;

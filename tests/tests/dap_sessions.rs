@@ -4,7 +4,7 @@
 use std::process::Stdio;
 
 use stepd_e2e::{
-    Daemon, Subscription, TempDir, dap, fixture, line_of, reason, source_spec, tools_path,
+    Subscription, TempDir, dap, fixture, line_of, reason, source_spec, tools_path, watched,
 };
 use stepd_proto::v1::{
     AttachRequest, DisconnectMode, DisconnectRequest, EndReason, LaunchRequest,
@@ -13,13 +13,6 @@ use stepd_proto::v1::{
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tonic::Code;
-
-async fn setup() -> (Daemon, Subscription) {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await;
-    (daemon, sub)
-}
 
 /// A free loopback port (the OS picks it; debugpy is told to listen there).
 fn free_port() -> u16 {
@@ -32,7 +25,7 @@ fn free_port() -> u16 {
 
 #[tokio::test]
 async fn attach_to_a_debugpy_listener_then_detach() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/busy.py");
     let stop = TempDir::new("att");
     let stop_file = stop.path().join("stop");
@@ -116,7 +109,7 @@ async fn attach_to_a_debugpy_listener_then_detach() {
 
 #[tokio::test]
 async fn attach_to_a_running_c_program_by_pid() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let stop = TempDir::new("attc");
     let stop_file = stop.path().join("stop");
     let mut debuggee = tokio::process::Command::new(fixture("build/busy"))
@@ -173,7 +166,7 @@ async fn attach_to_a_running_c_program_by_pid() {
 
 #[tokio::test]
 async fn sessions_of_different_adapters_run_at_once_and_steps_queue_in_order() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let py = fixture("python/loop.py");
     let c = fixture("c/hello.c");
     dap::add_breakpoint(
@@ -273,7 +266,7 @@ async fn sessions_of_different_adapters_run_at_once_and_steps_queue_in_order() {
 
 #[tokio::test]
 async fn gdb_older_than_14_is_not_tried() {
-    let (daemon, _sub) = setup().await;
+    let (daemon, _sub) = watched().await;
     let gdb = std::process::Command::new("gdb").arg("--version").output();
     let major = gdb
         .ok()
@@ -310,7 +303,7 @@ async fn gdb_older_than_14_is_not_tried() {
 
 #[tokio::test]
 async fn threads_stop_with_their_own_pauses() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/threads.py");
     let path = program.to_str().unwrap();
     dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "work"))).await;

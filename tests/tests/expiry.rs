@@ -4,10 +4,10 @@
 use std::time::{Duration, SystemTime};
 
 use prost_types::Timestamp;
-use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec};
+use stepd_e2e::{dap, fixture, line_of, source_spec, watched};
 use stepd_proto::v1::{
     BreakpointChange, BreakpointSpec, ConnectRequest, EndReason, Event, Hello, Hit, PointInfo,
-    ProbeMatch, ResumeDecision, Watch, breakpoint_spec::Location, connect_request::Message as In,
+    ProbeMatch, ResumeDecision, breakpoint_spec::Location, connect_request::Message as In,
     connect_response::Message as Out, event::Payload, probe_service_client::ProbeServiceClient,
 };
 use tokio::sync::mpsc;
@@ -31,9 +31,7 @@ fn is_expired(event: &Event, id: &str) -> bool {
 
 #[tokio::test]
 async fn an_expired_breakpoint_no_longer_stops_a_running_program() {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await;
+    let (daemon, mut sub) = watched().await;
     let program = fixture("python/loop.py");
     let mut spec = source_spec(program.to_str().unwrap(), line_of(&program, "step"));
     // Long enough for the launch to reach the first iteration before it.
@@ -73,9 +71,7 @@ async fn an_expired_breakpoint_no_longer_stops_a_running_program() {
 
 #[tokio::test]
 async fn an_expired_probe_breakpoint_disarms_and_holds_nothing() {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await;
+    let (daemon, mut sub) = watched().await;
     let bp = dap::add_breakpoint(
         &daemon,
         BreakpointSpec {

@@ -3,7 +3,7 @@
 //! (a C struct and array); every RPC and every bad input. Probe (JSON) values
 //! are covered by the unit tests of `server/src/inspector/`.
 
-use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec};
+use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec, watched};
 use stepd_proto::v1::{
     ClearRequest, ContinueRequest, EvaluateRequest, FrameExpression, InspectRequest, InspectSource,
     InspectorConfig, LaunchRequest, NextPageRequest, NextSiblingRequest, Pause, PinValueRequest,
@@ -577,9 +577,7 @@ async fn pop_err(c: &mut Client, id: &str) -> tonic::Status {
 
 #[tokio::test]
 async fn a_c_struct_and_array_under_lldb_dap() {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await;
+    let (daemon, mut sub) = watched().await;
     let source = fixture("c/hello.c");
     dap::add_breakpoint(
         &daemon,

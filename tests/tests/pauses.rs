@@ -1,43 +1,16 @@
 //! The pause protocol at real DAP pauses: every command, the EXPRESSION round
 //! trip, errors that keep the pause, and clients racing to answer.
 
-use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec};
+use stepd_e2e::dap::answer;
+use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec, watched};
 use stepd_proto::v1::{
     BreakpointSpec, CommandKind, ContinueAllCommand, ContinueCommand, ContinueScopeCommand,
-    DebugCommand, DebugInput, EndReason, EvalCommand, ExceptionFilters, ExpressionCommand,
-    HereCommand, InjectCommand, LaunchRequest, NextCommand, Pause, PauseReason, PauseRequest,
-    QuitCommand, SendDebugInputRequest, SendDebugInputResponse, StacktraceCommand, StepOutCommand,
-    TraceCommand, Watch, breakpoint_spec::Location, debug_command::Command, event::Payload,
-    inject_command::Replacement,
+    EndReason, EvalCommand, ExceptionFilters, ExpressionCommand, HereCommand, InjectCommand,
+    LaunchRequest, NextCommand, Pause, PauseReason, PauseRequest, QuitCommand, StacktraceCommand,
+    StepOutCommand, TraceCommand, Watch, breakpoint_spec::Location, debug_command::Command,
+    event::Payload, inject_command::Replacement,
 };
-use tonic::{Code, Status};
-
-async fn setup() -> (Daemon, Subscription) {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await;
-    (daemon, sub)
-}
-
-async fn answer(
-    daemon: &Daemon,
-    key: &str,
-    command: Command,
-) -> Result<SendDebugInputResponse, Status> {
-    dap::sessions(daemon)
-        .await
-        .send_debug_input(SendDebugInputRequest {
-            input: Some(DebugInput {
-                key: key.into(),
-                command: Some(DebugCommand {
-                    command: Some(command),
-                }),
-                client_name: "test".into(),
-            }),
-        })
-        .await
-        .map(|r| r.into_inner())
-}
+use tonic::Code;
 
 /// The next stop with a key other than `old` (re-sent pauses keep their key).
 async fn new_pause(sub: &mut Subscription, session: &str, old: &str) -> Pause {
@@ -79,7 +52,7 @@ async fn start(
 
 #[tokio::test]
 async fn input_type_lists_what_works_here() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (_, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
     for kind in [
         CommandKind::Next,
@@ -109,7 +82,7 @@ async fn input_type_lists_what_works_here() {
 
 #[tokio::test]
 async fn eval_with_an_expression_round_trip_and_errors_that_keep_the_pause() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (_, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
     // EVAL without code asks for the expression.
     let asked = answer(
@@ -201,7 +174,7 @@ async fn eval_with_an_expression_round_trip_and_errors_that_keep_the_pause() {
 
 #[tokio::test]
 async fn inject_changes_the_program_and_continues() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (session, pause) = start(&daemon, &mut sub, "python/loop.py", &["step_return"]).await;
     answer(
         &daemon,
@@ -220,7 +193,7 @@ async fn inject_changes_the_program_and_continues() {
 
 #[tokio::test]
 async fn here_runs_to_a_line_and_continue_all_turns_breakpoints_off() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let path = fixture("python/loop.py");
     let (session, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
     let done = line_of(&path, "done");
@@ -241,7 +214,7 @@ async fn here_runs_to_a_line_and_continue_all_turns_breakpoints_off() {
     assert_eq!(at.reason, PauseReason::Goto as i32);
     daemon.stop().await;
 
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (session, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
     answer(
         &daemon,
@@ -270,7 +243,7 @@ async fn here_runs_to_a_line_and_continue_all_turns_breakpoints_off() {
 
 #[tokio::test]
 async fn continue_all_lasts_until_the_next_pause_request() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let busy = fixture("python/busy.py");
     let stop_dir = stepd_e2e::TempDir::new("ca");
     let busy_line = line_of(&busy, "busy");
@@ -324,7 +297,7 @@ async fn continue_all_lasts_until_the_next_pause_request() {
 
 #[tokio::test]
 async fn trace_emits_a_step_per_line_until_a_breakpoint() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let path = fixture("python/loop.py");
     let (session, pause) = start(&daemon, &mut sub, "python/loop.py", &["call", "done"]).await;
     answer(
@@ -366,7 +339,7 @@ async fn trace_emits_a_step_per_line_until_a_breakpoint() {
 
 #[tokio::test]
 async fn out_with_force_and_continue_scope_skip_breakpoints_on_the_way() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let path = fixture("python/recursion.py");
     // Stop in the outermost fact (n = 5), with a breakpoint in every deeper call.
     let mut outer = source_spec(path.to_str().unwrap(), line_of(&path, "recurse"));
@@ -394,7 +367,7 @@ async fn out_with_force_and_continue_scope_skip_breakpoints_on_the_way() {
     assert_eq!(out.location.as_ref().unwrap().function, "main", "{out:?}");
     daemon.stop().await;
 
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let mut outer = source_spec(path.to_str().unwrap(), line_of(&path, "recurse"));
     outer.condition = "n == 5".into();
     dap::add_breakpoint(&daemon, outer).await;
@@ -423,7 +396,7 @@ async fn out_with_force_and_continue_scope_skip_breakpoints_on_the_way() {
 
 #[tokio::test]
 async fn stacktrace_and_quit() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let path = fixture("python/exceptions.py");
     dap::add_breakpoint(
         &daemon,
@@ -480,7 +453,7 @@ async fn stacktrace_and_quit() {
 
 #[tokio::test]
 async fn two_clients_race_and_exactly_one_wins() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (_, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
     let mut other = Subscription::open(daemon.channel().await, Watch::default()).await;
     other.next().await;
@@ -507,7 +480,7 @@ async fn two_clients_race_and_exactly_one_wins() {
 
 #[tokio::test]
 async fn commands_at_an_lldb_pause() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let source = fixture("c/hello.c");
     dap::add_breakpoint(
         &daemon,
@@ -570,7 +543,7 @@ async fn commands_at_an_lldb_pause() {
 
 #[tokio::test]
 async fn more_commands_at_lldb_pauses() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let source = fixture("c/hello.c");
     let path = source.to_str().unwrap();
     dap::add_breakpoint(&daemon, source_spec(path, line_of(&source, "call"))).await;
@@ -651,7 +624,7 @@ async fn more_commands_at_lldb_pauses() {
 
 #[tokio::test]
 async fn inspect_locals_and_inspect_prompt_open_inspectors_at_the_pause() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (_, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
     for kind in [
         CommandKind::Inspect,
@@ -713,7 +686,7 @@ async fn inspect_locals_and_inspect_prompt_open_inspectors_at_the_pause() {
 
 #[tokio::test]
 async fn the_rest_of_the_commands_at_lldb_pauses() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let source = fixture("c/hello.c");
     let path = source.to_str().unwrap();
     dap::add_breakpoint(&daemon, source_spec(path, line_of(&source, "step"))).await;

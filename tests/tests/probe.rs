@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use prost_types::{Value, value::Kind};
-use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, reason};
+use stepd_e2e::dap::answer;
+use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, reason, watched};
 use stepd_proto::v1::{
     BreakpointSpec, CommandKind, ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand,
     DebugInput, EndReason, EvalCommand, EvalResult, GetSessionRequest, Hello, Hit, InjectCommand,
@@ -143,36 +144,9 @@ fn probe_spec(kind: &str, glob: &str) -> BreakpointSpec {
     }
 }
 
-async fn answer(
-    daemon: &Daemon,
-    key: &str,
-    command: Command,
-) -> Result<stepd_proto::v1::SendDebugInputResponse, tonic::Status> {
-    dap::sessions(daemon)
-        .await
-        .send_debug_input(SendDebugInputRequest {
-            input: Some(DebugInput {
-                key: key.into(),
-                command: Some(DebugCommand {
-                    command: Some(command),
-                }),
-                client_name: "test".into(),
-            }),
-        })
-        .await
-        .map(|r| r.into_inner())
-}
-
-async fn setup() -> (Daemon, Subscription) {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await;
-    (daemon, sub)
-}
-
 #[tokio::test]
 async fn arming_follows_breakpoints_and_holds_are_answered() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (mut probe, armed) = Probe::connect(&daemon, &[("agent", "main")]).await;
     assert_eq!(armed.mode, ProbeMode::Breakpoints as i32);
     assert!(armed.matchers.is_empty());
@@ -351,7 +325,7 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
 
 #[tokio::test]
 async fn reports_become_events_and_drops_are_never_silent() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (probe, _) = Probe::connect(&daemon, &[]).await;
     probe
         .send(In::Reports(Reports {
@@ -412,7 +386,7 @@ async fn a_hold_has_a_limit() {
 
 #[tokio::test]
 async fn a_probe_that_goes_away_while_held_ends_its_session() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (probe, _) = Probe::connect(&daemon, &[]).await;
     probe
         .hit("h1", "tool_call", "Bash", string("x"), &["turn"])
@@ -445,7 +419,7 @@ async fn a_probe_that_goes_away_while_held_ends_its_session() {
 
 #[tokio::test]
 async fn probe_conditions_are_checked_when_added() {
-    let (daemon, _sub) = setup().await;
+    let (daemon, _sub) = watched().await;
     let mut bad = probe_spec("tool_call", "*");
     bad.condition = "value.cmd === 1".into();
     let err = stepd_proto::v1::breakpoint_service_client::BreakpointServiceClient::new(
@@ -461,7 +435,7 @@ async fn probe_conditions_are_checked_when_added() {
 
 #[tokio::test]
 async fn a_pause_request_arms_step_mode() {
-    let (daemon, _sub) = setup().await;
+    let (daemon, _sub) = watched().await;
     let (mut probe, _) = Probe::connect(&daemon, &[]).await;
     let id = probe.session_id.clone();
     let daemon_addr = daemon.addr.clone();
@@ -496,7 +470,7 @@ async fn a_held_value_opens_in_the_inspector() {
         InspectRequest, InspectSource, PushRequest, inspect_source::Source,
         inspector_service_client::InspectorServiceClient, render_item::Item,
     };
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (probe, _) = Probe::connect(&daemon, &[]).await;
     let args = object(&[
         ("cmd", string("ls")),
@@ -563,7 +537,7 @@ async fn a_held_value_opens_in_the_inspector() {
 
 #[tokio::test]
 async fn stepctl_sends_here_with_a_probe_coordinate() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (mut probe, _) = Probe::connect(&daemon, &[]).await;
     probe
         .hit("h1", "tool_call", "Bash", string("x"), &["turn"])
@@ -590,7 +564,7 @@ async fn stepctl_sends_here_with_a_probe_coordinate() {
 
 #[tokio::test]
 async fn hit_counts_are_kept_across_a_restart() {
-    let (mut daemon, mut sub) = setup().await;
+    let (mut daemon, mut sub) = watched().await;
     let (mut probe, _) = Probe::connect(&daemon, &[]).await;
     let bp = dap::add_breakpoint(&daemon, probe_spec("tool_call", "*")).await;
     let Out::Armed(_) = next(&mut probe.rx).await else {
@@ -659,7 +633,7 @@ async fn hit_counts_are_kept_across_a_restart() {
 
 #[tokio::test]
 async fn a_reconnecting_probe_names_its_previous_session() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (first, _) = Probe::connect(&daemon, &[]).await;
     // The program saw its stream fail before the daemon did: the old session
     // is still open when the probe comes back.
@@ -719,7 +693,7 @@ fn hit_of(id: &str, breakpoint: &str) -> In {
 
 #[tokio::test]
 async fn max_hits_and_a_breakpoints_own_hold_limit_apply_to_probes() {
-    let (daemon, mut sub) = setup().await;
+    let (daemon, mut sub) = watched().await;
     let (mut probe, _) = Probe::connect(&daemon, &[]).await;
     let mut twice = probe_spec("tool_call", "Bash");
     twice.max_hits = 2;

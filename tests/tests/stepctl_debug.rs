@@ -12,10 +12,8 @@ use std::{
     time::Duration,
 };
 
-use stepd_e2e::{DEADLINE, Daemon, Subscription, TempDir, dap, fixture, line_of, stepctl_bin};
-use stepd_proto::v1::{
-    DebugCommand, DebugInput, NextCommand, SendDebugInputRequest, Watch, debug_command,
-};
+use stepd_e2e::{DEADLINE, Daemon, TempDir, dap, fixture, line_of, stepctl_bin, watched};
+use stepd_proto::v1::{NextCommand, debug_command};
 
 /// A tmux server of our own (its own socket) running one command in a pane.
 struct Tmux {
@@ -238,9 +236,7 @@ async fn debug_loop_shows_pauses_and_answers_them_at_a_terminal() {
 
 #[tokio::test]
 async fn another_client_answers_first_and_the_loop_moves_on() {
-    let daemon = Daemon::start(&[]).await;
-    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
-    sub.next().await;
+    let (daemon, mut sub) = watched().await;
     let path = fixture("python/loop.py");
     let file = path.to_str().unwrap();
     let (step, step_return) = (line_of(&path, "step"), line_of(&path, "step_return"));
@@ -262,19 +258,13 @@ async fn another_client_answers_first_and_the_loop_moves_on() {
         .await;
 
     // The harness answers first.
-    dap::sessions(&daemon)
-        .await
-        .send_debug_input(SendDebugInputRequest {
-            input: Some(DebugInput {
-                key: pause.key.clone(),
-                command: Some(DebugCommand {
-                    command: Some(debug_command::Command::Next(NextCommand {})),
-                }),
-                client_name: "test".into(),
-            }),
-        })
-        .await
-        .expect("the harness answers");
+    dap::answer(
+        &daemon,
+        &pause.key,
+        debug_command::Command::Next(NextCommand {}),
+    )
+    .await
+    .expect("the harness answers");
     tmux.wait_count(&format!("pause {} answered by test: next", pause.key), 1)
         .await;
     tmux.wait_count(&format!("at {file}:{step_return} in step"), 1)
