@@ -634,11 +634,7 @@ impl Actor {
             .request("scopes", json!({"frameId": frame_id?}))
             .await
             .ok()?;
-        scopes["scopes"]
-            .as_array()?
-            .iter()
-            .find(|s| s["expensive"].as_bool() != Some(true))?["variablesReference"]
-            .as_i64()
+        super::locals::locals_scope(&scopes)
     }
 
     /// STACKTRACE: a `stack` event (frames, and the exception's causes at an

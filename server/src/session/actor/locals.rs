@@ -67,11 +67,7 @@ pub async fn fetch(
             .await
             .ok()?,
     };
-    let locals_ref = scopes["scopes"]
-        .as_array()?
-        .iter()
-        .find(|s| s["expensive"].as_bool() != Some(true))?["variablesReference"]
-        .as_i64()?;
+    let locals_ref = locals_scope(&scopes)?;
     let guessed = match guessed_variables {
         Some((reference, rx)) if reference == locals_ref => {
             client.answer("variables", rx).await.ok()
@@ -93,4 +89,14 @@ pub async fn fetch(
             locals_ref,
         },
     ))
+}
+
+/// The `variablesReference` of the locals in a `scopes` answer: its first
+/// scope that is not marked expensive.
+pub fn locals_scope(scopes: &Value) -> Option<i64> {
+    scopes["scopes"]
+        .as_array()?
+        .iter()
+        .find(|s| s["expensive"].as_bool() != Some(true))?["variablesReference"]
+        .as_i64()
 }
