@@ -352,7 +352,7 @@ pub mod dap {
     use stepd_proto::v1::{
         AddBreakpointRequest, BreakpointSpec, ContinueRequest, DebugCommand, DebugInput, Event,
         LaunchRequest, LaunchResponse, Pause, ReadOutputRequest, SendDebugInputRequest,
-        SendDebugInputResponse, StableState, StepKind, StepRequest,
+        SendDebugInputResponse, Session, StableState, StepKind, StepRequest,
         breakpoint_service_client::BreakpointServiceClient, debug_command::Command, event::Payload,
         session_service_client::SessionServiceClient,
     };
@@ -468,6 +468,28 @@ pub mod dap {
             },
         )
         .await
+    }
+
+    /// Launches the C fixture (`tests/fixtures/c/hello.c`, built by
+    /// scripts/build-fixtures) under lldb; its session.
+    pub async fn launch_c_hello(daemon: &Daemon) -> Session {
+        let program = super::fixture("build/hello");
+        assert!(
+            program.is_file(),
+            "{} is missing; run scripts/build-fixtures",
+            program.display()
+        );
+        launch_with(
+            daemon,
+            LaunchRequest {
+                adapter: "lldb".into(),
+                program: program.to_str().unwrap().into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .session
+        .expect("a session")
     }
 
     /// Launches with a full request.

@@ -6,12 +6,11 @@
 use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec, watched};
 use stepd_proto::v1::{
     ClearRequest, ContinueRequest, EvaluateRequest, FrameExpression, InspectRequest, InspectSource,
-    InspectorConfig, LaunchRequest, NextPageRequest, NextSiblingRequest, Pause, PinValueRequest,
-    PopRequest, PreviousPageRequest, PreviousSiblingRequest, PrintValueRequest, PushRequest,
-    RefreshRequest, RenderItem, Rendering, ShowAnalyticsRequest, TapIndexedRequest,
-    TapValueRequest, TogglePrettyPrintRequest, ToggleViewModeRequest, ViewMode, Watch,
-    event::Payload, inspect_source::Source, inspector_service_client::InspectorServiceClient,
-    render_item::Item,
+    InspectorConfig, NextPageRequest, NextSiblingRequest, Pause, PinValueRequest, PopRequest,
+    PreviousPageRequest, PreviousSiblingRequest, PrintValueRequest, PushRequest, RefreshRequest,
+    RenderItem, Rendering, ShowAnalyticsRequest, TapIndexedRequest, TapValueRequest,
+    TogglePrettyPrintRequest, ToggleViewModeRequest, ViewMode, Watch, event::Payload,
+    inspect_source::Source, inspector_service_client::InspectorServiceClient, render_item::Item,
 };
 use tonic::{Code, transport::Channel};
 
@@ -584,17 +583,7 @@ async fn a_c_struct_and_array_under_lldb_dap() {
         source_spec(source.to_str().unwrap(), line_of(&source, "step")),
     )
     .await;
-    let session = dap::launch_with(
-        &daemon,
-        LaunchRequest {
-            adapter: "lldb".into(),
-            program: fixture("build/hello").to_str().unwrap().into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .session
-    .unwrap();
+    let session = dap::launch_c_hello(&daemon).await;
     let pause = dap::next_pause(&mut sub, &session.id).await;
     let mut c = InspectorServiceClient::new(daemon.channel().await);
 

@@ -6,9 +6,9 @@ use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec
 use stepd_proto::v1::{
     BreakpointSpec, CommandKind, ContinueAllCommand, ContinueCommand, ContinueScopeCommand,
     EndReason, EvalCommand, ExceptionFilters, ExpressionCommand, HereCommand, InjectCommand,
-    LaunchRequest, NextCommand, Pause, PauseReason, PauseRequest, QuitCommand, StacktraceCommand,
-    StepOutCommand, TraceCommand, Watch, breakpoint_spec::Location, debug_command::Command,
-    event::Payload, inject_command::Replacement,
+    NextCommand, Pause, PauseReason, PauseRequest, QuitCommand, StacktraceCommand, StepOutCommand,
+    TraceCommand, Watch, breakpoint_spec::Location, debug_command::Command, event::Payload,
+    inject_command::Replacement,
 };
 use tonic::Code;
 
@@ -487,17 +487,7 @@ async fn commands_at_an_lldb_pause() {
         source_spec(source.to_str().unwrap(), line_of(&source, "step")),
     )
     .await;
-    let session = dap::launch_with(
-        &daemon,
-        LaunchRequest {
-            adapter: "lldb".into(),
-            program: fixture("build/hello").to_str().unwrap().into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .session
-    .unwrap();
+    let session = dap::launch_c_hello(&daemon).await;
     let pause = dap::next_pause(&mut sub, &session.id).await;
     let evaluated = answer(
         &daemon,
@@ -547,17 +537,7 @@ async fn more_commands_at_lldb_pauses() {
     let source = fixture("c/hello.c");
     let path = source.to_str().unwrap();
     dap::add_breakpoint(&daemon, source_spec(path, line_of(&source, "call"))).await;
-    let session = dap::launch_with(
-        &daemon,
-        LaunchRequest {
-            adapter: "lldb".into(),
-            program: fixture("build/hello").to_str().unwrap().into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .session
-    .unwrap();
+    let session = dap::launch_c_hello(&daemon).await;
     let at_call = dap::next_pause(&mut sub, &session.id).await;
     // IN enters step(); NEXT moves a line; STACKTRACE shows both frames.
     answer(&daemon, &at_call.key, Command::StepIn(Default::default()))
@@ -690,17 +670,7 @@ async fn the_rest_of_the_commands_at_lldb_pauses() {
     let source = fixture("c/hello.c");
     let path = source.to_str().unwrap();
     dap::add_breakpoint(&daemon, source_spec(path, line_of(&source, "step"))).await;
-    let session = dap::launch_with(
-        &daemon,
-        LaunchRequest {
-            adapter: "lldb".into(),
-            program: fixture("build/hello").to_str().unwrap().into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .session
-    .unwrap();
+    let session = dap::launch_c_hello(&daemon).await;
     let first = dap::next_pause(&mut sub, &session.id).await;
     for kind in [
         CommandKind::Trace,
