@@ -84,6 +84,7 @@ async fn input_type_lists_what_works_here() {
 async fn eval_with_an_expression_round_trip_and_errors_that_keep_the_pause() {
     let (daemon, mut sub) = watched().await;
     let (_, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
+    let revised = |after: u32| move |e: &stepd_proto::v1::Event| matches!(&e.payload, Some(Payload::Stopped(s)) if s.pause.as_ref().is_some_and(|p| p.revision > after));
     // EVAL without code asks for the expression.
     let asked = answer(
         &daemon,
@@ -122,8 +123,9 @@ async fn eval_with_an_expression_round_trip_and_errors_that_keep_the_pause() {
     );
     assert!(evaluated.revision > asked.revision);
 
-    // A failing EVAL: eval_error, and the pause is re-prompted, not lost.
-    let failed = answer(
+    // A failing EVAL fails the call with the adapter's words; an
+    // eval_error is sent, and the pause is re-prompted, not lost.
+    let err = answer(
         &daemon,
         &pause.key,
         Command::Eval(EvalCommand {
@@ -131,9 +133,8 @@ async fn eval_with_an_expression_round_trip_and_errors_that_keep_the_pause() {
         }),
     )
     .await
-    .unwrap()
-    .pause
-    .unwrap();
+    .unwrap_err();
+    assert_eq!(reason(&err), "ADAPTER_ERROR");
     let error = sub
         .wait_for("eval_error", |e| {
             matches!(e.payload, Some(Payload::EvalError(_)))
@@ -144,6 +145,14 @@ async fn eval_with_an_expression_round_trip_and_errors_that_keep_the_pause() {
     };
     assert_eq!(error.key, pause.key);
     assert!(error.message.contains("SyntaxError"), "{}", error.message);
+    let Some(Payload::Stopped(failed)) = sub
+        .wait_for("the re-prompted pause", revised(evaluated.revision))
+        .await
+        .payload
+    else {
+        unreachable!()
+    };
+    let failed = failed.pause.unwrap();
     assert_eq!(failed.key, pause.key);
     let listed = dap::sessions(&daemon)
         .await
@@ -154,8 +163,8 @@ async fn eval_with_an_expression_round_trip_and_errors_that_keep_the_pause() {
         .pauses;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].key, pause.key);
-    // A failing INJECT also keeps the pause.
-    let kept = answer(
+    // A failing INJECT also fails, and keeps the pause, re-prompted.
+    let err = answer(
         &daemon,
         &pause.key,
         Command::Inject(InjectCommand {
@@ -163,7 +172,15 @@ async fn eval_with_an_expression_round_trip_and_errors_that_keep_the_pause() {
         }),
     )
     .await
-    .unwrap();
+    .unwrap_err();
+    assert_eq!(reason(&err), "ADAPTER_ERROR");
+    let Some(Payload::Stopped(kept)) = sub
+        .wait_for("the pause after INJECT failed", revised(failed.revision))
+        .await
+        .payload
+    else {
+        unreachable!()
+    };
     assert_eq!(kept.pause.unwrap().key, pause.key);
     // The pause can still be answered.
     answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))

@@ -211,6 +211,10 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
     .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert_eq!(reason(&err), "INVALID_VALUE");
+    // It is an eval_error too, and the pause is re-prompted as it was.
+    let again = dap::next_pause(&mut sub, &probe.session_id).await;
+    assert_eq!(again.key, pause.key);
+    assert!(again.revision > pause.revision);
     // A fitting one goes to the program.
     let edited = object(&[("cmd", string("ls build"))]);
     answer(
@@ -410,10 +414,11 @@ async fn a_probe_that_goes_away_while_held_ends_its_session() {
         unreachable!()
     };
     assert_eq!(end.reason, EndReason::ProbeDisconnected as i32);
+    // Nobody answered it: the pause ended with its session.
     let err = answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
         .await
         .unwrap_err();
-    assert_eq!(reason(&err), "ALREADY_ANSWERED");
+    assert_eq!(reason(&err), "SESSION_ENDED");
     daemon.stop().await;
 }
 
@@ -750,5 +755,228 @@ async fn max_hits_and_a_breakpoints_own_hold_limit_apply_to_probes() {
     };
     assert_eq!(third.hit_id, "h3");
     assert_eq!(third.decision, ResumeDecision::Continue as i32);
+    daemon.stop().await;
+}
+
+/// Waits for the next message that is not an Armed (pushed whenever arming changes).
+async fn next_skipping_armed(rx: &mut Streaming<ConnectResponse>) -> Out {
+    loop {
+        match next(rx).await {
+            Out::Armed(_) => continue,
+            other => return other,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_refused_command_leaves_the_hold_answerable() {
+    let (daemon, mut sub) = watched().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    probe
+        .hit("h1", "tool_call", "Bash", string("x"), &["turn"])
+        .await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    // HERE needs a coordinate at a probe; a line or nothing is refused.
+    for here in [
+        stepd_proto::v1::HereCommand::default(),
+        stepd_proto::v1::HereCommand {
+            line: 7,
+            ..Default::default()
+        },
+    ] {
+        let err = answer(&daemon, &pause.key, Command::Here(here))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    }
+    // A command outside input_type (no locals were reported).
+    let err = answer(
+        &daemon,
+        &pause.key,
+        Command::Locals(stepd_proto::v1::LocalsCommand {}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(reason(&err), "INVALID_COMMAND");
+    // The hold is exactly as it was: still listed, and the next answer works.
+    let listed = dap::sessions(&daemon)
+        .await
+        .list_pauses(stepd_proto::v1::ListPausesRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .pauses;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].revision, pause.revision);
+    answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.hit_id, "h1");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_eval_fails_the_call_and_re_prompts_the_hold() {
+    let (daemon, mut sub) = watched().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    probe.hit("h1", "prompt", "user", string("42"), &[]).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    let evaluating = {
+        let channel = daemon.channel().await;
+        let key = pause.key.clone();
+        tokio::spawn(async move {
+            stepd_proto::v1::session_service_client::SessionServiceClient::new(channel)
+                .send_debug_input(SendDebugInputRequest {
+                    input: Some(DebugInput {
+                        key,
+                        command: Some(DebugCommand {
+                            command: Some(Command::Eval(EvalCommand {
+                                code: "undefined_name".into(),
+                            })),
+                        }),
+                        client_name: "test".into(),
+                    }),
+                })
+                .await
+        })
+    };
+    let Out::Eval(eval) = next(&mut probe.rx).await else {
+        panic!("expected Eval")
+    };
+    probe
+        .send(In::EvalResult(EvalResult {
+            eval_id: eval.eval_id,
+            error: "NameError: name 'undefined_name' is not defined".into(),
+            ..Default::default()
+        }))
+        .await;
+    let err = evaluating.await.unwrap().unwrap_err();
+    assert_eq!(reason(&err), "ADAPTER_ERROR");
+    assert!(err.message().contains("NameError"), "{}", err.message());
+    let error = sub
+        .wait_for("eval_error", |e| {
+            matches!(e.payload, Some(Payload::EvalError(_)))
+        })
+        .await;
+    let Some(Payload::EvalError(error)) = error.payload else {
+        unreachable!()
+    };
+    assert_eq!(error.key, pause.key);
+    // Re-prompted: same key, higher revision, the held value unchanged.
+    let again = dap::next_pause(&mut sub, &probe.session_id).await;
+    assert_eq!(again.key, pause.key);
+    assert!(again.revision > pause.revision);
+    assert_eq!(again.debug_value, pause.debug_value);
+    answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    daemon.stop().await;
+}
+
+fn trace_batch(points: &[&str]) -> In {
+    In::Reports(Reports {
+        trace: points
+            .iter()
+            .enumerate()
+            .map(|(i, name)| stepd_proto::v1::TraceReport {
+                point: Some(PointInfo {
+                    kind: "tool_call".into(),
+                    name: (*name).into(),
+                    ..Default::default()
+                }),
+                coor: vec![i32::try_from(i).unwrap()],
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn trace_counts_steps_across_batches_and_holds_at_max_steps() {
+    let (daemon, mut sub) = watched().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    probe.hit("h1", "prompt", "user", string("hi"), &[]).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    answer(
+        &daemon,
+        &pause.key,
+        Command::Trace(stepd_proto::v1::TraceCommand { max_steps: 3 }),
+    )
+    .await
+    .unwrap();
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.armed.unwrap().mode, ProbeMode::Trace as i32);
+    // Two batches: steps are numbered across them, and the third step is the last.
+    probe.send(trace_batch(&["Read", "Grep"])).await;
+    probe.send(trace_batch(&["Bash", "Edit"])).await;
+    let mut steps = Vec::new();
+    while steps.len() < 3 {
+        let event = sub
+            .wait_for("trace", |e| matches!(e.payload, Some(Payload::Trace(_))))
+            .await;
+        let Some(Payload::Trace(trace)) = event.payload else {
+            unreachable!()
+        };
+        assert_eq!(trace.key, pause.key, "a trace step names its pause");
+        let point = trace.point.expect("a probe trace step names its point");
+        steps.push((trace.step, point.name));
+    }
+    assert_eq!(
+        steps,
+        [
+            (1, "Read".into()),
+            (2, "Grep".into()),
+            (3, "Bash".to_string())
+        ]
+    );
+    // At the limit the probe is put in step mode, so its next point holds.
+    let Out::Armed(armed) = next(&mut probe.rx).await else {
+        panic!("expected Armed")
+    };
+    assert_eq!(armed.mode, ProbeMode::Step as i32);
+    let told = sub
+        .wait_for("the notification about the point after the limit", |e| {
+            matches!(&e.payload, Some(Payload::Notification(n)) if n.message.contains("1 more point"))
+        })
+        .await;
+    assert_eq!(told.session_id, probe.session_id);
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn quit_ends_a_probe_session_as_quit() {
+    let (daemon, mut sub) = watched().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    probe.hit("h1", "prompt", "user", string("hi"), &[]).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    answer(
+        &daemon,
+        &pause.key,
+        Command::Quit(stepd_proto::v1::QuitCommand {}),
+    )
+    .await
+    .unwrap();
+    let Out::Resume(resume) = next_skipping_armed(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.decision, ResumeDecision::Stop as i32);
+    // The program stops as told and goes away.
+    let session_id = probe.session_id.clone();
+    drop(probe);
+    let ended = dap::ended(&mut sub, &session_id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::Quit as i32);
+    let err = answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "ALREADY_ANSWERED");
     daemon.stop().await;
 }

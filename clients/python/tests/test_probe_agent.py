@@ -155,9 +155,11 @@ def test_eval_runs_in_the_callers_frame_and_stacktrace(daemon: Daemon, client: s
     evaluated = client.send_debug_input(pause.key, "eval", code="(name, call['args']['expression'])").pause
     assert evaluated.debug_value.text == "('calculator', '6*7')"
     assert evaluated.key == pause.key and evaluated.revision > 0
-    failed = client.send_debug_input(pause.key, "eval", code="undefined_name").pause
-    assert failed.key == pause.key
+    # A failing EVAL fails the call; the pause stays, re-prompted.
+    with pytest.raises(stepd.errors.AdapterError, match="NameError"):
+        client.send_debug_input(pause.key, "eval", code="undefined_name")
     watch.wait("eval_error", lambda e: e.HasField("eval_error") and "NameError" in e.eval_error.message)
+    assert [p.key for p in client.list_pauses(pause.session_id).pauses] == [pause.key]
     client.send_debug_input(pause.key, "stacktrace")
     stack = watch.wait("stack", lambda e: e.HasField("stack") and e.stack.key == pause.key).stack
     functions = [f.name for f in stack.frames]
@@ -300,7 +302,8 @@ def test_a_probe_killed_while_held(daemon: Daemon, client: stepd.Client, watch: 
     assert resolved.by == "disconnect"
     ended = watch.wait("session_ended", lambda e: e.HasField("session_ended") and e.session_id == pause.session_id)
     assert ended.session_ended.reason == session_pb2.END_REASON_PROBE_DISCONNECTED
-    with pytest.raises(stepd.errors.AlreadyAnswered):
+    # Nobody answered it: the pause ended with its session.
+    with pytest.raises(stepd.errors.SessionEnded):
         client.send_debug_input(pause.key, "continue")
 
 

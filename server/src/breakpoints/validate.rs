@@ -65,7 +65,7 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
             // Probe conditions are stepd's own language, so they are checked
             // now; DAP conditions belong to the debuggee's language.
             if !spec.condition.trim().is_empty()
-                && let Err(err) = crate::probe::condition::parse(&spec.condition)
+                && let Err(err) = super::condition::parse(&spec.condition)
             {
                 bad("condition", format!("malformed probe condition: {err}"));
             }

@@ -1,14 +1,18 @@
 //! Pending pauses and their answers, shared by DAP and probe sessions.
 //!
-//! The session that owns a pause registers it with a channel; debug inputs
-//! from any client (SendDebugInput or a Subscribe stream) go through
-//! [`PauseRegistry::answer`], which enforces the rules every client relies on:
-//! an unknown key is PAUSE_NOT_FOUND, a command outside `input_type` is
-//! INVALID_COMMAND, and the first answer that moves the program wins — later
-//! ones get ALREADY_ANSWERED.
+//! Each session keeps its own pauses in a [`book::PauseBook`], which
+//! registers them here; debug inputs from any client (SendDebugInput or a
+//! Subscribe stream) go through [`PauseRegistry::answer`], which checks the
+//! key and `input_type` and hands the input to the owning session's actor.
+//! The actor takes answers one at a time, so the first answer that moves the
+//! program resolves the pause before a second is even looked at: nothing is
+//! claimed here, so a refused answer cannot leave a pause half-answered.
+
+pub mod answer;
+pub mod book;
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{HashMap, VecDeque},
     sync::{Arc, Mutex},
 };
 
@@ -23,8 +27,11 @@ use crate::{
     events::EventBus,
 };
 
-/// Keys of answered pauses remembered to tell ALREADY_ANSWERED from PAUSE_NOT_FOUND.
-const ANSWERED_REMEMBERED: usize = 4096;
+/// Ends of pauses remembered to say why a key is no longer pending.
+const ENDS_REMEMBERED: usize = 4096;
+
+/// Answers queued for one session before further ones are refused.
+pub const ANSWER_QUEUE: usize = 64;
 
 /// A debug input on its way to the session that owns the pause.
 #[derive(Debug)]
@@ -39,19 +46,24 @@ pub struct Answer {
     pub reply: oneshot::Sender<ApiResult<SendDebugInputResponse>>,
 }
 
+/// How a pause stopped being pending.
+#[derive(Debug, Clone)]
+struct Ending {
+    command: CommandKind,
+    by: String,
+}
+
 #[derive(Debug)]
 struct Pending {
     pause: Pause,
-    owner: mpsc::UnboundedSender<Answer>,
-    /// Set once a command that moves the program was accepted.
-    claimed: bool,
+    owner: mpsc::Sender<Answer>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     pending: HashMap<String, Pending>,
-    answered: HashSet<String>,
-    answered_order: VecDeque<String>,
+    ended: HashMap<String, Ending>,
+    ended_order: VecDeque<String>,
 }
 
 /// Every pending pause of the daemon.
@@ -85,15 +97,6 @@ pub fn kind_of(command: &Command) -> CommandKind {
     }
 }
 
-/// Whether a command lets the program move on (and so resolves the pause).
-fn moves_program(kind: CommandKind) -> bool {
-    use CommandKind as K;
-    !matches!(
-        kind,
-        K::Eval | K::Inspect | K::InspectPrompt | K::Locals | K::Stacktrace | K::Expression
-    )
-}
-
 impl PauseRegistry {
     /// An empty registry publishing `pause_resolved` on `bus`.
     pub fn new(bus: Arc<EventBus>) -> Self {
@@ -108,16 +111,9 @@ impl PauseRegistry {
     }
 
     /// Registers a pause owned by the sender's session.
-    pub fn register(&self, pause: Pause, owner: mpsc::UnboundedSender<Answer>) {
+    pub fn register(&self, pause: Pause, owner: mpsc::Sender<Answer>) {
         let key = pause.key.clone();
-        self.lock().pending.insert(
-            key,
-            Pending {
-                pause,
-                owner,
-                claimed: false,
-            },
-        );
+        self.lock().pending.insert(key, Pending { pause, owner });
     }
 
     /// Pending pauses, oldest first, optionally of one session.
@@ -136,6 +132,11 @@ impl PauseRegistry {
         pauses
     }
 
+    /// A pending pause by key.
+    pub fn get(&self, key: &str) -> Option<Pause> {
+        self.lock().pending.get(key).map(|p| p.pause.clone())
+    }
+
     /// Routes a debug input to the pause's owner and returns the owner's answer.
     pub async fn answer(&self, input: DebugInput, by: String) -> ApiResult<SendDebugInputResponse> {
         let command = input
@@ -146,29 +147,10 @@ impl PauseRegistry {
         let kind = kind_of(command);
         let (reply, answer) = oneshot::channel();
         {
-            let mut inner = self.lock();
-            let Some(pending) = inner.pending.get_mut(&input.key) else {
-                let reason = if inner.answered.contains(&input.key) {
-                    ErrorReason::AlreadyAnswered
-                } else {
-                    ErrorReason::PauseNotFound
-                };
-                let what = match reason {
-                    ErrorReason::AlreadyAnswered => "was already answered",
-                    _ => "is not a pending pause",
-                };
-                return Err(
-                    ApiError::new(reason, format!("pause {:?} {what}", input.key))
-                        .with("key", input.key.clone()),
-                );
+            let inner = self.lock();
+            let Some(pending) = inner.pending.get(&input.key) else {
+                return Err(gone(&inner, &input.key));
             };
-            if pending.claimed {
-                return Err(ApiError::new(
-                    ErrorReason::AlreadyAnswered,
-                    format!("pause {:?} was already answered", input.key),
-                )
-                .with("key", input.key.clone()));
-            }
             if !pending.pause.input_type.contains(&(kind as i32)) {
                 return Err(ApiError::new(
                     ErrorReason::InvalidCommand,
@@ -181,24 +163,34 @@ impl PauseRegistry {
                 .with("key", input.key.clone())
                 .with("command", kind.as_str_name()));
             }
-            if moves_program(kind) {
-                pending.claimed = true;
-            }
             let key = input.key.clone();
-            let sent = pending.owner.send(Answer {
+            let sent = pending.owner.try_send(Answer {
                 input,
                 kind,
                 by,
                 reply,
             });
-            if sent.is_err() {
-                // The owner is gone; its session is ending and will resolve the pause.
-                inner.pending.remove(&key);
-                return Err(ApiError::new(
-                    ErrorReason::PauseNotFound,
-                    format!("pause {key:?} ended with its session"),
-                )
-                .with("key", key));
+            match sent {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    return Err(ApiError::new(
+                        ErrorReason::LimitExceeded,
+                        format!(
+                            "{ANSWER_QUEUE} answers are already queued for this session; \
+                             wait for them"
+                        ),
+                    )
+                    .with("key", key)
+                    .with("limit", "answer_queue"));
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    // The owner is gone; its session is ending and resolves the pause.
+                    return Err(ApiError::new(
+                        ErrorReason::SessionEnded,
+                        format!("pause {key:?} ended with its session"),
+                    )
+                    .with("key", key));
+                }
             }
         }
         answer.await.map_err(|_| {
@@ -209,12 +201,9 @@ impl PauseRegistry {
         })?
     }
 
-    /// Gives a claimed pause back (e.g. an INJECT whose value was refused): it
-    /// stays pending and can be answered again.
-    pub fn release(&self, key: &str) {
-        if let Some(p) = self.lock().pending.get_mut(key) {
-            p.claimed = false;
-        }
+    /// The error for a key that is not pending: why it is not.
+    pub fn gone(&self, key: &str) -> ApiError {
+        gone(&self.lock(), key)
     }
 
     /// Replaces a pending pause's record (after EVAL, INSPECT, …).
@@ -225,17 +214,25 @@ impl PauseRegistry {
     }
 
     /// Removes a pause and tells every subscriber who resolved it and how.
+    /// `CommandKind::Unspecified` means nobody answered it (its session
+    /// ended, its program withdrew it, its thread stopped again).
     pub fn resolve(&self, key: &str, command: CommandKind, by: &str) {
         let removed = {
             let mut inner = self.lock();
             let removed = inner.pending.remove(key);
             if removed.is_some() {
-                inner.answered.insert(key.to_owned());
-                inner.answered_order.push_back(key.to_owned());
-                if inner.answered_order.len() > ANSWERED_REMEMBERED
-                    && let Some(old) = inner.answered_order.pop_front()
+                inner.ended.insert(
+                    key.to_owned(),
+                    Ending {
+                        command,
+                        by: by.to_owned(),
+                    },
+                );
+                inner.ended_order.push_back(key.to_owned());
+                if inner.ended_order.len() > ENDS_REMEMBERED
+                    && let Some(old) = inner.ended_order.pop_front()
                 {
-                    inner.answered.remove(&old);
+                    inner.ended.remove(&old);
                 }
             }
             removed
@@ -264,6 +261,33 @@ impl PauseRegistry {
     }
 }
 
+/// Why `key` is not pending: answered (ALREADY_ANSWERED), ended with its
+/// session (SESSION_ENDED), dropped otherwise or never known (PAUSE_NOT_FOUND).
+fn gone(inner: &Inner, key: &str) -> ApiError {
+    let error = match inner.ended.get(key) {
+        Some(Ending { command, by }) if *command != CommandKind::Unspecified => ApiError::new(
+            ErrorReason::AlreadyAnswered,
+            format!(
+                "pause {key:?} was already answered ({} by {by})",
+                command.as_str_name()
+            ),
+        ),
+        Some(Ending { by, .. }) if by == "disconnect" || by == "session-ended" => ApiError::new(
+            ErrorReason::SessionEnded,
+            format!("pause {key:?} ended with its session ({by}); nobody answered it"),
+        ),
+        Some(Ending { by, .. }) => ApiError::new(
+            ErrorReason::PauseNotFound,
+            format!("pause {key:?} is no longer pending ({by}); nobody answered it"),
+        ),
+        None => ApiError::new(
+            ErrorReason::PauseNotFound,
+            format!("pause {key:?} is not a pending pause"),
+        ),
+    };
+    error.with("key", key)
+}
+
 #[cfg(test)]
 mod tests {
     use stepd_proto::v1::{DebugCommand, EvalCommand, NextCommand, debug_command::Command};
@@ -280,10 +304,10 @@ mod tests {
         }
     }
 
-    fn setup() -> (Arc<PauseRegistry>, mpsc::UnboundedReceiver<Answer>) {
+    fn setup() -> (Arc<PauseRegistry>, mpsc::Receiver<Answer>) {
         let bus = Arc::new(EventBus::new("i".into(), 1, 8, 8));
         let registry = Arc::new(PauseRegistry::new(bus));
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(8);
         registry.register(
             Pause {
                 key: "k1".into(),
@@ -342,5 +366,54 @@ mod tests {
             .unwrap_err();
         assert_eq!(second.reason(), ErrorReason::AlreadyAnswered);
         assert!(registry.is_empty());
+    }
+
+    #[test]
+    fn a_pause_nobody_answered_is_not_already_answered() {
+        for (by, reason) in [
+            ("disconnect", ErrorReason::SessionEnded),
+            ("session-ended", ErrorReason::SessionEnded),
+            ("withdrawn", ErrorReason::PauseNotFound),
+            ("stopped again", ErrorReason::PauseNotFound),
+        ] {
+            let (registry, _rx) = setup();
+            registry.resolve("k1", CommandKind::Unspecified, by);
+            assert_eq!(registry.gone("k1").reason(), reason, "{by}");
+        }
+        let (registry, _rx) = setup();
+        registry.resolve("k1", CommandKind::Continue, "hold-limit");
+        assert_eq!(registry.gone("k1").reason(), ErrorReason::AlreadyAnswered);
+    }
+
+    #[tokio::test]
+    async fn a_full_answer_queue_is_refused() {
+        let bus = Arc::new(EventBus::new("i".into(), 1, 8, 8));
+        let registry = PauseRegistry::new(bus);
+        let (tx, _rx) = mpsc::channel(1);
+        registry.register(
+            Pause {
+                key: "k".into(),
+                input_type: vec![CommandKind::Next as i32],
+                ..Default::default()
+            },
+            tx,
+        );
+        // The first answer waits in the queue for an owner that never reads.
+        let waiting = registry.answer(input("k", Command::Next(NextCommand {})), "a".into());
+        tokio::pin!(waiting);
+        assert!(futures_poll_once(waiting.as_mut()).await);
+        let err = registry
+            .answer(input("k", Command::Next(NextCommand {})), "b".into())
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason(), ErrorReason::LimitExceeded);
+    }
+
+    /// Polls a future once; true while it is still pending.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> bool {
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::pin::Pin::new(&mut f).poll(cx).is_pending())
+        })
+        .await
     }
 }

@@ -2,6 +2,5 @@
 //! `session` is the actor behind one `ProbeService.Connect` stream; probes
 //! decide locally which points hold, from the arming the actor sends them.
 
-pub mod condition;
 pub mod session;
 pub mod value;

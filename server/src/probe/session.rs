@@ -10,13 +10,12 @@ use std::{
 };
 
 use stepd_proto::v1::{
-    Armed, ArmedMatcher, BreakpointAction, CommandKind, ConnectRequest, ConnectResponse, Continued,
-    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, EvalError, Hello, Hit, Notification,
-    NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Resume, ResumeDecision,
-    SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted, SessionState,
-    StableState, Stack, Stopped, Trace, breakpoint_spec::Location, connect_request::Message as In,
-    connect_response::Message as Out, debug_command::Command as Cmd, event::Payload,
-    inject_command::Replacement,
+    Armed, ArmedMatcher, BreakpointAction, Cause, CommandKind, ConnectRequest, ConnectResponse,
+    Continued, DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, Hello, Hit,
+    Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Rendering, Resume,
+    ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted,
+    SessionState, StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
+    connect_response::Message as Out, event::Payload, inject_command::Replacement,
 };
 use tokio::{
     sync::{mpsc, oneshot},
@@ -30,11 +29,17 @@ use crate::inspector::PauseTarget;
 use crate::{
     breakpoints::HitCondition,
     error::{ApiError, ApiResult},
-    pause::Answer,
+    pause::{
+        Answer,
+        answer::{self, Go, PauseOwner, Reply},
+        book::{self, PauseBook},
+    },
     session::{Command, Context, ExecOp, Shared, WaitMode, stop},
     time::{now_timestamp, now_us, us_from_timestamp},
 };
 
+/// Trace records a TRACE reports when the command names no limit.
+const DEFAULT_TRACE_STEPS: u32 = 1000;
 /// How long an EVAL may wait for the probe.
 const EVAL_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -46,18 +51,22 @@ enum Mode {
     Out { depth: u32, force: bool },
     Quiet { depth: u32 },
     Here { coor: Vec<i32>, force: bool },
-    Trace,
+    Trace(Tracing),
 }
 
-/// A point held by the probe.
-struct Held {
+/// A TRACE run: the pause it started from and the steps reported so far,
+/// counted across report batches.
+#[derive(Debug, Clone, PartialEq)]
+struct Tracing {
+    key: String,
+    step: u32,
+    limit: u32,
+}
+
+/// What the session keeps beside each held point's pause.
+pub(crate) struct Held {
     hit: Hit,
-    pause: Pause,
     deadline: Instant,
-    /// Set while the pause asks for an expression.
-    awaiting_expression: bool,
-    /// The commands offered before an EXPRESSION prompt replaced them.
-    offered: Vec<i32>,
 }
 
 /// An EVAL sent to the probe, waiting for its result.
@@ -84,14 +93,16 @@ pub struct ProbeSession {
     session: Session,
     out: Outbox,
     commands: mpsc::UnboundedReceiver<Command>,
-    answers: mpsc::UnboundedReceiver<Answer>,
-    answers_tx: mpsc::UnboundedSender<Answer>,
+    answers: mpsc::Receiver<Answer>,
     mode: Mode,
-    held: HashMap<String, Held>,
+    /// The held points, each a pause.
+    book: PauseBook<Held>,
     evals: HashMap<String, PendingEval>,
     waiters: Vec<Waiter>,
     hold_limit: Duration,
     dropped_reports: u64,
+    /// A QUIT was answered: the disconnect that follows is its end.
+    quitting: bool,
     ended: bool,
     /// The probe breakpoints that apply to this probe as last listed, and
     /// when the first of them expires (µs since the epoch). Listed again after
@@ -119,7 +130,8 @@ impl ProbeSession {
         commands: mpsc::UnboundedReceiver<Command>,
         hold_limit: Duration,
     ) -> Self {
-        let (answers_tx, answers) = mpsc::unbounded_channel();
+        let (book, answers) =
+            PauseBook::new(shared.id.clone(), ctx.pauses.clone(), ctx.bus.clone());
         let session = Session {
             id: shared.id.clone(),
             kind: SessionKind::Probe.into(),
@@ -145,13 +157,13 @@ impl ProbeSession {
             out,
             commands,
             answers,
-            answers_tx,
             mode: Mode::Breakpoints,
-            held: HashMap::new(),
+            book,
             evals: HashMap::new(),
             waiters: Vec::new(),
             hold_limit,
             dropped_reports: 0,
+            quitting: false,
             ended: false,
             matchers: None,
         }
@@ -184,19 +196,30 @@ impl ProbeSession {
                 message = inbound.next() => match message {
                     Some(Ok(request)) => self.on_probe(request).await,
                     Some(Err(status)) => {
-                        self.end(EndReason::ProbeDisconnected, format!("the probe's stream failed: {}", status.message())).await;
+                        let detail = format!("the probe's stream failed: {}", status.message());
+                        self.end(self.gone_reason(), detail).await;
                     }
-                    None => self.end(EndReason::ProbeDisconnected, "the probe disconnected".into()).await,
+                    None => self.end(self.gone_reason(), "the probe disconnected".into()).await,
                 },
                 Some(command) = self.commands.recv() => self.on_command(command).await,
-                Some(answer) = self.answers.recv() => self.on_answer(answer).await,
+                Some(answer) = self.answers.recv() => answer::answer(&mut self, answer).await,
                 () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => self.on_deadline().await,
             }
         }
     }
 
+    /// Why the session ends when the probe's stream does: a program told
+    /// to QUIT is expected to go.
+    fn gone_reason(&self) -> EndReason {
+        if self.quitting {
+            EndReason::Quit
+        } else {
+            EndReason::ProbeDisconnected
+        }
+    }
+
     fn next_deadline(&self) -> Option<Instant> {
-        let holds = self.held.values().map(|h| h.deadline);
+        let holds = self.book.entries().map(|e| e.data.deadline);
         let evals = self.evals.values().map(|e| e.deadline);
         let waits = self.waiters.iter().filter_map(|w| w.deadline);
         holds.chain(evals).chain(waits).min()
@@ -225,7 +248,7 @@ impl ProbeSession {
             Mode::Out { depth, force } => (ProbeMode::Depth, *depth, Vec::new(), !force),
             Mode::Quiet { depth } => (ProbeMode::None, *depth, Vec::new(), false),
             Mode::Here { coor, force } => (ProbeMode::Breakpoints, 0, coor.clone(), !force),
-            Mode::Trace => (ProbeMode::Trace, 0, Vec::new(), true),
+            Mode::Trace(_) => (ProbeMode::Trace, 0, Vec::new(), true),
         };
         Armed {
             mode: mode.into(),
@@ -283,7 +306,7 @@ impl ProbeSession {
         match request.message {
             Some(In::Hit(hit)) => self.on_hit(hit).await,
             Some(In::EvalResult(result)) => self.on_eval_result(result),
-            Some(In::Reports(reports)) => self.on_reports(reports),
+            Some(In::Reports(reports)) => self.on_reports(reports).await,
             Some(In::Hello(_)) => {
                 self.notify(
                     NotificationLevel::Warning,
@@ -356,7 +379,7 @@ impl ProbeSession {
     }
 
     fn hold(&mut self, hit: Hit, point: stepd_proto::v1::PointInfo, limit: Duration) {
-        let key = format!("p-{}", uuid::Uuid::now_v7().simple());
+        let key = book::new_key();
         let exception = !hit.exception_message.is_empty();
         let debug_value = point
             .payload
@@ -390,24 +413,9 @@ impl ProbeSession {
             created_at: Some(now_timestamp()),
             ..Default::default()
         };
-        self.ctx
-            .pauses
-            .register(pause.clone(), self.answers_tx.clone());
-        self.held.insert(
-            key,
-            Held {
-                hit,
-                pause: pause.clone(),
-                deadline: Instant::now() + limit,
-                awaiting_expression: false,
-                offered: Vec::new(),
-            },
-        );
+        let deadline = Instant::now() + limit;
+        self.book.open(pause.clone(), Held { hit, deadline }, false);
         self.session.state = SessionState::Stopped.into();
-        self.publish(Payload::Stopped(Stopped {
-            pause: Some(pause.clone()),
-            all_threads_stopped: false,
-        }));
         for waiter in self.waiters.drain(..) {
             let _ = waiter.reply.send(Ok(StableState {
                 state: SessionState::Stopped.into(),
@@ -455,35 +463,21 @@ impl ProbeSession {
         let Some(pending) = self.evals.remove(&result.eval_id) else {
             return;
         };
-        let Some(held) = self.held.get_mut(&pending.key) else {
-            let _ = pending.reply.send(Err(ApiError::new(
-                ErrorReason::PauseNotFound,
-                "the hold ended while evaluating",
-            )));
+        if self.book.get(&pending.key).is_none() {
+            let _ = pending.reply.send(Err(self.book.gone(&pending.key)));
             return;
-        };
-        if result.error.is_empty() {
-            held.pause.debug_value = Some(stop::display(&result.value, ""));
-        } else {
-            self.ctx.bus.publish(
-                &self.shared.id,
-                Payload::EvalError(EvalError {
-                    key: pending.key.clone(),
-                    message: result.error.clone(),
-                    causes: Vec::new(),
-                }),
-            );
         }
-        held.pause.revision += 1;
-        let pause = held.pause.clone();
-        self.resend(pause.clone());
-        let _ = pending.reply.send(Ok(SendDebugInputResponse {
-            command: CommandKind::Eval.into(),
-            pause: Some(pause),
-        }));
+        let evaluated = if result.error.is_empty() {
+            Ok(stop::display(&result.value, ""))
+        } else {
+            Err(ApiError::new(ErrorReason::AdapterError, result.error))
+        };
+        let _ = pending
+            .reply
+            .send(self.book.evaluated(&pending.key, evaluated));
     }
 
-    fn on_reports(&mut self, reports: stepd_proto::v1::Reports) {
+    async fn on_reports(&mut self, reports: stepd_proto::v1::Reports) {
         for o in reports.observed {
             self.publish(Payload::Observed(Observed {
                 kind: o.kind,
@@ -502,20 +496,7 @@ impl ProbeSession {
                 location: None,
             }));
         }
-        for (n, t) in reports.trace.into_iter().enumerate() {
-            let point = t.point.unwrap_or_default();
-            self.publish(Payload::Trace(Trace {
-                key: String::new(),
-                step: u32::try_from(n + 1).unwrap_or(u32::MAX),
-                location: None,
-                value: point
-                    .payload
-                    .as_ref()
-                    .map(|v| stop::display(&value::print(v), &point.type_hint)),
-                changed_locals: Vec::new(),
-                coor: t.coor,
-            }));
-        }
+        self.on_trace(reports.trace).await;
         if reports.dropped > 0 {
             // Loss is never silent: clients learn how many reports the probe dropped.
             self.dropped_reports += reports.dropped;
@@ -530,6 +511,51 @@ impl ProbeSession {
         }
     }
 
+    /// Trace records of a TRACE run, numbered across batches. At the step
+    /// limit the probe is put in step mode, so it holds at its next point;
+    /// records the probe sent before it heard that are not shown as steps.
+    async fn on_trace(&mut self, records: Vec<stepd_proto::v1::TraceReport>) {
+        let mut spent = 0usize;
+        for record in records {
+            let Mode::Trace(tracing) = &mut self.mode else {
+                spent += 1;
+                continue;
+            };
+            tracing.step += 1;
+            let (key, step, last) = (
+                tracing.key.clone(),
+                tracing.step,
+                tracing.step >= tracing.limit,
+            );
+            let point = record.point.unwrap_or_default();
+            self.publish(Payload::Trace(Trace {
+                key,
+                step,
+                location: record.location,
+                value: point
+                    .payload
+                    .as_ref()
+                    .map(|v| stop::display(&value::print(v), &point.type_hint)),
+                changed_locals: Vec::new(),
+                coor: record.coor,
+                point: Some(point),
+            }));
+            if last {
+                self.mode = Mode::Step;
+                self.push_armed().await;
+            }
+        }
+        if spent > 0 {
+            // Never silent: the program passed these before it heard to hold.
+            self.notify(
+                NotificationLevel::Info,
+                &format!(
+                    "the probe passed {spent} more points before its TRACE step limit reached it"
+                ),
+            );
+        }
+    }
+
     // ----- clients ------------------------------------------------------------
 
     async fn on_command(&mut self, command: Command) {
@@ -538,8 +564,7 @@ impl ProbeSession {
                 ExecOp::Pause(_) => {
                     self.mode = Mode::Step;
                     self.push_armed().await;
-                    if let Some(held) = self.latest() {
-                        let pause = held.pause.clone();
+                    if let Some(pause) = self.latest().cloned() {
                         let _ = reply.send(Ok(StableState {
                             state: SessionState::Stopped.into(),
                             waited: true,
@@ -564,7 +589,7 @@ impl ProbeSession {
                     }
                 }
                 ExecOp::Continue(_) | ExecOp::Step(..) => {
-                    let Some(key) = self.latest().map(|h| h.pause.key.clone()) else {
+                    let Some(key) = self.latest().map(|p| p.key.clone()) else {
                         let _ = reply.send(Err(ApiError::new(
                             ErrorReason::NotStopped,
                             "no point is held",
@@ -611,7 +636,7 @@ impl ProbeSession {
                         EndReason::Terminated,
                     )
                 };
-                let keys: Vec<String> = self.held.keys().cloned().collect();
+                let keys: Vec<String> = self.book.entries().map(|e| e.pause.key.clone()).collect();
                 for key in keys {
                     self.release(&key, decision, None, command, "disconnect")
                         .await;
@@ -623,10 +648,8 @@ impl ProbeSession {
         }
     }
 
-    fn latest(&self) -> Option<&Held> {
-        self.held
-            .values()
-            .max_by_key(|h| h.pause.created_at.map(|t| (t.seconds, t.nanos)))
+    fn latest(&self) -> Option<&Pause> {
+        self.book.latest().map(|e| &e.pause)
     }
 
     /// Ends a hold: the probe goes on as decided, under the current mode.
@@ -638,309 +661,115 @@ impl ProbeSession {
         command: CommandKind,
         by: &str,
     ) {
-        let Some(held) = self.held.remove(key) else {
+        let Some(hit_id) = self.book.get(key).map(|e| e.data.hit.hit_id.clone()) else {
             return;
         };
+        // The probe hears first: it is the one waiting.
         let armed = self.armed().await;
-        self.resume(&held.hit.hit_id, decision, value, Some(armed));
-        self.ctx.pauses.resolve(key, command, by);
-        if self.held.is_empty() {
+        self.resume(&hit_id, decision, value, Some(armed));
+        self.book.resolve(key, command, by);
+        self.after_release();
+    }
+
+    /// Once the last hold ended, the session runs again.
+    fn after_release(&mut self) {
+        if self.book.is_empty() {
             self.session.state = SessionState::Running.into();
             self.publish(Payload::Continued(Continued { thread_id: 0 }));
         }
     }
 
-    fn resend(&self, pause: Pause) {
-        self.ctx.pauses.update(pause.clone());
-        self.publish(Payload::Stopped(Stopped {
-            pause: Some(pause),
-            all_threads_stopped: false,
-        }));
+    /// The value an INJECT puts in place of the held one, checked against
+    /// the point's schema or type hint.
+    fn injected(
+        &self,
+        key: &str,
+        replacement: Option<Replacement>,
+    ) -> ApiResult<prost_types::Value> {
+        let new_value = match replacement {
+            Some(Replacement::Value(v)) => v,
+            Some(Replacement::Code(code)) => serde_json::from_str::<serde_json::Value>(&code)
+                .map(|j| crate::dap::adapters::json_to_value(&j))
+                .map_err(|e| {
+                    ApiError::new(
+                        ErrorReason::InvalidValue,
+                        format!("INJECT code for a probe must be JSON: {e}"),
+                    )
+                })?,
+            None => return Err(ApiError::invalid_field("command.inject", "give a value")),
+        };
+        let point = self
+            .book
+            .get(key)
+            .and_then(|e| e.data.hit.point.clone())
+            .unwrap_or_default();
+        value::check(&new_value, &point)?;
+        Ok(new_value)
     }
 
-    async fn on_answer(&mut self, answer: Answer) {
-        let Answer {
-            input,
-            kind,
-            by,
-            reply,
-        } = answer;
-        let key = input.key.clone();
-        let Some(held) = self.held.get(&key) else {
-            let _ = reply.send(Err(ApiError::new(
-                ErrorReason::PauseNotFound,
-                format!("pause {key:?} is no longer held"),
-            )));
-            return;
-        };
-        let depth =
-            u32::try_from(held.hit.point.as_ref().map_or(0, |p| p.scope_path.len())).unwrap_or(0);
-        let point = held.hit.point.clone().unwrap_or_default();
-        let hit_id = held.hit.hit_id.clone();
-        let result: ApiResult<SendDebugInputResponse> = match input.command.and_then(|c| c.command)
-        {
-            Some(Cmd::Next(_) | Cmd::StepIn(_)) => {
-                self.mode = Mode::Step;
-                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
-            }
-            Some(Cmd::StepOut(out)) => {
-                self.mode = Mode::Out {
+    /// The mode a command that moves on leaves, and how the hold ends.
+    fn next_mode(&self, key: &str, go: &Go) -> ApiResult<(Mode, ResumeDecision)> {
+        let depth = self.book.get(key).map_or(0, |e| {
+            let path = e.data.hit.point.as_ref().map_or(0, |p| p.scope_path.len());
+            u32::try_from(path).unwrap_or(u32::MAX)
+        });
+        let go_on = ResumeDecision::Continue;
+        Ok(match go {
+            Go::Next | Go::In => (Mode::Step, go_on),
+            Go::Out { force } => (
+                Mode::Out {
                     depth,
-                    force: out.force,
-                };
-                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
-            }
-            Some(Cmd::Here(here)) => {
+                    force: *force,
+                },
+                go_on,
+            ),
+            Go::Here(here) => {
                 if here.coor.is_empty() {
-                    Err(ApiError::invalid_field(
+                    return Err(ApiError::invalid_field(
                         "command.here.coor",
                         "probe sessions run to a coordinate",
-                    ))
-                } else {
-                    self.mode = Mode::Here {
-                        coor: here.coor,
+                    ));
+                }
+                (
+                    Mode::Here {
+                        coor: here.coor.clone(),
                         force: here.force,
-                    };
-                    self.go_on(&key, ResumeDecision::Continue, kind, &by).await
-                }
+                    },
+                    go_on,
+                )
             }
-            Some(Cmd::Resume(_)) => {
-                self.mode = Mode::Breakpoints;
-                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
-            }
-            Some(Cmd::ContinueScope(_)) => {
-                self.mode = Mode::Quiet {
+            Go::Continue | Go::Inject(_) => (Mode::Breakpoints, go_on),
+            Go::ContinueScope => (
+                Mode::Quiet {
                     depth: depth.max(1),
-                };
-                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
-            }
-            Some(Cmd::ContinueAll(_)) => {
-                self.mode = Mode::Quiet { depth: 1 };
-                self.notify(
-                    NotificationLevel::Warning,
-                    "CONTINUE_ALL: no holds until the top-level scope ends",
-                );
-                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
-            }
-            Some(Cmd::Trace(_)) => {
-                self.mode = Mode::Trace;
-                self.go_on(&key, ResumeDecision::Continue, kind, &by).await
-            }
-            Some(Cmd::Skip(_)) => self.go_on(&key, ResumeDecision::Skip, kind, &by).await,
-            Some(Cmd::Quit(_)) => self.go_on(&key, ResumeDecision::Stop, kind, &by).await,
-            Some(Cmd::Inject(inject)) => {
-                let new_value = match inject.replacement {
-                    Some(Replacement::Value(v)) => Ok(v),
-                    Some(Replacement::Code(code)) => {
-                        serde_json::from_str::<serde_json::Value>(&code)
-                            .map(|j| crate::dap::adapters::json_to_value(&j))
-                            .map_err(|e| {
-                                ApiError::new(
-                                    ErrorReason::InvalidValue,
-                                    format!("INJECT code for a probe must be JSON: {e}"),
-                                )
-                            })
-                    }
-                    None => Err(ApiError::invalid_field("command.inject", "give a value")),
-                };
-                match new_value.and_then(|v| value::check(&v, &point).map(|()| v)) {
-                    Ok(v) => {
-                        self.mode = Mode::Breakpoints;
-                        self.release(&key, ResumeDecision::Replace, Some(v), kind, &by)
-                            .await;
-                        Ok(SendDebugInputResponse {
-                            command: kind.into(),
-                            pause: None,
-                        })
-                    }
-                    Err(err) => {
-                        // The pause stays: the claim is given back.
-                        self.ctx.pauses.release(&key);
-                        Err(err)
-                    }
-                }
-            }
-            Some(Cmd::Eval(eval)) if eval.code.trim().is_empty() => {
-                Ok(self.ask_expression(&key, kind))
-            }
-            Some(Cmd::Eval(eval)) => {
-                self.send_eval(&key, &hit_id, &eval.code, reply);
-                return;
-            }
-            Some(Cmd::Expression(expression)) => {
-                if self.held.get(&key).is_some_and(|h| h.awaiting_expression) {
-                    self.restore_prompt(&key);
-                    self.send_eval(&key, &hit_id, &expression.code, reply);
-                    return;
-                }
-                Err(ApiError::new(
-                    ErrorReason::InvalidCommand,
-                    "this pause is not waiting for an expression",
-                ))
-            }
-            Some(Cmd::Inspect(_)) => Ok(self.inspect_held(&key, kind, PauseTarget::Value).await),
-            Some(Cmd::Locals(_)) => Ok(self.inspect_held(&key, kind, PauseTarget::Locals).await),
-            Some(Cmd::Stacktrace(_)) => {
-                let frames = self.held.get(&key).map(|h| {
-                    h.hit
-                        .stack
-                        .iter()
-                        .enumerate()
-                        .map(|(i, l)| stepd_proto::v1::Frame {
-                            id: format!("probe.{i}"),
-                            name: l.function.clone(),
-                            location: Some(l.clone()),
-                            presentation_hint: String::new(),
-                        })
-                        .collect()
-                });
-                self.publish(Payload::Stack(Stack {
-                    key: key.clone(),
-                    frames: frames.unwrap_or_default(),
-                    causes: Vec::new(),
-                }));
-                let pause = self.held.get_mut(&key).map(|h| {
-                    h.pause.revision += 1;
-                    h.pause.clone()
-                });
-                if let Some(p) = &pause {
-                    self.resend(p.clone());
-                }
-                Ok(SendDebugInputResponse {
-                    command: kind.into(),
-                    pause,
-                })
-            }
-            _ => Err(ApiError::new(
-                ErrorReason::InvalidCommand,
-                format!("{} is not available at this hold", kind.as_str_name()),
-            )),
-        };
-        let _ = reply.send(result);
-    }
-
-    /// INSPECT and LOCALS: an inspector on the held value; the pause is
-    /// re-sent with the rendering in `inspect`.
-    async fn inspect_held(
-        &mut self,
-        key: &str,
-        kind: CommandKind,
-        target: PauseTarget,
-    ) -> SendDebugInputResponse {
-        let Some(pause) = self.held.get(key).map(|h| h.pause.clone()) else {
-            return SendDebugInputResponse {
-                command: kind.into(),
-                pause: None,
-            };
-        };
-        match self.ctx.inspect_pause(&pause, target).await {
-            Ok(rendering) => {
-                if let Some(h) = self.held.get_mut(key) {
-                    h.pause.inspect = Some(rendering);
-                }
-            }
-            Err(err) => self.publish(Payload::EvalError(EvalError {
-                key: key.to_owned(),
-                message: err.to_string(),
-                causes: Vec::new(),
-            })),
-        }
-        let pause = self.held.get_mut(key).map(|h| {
-            h.pause.revision += 1;
-            h.pause.clone()
-        });
-        if let Some(p) = &pause {
-            self.resend(p.clone());
-        }
-        SendDebugInputResponse {
-            command: kind.into(),
-            pause,
-        }
-    }
-
-    /// Ends a hold with `decision` and answers the command that did it.
-    async fn go_on(
-        &mut self,
-        key: &str,
-        decision: ResumeDecision,
-        kind: CommandKind,
-        by: &str,
-    ) -> ApiResult<SendDebugInputResponse> {
-        self.release(key, decision, None, kind, by).await;
-        Ok(SendDebugInputResponse {
-            command: kind.into(),
-            pause: None,
+                },
+                go_on,
+            ),
+            Go::ContinueAll => (Mode::Quiet { depth: 1 }, go_on),
+            Go::Trace { max_steps } => (
+                Mode::Trace(Tracing {
+                    key: key.to_owned(),
+                    step: 0,
+                    limit: if *max_steps == 0 {
+                        DEFAULT_TRACE_STEPS
+                    } else {
+                        *max_steps
+                    },
+                }),
+                go_on,
+            ),
+            Go::Skip => (self.mode.clone(), ResumeDecision::Skip),
+            Go::Quit => (self.mode.clone(), ResumeDecision::Stop),
         })
-    }
-
-    fn ask_expression(&mut self, key: &str, kind: CommandKind) -> SendDebugInputResponse {
-        let pause = self.held.get_mut(key).map(|h| {
-            h.awaiting_expression = true;
-            h.offered = std::mem::replace(
-                &mut h.pause.input_type,
-                vec![CommandKind::Expression as i32],
-            );
-            h.pause.prompt = "Expression to evaluate at the held point".into();
-            h.pause.revision += 1;
-            h.pause.clone()
-        });
-        if let Some(p) = &pause {
-            self.resend(p.clone());
-        }
-        SendDebugInputResponse {
-            command: kind.into(),
-            pause,
-        }
-    }
-
-    fn restore_prompt(&mut self, key: &str) {
-        if let Some(h) = self.held.get_mut(key) {
-            h.awaiting_expression = false;
-            h.pause.input_type = std::mem::take(&mut h.offered);
-            h.pause.prompt.clear();
-        }
-    }
-
-    fn send_eval(
-        &mut self,
-        key: &str,
-        hit_id: &str,
-        code: &str,
-        reply: oneshot::Sender<ApiResult<SendDebugInputResponse>>,
-    ) {
-        let eval_id = uuid::Uuid::now_v7().simple().to_string();
-        let sent = send_now(
-            &self.out,
-            Out::Eval(Eval {
-                hit_id: hit_id.to_owned(),
-                eval_id: eval_id.clone(),
-                code: code.to_owned(),
-            }),
-        );
-        if !sent {
-            let _ = reply.send(Err(ApiError::new(
-                ErrorReason::SessionEnded,
-                "the probe is not reading",
-            )));
-            return;
-        }
-        self.evals.insert(
-            eval_id,
-            PendingEval {
-                key: key.to_owned(),
-                reply,
-                deadline: Instant::now() + EVAL_DEADLINE,
-            },
-        );
     }
 
     async fn on_deadline(&mut self) {
         let now = Instant::now();
         let expired: Vec<String> = self
-            .held
-            .iter()
-            .filter(|(_, h)| h.deadline <= now)
-            .map(|(k, _)| k.clone())
+            .book
+            .entries()
+            .filter(|e| e.data.deadline <= now)
+            .map(|e| e.pause.key.clone())
             .collect();
         for key in expired {
             self.notify(
@@ -997,10 +826,8 @@ impl ProbeSession {
         } else {
             "session-ended"
         };
-        for key in self.held.keys() {
-            self.ctx.pauses.resolve(key, CommandKind::Unspecified, by);
-        }
-        self.held.clear();
+        self.book
+            .resolve_where(|_| true, CommandKind::Unspecified, by);
         for (_, e) in self.evals.drain() {
             let _ = e.reply.send(Err(ApiError::new(
                 ErrorReason::SessionEnded,
@@ -1020,5 +847,95 @@ impl ProbeSession {
             detail,
             exit_code: None,
         }));
+    }
+}
+
+impl PauseOwner for ProbeSession {
+    type Data = Held;
+    const PROMPT: &'static str = "Expression to evaluate at the held point";
+
+    fn book(&mut self) -> &mut PauseBook<Held> {
+        &mut self.book
+    }
+
+    async fn go(&mut self, key: &str, go: Go, command: CommandKind, by: &str) -> ApiResult<()> {
+        // Everything that can refuse the command is decided before anything changes.
+        let (mode, mut decision) = self.next_mode(key, &go)?;
+        let value = match &go {
+            Go::Inject(replacement) => Some(self.injected(key, replacement.clone())?),
+            _ => None,
+        };
+        if value.is_some() {
+            decision = ResumeDecision::Replace;
+        }
+        match go {
+            Go::Quit => self.quitting = true,
+            Go::ContinueAll => self.notify(
+                NotificationLevel::Warning,
+                "CONTINUE_ALL: no holds until the top-level scope ends",
+            ),
+            _ => {}
+        }
+        self.mode = mode;
+        self.release(key, decision, value, command, by).await;
+        Ok(())
+    }
+
+    async fn eval(&mut self, key: &str, code: String, reply: Reply) {
+        let Some(hit_id) = self.book.get(key).map(|e| e.data.hit.hit_id.clone()) else {
+            let _ = reply.send(Err(self.book.gone(key)));
+            return;
+        };
+        let eval_id = uuid::Uuid::now_v7().simple().to_string();
+        let sent = send_now(
+            &self.out,
+            Out::Eval(Eval {
+                hit_id,
+                eval_id: eval_id.clone(),
+                code,
+            }),
+        );
+        if !sent {
+            let _ = reply.send(Err(ApiError::new(
+                ErrorReason::SessionEnded,
+                "the probe is not reading",
+            )));
+            return;
+        }
+        self.evals.insert(
+            eval_id,
+            PendingEval {
+                key: key.to_owned(),
+                reply,
+                deadline: Instant::now() + EVAL_DEADLINE,
+            },
+        );
+    }
+
+    async fn render(&mut self, key: &str, target: PauseTarget) -> ApiResult<Rendering> {
+        let pause = self
+            .book
+            .get(key)
+            .map(|e| e.pause.clone())
+            .ok_or_else(|| self.book.gone(key))?;
+        self.ctx.inspect_pause(&pause, target).await
+    }
+
+    async fn stack(&mut self, key: &str) -> (Vec<Frame>, Vec<Cause>) {
+        let frames = self.book.get(key).map(|e| {
+            e.data
+                .hit
+                .stack
+                .iter()
+                .enumerate()
+                .map(|(i, l)| Frame {
+                    id: format!("probe.{i}"),
+                    name: l.function.clone(),
+                    location: Some(l.clone()),
+                    presentation_hint: String::new(),
+                })
+                .collect()
+        });
+        (frames.unwrap_or_default(), Vec::new())
     }
 }

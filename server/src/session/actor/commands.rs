@@ -6,16 +6,18 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 use stepd_proto::v1::{
-    Cause, CommandKind, ErrorReason, EvalError, Local, Location, Notification, NotificationLevel,
-    Pause, PauseReason, SendDebugInputResponse, Stack, StepKind, Stopped, Trace,
-    debug_command::Command as Cmd, event::Payload, inject_command::Replacement,
+    Cause, CommandKind, ErrorReason, Frame, Local, Location, Notification, NotificationLevel,
+    PauseReason, Rendering, StepKind, Trace, event::Payload, inject_command::Replacement,
 };
 
-use super::{Actor, ExecOp, dap_error};
+use super::{Actor, ExecOp, PauseCtx, dap_error};
 use crate::{
     error::{ApiError, ApiResult},
     inspector::PauseTarget,
-    pause::Answer,
+    pause::{
+        answer::{Go, PauseOwner, Reply},
+        book::PauseBook,
+    },
     session::stop,
 };
 
@@ -71,23 +73,6 @@ pub(super) enum Steering {
     Pause(Option<PauseReason>),
     /// No mode applies: normal breakpoint handling.
     Normal,
-}
-
-/// A pause waiting for an expression (EVAL or INSPECT_PROMPT without code).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Awaiting {
-    /// The expression is evaluated and shown as debug_value.
-    Eval,
-    /// The expression is evaluated and opened in an inspector.
-    Inspect,
-}
-
-/// What an answer did to its pause.
-enum Outcome {
-    /// The program moved on; the pause is resolved.
-    Resolved,
-    /// The pause stays (re-sent when it changed).
-    Stays(Option<Box<Pause>>),
 }
 
 impl Actor {
@@ -202,6 +187,7 @@ impl Actor {
                     coor: location
                         .map(|l| vec![depth as i32, l.line as i32])
                         .unwrap_or_default(),
+                    point: None,
                 }));
                 if last {
                     // The step limit: pause here, where the last step landed.
@@ -232,163 +218,22 @@ impl Actor {
         self.bump_epoch();
     }
 
-    /// A debug input for one of this session's pauses.
-    pub(super) async fn on_answer(&mut self, answer: Answer) {
-        let Answer {
-            input,
-            kind,
-            by,
-            reply,
-        } = answer;
-        let key = input.key.clone();
-        let Some(ctx) = self.pauses.get(&key) else {
-            let _ = reply.send(Err(ApiError::new(
-                ErrorReason::PauseNotFound,
-                format!("pause {key:?} is no longer pending"),
-            )));
-            return;
-        };
-        let thread = ctx.pause.thread_id;
-        let frame_id = ctx.frame_id;
-        let depth = ctx.depth;
-        let here_from = ctx.pause.location.clone();
-        let result = match input.command.and_then(|c| c.command) {
-            Some(Cmd::Next(_)) => self.step(thread, StepKind::Over, kind, &by).await,
-            Some(Cmd::StepIn(_)) => self.step(thread, StepKind::In, kind, &by).await,
-            Some(Cmd::StepOut(out)) if out.force => {
-                self.leave_frame(thread, depth, false, kind, &by).await
-            }
-            Some(Cmd::StepOut(_)) => self.step(thread, StepKind::Out, kind, &by).await,
-            Some(Cmd::ContinueScope(_)) => self.leave_frame(thread, depth, true, kind, &by).await,
-            Some(Cmd::Resume(_)) => self.go_on(kind, &by).await,
-            Some(Cmd::ContinueAll(_)) => self.continue_all(kind, &by).await,
-            Some(Cmd::Here(here)) => {
-                let path = if here.path.is_empty() {
-                    here_from.map(|l| l.path).unwrap_or_default()
-                } else {
-                    here.path
-                };
-                let line = match (here.line, here.coor.as_slice()) {
-                    (0, [_, line]) => u32::try_from(*line).unwrap_or(0),
-                    (line, _) => line,
-                };
-                self.run_to(path, line, here.force, kind, &by).await
-            }
-            Some(Cmd::Trace(trace)) => {
-                let limit = if trace.max_steps == 0 {
-                    DEFAULT_TRACE_STEPS
-                } else {
-                    trace.max_steps
-                };
-                self.mode = Mode::Trace {
-                    key: key.clone(),
-                    step: 0,
-                    limit,
-                    previous: HashMap::new(),
-                };
-                self.step(thread, StepKind::Over, kind, &by).await
-            }
-            Some(Cmd::Eval(eval)) if eval.code.trim().is_empty() => {
-                Ok(self.ask_expression(&key, Awaiting::Eval))
-            }
-            Some(Cmd::Eval(eval)) => Ok(self.eval_at(&key, frame_id, &eval.code).await),
-            Some(Cmd::Inspect(_)) => Ok(self.inspect_at(&key, PauseTarget::Value).await),
-            Some(Cmd::Locals(_)) => Ok(self.inspect_at(&key, PauseTarget::Locals).await),
-            Some(Cmd::InspectPrompt(prompt)) if prompt.code.trim().is_empty() => {
-                Ok(self.ask_expression(&key, Awaiting::Inspect))
-            }
-            Some(Cmd::InspectPrompt(prompt)) => Ok(self
-                .inspect_at(&key, PauseTarget::Expression(prompt.code))
-                .await),
-            Some(Cmd::Expression(expression)) => {
-                let awaiting = self.pauses.get(&key).and_then(|p| p.awaiting);
-                match awaiting {
-                    Some(Awaiting::Eval) => {
-                        self.restore_prompt(&key);
-                        Ok(self.eval_at(&key, frame_id, &expression.code).await)
-                    }
-                    Some(Awaiting::Inspect) => {
-                        self.restore_prompt(&key);
-                        Ok(self
-                            .inspect_at(&key, PauseTarget::Expression(expression.code))
-                            .await)
-                    }
-                    None => Err(ApiError::new(
-                        ErrorReason::InvalidCommand,
-                        "this pause is not waiting for an expression",
-                    )),
-                }
-            }
-            Some(Cmd::Inject(inject)) => match inject.replacement {
-                Some(Replacement::Code(code)) => {
-                    self.inject(&key, thread, frame_id, &code, kind, &by).await
-                }
-                _ => Err(ApiError::invalid_field(
-                    "command.inject.code",
-                    "DAP sessions take an assignment: NAME = EXPRESSION",
-                )),
-            },
-            Some(Cmd::Stacktrace(_)) => Ok(self.stacktrace(&key, thread).await),
-            Some(Cmd::Quit(_)) => {
-                self.quitting = true;
-                self.pauses.remove(&key);
-                self.ctx.pauses.resolve(&key, kind, &by);
-                let terminate = if self.shared.supports("supportsTerminateRequest") {
-                    self.client.request("terminate", json!({})).await
-                } else {
-                    self.client
-                        .request("disconnect", json!({"terminateDebuggee": true}))
-                        .await
-                };
-                terminate
-                    .map(|_| Outcome::Resolved)
-                    .map_err(|e| dap_error(&e))
-            }
-            _ => Err(ApiError::new(
-                ErrorReason::InvalidCommand,
-                format!("{} is not available at this pause", kind.as_str_name()),
-            )),
-        };
-        let response = match result {
-            Ok(Outcome::Resolved) => Ok(SendDebugInputResponse {
-                command: kind.into(),
-                pause: None,
-            }),
-            Ok(Outcome::Stays(pause)) => {
-                // A command that moves the program claimed the pause; it stays.
-                self.ctx.pauses.release(&key);
-                Ok(SendDebugInputResponse {
-                    command: kind.into(),
-                    pause: pause.map(|p| *p),
-                })
-            }
-            Err(err) => {
-                self.ctx.pauses.release(&key);
-                if !matches!(self.mode, Mode::Normal) {
-                    self.mode = Mode::Normal;
-                }
-                Err(err)
-            }
-        };
-        let _ = reply.send(response);
-    }
-
     async fn step(
         &mut self,
         thread: i64,
         kind: StepKind,
         command: CommandKind,
         by: &str,
-    ) -> ApiResult<Outcome> {
+    ) -> ApiResult<()> {
         self.send_exec(ExecOp::Step(thread, kind), command, by)
             .await
-            .map(|_| Outcome::Resolved)
+            .map(|_| ())
     }
 
-    async fn go_on(&mut self, command: CommandKind, by: &str) -> ApiResult<Outcome> {
+    async fn go_on(&mut self, command: CommandKind, by: &str) -> ApiResult<()> {
         self.send_exec(ExecOp::Continue(0), command, by)
             .await
-            .map(|_| Outcome::Resolved)
+            .map(|_| ())
     }
 
     /// OUT with force and CONTINUE_SCOPE.
@@ -399,7 +244,7 @@ impl Actor {
         then_continue: bool,
         command: CommandKind,
         by: &str,
-    ) -> ApiResult<Outcome> {
+    ) -> ApiResult<()> {
         self.mode = Mode::Out {
             depth,
             then_continue,
@@ -409,16 +254,22 @@ impl Actor {
 
     /// CONTINUE_ALL: every breakpoint of this session off until the next
     /// Pause request.
-    async fn continue_all(&mut self, command: CommandKind, by: &str) -> ApiResult<Outcome> {
+    async fn continue_all(&mut self, command: CommandKind, by: &str) -> ApiResult<()> {
         self.breakpoints_off = true;
         let _ = self.apply_breakpoints().await;
+        if let Err(err) = self.go_on(command, by).await {
+            // Refused: the session's breakpoints are as they were.
+            self.breakpoints_off = false;
+            let _ = self.apply_breakpoints().await;
+            return Err(err);
+        }
         self.publish(Payload::Notification(Notification {
             level: NotificationLevel::Warning.into(),
             message: "CONTINUE_ALL: breakpoints are off for this session until the next Pause \
                       request"
                 .into(),
         }));
-        self.go_on(command, by).await
+        Ok(())
     }
 
     /// HERE: a temporary breakpoint at the target, then continue.
@@ -429,7 +280,7 @@ impl Actor {
         force: bool,
         command: CommandKind,
         by: &str,
-    ) -> ApiResult<Outcome> {
+    ) -> ApiResult<()> {
         if path.is_empty() || line == 0 {
             return Err(ApiError::invalid_field(
                 "command.here",
@@ -452,131 +303,24 @@ impl Actor {
             ));
         }
         self.mode = Mode::Here { path, line, force };
-        self.go_on(command, by).await
-    }
-
-    /// Turns the pause into an EXPRESSION prompt.
-    fn ask_expression(&mut self, key: &str, awaiting: Awaiting) -> Outcome {
-        let Some(ctx) = self.pauses.get_mut(key) else {
-            return Outcome::Stays(None);
-        };
-        ctx.awaiting = Some(awaiting);
-        ctx.offered = std::mem::replace(
-            &mut ctx.pause.input_type,
-            vec![CommandKind::Expression as i32],
-        );
-        ctx.pause.prompt = "Expression to evaluate in the paused frame".into();
-        ctx.pause.revision += 1;
-        let pause = ctx.pause.clone();
-        self.resend(pause.clone());
-        Outcome::Stays(Some(Box::new(pause)))
-    }
-
-    /// Gives the pause its commands back after an EXPRESSION answer.
-    fn restore_prompt(&mut self, key: &str) {
-        if let Some(ctx) = self.pauses.get_mut(key) {
-            ctx.awaiting = None;
-            ctx.pause.input_type = std::mem::take(&mut ctx.offered);
-            ctx.pause.prompt.clear();
+        let moved = self.go_on(command, by).await;
+        if moved.is_err() {
+            self.temp_breakpoint = None;
+            let _ = self.apply_breakpoints().await;
         }
-    }
-
-    /// Re-sends a pause that stays, with a higher revision.
-    fn reprompt(&mut self, key: &str) -> Outcome {
-        let Some(ctx) = self.pauses.get_mut(key) else {
-            return Outcome::Stays(None);
-        };
-        ctx.pause.revision += 1;
-        let pause = ctx.pause.clone();
-        self.resend(pause.clone());
-        Outcome::Stays(Some(Box::new(pause)))
-    }
-
-    /// Publishes a changed pause (same key, higher revision).
-    fn resend(&mut self, pause: Pause) {
-        self.ctx.pauses.update(pause.clone());
-        self.publish(Payload::Stopped(Stopped {
-            pause: Some(pause),
-            all_threads_stopped: false,
-        }));
-    }
-
-    /// EVAL: the result becomes the pause's debug_value; an error is an
-    /// `eval_error` event and the pause stays as it was.
-    async fn eval_at(&mut self, key: &str, frame_id: Option<i64>, code: &str) -> Outcome {
-        let mut args = json!({"expression": code, "context": self.shared.default_eval_context()});
-        if let Some(frame) = frame_id {
-            args["frameId"] = json!(frame);
-        }
-        let result = self.client.request("evaluate", args).await;
-        let Some(ctx) = self.pauses.get_mut(key) else {
-            return Outcome::Stays(None);
-        };
-        match result {
-            Ok(body) => {
-                ctx.pause.revision += 1;
-                ctx.pause.debug_value = Some(stop::display(
-                    body["result"].as_str().unwrap_or_default(),
-                    body["type"].as_str().unwrap_or_default(),
-                ));
-                let pause = ctx.pause.clone();
-                self.resend(pause.clone());
-                Outcome::Stays(Some(Box::new(pause)))
-            }
-            Err(err) => {
-                let pause = ctx.pause.clone();
-                self.publish(Payload::EvalError(EvalError {
-                    key: key.to_owned(),
-                    message: err.to_string(),
-                    causes: Vec::new(),
-                }));
-                // The pause is re-sent unchanged but for its revision: re-prompted.
-                let mut again = pause;
-                again.revision += 1;
-                if let Some(ctx) = self.pauses.get_mut(key) {
-                    ctx.pause.revision = again.revision;
-                }
-                self.resend(again.clone());
-                Outcome::Stays(Some(Box::new(again)))
-            }
-        }
-    }
-
-    /// INSPECT, LOCALS, INSPECT_PROMPT: an inspector on the pause; the pause is
-    /// re-sent with its rendering in `inspect` (an error is an `eval_error`).
-    async fn inspect_at(&mut self, key: &str, target: PauseTarget) -> Outcome {
-        let Some(pause) = self.pauses.get(key).map(|c| c.pause.clone()) else {
-            return Outcome::Stays(None);
-        };
-        let rendering = self.ctx.inspect_pause(&pause, target).await;
-        let Some(ctx) = self.pauses.get_mut(key) else {
-            return Outcome::Stays(None);
-        };
-        match rendering {
-            Ok(rendering) => ctx.pause.inspect = Some(rendering),
-            Err(err) => {
-                let message = err.to_string();
-                self.publish(Payload::EvalError(EvalError {
-                    key: key.to_owned(),
-                    message,
-                    causes: Vec::new(),
-                }));
-            }
-        }
-        self.reprompt(key)
+        moved
     }
 
     /// INJECT: `NAME = EXPRESSION` in the paused frame, then continue. A
     /// refused assignment is an `eval_error` and the pause stays.
+    /// INJECT: `NAME = EXPRESSION` in the paused frame, then continue.
     async fn inject(
         &mut self,
-        key: &str,
-        thread: i64,
         frame_id: Option<i64>,
         code: &str,
         command: CommandKind,
         by: &str,
-    ) -> ApiResult<Outcome> {
+    ) -> ApiResult<()> {
         let Some((name, value)) = split_assignment(code) else {
             return Err(ApiError::invalid_field(
                 "command.inject.code",
@@ -604,28 +348,22 @@ impl Actor {
                 )),
             }
         };
-        match result {
-            Ok(_) => {
-                let _ = thread;
-                self.go_on(command, by).await
-            }
-            Err(err) => {
-                self.publish(Payload::EvalError(EvalError {
-                    key: key.to_owned(),
-                    message: err.to_string(),
-                    causes: Vec::new(),
-                }));
-                // Re-prompted, as after a failed EVAL.
-                let pause = self.pauses.get_mut(key).map(|c| {
-                    c.pause.revision += 1;
-                    c.pause.clone()
-                });
-                if let Some(p) = &pause {
-                    self.resend(p.clone());
-                }
-                Ok(Outcome::Stays(pause.map(Box::new)))
-            }
-        }
+        result.map_err(|e| dap_error(&e))?;
+        self.go_on(command, by).await
+    }
+
+    /// QUIT: the program is terminated; its end is END_REASON_QUIT.
+    async fn quit(&mut self) -> ApiResult<()> {
+        let terminate = if self.shared.supports("supportsTerminateRequest") {
+            self.client.request("terminate", json!({})).await
+        } else {
+            self.client
+                .request("disconnect", json!({"terminateDebuggee": true}))
+                .await
+        };
+        terminate.map_err(|e| dap_error(&e))?;
+        self.quitting = true;
+        Ok(())
     }
 
     async fn locals_reference(&self, frame_id: Option<i64>) -> Option<i64> {
@@ -637,9 +375,9 @@ impl Actor {
         super::locals::locals_scope(&scopes)
     }
 
-    /// STACKTRACE: a `stack` event (frames, and the exception's causes at an
-    /// exception pause), then the pause again.
-    async fn stacktrace(&mut self, key: &str, thread: i64) -> Outcome {
+    /// The frames of `thread` (and the exception's causes at an exception
+    /// pause) for STACKTRACE.
+    async fn stacktrace(&mut self, key: &str, thread: i64) -> (Vec<Frame>, Vec<Cause>) {
         let epoch = self.shared.epoch();
         let stack = self
             .client
@@ -651,9 +389,9 @@ impl Actor {
             .unwrap_or(Value::Null);
         let frames = stop::frames(&stack, epoch);
         let is_exception = self
-            .pauses
+            .book
             .get(key)
-            .is_some_and(|c| c.pause.reason == PauseReason::Exception as i32);
+            .is_some_and(|e| e.pause.reason == PauseReason::Exception as i32);
         let causes = if is_exception && self.shared.supports("supportsExceptionInfoRequest") {
             self.client
                 .request("exceptionInfo", json!({"threadId": thread}))
@@ -663,12 +401,111 @@ impl Actor {
         } else {
             Vec::new()
         };
-        self.publish(Payload::Stack(Stack {
-            key: key.to_owned(),
-            frames,
-            causes,
-        }));
-        self.reprompt(key)
+        (frames, causes)
+    }
+}
+
+impl PauseOwner for Actor {
+    type Data = PauseCtx;
+    const PROMPT: &'static str = "Expression to evaluate in the paused frame";
+
+    fn book(&mut self) -> &mut PauseBook<PauseCtx> {
+        &mut self.book
+    }
+
+    async fn go(&mut self, key: &str, go: Go, command: CommandKind, by: &str) -> ApiResult<()> {
+        let Some(entry) = self.book.get(key) else {
+            return Err(self.book.gone(key));
+        };
+        let thread = entry.pause.thread_id;
+        let PauseCtx { frame_id, depth } = entry.data;
+        let here_from = entry.pause.location.clone();
+        // A refused command leaves the stepping mode as it was.
+        let mode = self.mode.clone();
+        let moved = match go {
+            Go::Next => self.step(thread, StepKind::Over, command, by).await,
+            Go::In => self.step(thread, StepKind::In, command, by).await,
+            Go::Out { force: true } => self.leave_frame(thread, depth, false, command, by).await,
+            Go::Out { force: false } => self.step(thread, StepKind::Out, command, by).await,
+            Go::ContinueScope => self.leave_frame(thread, depth, true, command, by).await,
+            Go::Continue => self.go_on(command, by).await,
+            Go::ContinueAll => self.continue_all(command, by).await,
+            Go::Here(here) => {
+                let path = if here.path.is_empty() {
+                    here_from.map(|l| l.path).unwrap_or_default()
+                } else {
+                    here.path
+                };
+                let line = match (here.line, here.coor.as_slice()) {
+                    (0, [_, line]) => u32::try_from(*line).unwrap_or(0),
+                    (line, _) => line,
+                };
+                self.run_to(path, line, here.force, command, by).await
+            }
+            Go::Trace { max_steps } => {
+                self.mode = Mode::Trace {
+                    key: key.to_owned(),
+                    step: 0,
+                    limit: if max_steps == 0 {
+                        DEFAULT_TRACE_STEPS
+                    } else {
+                        max_steps
+                    },
+                    previous: HashMap::new(),
+                };
+                self.step(thread, StepKind::Over, command, by).await
+            }
+            Go::Inject(Some(Replacement::Code(code))) => {
+                self.inject(frame_id, &code, command, by).await
+            }
+            Go::Inject(_) => Err(ApiError::invalid_field(
+                "command.inject.code",
+                "DAP sessions take an assignment: NAME = EXPRESSION",
+            )),
+            Go::Quit => self.quit().await,
+            Go::Skip => Err(ApiError::new(
+                ErrorReason::InvalidCommand,
+                "SKIP is for probe holds; a DAP pause cannot skip a call",
+            )),
+        };
+        if moved.is_err() {
+            self.mode = mode;
+        }
+        moved
+    }
+
+    async fn eval(&mut self, key: &str, code: String, reply: Reply) {
+        let frame_id = self.book.get(key).and_then(|e| e.data.frame_id);
+        let mut args = json!({"expression": code, "context": self.shared.default_eval_context()});
+        if let Some(frame) = frame_id {
+            args["frameId"] = json!(frame);
+        }
+        let result = self
+            .client
+            .request("evaluate", args)
+            .await
+            .map(|body| {
+                stop::display(
+                    body["result"].as_str().unwrap_or_default(),
+                    body["type"].as_str().unwrap_or_default(),
+                )
+            })
+            .map_err(|e| dap_error(&e));
+        let _ = reply.send(self.book.evaluated(key, result));
+    }
+
+    async fn render(&mut self, key: &str, target: PauseTarget) -> ApiResult<Rendering> {
+        let pause = self
+            .book
+            .get(key)
+            .map(|e| e.pause.clone())
+            .ok_or_else(|| self.book.gone(key))?;
+        self.ctx.inspect_pause(&pause, target).await
+    }
+
+    async fn stack(&mut self, key: &str) -> (Vec<Frame>, Vec<Cause>) {
+        let thread = self.book.get(key).map_or(0, |e| e.pause.thread_id);
+        self.stacktrace(key, thread).await
     }
 }
 

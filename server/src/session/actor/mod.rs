@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use stepd_proto::v1::{
     BreakpointPlacement, BreakpointStatus, CommandKind, Continued, DisconnectMode, EndReason,
     ErrorReason, Pause, PauseReason, Session, SessionEnded, SessionKind, SessionState, StableState,
-    StepKind, Stopped, Thread, ThreadChanged, event::Payload,
+    StepKind, Thread, ThreadChanged, event::Payload,
 };
 use tokio::{
     process::Child,
@@ -28,7 +28,7 @@ mod commands;
 mod locals;
 mod start;
 
-use commands::{Awaiting, Mode, Steering};
+use commands::{Mode, Steering};
 
 use super::{
     Command, Context, ExecOp, LaunchOutcome, LaunchRequest, Shared, WaitMode, handles, stop,
@@ -39,7 +39,10 @@ use crate::{
         client::{DapClient, DapError, Incoming},
     },
     error::{ApiError, ApiResult},
-    pause::Answer,
+    pause::{
+        Answer, answer,
+        book::{self, PauseBook},
+    },
     time::now_timestamp,
 };
 
@@ -54,16 +57,11 @@ struct Inflight {
     output_from: u64,
 }
 
-/// What the actor remembers about a pending pause.
-struct PauseCtx {
-    pause: Pause,
+/// What the actor keeps beside each pending pause.
+pub(crate) struct PauseCtx {
     frame_id: Option<i64>,
     /// Stack depth at the pause (for OUT with force and CONTINUE_SCOPE).
     depth: u32,
-    /// Set while the pause asks for an expression.
-    awaiting: Option<Awaiting>,
-    /// The commands offered before an EXPRESSION prompt replaced them.
-    offered: Vec<i32>,
 }
 
 /// The actor.
@@ -77,12 +75,12 @@ pub struct Actor {
     child: Option<Child>,
     incoming: mpsc::UnboundedReceiver<Incoming>,
     commands: mpsc::UnboundedReceiver<Command>,
-    answers: mpsc::UnboundedReceiver<Answer>,
-    answers_tx: mpsc::UnboundedSender<Answer>,
+    answers: mpsc::Receiver<Answer>,
     session: Session,
     queue: VecDeque<(ExecOp, WaitMode, oneshot::Sender<ApiResult<StableState>>)>,
     inflight: Option<Inflight>,
-    pauses: HashMap<String, PauseCtx>,
+    /// The stopped threads' pauses.
+    book: PauseBook<PauseCtx>,
     /// Adapter breakpoint id → stepd breakpoint id.
     dap_breakpoints: HashMap<i64, String>,
     /// (path, placed line) → stepd breakpoint ids, for adapters whose stops
@@ -126,7 +124,8 @@ impl Actor {
         incoming: mpsc::UnboundedReceiver<Incoming>,
         commands: mpsc::UnboundedReceiver<Command>,
     ) -> Self {
-        let (answers_tx, answers) = mpsc::unbounded_channel();
+        let (book, answers) =
+            PauseBook::new(shared.id.clone(), ctx.pauses.clone(), ctx.bus.clone());
         let client = shared
             .client
             .get()
@@ -175,11 +174,10 @@ impl Actor {
             incoming,
             commands,
             answers,
-            answers_tx,
             session,
             queue: VecDeque::new(),
             inflight: None,
-            pauses: HashMap::new(),
+            book,
             dap_breakpoints: HashMap::new(),
             placed_lines: HashMap::new(),
             applied_files: std::collections::HashSet::new(),
@@ -232,7 +230,7 @@ impl Actor {
             tokio::select! {
                 Some(message) = self.incoming.recv() => self.on_incoming(message).await,
                 Some(command) = self.commands.recv() => self.on_command(command).await,
-                Some(answer) = self.answers.recv() => self.on_answer(answer).await,
+                Some(answer) = self.answers.recv() => answer::answer(&mut self, answer).await,
                 () = sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
                     self.finish_inflight(true);
                     self.start_next().await;
@@ -537,7 +535,7 @@ impl Actor {
                 notes.push("CONTINUE_ALL is in force: breakpoints are off for this session until the next Pause request".to_owned());
             }
         }
-        let key = format!("p-{}", uuid::Uuid::now_v7().simple());
+        let key = book::new_key();
         let pause = Pause {
             key: key.clone(),
             session_id: self.shared.id.clone(),
@@ -561,30 +559,10 @@ impl Actor {
             ..Default::default()
         };
         // A thread that stops again replaces its earlier pause.
-        let stale: Vec<String> = self
-            .pauses
-            .iter()
-            .filter(|(_, p)| p.pause.thread_id == thread_id)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for old in stale {
-            self.pauses.remove(&old);
-            self.ctx
-                .pauses
-                .resolve(&old, CommandKind::Unspecified, "stopped again");
-        }
-        self.ctx
-            .pauses
-            .register(pause.clone(), self.answers_tx.clone());
-        self.pauses.insert(
-            key.clone(),
-            PauseCtx {
-                pause: pause.clone(),
-                frame_id,
-                depth,
-                awaiting: None,
-                offered: Vec::new(),
-            },
+        self.book.resolve_where(
+            |e| e.pause.thread_id == thread_id,
+            CommandKind::Unspecified,
+            "stopped again",
         );
         self.shared
             .stopped
@@ -597,10 +575,11 @@ impl Actor {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = frame_id.map(|f| (thread_id, f));
         self.session.state = SessionState::Stopped.into();
-        self.publish(Payload::Stopped(Stopped {
-            pause: Some(pause.clone()),
-            all_threads_stopped: body["allThreadsStopped"].as_bool().unwrap_or(false),
-        }));
+        self.book.open(
+            pause.clone(),
+            PauseCtx { frame_id, depth },
+            body["allThreadsStopped"].as_bool().unwrap_or(false),
+        );
         Some(StableState {
             state: SessionState::Stopped.into(),
             waited: true,
@@ -649,16 +628,8 @@ impl Actor {
     /// The program moves on: pauses of `thread` (0 = all) resolve, handles expire.
     fn resumed(&mut self, thread: i64, command: CommandKind, by: &str) {
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
-        let keys: Vec<String> = self
-            .pauses
-            .iter()
-            .filter(|(_, p)| thread == 0 || p.pause.thread_id == thread)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &keys {
-            self.pauses.remove(key);
-            self.ctx.pauses.resolve(key, command, by);
-        }
+        self.book
+            .resolve_where(|e| thread == 0 || e.pause.thread_id == thread, command, by);
         {
             let mut stopped = self
                 .shared
@@ -679,7 +650,7 @@ impl Actor {
                 *latest = None;
             }
         }
-        if self.pauses.is_empty() {
+        if self.book.is_empty() {
             self.session.state = SessionState::Running.into();
         }
         self.publish(Payload::Continued(Continued { thread_id: thread }));
@@ -731,11 +702,7 @@ impl Actor {
         if thread != 0 {
             return thread;
         }
-        self.pauses
-            .values()
-            .max_by_key(|p| p.pause.created_at.map(|t| (t.seconds, t.nanos)))
-            .map(|p| p.pause.thread_id)
-            .unwrap_or(0)
+        self.book.latest().map_or(0, |e| e.pause.thread_id)
     }
 
     async fn start_exec(
@@ -792,7 +759,7 @@ impl Actor {
         match op {
             ExecOp::Continue(thread) => {
                 // Some adapters (debugpy) never answer a continue while running.
-                if self.pauses.is_empty() {
+                if self.book.is_empty() {
                     return Err(ApiError::new(
                         ErrorReason::NotStopped,
                         "the program is running; nothing to continue",
@@ -814,7 +781,7 @@ impl Actor {
             }
             ExecOp::Step(thread, kind) => {
                 let target = self.thread_for(thread);
-                if !self.pauses.values().any(|p| p.pause.thread_id == target) {
+                if !self.book.entries().any(|e| e.pause.thread_id == target) {
                     return Err(ApiError::new(
                         ErrorReason::NotStopped,
                         format!("thread {target} is not stopped"),
@@ -837,7 +804,7 @@ impl Actor {
                 // CONTINUE_ALL ends with the stop this request makes (see
                 // on_stopped), so the breakpoints cannot beat it.
                 self.mode = Mode::Normal;
-                if !self.pauses.is_empty() {
+                if !self.book.is_empty() {
                     return Ok(Some(self.current_state()));
                 }
                 let target = if thread != 0 {
@@ -861,19 +828,14 @@ impl Actor {
     }
 
     fn current_state(&self) -> StableState {
-        let latest = self
-            .pauses
-            .values()
-            .max_by_key(|p| p.pause.created_at.map(|t| (t.seconds, t.nanos)));
+        let latest = self.book.latest().map(|e| &e.pause);
         StableState {
             state: self.session.state,
             waited: true,
-            stop_reason: latest.map(|p| p.pause.reason).unwrap_or_default(),
-            thread_id: latest.map(|p| p.pause.thread_id).unwrap_or_default(),
-            pause: latest.map(|p| p.pause.clone()),
-            hit_breakpoint_ids: latest
-                .map(|p| p.pause.breakpoint_ids.clone())
-                .unwrap_or_default(),
+            stop_reason: latest.map(|p| p.reason).unwrap_or_default(),
+            thread_id: latest.map(|p| p.thread_id).unwrap_or_default(),
+            pause: latest.cloned(),
+            hit_breakpoint_ids: latest.map(|p| p.breakpoint_ids.clone()).unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -940,12 +902,8 @@ impl Actor {
             }
         }
         self.kill_adapter();
-        for key in self.pauses.keys() {
-            self.ctx
-                .pauses
-                .resolve(key, CommandKind::Unspecified, "session-ended");
-        }
-        self.pauses.clear();
+        self.book
+            .resolve_where(|_| true, CommandKind::Unspecified, "session-ended");
         self.session.state = SessionState::Ended.into();
         self.session.end_reason = reason.into();
         self.session.exit_code = self.exit_code;

@@ -1050,7 +1050,9 @@ type Trace struct {
 	// Locals that changed since the previous step.
 	ChangedLocals []*Local `protobuf:"bytes,5,rep,name=changed_locals,json=changedLocals,proto3" json:"changed_locals,omitempty"`
 	// Coordinate of the point.
-	Coor          []int32 `protobuf:"varint,6,rep,packed,name=coor,proto3" json:"coor,omitempty"`
+	Coor []int32 `protobuf:"varint,6,rep,packed,name=coor,proto3" json:"coor,omitempty"`
+	// Probe sessions: the point the run passed (kind, name, value); unset for DAP steps.
+	Point         *PointInfo `protobuf:"bytes,7,opt,name=point,proto3" json:"point,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1123,6 +1125,13 @@ func (x *Trace) GetChangedLocals() []*Local {
 func (x *Trace) GetCoor() []int32 {
 	if x != nil {
 		return x.Coor
+	}
+	return nil
+}
+
+func (x *Trace) GetPoint() *PointInfo {
+	if x != nil {
+		return x.Point
 	}
 	return nil
 }
@@ -2364,14 +2373,15 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\acommand\x18\x02 \x01(\x0e2\x15.stepd.v1.CommandKindR\acommand\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12\x1b\n" +
-	"\tthread_id\x18\x04 \x01(\x03R\bthreadId\"\xd7\x01\n" +
+	"\tthread_id\x18\x04 \x01(\x03R\bthreadId\"\x82\x02\n" +
 	"\x05Trace\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\rR\x04step\x12.\n" +
 	"\blocation\x18\x03 \x01(\v2\x12.stepd.v1.LocationR\blocation\x12,\n" +
 	"\x05value\x18\x04 \x01(\v2\x16.stepd.v1.DisplayValueR\x05value\x126\n" +
 	"\x0echanged_locals\x18\x05 \x03(\v2\x0f.stepd.v1.LocalR\rchangedLocals\x12\x12\n" +
-	"\x04coor\x18\x06 \x03(\x05R\x04coor\"\xa4\x01\n" +
+	"\x04coor\x18\x06 \x03(\x05R\x04coor\x12)\n" +
+	"\x05point\x18\a \x01(\v2\x13.stepd.v1.PointInfoR\x05point\"\xa4\x01\n" +
 	"\tEnlighten\x12\x12\n" +
 	"\x04coor\x18\x01 \x03(\x05R\x04coor\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.stepd.v1.DisplayValueR\x05value\x12%\n" +
@@ -2537,11 +2547,12 @@ var file_stepd_v1_event_proto_goTypes = []any{
 	(*Location)(nil),              // 39: stepd.v1.Location
 	(*DisplayValue)(nil),          // 40: stepd.v1.DisplayValue
 	(*Local)(nil),                 // 41: stepd.v1.Local
-	(*structpb.Value)(nil),        // 42: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil), // 43: google.protobuf.Timestamp
-	(*Frame)(nil),                 // 44: stepd.v1.Frame
-	(ErrorReason)(0),              // 45: stepd.v1.ErrorReason
-	(*structpb.Struct)(nil),       // 46: google.protobuf.Struct
+	(*PointInfo)(nil),             // 42: stepd.v1.PointInfo
+	(*structpb.Value)(nil),        // 43: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*Frame)(nil),                 // 45: stepd.v1.Frame
+	(ErrorReason)(0),              // 46: stepd.v1.ErrorReason
+	(*structpb.Struct)(nil),       // 47: google.protobuf.Struct
 }
 var file_stepd_v1_event_proto_depIdxs = []int32{
 	0,  // 0: stepd.v1.Watch.channels:type_name -> stepd.v1.EventChannel
@@ -2565,49 +2576,50 @@ var file_stepd_v1_event_proto_depIdxs = []int32{
 	39, // 18: stepd.v1.Trace.location:type_name -> stepd.v1.Location
 	40, // 19: stepd.v1.Trace.value:type_name -> stepd.v1.DisplayValue
 	41, // 20: stepd.v1.Trace.changed_locals:type_name -> stepd.v1.Local
-	40, // 21: stepd.v1.Enlighten.value:type_name -> stepd.v1.DisplayValue
-	39, // 22: stepd.v1.Enlighten.location:type_name -> stepd.v1.Location
-	42, // 23: stepd.v1.Observed.value:type_name -> google.protobuf.Value
-	43, // 24: stepd.v1.Observed.observed_at:type_name -> google.protobuf.Timestamp
-	2,  // 25: stepd.v1.Notification.level:type_name -> stepd.v1.NotificationLevel
-	39, // 26: stepd.v1.Cause.location:type_name -> stepd.v1.Location
-	44, // 27: stepd.v1.Stack.frames:type_name -> stepd.v1.Frame
-	20, // 28: stepd.v1.Stack.causes:type_name -> stepd.v1.Cause
-	20, // 29: stepd.v1.EvalError.causes:type_name -> stepd.v1.Cause
-	40, // 30: stepd.v1.Tap.value:type_name -> stepd.v1.DisplayValue
-	45, // 31: stepd.v1.StreamError.reason:type_name -> stepd.v1.ErrorReason
-	29, // 32: stepd.v1.StreamError.metadata:type_name -> stepd.v1.StreamError.MetadataEntry
-	43, // 33: stepd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	7,  // 34: stepd.v1.Event.snapshot:type_name -> stepd.v1.Snapshot
-	8,  // 35: stepd.v1.Event.session_started:type_name -> stepd.v1.SessionStarted
-	9,  // 36: stepd.v1.Event.session_ended:type_name -> stepd.v1.SessionEnded
-	10, // 37: stepd.v1.Event.stopped:type_name -> stepd.v1.Stopped
-	11, // 38: stepd.v1.Event.continued:type_name -> stepd.v1.Continued
-	12, // 39: stepd.v1.Event.output:type_name -> stepd.v1.Output
-	13, // 40: stepd.v1.Event.breakpoint_updated:type_name -> stepd.v1.BreakpointUpdated
-	14, // 41: stepd.v1.Event.thread_changed:type_name -> stepd.v1.ThreadChanged
-	15, // 42: stepd.v1.Event.pause_resolved:type_name -> stepd.v1.PauseResolved
-	16, // 43: stepd.v1.Event.trace:type_name -> stepd.v1.Trace
-	17, // 44: stepd.v1.Event.enlighten:type_name -> stepd.v1.Enlighten
-	18, // 45: stepd.v1.Event.observed:type_name -> stepd.v1.Observed
-	19, // 46: stepd.v1.Event.notification:type_name -> stepd.v1.Notification
-	21, // 47: stepd.v1.Event.stack:type_name -> stepd.v1.Stack
-	22, // 48: stepd.v1.Event.eval_error:type_name -> stepd.v1.EvalError
-	23, // 49: stepd.v1.Event.tap:type_name -> stepd.v1.Tap
-	24, // 50: stepd.v1.Event.gap:type_name -> stepd.v1.Gap
-	25, // 51: stepd.v1.Event.heartbeat:type_name -> stepd.v1.HeartbeatEvent
-	26, // 52: stepd.v1.Event.error:type_name -> stepd.v1.StreamError
-	28, // 53: stepd.v1.Event.breakpoint_snapshot:type_name -> stepd.v1.BreakpointSnapshot
-	39, // 54: stepd.v1.BreakpointSnapshot.frames:type_name -> stepd.v1.Location
-	41, // 55: stepd.v1.BreakpointSnapshot.locals:type_name -> stepd.v1.Local
-	46, // 56: stepd.v1.BreakpointSnapshot.extra:type_name -> google.protobuf.Struct
-	5,  // 57: stepd.v1.EventService.Subscribe:input_type -> stepd.v1.SubscribeRequest
-	6,  // 58: stepd.v1.EventService.Subscribe:output_type -> stepd.v1.SubscribeResponse
-	58, // [58:59] is the sub-list for method output_type
-	57, // [57:58] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	42, // 21: stepd.v1.Trace.point:type_name -> stepd.v1.PointInfo
+	40, // 22: stepd.v1.Enlighten.value:type_name -> stepd.v1.DisplayValue
+	39, // 23: stepd.v1.Enlighten.location:type_name -> stepd.v1.Location
+	43, // 24: stepd.v1.Observed.value:type_name -> google.protobuf.Value
+	44, // 25: stepd.v1.Observed.observed_at:type_name -> google.protobuf.Timestamp
+	2,  // 26: stepd.v1.Notification.level:type_name -> stepd.v1.NotificationLevel
+	39, // 27: stepd.v1.Cause.location:type_name -> stepd.v1.Location
+	45, // 28: stepd.v1.Stack.frames:type_name -> stepd.v1.Frame
+	20, // 29: stepd.v1.Stack.causes:type_name -> stepd.v1.Cause
+	20, // 30: stepd.v1.EvalError.causes:type_name -> stepd.v1.Cause
+	40, // 31: stepd.v1.Tap.value:type_name -> stepd.v1.DisplayValue
+	46, // 32: stepd.v1.StreamError.reason:type_name -> stepd.v1.ErrorReason
+	29, // 33: stepd.v1.StreamError.metadata:type_name -> stepd.v1.StreamError.MetadataEntry
+	44, // 34: stepd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	7,  // 35: stepd.v1.Event.snapshot:type_name -> stepd.v1.Snapshot
+	8,  // 36: stepd.v1.Event.session_started:type_name -> stepd.v1.SessionStarted
+	9,  // 37: stepd.v1.Event.session_ended:type_name -> stepd.v1.SessionEnded
+	10, // 38: stepd.v1.Event.stopped:type_name -> stepd.v1.Stopped
+	11, // 39: stepd.v1.Event.continued:type_name -> stepd.v1.Continued
+	12, // 40: stepd.v1.Event.output:type_name -> stepd.v1.Output
+	13, // 41: stepd.v1.Event.breakpoint_updated:type_name -> stepd.v1.BreakpointUpdated
+	14, // 42: stepd.v1.Event.thread_changed:type_name -> stepd.v1.ThreadChanged
+	15, // 43: stepd.v1.Event.pause_resolved:type_name -> stepd.v1.PauseResolved
+	16, // 44: stepd.v1.Event.trace:type_name -> stepd.v1.Trace
+	17, // 45: stepd.v1.Event.enlighten:type_name -> stepd.v1.Enlighten
+	18, // 46: stepd.v1.Event.observed:type_name -> stepd.v1.Observed
+	19, // 47: stepd.v1.Event.notification:type_name -> stepd.v1.Notification
+	21, // 48: stepd.v1.Event.stack:type_name -> stepd.v1.Stack
+	22, // 49: stepd.v1.Event.eval_error:type_name -> stepd.v1.EvalError
+	23, // 50: stepd.v1.Event.tap:type_name -> stepd.v1.Tap
+	24, // 51: stepd.v1.Event.gap:type_name -> stepd.v1.Gap
+	25, // 52: stepd.v1.Event.heartbeat:type_name -> stepd.v1.HeartbeatEvent
+	26, // 53: stepd.v1.Event.error:type_name -> stepd.v1.StreamError
+	28, // 54: stepd.v1.Event.breakpoint_snapshot:type_name -> stepd.v1.BreakpointSnapshot
+	39, // 55: stepd.v1.BreakpointSnapshot.frames:type_name -> stepd.v1.Location
+	41, // 56: stepd.v1.BreakpointSnapshot.locals:type_name -> stepd.v1.Local
+	47, // 57: stepd.v1.BreakpointSnapshot.extra:type_name -> google.protobuf.Struct
+	5,  // 58: stepd.v1.EventService.Subscribe:input_type -> stepd.v1.SubscribeRequest
+	6,  // 59: stepd.v1.EventService.Subscribe:output_type -> stepd.v1.SubscribeResponse
+	59, // [59:60] is the sub-list for method output_type
+	58, // [58:59] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_event_proto_init() }

@@ -1110,7 +1110,9 @@ type TraceReport struct {
 	// Coordinate.
 	Coor []int32 `protobuf:"varint,2,rep,packed,name=coor,proto3" json:"coor,omitempty"`
 	// When it happened.
-	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// Source location of the point, when the library knows it.
+	Location      *Location `protobuf:"bytes,4,opt,name=location,proto3" json:"location,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1162,6 +1164,13 @@ func (x *TraceReport) GetCoor() []int32 {
 func (x *TraceReport) GetTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Time
+	}
+	return nil
+}
+
+func (x *TraceReport) GetLocation() *Location {
+	if x != nil {
+		return x.Location
 	}
 	return nil
 }
@@ -1491,11 +1500,12 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x0fEnlightenReport\x12\x12\n" +
 	"\x04coor\x18\x01 \x03(\x05R\x04coor\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12%\n" +
-	"\x0eerase_previous\x18\x03 \x01(\bR\rerasePrevious\"|\n" +
+	"\x0eerase_previous\x18\x03 \x01(\bR\rerasePrevious\"\xac\x01\n" +
 	"\vTraceReport\x12)\n" +
 	"\x05point\x18\x01 \x01(\v2\x13.stepd.v1.PointInfoR\x05point\x12\x12\n" +
 	"\x04coor\x18\x02 \x03(\x05R\x04coor\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xcf\x01\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12.\n" +
+	"\blocation\x18\x04 \x01(\v2\x12.stepd.v1.LocationR\blocation\"\xcf\x01\n" +
 	"\x0eConnectRequest\x12'\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0f.stepd.v1.HelloH\x00R\x05hello\x12!\n" +
 	"\x03hit\x18\x02 \x01(\v2\r.stepd.v1.HitH\x00R\x03hit\x127\n" +
@@ -1587,21 +1597,22 @@ var file_stepd_v1_probe_proto_depIdxs = []int32{
 	23, // 18: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
 	19, // 19: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
 	23, // 20: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
-	3,  // 21: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
-	7,  // 22: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
-	10, // 23: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
-	11, // 24: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
-	6,  // 25: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
-	5,  // 26: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
-	8,  // 27: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
-	9,  // 28: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
-	15, // 29: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
-	16, // 30: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
-	30, // [30:31] is the sub-list for method output_type
-	29, // [29:30] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	21, // 21: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
+	3,  // 22: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
+	7,  // 23: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
+	10, // 24: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
+	11, // 25: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
+	6,  // 26: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
+	5,  // 27: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
+	8,  // 28: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
+	9,  // 29: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
+	15, // 30: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
+	16, // 31: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
+	31, // [31:32] is the sub-list for method output_type
+	30, // [30:31] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_probe_proto_init() }

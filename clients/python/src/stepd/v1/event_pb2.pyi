@@ -558,6 +558,7 @@ class Trace(_message.Message):
     VALUE_FIELD_NUMBER: _builtins.int
     CHANGED_LOCALS_FIELD_NUMBER: _builtins.int
     COOR_FIELD_NUMBER: _builtins.int
+    POINT_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """Key of the pause the trace started from."""
     step: _builtins.int
@@ -578,6 +579,10 @@ class Trace(_message.Message):
     def coor(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Coordinate of the point."""
 
+    @_builtins.property
+    def point(self) -> _pause_pb2.PointInfo:
+        """Probe sessions: the point the run passed (kind, name, value); unset for DAP steps."""
+
     def __init__(
         self,
         *,
@@ -587,10 +592,11 @@ class Trace(_message.Message):
         value: _pause_pb2.DisplayValue | None = ...,
         changed_locals: _abc.Iterable[_pause_pb2.Local] | None = ...,
         coor: _abc.Iterable[_builtins.int] | None = ...,
+        point: _pause_pb2.PointInfo | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["location", b"location", "value", b"value"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["location", b"location", "point", b"point", "value", b"value"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_locals", b"changed_locals", "coor", b"coor", "key", b"key", "location", b"location", "step", b"step", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_locals", b"changed_locals", "coor", b"coor", "key", b"key", "location", b"location", "point", b"point", "step", b"step", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -612,6 +612,7 @@ class TraceReport(_message.Message):
     POINT_FIELD_NUMBER: _builtins.int
     COOR_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
+    LOCATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def point(self) -> _pause_pb2.PointInfo:
         """The point."""
@@ -624,16 +625,21 @@ class TraceReport(_message.Message):
     def time(self) -> _timestamp_pb2.Timestamp:
         """When it happened."""
 
+    @_builtins.property
+    def location(self) -> _source_pb2.Location:
+        """Source location of the point, when the library knows it."""
+
     def __init__(
         self,
         *,
         point: _pause_pb2.PointInfo | None = ...,
         coor: _abc.Iterable[_builtins.int] | None = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
+        location: _source_pb2.Location | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["point", b"point", "time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["location", b"location", "point", b"point", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["coor", b"coor", "point", b"point", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["coor", b"coor", "location", b"location", "point", b"point", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::breakpoints::Glob;
+use super::Glob;
 
 /// A parsed condition.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,271 @@
+//! One session's pending pauses: the pause book both kinds of session keep.
+//!
+//! The book owns what a pause is while it waits: its record (key, revision,
+//! `input_type`, prompt), the kind's own data beside it, its entry in the
+//! daemon's [`PauseRegistry`], and every event that tells clients it changed
+//! (`stopped` again with a higher revision, `eval_error`, `stack`) or ended
+//! (`pause_resolved`). A session's actor changes its pauses only through it,
+//! so DAP and probe pauses cannot drift apart.
+
+use std::{collections::HashMap, sync::Arc};
+
+use stepd_proto::v1::{
+    Cause, CommandKind, DisplayValue, EvalError, Frame, Pause, Rendering, SendDebugInputResponse,
+    Stack, Stopped, event::Payload,
+};
+use tokio::sync::mpsc;
+
+use super::{ANSWER_QUEUE, Answer, PauseRegistry};
+use crate::{
+    error::{ApiError, ApiResult},
+    events::EventBus,
+};
+
+/// What a pause waits for after EVAL or INSPECT_PROMPT came without code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaiting {
+    /// The expression is evaluated and shown as `debug_value`.
+    Eval,
+    /// The expression is evaluated and opened in an inspector.
+    Inspect,
+}
+
+/// An EXPRESSION prompt in place of a pause's commands.
+#[derive(Debug)]
+struct Prompt {
+    awaiting: Awaiting,
+    /// The commands the prompt replaced, given back with the expression.
+    offered: Vec<i32>,
+}
+
+/// One pending pause and what its session keeps beside it.
+#[derive(Debug)]
+pub struct Entry<T> {
+    /// The pause as clients see it.
+    pub pause: Pause,
+    /// The kind's own data (a DAP frame, a probe's hit).
+    pub data: T,
+    prompt: Option<Prompt>,
+}
+
+/// The pending pauses of one session.
+pub struct PauseBook<T> {
+    session_id: String,
+    registry: Arc<PauseRegistry>,
+    bus: Arc<EventBus>,
+    answers: mpsc::Sender<Answer>,
+    entries: HashMap<String, Entry<T>>,
+}
+
+/// A fresh pause key, unique for the daemon's lifetime.
+pub fn new_key() -> String {
+    format!("p-{}", uuid::Uuid::now_v7().simple())
+}
+
+fn created(p: &Pause) -> Option<(i64, i32)> {
+    p.created_at.map(|t| (t.seconds, t.nanos))
+}
+
+impl<T> PauseBook<T> {
+    /// An empty book for session `session_id`, and the queue its answers
+    /// arrive on (bounded: a client that floods it is refused).
+    pub fn new(
+        session_id: String,
+        registry: Arc<PauseRegistry>,
+        bus: Arc<EventBus>,
+    ) -> (Self, mpsc::Receiver<Answer>) {
+        let (answers, inbox) = mpsc::channel(ANSWER_QUEUE);
+        let book = Self {
+            session_id,
+            registry,
+            bus,
+            answers,
+            entries: HashMap::new(),
+        };
+        (book, inbox)
+    }
+
+    fn publish(&self, payload: Payload) {
+        self.bus.publish(&self.session_id, payload);
+    }
+
+    /// Opens a pause: registered for answers and sent to every subscriber.
+    pub fn open(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
+        self.registry.register(pause.clone(), self.answers.clone());
+        self.publish(Payload::Stopped(Stopped {
+            pause: Some(pause.clone()),
+            all_threads_stopped,
+        }));
+        self.entries.insert(
+            pause.key.clone(),
+            Entry {
+                pause,
+                data,
+                prompt: None,
+            },
+        );
+    }
+
+    /// A pending pause.
+    pub fn get(&self, key: &str) -> Option<&Entry<T>> {
+        self.entries.get(key)
+    }
+
+    /// The kind's data of a pending pause.
+    pub fn data_mut(&mut self, key: &str) -> Option<&mut T> {
+        self.entries.get_mut(key).map(|e| &mut e.data)
+    }
+
+    /// Every pending pause, in no order.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry<T>> {
+        self.entries.values()
+    }
+
+    /// Whether no pause is pending.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The most recent pause, the one a command without a thread means.
+    pub fn latest(&self) -> Option<&Entry<T>> {
+        self.entries.values().max_by_key(|e| created(&e.pause))
+    }
+
+    /// The error for a key this book does not hold, saying why.
+    pub fn gone(&self, key: &str) -> ApiError {
+        self.registry.gone(key)
+    }
+
+    /// Resolves one pause: `pause_resolved` names the command and who gave it.
+    pub fn resolve(&mut self, key: &str, command: CommandKind, by: &str) -> Option<Entry<T>> {
+        let entry = self.entries.remove(key)?;
+        self.registry.resolve(key, command, by);
+        Some(entry)
+    }
+
+    /// Resolves every pause that `which` selects, oldest first.
+    pub fn resolve_where(
+        &mut self,
+        which: impl Fn(&Entry<T>) -> bool,
+        command: CommandKind,
+        by: &str,
+    ) -> Vec<Entry<T>> {
+        let mut keys: Vec<(Option<(i64, i32)>, String)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| which(e))
+            .map(|(k, e)| (created(&e.pause), k.clone()))
+            .collect();
+        keys.sort();
+        keys.into_iter()
+            .filter_map(|(_, key)| self.resolve(&key, command, by))
+            .collect()
+    }
+
+    /// Changes a pause and sends it again with a higher revision: the
+    /// re-prompt after EVAL, INSPECT, STACKTRACE or an error.
+    pub fn revise(&mut self, key: &str, change: impl FnOnce(&mut Pause)) -> Option<Pause> {
+        let entry = self.entries.get_mut(key)?;
+        change(&mut entry.pause);
+        entry.pause.revision += 1;
+        let pause = entry.pause.clone();
+        self.registry.update(pause.clone());
+        self.publish(Payload::Stopped(Stopped {
+            pause: Some(pause.clone()),
+            all_threads_stopped: false,
+        }));
+        Some(pause)
+    }
+
+    /// Turns a pause into an EXPRESSION prompt; its commands come back with
+    /// the expression ([`Self::take_prompt`]).
+    pub fn ask_expression(&mut self, key: &str, awaiting: Awaiting, prompt: &str) -> Option<Pause> {
+        let entry = self.entries.get_mut(key)?;
+        let offered = std::mem::replace(
+            &mut entry.pause.input_type,
+            vec![CommandKind::Expression as i32],
+        );
+        entry.prompt = Some(Prompt { awaiting, offered });
+        self.revise(key, |p| p.prompt = prompt.to_owned())
+    }
+
+    /// Ends an EXPRESSION prompt: the pause offers its commands again, and
+    /// the caller learns what the expression is for.
+    pub fn take_prompt(&mut self, key: &str) -> Option<Awaiting> {
+        let entry = self.entries.get_mut(key)?;
+        let prompt = entry.prompt.take()?;
+        entry.pause.input_type = prompt.offered;
+        entry.pause.prompt.clear();
+        self.registry.update(entry.pause.clone());
+        Some(prompt.awaiting)
+    }
+
+    /// A failed EVAL, INJECT or INSPECT: an `eval_error` event, the pause
+    /// re-prompted as it was, and the error the call fails with.
+    pub fn failed(&mut self, key: &str, error: ApiError) -> ApiError {
+        self.publish(Payload::EvalError(EvalError {
+            key: key.to_owned(),
+            message: error.to_string(),
+            causes: Vec::new(),
+        }));
+        self.revise(key, |_| {});
+        error.with("key", key)
+    }
+
+    /// The result of an EVAL: shown as the pause's `debug_value`, or a
+    /// failure (see [`Self::failed`]).
+    pub fn evaluated(
+        &mut self,
+        key: &str,
+        result: ApiResult<DisplayValue>,
+    ) -> ApiResult<SendDebugInputResponse> {
+        match result {
+            Ok(value) => Ok(response(
+                CommandKind::Eval,
+                self.revise(key, |p| p.debug_value = Some(value)),
+            )),
+            Err(error) => Err(self.failed(key, error)),
+        }
+    }
+
+    /// The rendering of INSPECT, INSPECT_PROMPT or LOCALS, shown in the
+    /// pause's `inspect`.
+    pub fn inspected(
+        &mut self,
+        key: &str,
+        command: CommandKind,
+        result: ApiResult<Rendering>,
+    ) -> ApiResult<SendDebugInputResponse> {
+        match result {
+            Ok(rendering) => Ok(response(
+                command,
+                self.revise(key, |p| p.inspect = Some(rendering)),
+            )),
+            Err(error) => Err(self.failed(key, error)),
+        }
+    }
+
+    /// STACKTRACE: a `stack` event, then the pause again.
+    pub fn stacked(
+        &mut self,
+        key: &str,
+        frames: Vec<Frame>,
+        causes: Vec<Cause>,
+    ) -> SendDebugInputResponse {
+        self.publish(Payload::Stack(Stack {
+            key: key.to_owned(),
+            frames,
+            causes,
+        }));
+        response(CommandKind::Stacktrace, self.revise(key, |_| {}))
+    }
+}
+
+/// The answer to a command after which the pause stays (`pause` as re-sent),
+/// or that resolved it (`None`).
+pub fn response(command: CommandKind, pause: Option<Pause>) -> SendDebugInputResponse {
+    SendDebugInputResponse {
+        command: command.into(),
+        pause,
+    }
+}
