@@ -14,11 +14,11 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     breakpoints::Breakpoints,
     config::Config,
+    dap_session::Launcher,
     error::{ApiError, ApiResult},
     events::EventBus,
     inspector::Inspectors,
-    pause::PauseRegistry,
-    session::{Context, Sessions},
+    session::{Context, Sessions, pause::PauseRegistry},
     store::Store,
 };
 
@@ -38,6 +38,10 @@ pub struct Daemon {
     pub breakpoints: Arc<Breakpoints>,
     /// Debug sessions.
     pub sessions: Arc<Sessions>,
+    /// What every session is given.
+    pub context: Context,
+    /// Starts DAP sessions.
+    pub launcher: Launcher,
     /// Open inspectors.
     pub inspectors: Arc<Inspectors>,
     /// The database.
@@ -74,25 +78,26 @@ impl Daemon {
         ));
         let breakpoints = Arc::new(Breakpoints::load(store.clone(), bus.clone()).await?);
         let pauses = Arc::new(PauseRegistry::new(bus.clone()));
-        let sessions = Sessions::new(Context {
-            bus: bus.clone(),
-            pauses: pauses.clone(),
-            breakpoints: breakpoints.clone(),
-            max_frame_bytes: config.max_dap_frame_bytes,
-            request_timeout: config.adapter_timeout,
-            children: None,
-            hold_limit: config.hold_limit,
-            sessions: std::sync::Weak::new(),
-            inspectors: Arc::default(),
-        });
-        sessions.follow_breakpoints();
         let inspectors = Arc::new(Inspectors::new(
             bus.clone(),
             config.inspector_idle,
             config.max_inspectors,
         ));
-        let _ = sessions.inspect_with(inspectors.clone());
+        let context = Context {
+            bus: bus.clone(),
+            pauses: pauses.clone(),
+            breakpoints: breakpoints.clone(),
+            inspectors: inspectors.clone(),
+            max_frame_bytes: config.max_dap_frame_bytes,
+            request_timeout: config.adapter_timeout,
+            hold_limit: config.hold_limit,
+        };
+        let sessions = Sessions::new();
+        sessions.follow_breakpoints(&bus);
+        let launcher = Launcher::new(context.clone(), sessions.clone());
         Ok(Self {
+            context,
+            launcher,
             inspectors,
             instance_id,
             started: Instant::now(),

@@ -2,19 +2,21 @@
 //! behind a gRPC API (`stepd.v1`).
 //!
 //! Follow a request from `api/` (thin handlers) into the module that owns the
-//! behaviour: `breakpoints`, `events`, `pause`, `store`, `dap`, `session`,
-//! `inspector`.
+//! behaviour: `breakpoints`, `events`, `store`, `dap` (the protocol and the
+//! adapters), `session` (the kind-neutral core and its pause book),
+//! `dap_session` and `probe` (the two kinds of session), `inspector`.
 
 pub mod api;
 pub mod breakpoints;
 pub mod config;
 pub mod daemon;
 pub mod dap;
+pub mod dap_session;
 pub mod error;
 pub mod events;
 pub mod inspector;
+pub mod json;
 pub mod limits;
-pub mod pause;
 pub mod probe;
 pub mod server;
 pub mod session;

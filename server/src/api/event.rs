@@ -39,7 +39,13 @@ impl EventService for EventApi {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let subscriber = Subscriber {
             bus: self.daemon.bus.clone(),
-            pauses: self.daemon.pauses.clone(),
+            answer: {
+                let pauses = self.daemon.pauses.clone();
+                Arc::new(move |input, by| {
+                    let pauses = pauses.clone();
+                    Box::pin(async move { pauses.answer(input, by).await.map(|_| ()) })
+                })
+            },
             shutdown: self.daemon.shutdown.clone(),
             heartbeat: self.daemon.config.heartbeat_interval,
             client_name,

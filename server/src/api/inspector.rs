@@ -43,7 +43,18 @@ impl InspectorService for InspectorApi {
     ) -> Result<Response<InspectResponse>, Status> {
         let r = request.into_inner();
         let d = &self.daemon;
-        let rendering = d.inspectors.inspect(&d.sessions, &d.pauses, &r).await?;
+        let (session_id, root) = crate::session::values::resolve(
+            &d.sessions,
+            &d.pauses,
+            &d.inspectors,
+            &r.session_id,
+            r.source.as_ref(),
+        )
+        .await?;
+        let rendering = d
+            .inspectors
+            .open(session_id, root, r.config.as_ref())
+            .await?;
         Ok(Response::new(InspectResponse {
             rendering: Some(rendering),
         }))

@@ -50,7 +50,14 @@ impl ProbeService for ProbeApi {
             return Err(ApiError::invalid_field("hello", "the first message must be Hello").into());
         };
         let (out, rx) = mpsc::channel(PROBE_QUEUE);
-        self.daemon.sessions.start_probe(hello, out, inbound);
+        let daemon = &self.daemon;
+        crate::probe::start(
+            daemon.context.clone(),
+            &daemon.sessions,
+            hello,
+            out,
+            inbound,
+        );
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }

@@ -1,6 +1,7 @@
-//! `stepd.v1.SessionService`: translates requests and delegates to
-//! `session::Sessions` (lifecycle and execution) and the session's shared
-//! state (inspection), and to the pause registry (debug input).
+//! `stepd.v1.SessionService`: translates requests and delegates to the DAP
+//! launcher (Launch, Attach), the session registry and its actors
+//! (execution), a session's port (inspection), and the pause registry
+//! (debug input).
 
 use std::{sync::Arc, time::Duration};
 
@@ -20,8 +21,9 @@ use tonic::{Request, Response, Status};
 use crate::{
     breakpoints::LabelSelector,
     daemon::Daemon,
+    dap_session::LaunchRequest as Start,
     error::ApiError,
-    session::{ExecOp, LaunchRequest as Start, WaitMode},
+    session::{ExecOp, WaitMode},
 };
 
 /// Handler of SessionService.
@@ -64,7 +66,7 @@ impl SessionService for SessionApi {
         let r = request.into_inner();
         let outcome = self
             .daemon
-            .sessions
+            .launcher
             .start(Start {
                 attach: false,
                 adapter: r.adapter,
@@ -95,7 +97,7 @@ impl SessionService for SessionApi {
         let r = request.into_inner();
         let outcome = self
             .daemon
-            .sessions
+            .launcher
             .start(Start {
                 attach: true,
                 adapter: r.adapter,
@@ -216,7 +218,7 @@ impl SessionService for SessionApi {
         request: Request<ListThreadsRequest>,
     ) -> Result<Response<ListThreadsResponse>, Status> {
         let handle = self.daemon.sessions.get(&request.into_inner().session_id)?;
-        let threads = handle.shared.threads().await?;
+        let threads = handle.port.threads().await?;
         Ok(Response::new(ListThreadsResponse { threads }))
     }
 
@@ -227,7 +229,7 @@ impl SessionService for SessionApi {
         let r = request.into_inner();
         let handle = self.daemon.sessions.get(&r.session_id)?;
         let (frames, total_frames) = handle
-            .shared
+            .port
             .stack_trace(r.thread_id, r.start_frame, r.levels)
             .await?;
         Ok(Response::new(GetStackTraceResponse {
@@ -242,7 +244,7 @@ impl SessionService for SessionApi {
     ) -> Result<Response<ListScopesResponse>, Status> {
         let r = request.into_inner();
         let handle = self.daemon.sessions.get(&r.session_id)?;
-        let scopes = handle.shared.scopes(&r.frame_id).await?;
+        let scopes = handle.port.scopes(&r.frame_id).await?;
         Ok(Response::new(ListScopesResponse { scopes }))
     }
 
@@ -256,7 +258,7 @@ impl SessionService for SessionApi {
         })?;
         let handle = self.daemon.sessions.get(&r.session_id)?;
         let variables = handle
-            .shared
+            .port
             .variables(&r.variables_ref, filter, r.start, r.count)
             .await?;
         let named_variables = variables
@@ -277,7 +279,7 @@ impl SessionService for SessionApi {
         let r = request.into_inner();
         let handle = self.daemon.sessions.get(&r.session_id)?;
         let variable = handle
-            .shared
+            .port
             .set_variable(&r.variables_ref, &r.name, &r.value)
             .await?;
         Ok(Response::new(SetVariableResponse {
@@ -295,7 +297,7 @@ impl SessionService for SessionApi {
         })?;
         let handle = self.daemon.sessions.get(&r.session_id)?;
         let result = handle
-            .shared
+            .port
             .evaluate(&r.expression, &r.frame_id, context)
             .await?;
         Ok(Response::new(EvaluateResponse {
@@ -309,7 +311,7 @@ impl SessionService for SessionApi {
     ) -> Result<Response<ReadOutputResponse>, Status> {
         let r = request.into_inner();
         let handle = self.daemon.sessions.get(&r.session_id)?;
-        Ok(Response::new(handle.shared.read_output(
+        Ok(Response::new(handle.port.read_output(
             r.after_offset,
             r.max_bytes,
             &r.categories,

@@ -1,7 +1,7 @@
 //! What each adapter is called with: the command that starts it and the
 //! arguments of its `launch` and `attach` requests.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use stepd_proto::v1::{CheckStatus, ErrorReason};
 
 use super::registry;
@@ -191,7 +191,7 @@ pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
         }
     }
     if let Some(extra) = spec.extra {
-        merge(&mut args, struct_to_json(extra));
+        merge(&mut args, crate::json::from_struct(extra));
     }
     args
 }
@@ -201,55 +201,6 @@ fn merge(into: &mut Value, extra: Value) {
         for (k, v) in extra {
             into.insert(k, v);
         }
-    }
-}
-
-/// A protobuf Struct as JSON.
-pub fn struct_to_json(s: &prost_types::Struct) -> Value {
-    Value::Object(
-        s.fields
-            .iter()
-            .map(|(k, v)| (k.clone(), value_to_json(v)))
-            .collect::<Map<_, _>>(),
-    )
-}
-
-/// A protobuf Value as JSON.
-pub fn value_to_json(v: &prost_types::Value) -> Value {
-    use prost_types::value::Kind;
-    match &v.kind {
-        None | Some(Kind::NullValue(_)) => Value::Null,
-        Some(Kind::NumberValue(n)) => json!(n),
-        Some(Kind::StringValue(s)) => json!(s),
-        Some(Kind::BoolValue(b)) => json!(b),
-        Some(Kind::StructValue(s)) => struct_to_json(s),
-        Some(Kind::ListValue(l)) => Value::Array(l.values.iter().map(value_to_json).collect()),
-    }
-}
-
-/// JSON as a protobuf Value.
-pub fn json_to_value(v: &Value) -> prost_types::Value {
-    use prost_types::value::Kind;
-    let kind = match v {
-        Value::Null => Kind::NullValue(0),
-        Value::Bool(b) => Kind::BoolValue(*b),
-        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
-        Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(a) => Kind::ListValue(prost_types::ListValue {
-            values: a.iter().map(json_to_value).collect(),
-        }),
-        Value::Object(o) => Kind::StructValue(json_to_struct(o)),
-    };
-    prost_types::Value { kind: Some(kind) }
-}
-
-/// A JSON object as a protobuf Struct.
-pub fn json_to_struct(o: &Map<String, Value>) -> prost_types::Struct {
-    prost_types::Struct {
-        fields: o
-            .iter()
-            .map(|(k, v)| (k.clone(), json_to_value(v)))
-            .collect(),
     }
 }
 

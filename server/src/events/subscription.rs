@@ -1,10 +1,10 @@
 //! One Subscribe stream: reads the client's Watch / DebugInput / Heartbeat
 //! messages and writes events, resynchronising when the client falls behind.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use stepd_proto::v1::{
-    Event, HeartbeatEvent, SubscribeRequest, SubscribeResponse, Watch, event::Payload,
+    DebugInput, Event, HeartbeatEvent, SubscribeRequest, SubscribeResponse, Watch, event::Payload,
     subscribe_request::Message,
 };
 use tokio::{
@@ -16,14 +16,27 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use super::{EventBus, Filter, Start};
-use crate::{pause::PauseRegistry, time::now_timestamp};
+use crate::{
+    error::{ApiError, ApiResult},
+    time::now_timestamp,
+};
+
+/// Where a stream's debug inputs go: the sessions' pauses, handed in from
+/// above so events never reach up into sessions.
+pub type Answerer = Arc<
+    dyn Fn(DebugInput, String) -> Pin<Box<dyn Future<Output = ApiResult<()>> + Send>> + Send + Sync,
+>;
+
+/// Debug inputs of one stream waiting for their answers at once; more are
+/// refused, so one client cannot pile up work.
+const INPUTS_IN_FLIGHT: usize = 64;
 
 /// Everything a Subscribe stream needs from the daemon.
 pub struct Subscriber {
     /// Where events come from.
     pub bus: Arc<EventBus>,
     /// Where debug inputs go.
-    pub pauses: Arc<PauseRegistry>,
+    pub answer: Answerer,
     /// Ends the stream on daemon shutdown.
     pub shutdown: CancellationToken,
     /// Quiet time after which a heartbeat is sent.
@@ -94,6 +107,7 @@ impl Subscriber {
         // Answers run beside the stream (an EVAL may wait on the program), and
         // their failures come back here to be written as `error` events.
         let (failures_tx, mut failures) = mpsc::unbounded_channel::<Event>();
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(INPUTS_IN_FLIGHT));
         loop {
             let heartbeat_at = outbox.last_sent + self.heartbeat;
             let open = tokio::select! {
@@ -113,13 +127,26 @@ impl Subscriber {
                     Some(Ok(SubscribeRequest { message: Some(Message::DebugInput(input)) })) => {
                         let key = input.key.clone();
                         let by = if input.client_name.is_empty() { client_name.clone() } else { input.client_name.clone() };
-                        let pauses = self.pauses.clone();
                         let failures_tx = failures_tx.clone();
-                        tokio::spawn(async move {
-                            if let Err(err) = pauses.answer(input, by).await {
+                        match in_flight.clone().try_acquire_owned() {
+                            Ok(permit) => {
+                                let answering = (self.answer)(input, by);
+                                tokio::spawn(async move {
+                                    if let Err(err) = answering.await {
+                                        let _ = failures_tx.send(local(Payload::Error(err.to_stream_error(&key))));
+                                    }
+                                    drop(permit);
+                                });
+                            }
+                            Err(_) => {
+                                let err = ApiError::new(
+                                    stepd_proto::v1::ErrorReason::LimitExceeded,
+                                    format!("{INPUTS_IN_FLIGHT} debug inputs of this stream are still being answered"),
+                                )
+                                .with("limit", "inputs_in_flight");
                                 let _ = failures_tx.send(local(Payload::Error(err.to_stream_error(&key))));
                             }
-                        });
+                        }
                         true
                     }
                     Some(Ok(_)) => true,

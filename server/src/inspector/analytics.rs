@@ -263,11 +263,11 @@ pub async fn analyse(node: &dyn Node, cutoff: u64) -> ApiResult<Analytics> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspector::json_source::{JsonNode, from_json};
+    use crate::inspector::json_source::JsonNode;
 
     #[tokio::test]
     async fn numbers_strings_duplicates_and_records() {
-        let node = JsonNode::new(from_json(&serde_json::json!([
+        let node = JsonNode::new(crate::json::to_value(&serde_json::json!([
             0, 1, 1, 5, "", "ab", {"name": "ada", "age": 36}, {"name": "bob"}, [1, 2, 3]
         ])));
         let a = analyse(&node, 0).await.unwrap();
@@ -297,7 +297,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_cutoff_is_reported() {
-        let node = JsonNode::new(from_json(&serde_json::json!((0..5000).collect::<Vec<_>>())));
+        let node = JsonNode::new(crate::json::to_value(&serde_json::json!(
+            (0..5000).collect::<Vec<_>>()
+        )));
         let a = analyse(&node, 1500).await.unwrap();
         assert_eq!(a.analysed, 1500);
         assert!(a.cut_off);

@@ -4,7 +4,7 @@
 
 use std::{fmt::Write, sync::Arc};
 
-use prost_types::{ListValue, Struct, Value, value::Kind};
+use prost_types::{Value, value::Kind};
 
 use super::value::{Child, Facet, Key, Node, Page, PrintLimits, Scalar, Shape};
 use crate::error::ApiResult;
@@ -69,23 +69,6 @@ impl JsonNode {
 }
 
 static NULL: Value = Value { kind: None };
-
-/// A JSON value (serde) as a protobuf Value.
-pub fn from_json(v: &serde_json::Value) -> Value {
-    let kind = match v {
-        serde_json::Value::Null => Kind::NullValue(0),
-        serde_json::Value::Bool(b) => Kind::BoolValue(*b),
-        serde_json::Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
-        serde_json::Value::String(s) => Kind::StringValue(s.clone()),
-        serde_json::Value::Array(a) => Kind::ListValue(ListValue {
-            values: a.iter().map(from_json).collect(),
-        }),
-        serde_json::Value::Object(o) => Kind::StructValue(Struct {
-            fields: o.iter().map(|(k, v)| (k.clone(), from_json(v))).collect(),
-        }),
-    };
-    Value { kind: Some(kind) }
-}
 
 fn type_of(v: &Value) -> &'static str {
     match &v.kind {
@@ -341,7 +324,7 @@ mod tests {
     }
 
     fn sample() -> JsonNode {
-        JsonNode::new(from_json(&serde_json::json!({
+        JsonNode::new(crate::json::to_value(&serde_json::json!({
             "users": [{"name": "ada", "age": 36}, {"name": "bob"}],
             "n": null,
             "big": (0..20).collect::<Vec<_>>(),
@@ -398,16 +381,18 @@ mod tests {
             ..limits()
         });
         assert_eq!(shallow, "{\"big\": […], \"n\": null, \"users\": […]}");
-        let cut = JsonNode::new(from_json(&serde_json::json!("abcdef"))).repr(&PrintLimits {
-            max_atom_length: 3,
-            ..limits()
-        });
-        assert_eq!(cut, "\"abc…\"");
-        let pretty =
-            JsonNode::new(from_json(&serde_json::json!({"a": [1, 2]}))).repr(&PrintLimits {
-                pretty: true,
+        let cut =
+            JsonNode::new(crate::json::to_value(&serde_json::json!("abcdef"))).repr(&PrintLimits {
+                max_atom_length: 3,
                 ..limits()
             });
+        assert_eq!(cut, "\"abc…\"");
+        let pretty = JsonNode::new(crate::json::to_value(&serde_json::json!({"a": [1, 2]}))).repr(
+            &PrintLimits {
+                pretty: true,
+                ..limits()
+            },
+        );
         assert_eq!(pretty, "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
     }
 

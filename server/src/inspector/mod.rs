@@ -1,11 +1,10 @@
 //! The server-side inspector (design §7): navigation over one value, kept on
 //! the server so a client never downloads more than a page.
 //!
-//! - `value`: the [`value::Node`] abstraction every source implements;
-//! - `dap_source`: variables, scopes, evaluations and exceptions of DAP
-//!   sessions (adapter paging, or the language's slicing for debugpy);
+//! - `value`: the [`value::Node`] abstraction every value implements; the
+//!   sessions build nodes over their values (DAP variables in
+//!   `dap_session`), so the inspector never reaches back into them;
 //! - `json_source`: `google.protobuf.Value` trees (probe values);
-//! - `sources`: `InspectSource` → root value;
 //! - `state`: one inspector's stack of levels and its navigation;
 //! - `render`, `analytics`, `settings`: what an answer shows.
 //!
@@ -13,11 +12,9 @@
 //! cap, and the values emitted by Tap (kept so a later Inspect can open them).
 
 pub mod analytics;
-pub mod dap_source;
 pub mod json_source;
 pub mod render;
 pub mod settings;
-pub mod sources;
 pub mod state;
 pub mod value;
 
@@ -27,21 +24,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use stepd_proto::v1::{
-    DisplayValue, ErrorReason, InspectRequest, InspectorConfig, Pause, Rendering, Tap,
-    event::Payload,
-};
+use stepd_proto::v1::{DisplayValue, ErrorReason, InspectorConfig, Rendering, Tap, event::Payload};
 use tokio::sync::Mutex as AsyncMutex;
 
-pub use sources::PauseTarget;
 use state::Inspector;
 use value::Node;
 
 use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
-    pause::PauseRegistry,
-    session::Sessions,
 };
 
 /// Tapped values kept for `InspectSource.tap_seq`.
@@ -169,24 +160,6 @@ impl Inspectors {
         Ok(rendering)
     }
 
-    /// Resolves an Inspect request's source and opens it.
-    pub async fn inspect(
-        &self,
-        sessions: &Sessions,
-        pauses: &PauseRegistry,
-        request: &InspectRequest,
-    ) -> ApiResult<Rendering> {
-        let (session_id, root) = sources::resolve(
-            sessions,
-            pauses,
-            self,
-            &request.session_id,
-            request.source.as_ref(),
-        )
-        .await?;
-        self.open(session_id, root, request.config.as_ref()).await
-    }
-
     /// An inspector by id; the call counts as activity.
     pub fn get(&self, id: &str) -> ApiResult<Arc<AsyncMutex<Inspector>>> {
         self.get_at(id, Instant::now())
@@ -261,22 +234,6 @@ impl Inspectors {
     }
 }
 
-/// Opens an inspector on a pending pause: its value, its locals or an
-/// expression in its frame (INSPECT, LOCALS, INSPECT_PROMPT). The rendering
-/// goes into `Pause.inspect`.
-pub async fn inspect_pause(
-    inspectors: &Inspectors,
-    sessions: &Sessions,
-    pause: &Pause,
-    target: PauseTarget,
-    config: Option<&InspectorConfig>,
-) -> ApiResult<Rendering> {
-    let root = sources::pause_node(sessions, pause, &target).await?;
-    inspectors
-        .open(pause.session_id.clone(), root, config)
-        .await
-}
-
 /// Splits printed text into chunks of at most `size` bytes, on character
 /// boundaries; always at least one chunk.
 pub fn chunks(text: &str, size: usize) -> Vec<String> {
@@ -300,14 +257,16 @@ pub fn chunks(text: &str, size: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use json_source::{JsonNode, from_json};
+    use json_source::JsonNode;
 
     fn registry(idle: Duration, max: usize) -> Inspectors {
         Inspectors::new(Arc::new(EventBus::new("test".into(), 1, 16, 16)), idle, max)
     }
 
     fn node() -> Arc<dyn Node> {
-        Arc::new(JsonNode::new(from_json(&serde_json::json!([1, 2, 3]))))
+        Arc::new(JsonNode::new(crate::json::to_value(&serde_json::json!([
+            1, 2, 3
+        ]))))
     }
 
     #[tokio::test]

@@ -232,15 +232,15 @@ mod tests {
 
     use super::*;
     use crate::inspector::{
-        json_source::{JsonNode, from_json},
+        json_source::JsonNode,
         value::{Facet, Node},
     };
 
     #[tokio::test]
     async fn a_list_renders_header_children_and_pages() {
-        let node: Arc<dyn Node> = Arc::new(JsonNode::new(from_json(&serde_json::json!(
-            (0..40).collect::<Vec<_>>()
-        ))));
+        let node: Arc<dyn Node> = Arc::new(JsonNode::new(crate::json::to_value(
+            &serde_json::json!((0..40).collect::<Vec<_>>()),
+        )));
         let settings = Settings::default();
         let page = node.children(Facet::Contents, 32, 32).await.unwrap();
         let repr = node.repr(&settings.limits());

@@ -489,17 +489,14 @@ async fn table(page: &Page) -> ApiResult<Table> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspector::{
-        json_source::{JsonNode, from_json},
-        render::plain,
-    };
+    use crate::inspector::{json_source::JsonNode, render::plain};
     use stepd_proto::v1::ErrorReason;
 
     fn inspector(value: serde_json::Value) -> Inspector {
         Inspector::new(
             "i-test".into(),
             String::new(),
-            Arc::new(JsonNode::new(from_json(&value))),
+            Arc::new(JsonNode::new(crate::json::to_value(&value))),
             Settings::default(),
         )
     }

@@ -1,6 +1,81 @@
 //! Probe sessions: instrumented programs that hold at their own pause points.
 //! `session` is the actor behind one `ProbeService.Connect` stream; probes
 //! decide locally which points hold, from the arming the actor sends them.
+//! `value` checks injected values; `inspect` is what the inspector opens at
+//! a hold.
 
+mod inspect;
 pub mod session;
 pub mod value;
+
+use std::sync::Arc;
+
+use stepd_proto::v1::{ConnectRequest, ConnectResponse, Hello, Pause, SessionKind};
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+
+use crate::{
+    inspector::value::Node,
+    session::{Context, Fut, PauseTarget, SessionHandle, SessionPort, Sessions},
+};
+
+/// A probe session's inspection paths: its holds carry their values, and
+/// it has no threads, stacks or variables of its own.
+struct ProbePort {
+    id: String,
+}
+
+impl SessionPort for ProbePort {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn kind(&self) -> SessionKind {
+        SessionKind::Probe
+    }
+
+    fn pause_node<'a>(
+        &'a self,
+        pause: &'a Pause,
+        target: &'a PauseTarget,
+    ) -> Fut<'a, Arc<dyn Node>> {
+        Box::pin(async move { inspect::pause_node(pause, target) })
+    }
+}
+
+/// Starts the session of a probe that said Hello; its actor serves the rest
+/// of the probe's stream and writes to `out`.
+pub fn start<S>(
+    ctx: Context,
+    sessions: &Sessions,
+    hello: Hello,
+    out: mpsc::Sender<Result<ConnectResponse, tonic::Status>>,
+    inbound: S,
+) where
+    S: Stream<Item = Result<ConnectRequest, tonic::Status>> + Unpin + Send + 'static,
+{
+    let id = uuid::Uuid::now_v7().to_string();
+    let previous = previous_session(&ctx, sessions, &hello.resume_session_id, &id);
+    let (commands, command_rx) = mpsc::unbounded_channel();
+    let port = Arc::new(ProbePort { id: id.clone() });
+    sessions.insert(SessionHandle::new(port, commands));
+    let actor = session::ProbeSession::new(ctx, id, hello, previous, out, command_rx);
+    tokio::spawn(actor.run(inbound));
+}
+
+/// The probe session a reconnecting probe had (`resume_session_id`), if the
+/// daemon knows it; one still open is told it was superseded by `id`.
+fn previous_session(ctx: &Context, sessions: &Sessions, resume: &str, id: &str) -> String {
+    let known = !resume.is_empty()
+        && ctx
+            .bus
+            .with_view(|v| v.session(resume))
+            .is_some_and(|s| s.kind == SessionKind::Probe as i32);
+    if !known {
+        return String::new();
+    }
+    if let Ok(old) = sessions.get(resume) {
+        let _ = old.send(crate::session::Command::Superseded { by: id.to_owned() });
+    }
+    resume.to_owned()
+}

@@ -3,11 +3,7 @@
 //! and how the session ends. The probe decides locally which points hold; the
 //! actor only tells it how (`Armed`) and answers the holds (`Resume`).
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, atomic::Ordering},
-    time::Duration,
-};
+use std::{collections::HashMap, time::Duration};
 
 use stepd_proto::v1::{
     Armed, ArmedMatcher, BreakpointAction, Cause, CommandKind, ConnectRequest, ConnectResponse,
@@ -25,16 +21,18 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 
 use super::value;
-use crate::inspector::PauseTarget;
 use crate::{
     breakpoints::HitCondition,
     error::{ApiError, ApiResult},
-    pause::{
-        Answer,
-        answer::{self, Go, PauseOwner, Reply},
-        book::{self, PauseBook},
+    session::{
+        Command, Context, ExecOp, PauseTarget, WaitMode,
+        pause::{
+            Answer,
+            answer::{self, Go, PauseOwner, Reply},
+            book::{self, PauseBook},
+            display::display,
+        },
     },
-    session::{Command, Context, ExecOp, Shared, WaitMode, stop},
     time::{now_timestamp, now_us, us_from_timestamp},
 };
 
@@ -88,7 +86,8 @@ type Outbox = mpsc::Sender<Result<ConnectResponse, Status>>;
 /// The actor of one probe session.
 pub struct ProbeSession {
     ctx: Context,
-    shared: Arc<Shared>,
+    /// The session id.
+    id: String,
     hello: Hello,
     session: Session,
     out: Outbox,
@@ -123,17 +122,16 @@ impl ProbeSession {
     /// A session for a probe that said Hello.
     pub fn new(
         ctx: Context,
-        shared: Arc<Shared>,
+        id: String,
         hello: Hello,
         previous_session_id: String,
         out: Outbox,
         commands: mpsc::UnboundedReceiver<Command>,
-        hold_limit: Duration,
     ) -> Self {
-        let (book, answers) =
-            PauseBook::new(shared.id.clone(), ctx.pauses.clone(), ctx.bus.clone());
+        let hold_limit = ctx.hold_limit;
+        let (book, answers) = PauseBook::new(id.clone(), ctx.pauses.clone(), ctx.bus.clone());
         let session = Session {
-            id: shared.id.clone(),
+            id: id.clone(),
             kind: SessionKind::Probe.into(),
             state: SessionState::Running.into(),
             name: hello.name.clone(),
@@ -151,7 +149,7 @@ impl ProbeSession {
         };
         Self {
             ctx,
-            shared,
+            id,
             hello,
             session,
             out,
@@ -170,7 +168,7 @@ impl ProbeSession {
     }
 
     fn publish(&self, payload: Payload) {
-        self.ctx.bus.publish(&self.shared.id, payload);
+        self.ctx.bus.publish(&self.id, payload);
     }
 
     /// Welcomes the probe, then serves its stream until it or the session ends.
@@ -185,7 +183,7 @@ impl ProbeSession {
         send_now(
             &self.out,
             Out::Welcome(stepd_proto::v1::Welcome {
-                session_id: self.shared.id.clone(),
+                session_id: self.id.clone(),
                 armed: Some(armed),
                 hold_limit: prost_types::Duration::try_from(self.hold_limit).ok(),
             }),
@@ -384,14 +382,14 @@ impl ProbeSession {
         let debug_value = point
             .payload
             .as_ref()
-            .map(|v| stop::display(&value::print(v), &point.type_hint));
+            .map(|v| display(&value::print(v), &point.type_hint));
         let mut input_type = self.input_type(&point);
         if !hit.locals.is_empty() {
             input_type.push(CommandKind::Locals as i32);
         }
         let pause = Pause {
             key: key.clone(),
-            session_id: self.shared.id.clone(),
+            session_id: self.id.clone(),
             thread_id: 0,
             reason: if exception {
                 PauseReason::Exception
@@ -468,7 +466,7 @@ impl ProbeSession {
             return;
         }
         let evaluated = if result.error.is_empty() {
-            Ok(stop::display(&result.value, ""))
+            Ok(display(&result.value, ""))
         } else {
             Err(ApiError::new(ErrorReason::AdapterError, result.error))
         };
@@ -491,7 +489,7 @@ impl ProbeSession {
         for e in reports.enlighten {
             self.publish(Payload::Enlighten(Enlighten {
                 coor: e.coor,
-                value: Some(stop::display(&e.value, "")),
+                value: Some(display(&e.value, "")),
                 erase_previous: e.erase_previous,
                 location: None,
             }));
@@ -535,7 +533,7 @@ impl ProbeSession {
                 value: point
                     .payload
                     .as_ref()
-                    .map(|v| stop::display(&value::print(v), &point.type_hint)),
+                    .map(|v| display(&value::print(v), &point.type_hint)),
                 changed_locals: Vec::new(),
                 coor: record.coor,
                 point: Some(point),
@@ -689,7 +687,7 @@ impl ProbeSession {
         let new_value = match replacement {
             Some(Replacement::Value(v)) => v,
             Some(Replacement::Code(code)) => serde_json::from_str::<serde_json::Value>(&code)
-                .map(|j| crate::dap::adapters::json_to_value(&j))
+                .map(|j| crate::json::to_value(&j))
                 .map_err(|e| {
                     ApiError::new(
                         ErrorReason::InvalidValue,
@@ -820,7 +818,6 @@ impl ProbeSession {
             return;
         }
         self.ended = true;
-        self.shared.ended.store(true, Ordering::Release);
         let by = if reason == EndReason::ProbeDisconnected {
             "disconnect"
         } else {
@@ -918,7 +915,8 @@ impl PauseOwner for ProbeSession {
             .get(key)
             .map(|e| e.pause.clone())
             .ok_or_else(|| self.book.gone(key))?;
-        self.ctx.inspect_pause(&pause, target).await
+        let root = super::inspect::pause_node(&pause, &target)?;
+        self.ctx.inspectors.open(pause.session_id, root, None).await
     }
 
     async fn stack(&mut self, key: &str) -> (Vec<Frame>, Vec<Cause>) {

@@ -6,8 +6,8 @@ use serde_json::Value as Json;
 use stepd_proto::v1::{ErrorReason, PointInfo};
 
 use crate::{
-    dap::adapters::{struct_to_json, value_to_json},
     error::{ApiError, ApiResult},
+    json::{from_struct as struct_to_json, from_value as value_to_json},
 };
 
 /// A value printed as compact JSON.

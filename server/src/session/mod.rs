@@ -1,39 +1,31 @@
-//! Sessions: the registry of live and recent sessions, and one actor task per
-//! DAP session owning its state (see `actor`). Inspection requests do not go
-//! through the actor: they talk to the adapter directly with handles checked
-//! against the current stop (see `inspect`), so they run in parallel with
-//! execution.
+//! Sessions, whatever their kind: the registry of live sessions, the
+//! commands their actors take, the pause book both kinds keep (`pause`) and
+//! where an inspector's value comes from (`values`). DAP sessions
+//! (`crate::dap_session`) and probe sessions (`crate::probe`) are built
+//! beside this core: each runs one actor task and implements
+//! [`SessionPort`]; nothing here knows either kind.
 
-mod actor;
-mod handles;
-mod inspect;
-mod launch;
-mod log_message;
-mod output;
-mod sources;
-pub(crate) mod stop;
+pub mod pause;
+mod port;
+pub mod values;
 
 use std::{
     collections::HashMap,
-    sync::{
-        Arc, Mutex, OnceLock,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
-use serde_json::Value;
-use stepd_proto::v1::{DisconnectMode, ErrorReason, StableState, StepKind};
+use stepd_proto::v1::{DisconnectMode, ErrorReason, SessionKind, StableState, StepKind};
 use tokio::sync::{mpsc, oneshot};
 
-pub use launch::{LaunchOutcome, Request as LaunchRequest};
+pub use port::{Fut, PauseTarget, SessionPort};
 
 use crate::{
     breakpoints::Breakpoints,
-    dap::client::DapClient,
     error::{ApiError, ApiResult},
     events::EventBus,
-    pause::PauseRegistry,
+    inspector::Inspectors,
+    session::pause::PauseRegistry,
 };
 
 /// What every session needs from the daemon.
@@ -45,38 +37,14 @@ pub struct Context {
     pub pauses: Arc<PauseRegistry>,
     /// Breakpoints to apply.
     pub breakpoints: Arc<Breakpoints>,
+    /// The daemon's inspectors, for INSPECT, INSPECT_PROMPT and LOCALS.
+    pub inspectors: Arc<Inspectors>,
     /// Largest DAP frame accepted from an adapter.
     pub max_frame_bytes: usize,
     /// How long an adapter may take to answer one request.
     pub request_timeout: Duration,
-    /// Where a session asks for a child session (an adapter's
-    /// `startDebugging`); set by `Sessions::new`.
-    pub children: Option<mpsc::UnboundedSender<LaunchRequest>>,
     /// How long a probe hold lasts unless its breakpoint says otherwise.
     pub hold_limit: Duration,
-    /// The registry itself, for INSPECT at a pause (set by `Sessions::new`).
-    pub sessions: std::sync::Weak<Sessions>,
-    /// The daemon's inspectors, for INSPECT, INSPECT_PROMPT and LOCALS.
-    pub inspectors: Arc<OnceLock<Arc<crate::inspector::Inspectors>>>,
-}
-
-impl Context {
-    /// Opens an inspector on a pending pause; its rendering goes into
-    /// `Pause.inspect`.
-    pub async fn inspect_pause(
-        &self,
-        pause: &stepd_proto::v1::Pause,
-        target: crate::inspector::PauseTarget,
-    ) -> ApiResult<stepd_proto::v1::Rendering> {
-        let (Some(inspectors), Some(sessions)) = (self.inspectors.get(), self.sessions.upgrade())
-        else {
-            return Err(ApiError::new(
-                ErrorReason::ShuttingDown,
-                "the inspector is not available",
-            ));
-        };
-        crate::inspector::inspect_pause(inspectors, &sessions, pause, target, None).await
-    }
 }
 
 /// Execution requests, serialised by the actor.
@@ -128,107 +96,33 @@ pub enum Command {
     },
 }
 
-/// State shared between the actor and the inspection paths.
-pub struct Shared {
-    /// The session id.
-    pub id: String,
-    /// The adapter connection, once started.
-    pub client: OnceLock<Arc<DapClient>>,
-    /// The adapter's capabilities as announced.
-    pub capabilities: OnceLock<Value>,
-    /// Adapter name.
-    pub adapter: String,
-    /// Increases whenever the program stops or moves; handles carry it.
-    pub epoch: AtomicU64,
-    /// Stopped threads and their pause keys.
-    pub stopped: Mutex<HashMap<i64, String>>,
-    /// (thread, adapter frame id) of the top frame of the latest stop, the
-    /// default frame of evaluations.
-    pub latest_frame: Mutex<Option<(i64, i64)>>,
-    /// Captured output.
-    pub output: Mutex<output::OutputBuffer>,
-    /// Set once the session ended.
-    pub ended: AtomicBool,
-}
-
-impl Shared {
-    /// State for a new session; the adapter connection is set once started.
-    pub fn new(id: String, adapter: &str) -> Self {
-        Self {
-            id,
-            client: OnceLock::new(),
-            capabilities: OnceLock::new(),
-            adapter: adapter.to_owned(),
-            epoch: AtomicU64::new(1),
-            stopped: Mutex::new(HashMap::new()),
-            latest_frame: Mutex::new(None),
-            output: Mutex::new(output::OutputBuffer::default()),
-            ended: AtomicBool::new(false),
-        }
-    }
-
-    /// The connection, or SESSION_ENDED / NOT_STOPPED-style errors.
-    pub fn client(&self) -> ApiResult<Arc<DapClient>> {
-        if self.ended.load(Ordering::Acquire) {
-            return Err(ApiError::new(
-                ErrorReason::SessionEnded,
-                format!("session {} has ended", self.id),
-            )
-            .with("session_id", self.id.clone()));
-        }
-        self.client.get().cloned().ok_or_else(|| {
-            ApiError::new(
-                ErrorReason::UnsupportedByAdapter,
-                "this session has no debug adapter: probe sessions have no threads, stacks or \
-                 variables (use EVAL at a hold)",
-            )
-            .with("session_id", self.id.clone())
-        })
-    }
-
-    /// Whether the adapter announced a capability.
-    pub fn supports(&self, capability: &str) -> bool {
-        self.capabilities
-            .get()
-            .is_some_and(|c| c[capability].as_bool() == Some(true))
-    }
-
-    /// Refuses a request whose capability the adapter did not announce.
-    pub fn require(&self, capability: &str, what: &str) -> ApiResult<()> {
-        if self.supports(capability) {
-            Ok(())
-        } else {
-            Err(ApiError::new(
-                ErrorReason::UnsupportedByAdapter,
-                format!("{} does not support {what} (no {capability})", self.adapter),
-            )
-            .with("adapter", self.adapter.clone())
-            .with("capability", capability))
-        }
-    }
-
-    /// The current stop epoch.
-    pub fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
-    }
-}
-
-/// A live or ended session, as the API sees it.
+/// A live session, as the API sees it: its actor's mailbox and its port.
 #[derive(Clone)]
 pub struct SessionHandle {
-    /// Shared state.
-    pub shared: Arc<Shared>,
+    /// The inspection paths.
+    pub port: Arc<dyn SessionPort>,
     commands: mpsc::UnboundedSender<Command>,
 }
 
 impl SessionHandle {
-    fn send(&self, command: Command) -> ApiResult<()> {
+    /// A handle on an actor reading `commands`.
+    pub fn new(port: Arc<dyn SessionPort>, commands: mpsc::UnboundedSender<Command>) -> Self {
+        Self { port, commands }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        self.port.id()
+    }
+
+    /// Sends the actor a message, or SESSION_ENDED once it is gone.
+    pub fn send(&self, command: Command) -> ApiResult<()> {
         self.commands.send(command).map_err(|_| {
             ApiError::new(
                 ErrorReason::SessionEnded,
-                format!("session {} has ended", self.shared.id),
+                format!("session {} has ended", self.id()),
             )
-            .with("session_id", self.shared.id.clone())
+            .with("session_id", self.id())
         })
     }
 
@@ -252,147 +146,44 @@ impl SessionHandle {
 }
 
 /// Every session of the daemon.
+#[derive(Default)]
 pub struct Sessions {
-    ctx: Context,
     handles: Mutex<HashMap<String, SessionHandle>>,
 }
 
 impl Sessions {
     /// An empty registry.
-    /// A registry; child sessions that adapters ask for are started by a task
-    /// of its own, so an actor never waits on another session's start.
-    pub fn new(mut ctx: Context) -> Arc<Self> {
-        let (children, mut child_requests) = mpsc::unbounded_channel::<LaunchRequest>();
-        ctx.children = Some(children);
-        let sessions = Arc::new_cyclic(|weak| {
-            ctx.sessions = weak.clone();
-            Self {
-                ctx,
-                handles: Mutex::new(HashMap::new()),
-            }
-        });
-        let weak = Arc::downgrade(&sessions);
-        tokio::spawn(async move {
-            while let Some(request) = child_requests.recv().await {
-                let Some(sessions) = weak.upgrade() else {
-                    return;
-                };
-                tokio::spawn(async move {
-                    let parent = request.parent_session_id.clone();
-                    if let Err(err) = sessions.start(request).await {
-                        tracing::warn!(%parent, %err, "could not start a child session");
-                    }
-                });
-            }
-        });
-        sessions
+    pub fn new() -> Arc<Self> {
+        Arc::default()
     }
 
-    /// Lets pauses open inspectors (INSPECT, INSPECT_PROMPT, LOCALS).
-    pub fn inspect_with(&self, inspectors: Arc<crate::inspector::Inspectors>) -> bool {
-        self.ctx.inspectors.set(inspectors).is_ok()
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionHandle>> {
+        self.handles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a started session.
+    pub fn insert(&self, handle: SessionHandle) {
+        self.lock().insert(handle.id().to_owned(), handle);
     }
 
     /// A session by id, or SESSION_NOT_FOUND.
     pub fn get(&self, id: &str) -> ApiResult<SessionHandle> {
-        self.handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()
-            .ok_or_else(|| {
-                ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}"))
-                    .with("session_id", id)
-            })
-    }
-
-    /// Launches or attaches a DAP session; answers once configuration is done.
-    pub async fn start(&self, request: LaunchRequest) -> ApiResult<LaunchOutcome> {
-        let (handle, outcome) = launch::start(self.ctx.clone(), request).await?;
-        self.handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(handle.shared.id.clone(), handle);
-        Ok(outcome)
-    }
-
-    /// Starts the session of a probe that said Hello; its actor serves the
-    /// rest of the probe's stream and writes to `out`.
-    pub fn start_probe<S>(
-        &self,
-        hello: stepd_proto::v1::Hello,
-        out: mpsc::Sender<Result<stepd_proto::v1::ConnectResponse, tonic::Status>>,
-        inbound: S,
-    ) where
-        S: tokio_stream::Stream<Item = Result<stepd_proto::v1::ConnectRequest, tonic::Status>>
-            + Unpin
-            + Send
-            + 'static,
-    {
-        let id = uuid::Uuid::now_v7().to_string();
-        let language = if hello.language.is_empty() {
-            "probe"
-        } else {
-            &hello.language
-        };
-        let shared = Arc::new(Shared::new(id.clone(), language));
-        let previous = self.previous_probe_session(&hello.resume_session_id, &id);
-        let (commands, command_rx) = mpsc::unbounded_channel();
-        self.handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                id,
-                SessionHandle {
-                    shared: shared.clone(),
-                    commands,
-                },
-            );
-        let actor = crate::probe::session::ProbeSession::new(
-            self.ctx.clone(),
-            shared,
-            hello,
-            previous,
-            out,
-            command_rx,
-            self.ctx.hold_limit,
-        );
-        tokio::spawn(actor.run(inbound));
-    }
-
-    /// The probe session a reconnecting probe had (`resume_session_id`), if
-    /// the daemon knows it; one still open is told it was superseded by `id`.
-    fn previous_probe_session(&self, resume: &str, id: &str) -> String {
-        let known = !resume.is_empty()
-            && self
-                .ctx
-                .bus
-                .with_view(|v| v.session(resume))
-                .is_some_and(|s| s.kind == stepd_proto::v1::SessionKind::Probe as i32);
-        if !known {
-            return String::new();
-        }
-        if let Some(old) = self
-            .handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(resume)
-        {
-            let _ = old.commands.send(Command::Superseded { by: id.to_owned() });
-        }
-        resume.to_owned()
+        self.lock().get(id).cloned().ok_or_else(|| {
+            ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}"))
+                .with("session_id", id)
+        })
     }
 
     /// Keeps live sessions' breakpoints in step with the project's: every
     /// breakpoint list change (and a breakpoint spent by its hits) is applied
     /// again to every live session.
-    pub fn follow_breakpoints(self: &Arc<Self>) {
+    pub fn follow_breakpoints(self: &Arc<Self>, bus: &EventBus) {
         use stepd_proto::v1::{BreakpointChange, EventChannel, Watch, event::Payload};
         let filter = crate::events::Filter::from_watch(&Watch {
             channels: vec![EventChannel::Breakpoints as i32],
             ..Default::default()
         });
-        let (_, mut live) = self.ctx.bus.subscribe(&filter, None, "");
+        let (_, mut live) = bus.subscribe(&filter, None, "");
         let sessions = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
@@ -417,7 +208,7 @@ impl Sessions {
                 };
                 if reapply {
                     for handle in sessions.all() {
-                        let _ = handle.commands.send(Command::Reapply);
+                        let _ = handle.send(Command::Reapply);
                     }
                 }
             }
@@ -425,13 +216,8 @@ impl Sessions {
     }
 
     /// Every session still registered.
-    fn all(&self) -> Vec<SessionHandle> {
-        self.handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+    pub fn all(&self) -> Vec<SessionHandle> {
+        self.lock().values().cloned().collect()
     }
 
     /// Ends every live session (daemon shutdown), waiting at most `within`.
@@ -440,10 +226,9 @@ impl Sessions {
         let all = async {
             for handle in &handles {
                 // A probe's program is not stepd's to stop: it goes on.
-                let mode = if handle.shared.client.get().is_some() {
-                    DisconnectMode::Unspecified
-                } else {
-                    DisconnectMode::Detach
+                let mode = match handle.port.kind() {
+                    SessionKind::Probe => DisconnectMode::Detach,
+                    _ => DisconnectMode::Unspecified,
                 };
                 let _ = handle.disconnect(mode).await;
             }

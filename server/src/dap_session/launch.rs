@@ -9,10 +9,14 @@ use tokio::{
     sync::{mpsc, oneshot},
 };
 
-use super::{Context, SessionHandle, Shared, actor::Actor};
+use super::{
+    DapPort, Shared,
+    actor::{Actor, Connection},
+};
 use crate::{
     dap::{adapters, client::DapClient, transport},
     error::{ApiError, ApiResult},
+    session::{Context, SessionHandle},
 };
 
 /// A Launch or Attach request, adapter-independent.
@@ -67,7 +71,12 @@ pub struct LaunchOutcome {
 }
 
 /// Starts the adapter and its actor; returns once configuration is done.
-pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, LaunchOutcome)> {
+/// The actor asks for child sessions on `children`.
+pub async fn start(
+    ctx: Context,
+    children: mpsc::UnboundedSender<Request>,
+    request: Request,
+) -> ApiResult<(SessionHandle, LaunchOutcome)> {
     if !request.attach && request.program.trim().is_empty() && request.adapter_command.is_empty() {
         return Err(ApiError::invalid_field("program", "is required"));
     }
@@ -152,13 +161,19 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
         shared.clone(),
         adapter,
         request,
-        transport.child,
-        incoming,
+        Connection {
+            child: transport.child,
+            incoming,
+        },
         command_rx,
+        children,
     );
     tokio::spawn(actor.run(ready));
     let outcome = outcome
         .await
         .map_err(|_| ApiError::internal("the session ended before it was configured"))??;
-    Ok((SessionHandle { shared, commands }, outcome))
+    Ok((
+        SessionHandle::new(Arc::new(DapPort(shared)), commands),
+        outcome,
+    ))
 }

@@ -1,5 +1,5 @@
-//! Values of DAP sessions: variables, scopes, evaluation results and
-//! exception details, read through the session's shared adapter client.
+//! Values of DAP sessions for the inspector: variables, scopes, evaluation
+//! results and exception details, read through the session's adapter client.
 //!
 //! Paging uses the adapter's `start`/`count` on indexed children. debugpy
 //! ignores them and answers every container with its first 100 children (plus
@@ -14,17 +14,18 @@ use std::sync::Arc;
 use serde_json::json;
 use stepd_proto::v1::{ErrorReason, EvaluateContext, Variable, VariableFilter};
 
-use super::{
-    json_source::{JsonNode, from_json},
-    value::{
-        Child, Facet, Key, Node, Page, PrintLimits, Scalar, Shape, StaticNode, scalar_of_repr,
-        window,
-    },
-};
+use super::Shared;
 use crate::{
     dap::client::DapError,
     error::{ApiError, ApiResult},
-    session::Shared,
+    inspector::{
+        json_source::JsonNode,
+        value::{
+            Child, Facet, Key, Node, Page, PrintLimits, Scalar, Shape, StaticNode, scalar_of_repr,
+            window,
+        },
+    },
+    session::PauseTarget,
 };
 
 /// Most children debugpy returns for one container.
@@ -679,9 +680,51 @@ pub async fn exception(shared: &Arc<Shared>, thread_id: i64) -> ApiResult<Arc<dy
         .await
         .map_err(|e| dap_error(&e))?;
     Ok(Arc::new(JsonNode::guarded(
-        from_json(&body),
+        crate::json::to_value(&body),
         guard(shared, epoch),
     )))
+}
+
+/// The root value of a pause's value, locals or an expression in its frame.
+pub async fn pause_node(
+    shared: &Arc<Shared>,
+    pause: &stepd_proto::v1::Pause,
+    target: &PauseTarget,
+) -> ApiResult<Arc<dyn Node>> {
+    let (frames, _) = shared.stack_trace(pause.thread_id, 0, 1).await?;
+    let frame = frames.first().ok_or_else(|| {
+        ApiError::new(
+            ErrorReason::NotStopped,
+            format!("thread {} has no frames", pause.thread_id),
+        )
+    })?;
+    match target {
+        PauseTarget::Locals => locals(shared, &frame.id).await,
+        PauseTarget::Expression(code) => expression(shared, &frame.id, code).await,
+        PauseTarget::Value => {
+            if pause.reason == stepd_proto::v1::PauseReason::Exception as i32
+                && shared.supports("supportsExceptionInfoRequest")
+            {
+                return exception(shared, pause.thread_id).await;
+            }
+            if let Some(shown) = pause.debug_value.as_ref().filter(|v| !v.text.is_empty()) {
+                // The pause shows a value (an EVAL result): that is what it is on.
+                let epoch = shared.epoch();
+                return Ok(Arc::new(StaticNode {
+                    repr: shown.text.clone(),
+                    type_name: shown.r#type.clone(),
+                    children: Vec::new(),
+                    guard: Some(guard(shared, epoch)),
+                }));
+            }
+            let at = frame
+                .location
+                .as_ref()
+                .map(|l| format!("{} at {}:{}", frame.name, l.path, l.line))
+                .unwrap_or_else(|| frame.name.clone());
+            self::frame(shared, &frame.id, at).await
+        }
+    }
 }
 
 #[cfg(test)]

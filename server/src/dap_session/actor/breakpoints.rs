@@ -10,7 +10,7 @@ use stepd_proto::v1::{
 };
 
 use super::{Actor, commands::HERE_BREAKPOINT};
-use crate::session::{log_message, stop};
+use crate::dap_session::{log_message, stop};
 use crate::{breakpoints::HitCondition, dap::client::DapError};
 
 /// Frames a snapshot breakpoint captures at most.

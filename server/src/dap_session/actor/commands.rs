@@ -10,15 +10,17 @@ use stepd_proto::v1::{
     PauseReason, Rendering, StepKind, Trace, event::Payload, inject_command::Replacement,
 };
 
-use super::{Actor, ExecOp, PauseCtx, dap_error};
+use super::{Actor, PauseCtx, dap_error};
 use crate::{
+    dap_session::{stop, values},
     error::{ApiError, ApiResult},
-    inspector::PauseTarget,
-    pause::{
-        answer::{Go, PauseOwner, Reply},
-        book::PauseBook,
+    session::{
+        ExecOp, PauseTarget,
+        pause::{
+            answer::{Go, PauseOwner, Reply},
+            book::PauseBook,
+        },
     },
-    session::stop,
 };
 
 /// Steps a TRACE takes when the command names no limit.
@@ -500,7 +502,8 @@ impl PauseOwner for Actor {
             .get(key)
             .map(|e| e.pause.clone())
             .ok_or_else(|| self.book.gone(key))?;
-        self.ctx.inspect_pause(&pause, target).await
+        let root = values::pause_node(&self.shared, &pause, &target).await?;
+        self.ctx.inspectors.open(pause.session_id, root, None).await
     }
 
     async fn stack(&mut self, key: &str) -> (Vec<Frame>, Vec<Cause>) {

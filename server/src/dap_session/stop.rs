@@ -2,10 +2,10 @@
 //! locations with a code excerpt, locals cut for display.
 
 use serde_json::Value;
-use stepd_proto::v1::{CodeExcerpt, DisplayValue, Local, Location, PauseReason};
+use stepd_proto::v1::{CodeExcerpt, Local, Location, PauseReason};
 
-/// Longest printed value in a pause before it is cut.
-pub const DISPLAY_LIMIT: usize = 200;
+pub use crate::session::pause::display::display;
+
 /// Most locals shown in a pause.
 pub const MAX_LOCALS: usize = 64;
 /// Lines of source shown on each side of the current line.
@@ -28,22 +28,6 @@ pub fn reason(raw: &str, entry_expected: bool) -> PauseReason {
         "goto" => PauseReason::Goto,
         "data breakpoint" => PauseReason::DataBreakpoint,
         _ => PauseReason::Unspecified,
-    }
-}
-
-/// A value cut to the display limit.
-pub fn display(text: &str, type_name: &str) -> DisplayValue {
-    let truncated = text.chars().count() > DISPLAY_LIMIT;
-    DisplayValue {
-        text: if truncated {
-            let mut cut: String = text.chars().take(DISPLAY_LIMIT).collect();
-            cut.push('…');
-            cut
-        } else {
-            text.to_owned()
-        },
-        truncated,
-        r#type: type_name.to_owned(),
     }
 }
 
@@ -142,14 +126,6 @@ pub fn excerpt(path: &str, line: u32) -> Option<CodeExcerpt> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn long_values_are_cut_and_flagged() {
-        let v = display(&"x".repeat(500), "str");
-        assert!(v.truncated);
-        assert_eq!(v.text.chars().count(), DISPLAY_LIMIT + 1);
-        assert!(!display("short", "str").truncated);
-    }
 
     #[test]
     fn reasons_are_normalised() {

@@ -10,7 +10,7 @@ use stepd_proto::v1::{
 use tokio::time::sleep_until;
 
 use super::Actor;
-use crate::session::LaunchOutcome;
+use crate::dap_session::LaunchOutcome;
 use crate::{
     dap::{
         adapters::{self, LaunchSpec},
@@ -46,7 +46,7 @@ impl Actor {
             .await
             .map_err(start_error)?;
         let _ = self.shared.capabilities.set(capabilities.clone());
-        self.session.capabilities = capabilities.as_object().map(adapters::json_to_struct);
+        self.session.capabilities = capabilities.as_object().map(crate::json::to_struct);
         self.session.exception_filters = exception_filters(&capabilities);
 
         let (command, arguments) = self.start_arguments();
@@ -190,7 +190,7 @@ impl Actor {
         }
         if let Some(extra) = &r.adapter_options
             && let (Some(obj), Value::Object(extra)) =
-                (args.as_object_mut(), adapters::struct_to_json(extra))
+                (args.as_object_mut(), crate::json::from_struct(extra))
         {
             obj.extend(extra);
         }

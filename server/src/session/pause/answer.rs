@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     error::{ApiError, ApiResult},
-    inspector::PauseTarget,
+    session::PauseTarget,
 };
 
 /// Where the answer to a debug input goes.
@@ -195,7 +195,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::{events::EventBus, pause::PauseRegistry};
+    use crate::{events::EventBus, session::pause::PauseRegistry};
 
     /// A kind whose every capability can be told to fail.
     struct Owner {
@@ -249,7 +249,7 @@ mod tests {
         refuse: bool,
     ) -> (
         Owner,
-        mpsc::Receiver<crate::pause::Answer>,
+        mpsc::Receiver<crate::session::pause::Answer>,
         Arc<PauseRegistry>,
     ) {
         let bus = Arc::new(EventBus::new("i".into(), 1, 64, 64));
@@ -295,7 +295,7 @@ mod tests {
     /// Sends `command` through the registry and lets the owner answer it.
     async fn send(
         owner: &mut Owner,
-        inbox: &mut mpsc::Receiver<crate::pause::Answer>,
+        inbox: &mut mpsc::Receiver<crate::session::pause::Answer>,
         registry: &PauseRegistry,
         command: Command,
     ) -> ApiResult<SendDebugInputResponse> {

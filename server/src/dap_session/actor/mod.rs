@@ -30,19 +30,18 @@ mod start;
 
 use commands::{Mode, Steering};
 
-use super::{
-    Command, Context, ExecOp, LaunchOutcome, LaunchRequest, Shared, WaitMode, handles, stop,
-};
+use super::{LaunchOutcome, LaunchRequest, Shared, handles, stop};
 use crate::{
     dap::{
         adapters::{self, Adapter},
         client::{DapClient, DapError, Incoming},
     },
     error::{ApiError, ApiResult},
-    pause::{
+    session::pause::{
         Answer, answer,
         book::{self, PauseBook},
     },
+    session::{Command, Context, ExecOp, WaitMode},
     time::now_timestamp,
 };
 
@@ -75,6 +74,8 @@ pub struct Actor {
     child: Option<Child>,
     incoming: mpsc::UnboundedReceiver<Incoming>,
     commands: mpsc::UnboundedReceiver<Command>,
+    /// Where this session asks for the child sessions its adapter starts.
+    children: mpsc::UnboundedSender<LaunchRequest>,
     answers: mpsc::Receiver<Answer>,
     session: Session,
     queue: VecDeque<(ExecOp, WaitMode, oneshot::Sender<ApiResult<StableState>>)>,
@@ -113,6 +114,14 @@ pub struct Actor {
     guess: Option<locals::Guess>,
 }
 
+/// A started adapter: its process, if stepd started one, and what it sends.
+pub struct Connection {
+    /// The adapter process; none for a child session on a shared adapter.
+    pub child: Option<Child>,
+    /// Events and reverse requests from the adapter.
+    pub incoming: mpsc::UnboundedReceiver<Incoming>,
+}
+
 impl Actor {
     /// A new actor for a started adapter.
     pub fn new(
@@ -120,10 +129,11 @@ impl Actor {
         shared: Arc<Shared>,
         adapter: Adapter,
         request: LaunchRequest,
-        child: Option<Child>,
-        incoming: mpsc::UnboundedReceiver<Incoming>,
+        connection: Connection,
         commands: mpsc::UnboundedReceiver<Command>,
+        children: mpsc::UnboundedSender<LaunchRequest>,
     ) -> Self {
+        let Connection { child, incoming } = connection;
         let (book, answers) =
             PauseBook::new(shared.id.clone(), ctx.pauses.clone(), ctx.bus.clone());
         let client = shared
@@ -173,6 +183,7 @@ impl Actor {
             child,
             incoming,
             commands,
+            children,
             answers,
             session,
             queue: VecDeque::new(),
@@ -302,7 +313,7 @@ impl Actor {
             .as_str()
             .unwrap_or("127.0.0.1");
         let port = configuration["connect"]["port"].as_u64().unwrap_or(0);
-        let Some(children) = self.ctx.children.clone().filter(|_| port > 0) else {
+        let Some(children) = Some(self.children.clone()).filter(|_| port > 0) else {
             self.client.respond(
                 seq,
                 command,

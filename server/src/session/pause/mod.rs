@@ -10,6 +10,7 @@
 
 pub mod answer;
 pub mod book;
+pub mod display;
 
 use std::{
     collections::{HashMap, VecDeque},

@@ -1,0 +1,165 @@
+//! DAP sessions: a real program under a real debug adapter. One actor per
+//! session (`actor`) owns its state; `launch` starts the adapter and the
+//! actor; `inspect` and `values` are the inspection paths, which talk to the
+//! adapter directly with handles checked against the current stop, so they
+//! run in parallel with execution. [`Launcher`] starts sessions, including
+//! the child sessions adapters ask for.
+
+mod actor;
+mod handles;
+mod inspect;
+mod launch;
+mod log_message;
+mod output;
+mod port;
+mod sources;
+pub(crate) mod stop;
+pub(crate) mod values;
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex, OnceLock,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+};
+
+use serde_json::Value;
+use stepd_proto::v1::ErrorReason;
+use tokio::sync::mpsc;
+
+pub use launch::{LaunchOutcome, Request as LaunchRequest};
+pub use port::DapPort;
+
+use crate::{
+    dap::client::DapClient,
+    error::{ApiError, ApiResult},
+    session::{Context, Sessions},
+};
+
+/// Starts DAP sessions into the registry. Child sessions that adapters ask
+/// for (`startDebugging`) are started by a task of its own, so an actor never
+/// waits on another session's start.
+#[derive(Clone)]
+pub struct Launcher {
+    ctx: Context,
+    sessions: Arc<Sessions>,
+    children: mpsc::UnboundedSender<LaunchRequest>,
+}
+
+impl Launcher {
+    /// A launcher registering its sessions in `sessions`.
+    pub fn new(ctx: Context, sessions: Arc<Sessions>) -> Self {
+        let (children, mut requests) = mpsc::unbounded_channel::<LaunchRequest>();
+        let launcher = Self {
+            ctx,
+            sessions,
+            children,
+        };
+        let spawner = launcher.clone();
+        tokio::spawn(async move {
+            while let Some(request) = requests.recv().await {
+                let launcher = spawner.clone();
+                tokio::spawn(async move {
+                    let parent = request.parent_session_id.clone();
+                    if let Err(err) = launcher.start(request).await {
+                        tracing::warn!(%parent, %err, "could not start a child session");
+                    }
+                });
+            }
+        });
+        launcher
+    }
+
+    /// Launches or attaches a DAP session; answers once configuration is done.
+    pub async fn start(&self, request: LaunchRequest) -> ApiResult<LaunchOutcome> {
+        let (handle, outcome) =
+            launch::start(self.ctx.clone(), self.children.clone(), request).await?;
+        self.sessions.insert(handle);
+        Ok(outcome)
+    }
+}
+
+/// State shared between the actor and the inspection paths.
+pub struct Shared {
+    /// The session id.
+    pub id: String,
+    /// The adapter connection, once started.
+    pub client: OnceLock<Arc<DapClient>>,
+    /// The adapter's capabilities as announced.
+    pub capabilities: OnceLock<Value>,
+    /// Adapter name.
+    pub adapter: String,
+    /// Increases whenever the program stops or moves; handles carry it.
+    pub epoch: AtomicU64,
+    /// Stopped threads and their pause keys.
+    pub stopped: Mutex<HashMap<i64, String>>,
+    /// (thread, adapter frame id) of the top frame of the latest stop, the
+    /// default frame of evaluations.
+    pub latest_frame: Mutex<Option<(i64, i64)>>,
+    /// Captured output.
+    pub output: Mutex<output::OutputBuffer>,
+    /// Set once the session ended.
+    pub ended: AtomicBool,
+}
+
+impl Shared {
+    /// State for a new session; the adapter connection is set once started.
+    pub fn new(id: String, adapter: &str) -> Self {
+        Self {
+            id,
+            client: OnceLock::new(),
+            capabilities: OnceLock::new(),
+            adapter: adapter.to_owned(),
+            epoch: AtomicU64::new(1),
+            stopped: Mutex::new(HashMap::new()),
+            latest_frame: Mutex::new(None),
+            output: Mutex::new(output::OutputBuffer::default()),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    /// The connection, or SESSION_ENDED / NOT_STOPPED-style errors.
+    pub fn client(&self) -> ApiResult<Arc<DapClient>> {
+        if self.ended.load(Ordering::Acquire) {
+            return Err(ApiError::new(
+                ErrorReason::SessionEnded,
+                format!("session {} has ended", self.id),
+            )
+            .with("session_id", self.id.clone()));
+        }
+        self.client.get().cloned().ok_or_else(|| {
+            ApiError::new(
+                ErrorReason::UnsupportedByAdapter,
+                "this session's adapter connection is not set up yet",
+            )
+            .with("session_id", self.id.clone())
+        })
+    }
+
+    /// Whether the adapter announced a capability.
+    pub fn supports(&self, capability: &str) -> bool {
+        self.capabilities
+            .get()
+            .is_some_and(|c| c[capability].as_bool() == Some(true))
+    }
+
+    /// Refuses a request whose capability the adapter did not announce.
+    pub fn require(&self, capability: &str, what: &str) -> ApiResult<()> {
+        if self.supports(capability) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                ErrorReason::UnsupportedByAdapter,
+                format!("{} does not support {what} (no {capability})", self.adapter),
+            )
+            .with("adapter", self.adapter.clone())
+            .with("capability", capability))
+        }
+    }
+
+    /// The current stop epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+}
