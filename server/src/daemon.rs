@@ -93,7 +93,7 @@ impl Daemon {
             hold_limit: config.hold_limit,
         };
         let sessions = Sessions::new();
-        sessions.follow_breakpoints(&bus);
+        sessions.follow(bus.clone());
         let launcher = Launcher::new(context.clone(), sessions.clone());
         Ok(Self {
             context,

@@ -980,3 +980,63 @@ async fn quit_ends_a_probe_session_as_quit() {
     assert_eq!(reason(&err), "ALREADY_ANSWERED");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn an_ended_session_is_forgotten_everywhere_at_once() {
+    let (daemon, mut sub) = watched().await;
+    let mut ids = Vec::new();
+    // The daemon remembers 64 ended sessions; the 65th to end pushes out the first.
+    for _ in 0..65 {
+        let (probe, _) = Probe::connect(&daemon, &[]).await;
+        let id = probe.session_id.clone();
+        drop(probe);
+        dap::ended(&mut sub, &id).await;
+        ids.push(id);
+    }
+    let sessions = dap::sessions(&daemon).await;
+    let first = &ids[0];
+    let err = sessions
+        .clone()
+        .get_session(GetSessionRequest {
+            session_id: first.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "SESSION_NOT_FOUND");
+    // The registry forgets it with the view, so every call agrees.
+    let outcome = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let read = sessions
+                .clone()
+                .read_output(stepd_proto::v1::ReadOutputRequest {
+                    session_id: first.clone(),
+                    ..Default::default()
+                })
+                .await;
+            match read {
+                Err(err) => return err,
+                Ok(_) => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await
+    .expect("ReadOutput forgets the session too");
+    assert_eq!(reason(&outcome), "SESSION_NOT_FOUND");
+    // The second one is still known to both.
+    sessions
+        .clone()
+        .get_session(GetSessionRequest {
+            session_id: ids[1].clone(),
+        })
+        .await
+        .unwrap();
+    sessions
+        .clone()
+        .read_output(stepd_proto::v1::ReadOutputRequest {
+            session_id: ids[1].clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    daemon.stop().await;
+}

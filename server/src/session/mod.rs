@@ -174,33 +174,40 @@ impl Sessions {
         })
     }
 
-    /// Keeps live sessions' breakpoints in step with the project's: every
-    /// breakpoint list change (and a breakpoint spent by its hits) is applied
-    /// again to every live session.
-    pub fn follow_breakpoints(self: &Arc<Self>, bus: &EventBus) {
+    /// Follows the daemon's events for what the registry must do about
+    /// them: every breakpoint list change (and a breakpoint spent by its
+    /// hits) is applied again to every live session, and an ended session
+    /// is forgotten once the event view forgets it, so `GetSession` and
+    /// `ReadOutput` agree about which sessions exist.
+    pub fn follow(self: &Arc<Self>, bus: Arc<EventBus>) {
         use stepd_proto::v1::{BreakpointChange, EventChannel, Watch, event::Payload};
         let filter = crate::events::Filter::from_watch(&Watch {
-            channels: vec![EventChannel::Breakpoints as i32],
+            channels: vec![
+                EventChannel::Breakpoints as i32,
+                EventChannel::Lifecycle as i32,
+            ],
             ..Default::default()
         });
         let (_, mut live) = bus.subscribe(&filter, None, "");
         let sessions = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
-                let reapply = match live.recv().await {
+                let (reapply, prune) = match live.recv().await {
                     Ok(event) => match &event.payload {
                         Some(Payload::BreakpointUpdated(u)) if event.session_id.is_empty() => {
-                            match BreakpointChange::try_from(u.change) {
+                            let reapply = match BreakpointChange::try_from(u.change) {
                                 Ok(BreakpointChange::Hit) => {
                                     u.breakpoint.as_ref().is_some_and(|b| b.spent)
                                 }
                                 Ok(BreakpointChange::Status) => false,
                                 _ => true,
-                            }
+                            };
+                            (reapply, false)
                         }
-                        _ => false,
+                        Some(Payload::SessionEnded(_)) => (false, true),
+                        _ => (false, false),
                     },
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => (true, true),
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 };
                 let Some(sessions) = sessions.upgrade() else {
@@ -211,7 +218,18 @@ impl Sessions {
                         let _ = handle.send(Command::Reapply);
                     }
                 }
+                if prune {
+                    sessions.prune(&bus);
+                }
             }
+        });
+    }
+
+    /// Drops the sessions whose actor is gone and that the event view no
+    /// longer shows.
+    fn prune(&self, bus: &EventBus) {
+        self.lock().retain(|id, handle| {
+            !handle.commands.is_closed() || bus.with_view(|v| v.session(id).is_some())
         });
     }
 
