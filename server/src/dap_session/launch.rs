@@ -16,7 +16,7 @@ use super::{
 use crate::{
     dap::{adapters, client::DapClient, transport},
     error::{ApiError, ApiResult},
-    session::{Context, SessionHandle},
+    session::{Context, SessionHandle, mailbox},
 };
 
 /// A Launch or Attach request, adapter-independent.
@@ -154,7 +154,7 @@ pub async fn start(
             }
         });
     }
-    let (commands, command_rx) = mpsc::unbounded_channel();
+    let (handle, mailbox) = mailbox(Arc::new(DapPort(shared.clone())));
     let (ready, outcome) = oneshot::channel();
     let actor = Actor::new(
         ctx,
@@ -165,15 +165,12 @@ pub async fn start(
             child: transport.child,
             incoming,
         },
-        command_rx,
+        mailbox,
         children,
     );
     tokio::spawn(actor.run(ready));
     let outcome = outcome
         .await
         .map_err(|_| ApiError::internal("the session ended before it was configured"))??;
-    Ok((
-        SessionHandle::new(Arc::new(DapPort(shared)), commands),
-        outcome,
-    ))
+    Ok((handle, outcome))
 }

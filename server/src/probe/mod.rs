@@ -16,7 +16,7 @@ use tokio_stream::Stream;
 
 use crate::{
     inspector::value::Node,
-    session::{Context, Fut, PauseTarget, SessionHandle, SessionPort, Sessions},
+    session::{Context, Fut, PauseTarget, SessionPort, Sessions, mailbox as session_mailbox},
 };
 
 /// A probe session's inspection paths: its holds carry their values, and
@@ -56,10 +56,9 @@ pub fn start<S>(
 {
     let id = uuid::Uuid::now_v7().to_string();
     let previous = previous_session(&ctx, sessions, &hello.resume_session_id, &id);
-    let (commands, command_rx) = mpsc::unbounded_channel();
-    let port = Arc::new(ProbePort { id: id.clone() });
-    sessions.insert(SessionHandle::new(port, commands));
-    let actor = session::ProbeSession::new(ctx, id, hello, previous, out, command_rx);
+    let (handle, mailbox) = session_mailbox(Arc::new(ProbePort { id: id.clone() }));
+    sessions.insert(handle);
+    let actor = session::ProbeSession::new(ctx, id, hello, previous, out, mailbox);
     tokio::spawn(actor.run(inbound));
 }
 

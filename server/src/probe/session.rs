@@ -25,7 +25,7 @@ use crate::{
     breakpoints::HitCondition,
     error::{ApiError, ApiResult},
     session::{
-        Command, Context, ExecOp, PauseTarget, WaitMode,
+        Command, Context, ExecOp, Mailbox, PauseTarget, WaitMode,
         pause::{
             Answer,
             answer::{self, Go, PauseOwner, Reply},
@@ -91,7 +91,7 @@ pub struct ProbeSession {
     hello: Hello,
     session: Session,
     out: Outbox,
-    commands: mpsc::UnboundedReceiver<Command>,
+    commands: Mailbox,
     answers: mpsc::Receiver<Answer>,
     mode: Mode,
     /// The held points, each a pause.
@@ -126,7 +126,7 @@ impl ProbeSession {
         hello: Hello,
         previous_session_id: String,
         out: Outbox,
-        commands: mpsc::UnboundedReceiver<Command>,
+        commands: Mailbox,
     ) -> Self {
         let hold_limit = ctx.hold_limit;
         let (book, answers) = PauseBook::new(id.clone(), ctx.pauses.clone(), ctx.bus.clone());

@@ -16,7 +16,7 @@ use std::{
 };
 
 use stepd_proto::v1::{DisconnectMode, ErrorReason, SessionKind, StableState, StepKind};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 pub use port::{Fut, PauseTarget, SessionPort};
 
@@ -79,7 +79,7 @@ pub enum Command {
         /// The answer.
         reply: oneshot::Sender<ApiResult<StableState>>,
     },
-    /// The project's breakpoints changed: apply them again.
+    /// The project's breakpoints changed: apply them again (see [`Mailbox`]).
     Reapply,
     /// Probe sessions: the probe reconnected as session `by`; end this one
     /// as its stream had ended.
@@ -96,34 +96,83 @@ pub enum Command {
     },
 }
 
+/// Commands queued for one actor before further ones are refused.
+pub const MAILBOX: usize = 64;
+
+/// An actor's side of its mailbox. Breakpoint changes arrive apart from
+/// the bounded command queue, as one coalesced `Reapply`, so a full queue
+/// never loses one.
+pub struct Mailbox {
+    commands: mpsc::Receiver<Command>,
+    reapply: Arc<Notify>,
+}
+
+impl Mailbox {
+    /// The next command; `None` once every handle is gone.
+    pub async fn recv(&mut self) -> Option<Command> {
+        tokio::select! {
+            biased;
+            () = self.reapply.notified() => Some(Command::Reapply),
+            command = self.commands.recv() => command,
+        }
+    }
+}
+
+/// A new mailbox: the actor's side, and the handle's.
+pub fn mailbox(port: Arc<dyn SessionPort>) -> (SessionHandle, Mailbox) {
+    let (commands, inbox) = mpsc::channel(MAILBOX);
+    let reapply = Arc::new(Notify::new());
+    let handle = SessionHandle {
+        port,
+        commands,
+        reapply: reapply.clone(),
+    };
+    let mailbox = Mailbox {
+        commands: inbox,
+        reapply,
+    };
+    (handle, mailbox)
+}
+
 /// A live session, as the API sees it: its actor's mailbox and its port.
 #[derive(Clone)]
 pub struct SessionHandle {
     /// The inspection paths.
     pub port: Arc<dyn SessionPort>,
-    commands: mpsc::UnboundedSender<Command>,
+    commands: mpsc::Sender<Command>,
+    reapply: Arc<Notify>,
 }
 
 impl SessionHandle {
-    /// A handle on an actor reading `commands`.
-    pub fn new(port: Arc<dyn SessionPort>, commands: mpsc::UnboundedSender<Command>) -> Self {
-        Self { port, commands }
-    }
-
     /// The session id.
     pub fn id(&self) -> &str {
         self.port.id()
     }
 
-    /// Sends the actor a message, or SESSION_ENDED once it is gone.
+    /// Sends the actor a message: SESSION_ENDED once it is gone,
+    /// LIMIT_EXCEEDED while its queue is full.
     pub fn send(&self, command: Command) -> ApiResult<()> {
-        self.commands.send(command).map_err(|_| {
-            ApiError::new(
+        self.commands.try_send(command).map_err(|err| match err {
+            mpsc::error::TrySendError::Full(_) => ApiError::new(
+                ErrorReason::LimitExceeded,
+                format!(
+                    "{MAILBOX} requests are already queued for session {}",
+                    self.id()
+                ),
+            )
+            .with("session_id", self.id())
+            .with("limit", "session_queue"),
+            mpsc::error::TrySendError::Closed(_) => ApiError::new(
                 ErrorReason::SessionEnded,
                 format!("session {} has ended", self.id()),
             )
-            .with("session_id", self.id())
+            .with("session_id", self.id()),
         })
+    }
+
+    /// Tells the actor the project's breakpoints changed.
+    pub fn reapply(&self) {
+        self.reapply.notify_one();
     }
 
     /// Runs an execution request (queued behind any in flight).
@@ -215,7 +264,7 @@ impl Sessions {
                 };
                 if reapply {
                     for handle in sessions.all() {
-                        let _ = handle.send(Command::Reapply);
+                        handle.reapply();
                     }
                 }
                 if prune {

@@ -41,7 +41,7 @@ use crate::{
         Answer, answer,
         book::{self, PauseBook},
     },
-    session::{Command, Context, ExecOp, WaitMode},
+    session::{Command, Context, ExecOp, MAILBOX, Mailbox, WaitMode},
     time::now_timestamp,
 };
 
@@ -73,7 +73,7 @@ pub struct Actor {
     /// The adapter process; none for a child session on a shared adapter.
     child: Option<Child>,
     incoming: mpsc::UnboundedReceiver<Incoming>,
-    commands: mpsc::UnboundedReceiver<Command>,
+    commands: Mailbox,
     /// Where this session asks for the child sessions its adapter starts.
     children: mpsc::UnboundedSender<LaunchRequest>,
     answers: mpsc::Receiver<Answer>,
@@ -130,7 +130,7 @@ impl Actor {
         adapter: Adapter,
         request: LaunchRequest,
         connection: Connection,
-        commands: mpsc::UnboundedReceiver<Command>,
+        commands: Mailbox,
         children: mpsc::UnboundedSender<LaunchRequest>,
     ) -> Self {
         let Connection { child, incoming } = connection;
@@ -672,7 +672,13 @@ impl Actor {
     async fn on_command(&mut self, command: Command) {
         match command {
             Command::Exec { op, wait, reply } => {
-                if self.inflight.is_some() {
+                if self.inflight.is_some() && self.queue.len() >= MAILBOX {
+                    let _ = reply.send(Err(ApiError::new(
+                        ErrorReason::LimitExceeded,
+                        format!("{MAILBOX} execution requests are already waiting in this session"),
+                    )
+                    .with("limit", "session_queue")));
+                } else if self.inflight.is_some() {
                     self.queue.push_back((op, wait, reply));
                 } else {
                     self.start_exec(op, wait, reply).await;
