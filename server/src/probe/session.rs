@@ -1019,6 +1019,7 @@ impl ProbeSession {
             reason: reason.into(),
             detail,
             exit_code: None,
+            signal: String::new(),
         }));
     }
 }
