@@ -151,7 +151,7 @@ async fn conditions_and_log_points() {
 async fn an_exception_breakpoint_carries_the_message() {
     let (daemon, mut sub) = watched().await;
     let program = fixture("python/exceptions.py");
-    dap::add_breakpoint(
+    let bp = dap::add_breakpoint(
         &daemon,
         BreakpointSpec {
             location: Some(Location::Exception(ExceptionFilters {
@@ -172,6 +172,8 @@ async fn an_exception_breakpoint_carries_the_message() {
         "{}",
         pause.caught_msg
     );
+    // The exception breakpoint is what matched.
+    assert_eq!(pause.breakpoint_ids, [bp]);
     daemon.stop().await;
 }
 

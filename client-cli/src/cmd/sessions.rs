@@ -1041,6 +1041,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ends_name_their_exit_code_or_signal() {
+        assert_eq!(
+            end_text(EndReason::Exited as i32, Some(3), ""),
+            "exited, exit code 3"
+        );
+        assert_eq!(
+            end_text(EndReason::Signaled as i32, None, "SIGSEGV"),
+            "signaled, SIGSEGV"
+        );
+        assert_eq!(end_text(EndReason::Detached as i32, None, ""), "detached");
+    }
+
+    #[test]
     fn wait_durations() {
         assert_eq!(parse_wait(""), Ok(WaitFor::Default));
         assert_eq!(parse_wait("0"), Ok(WaitFor::Millis(0)));
