@@ -171,6 +171,13 @@ async fn attach_to_a_running_c_program_by_pid() {
 
 #[tokio::test]
 async fn attach_to_a_running_go_program_by_pid_names_it() {
+    // Without an adapter named, the process's executable says Go: dlv.
+    for adapter in ["dlv", ""] {
+        attach_to_go_busy(adapter).await;
+    }
+}
+
+async fn attach_to_go_busy(adapter: &str) {
     let (daemon, mut sub) = watched().await;
     let stop = TempDir::new("attg");
     let stop_file = stop.path().join("stop");
@@ -189,7 +196,7 @@ async fn attach_to_a_running_go_program_by_pid_names_it() {
     let session = dap::sessions(&daemon)
         .await
         .attach(AttachRequest {
-            adapter: "dlv".into(),
+            adapter: adapter.into(),
             pid: i64::from(debuggee.id().unwrap()),
             ..Default::default()
         })
@@ -198,6 +205,7 @@ async fn attach_to_a_running_go_program_by_pid_names_it() {
         .into_inner()
         .session
         .unwrap();
+    assert_eq!(session.adapter, "dlv", "{adapter:?}");
     let pid = dap::published_pid(&daemon, &mut sub, &session).await;
     assert_eq!(pid, i64::from(debuggee.id().unwrap()));
     dap::sessions(&daemon)

@@ -66,6 +66,15 @@ pub struct LaunchOutcome {
     pub entry: Option<StableState>,
 }
 
+/// What the adapter is guessed from: the program, or for an attach by pid
+/// the process's executable, so a Go process is attached with dlv.
+fn guess_from(request: &Request) -> String {
+    if request.attach && request.program.is_empty() && request.pid > 0 {
+        return format!("/proc/{}/exe", request.pid);
+    }
+    request.program.clone()
+}
+
 /// Refuses a launch whose program does not exist, before any adapter starts:
 /// debugpy would report the session running and exited 0, lldb fails only
 /// after its own start. A relative program is looked for in the launch's
@@ -126,7 +135,7 @@ pub async fn start(ctx: Context, request: Request) -> ApiResult<(SessionHandle, 
         return Err(ApiError::invalid_field("pid", "give a pid or connect"));
     }
     let name = match (request.adapter.as_str(), request.adapter_command.is_empty()) {
-        ("", true) => adapters::guess(&request.program).to_owned(),
+        ("", true) => adapters::guess(&guess_from(&request)).to_owned(),
         ("", false) => "custom".to_owned(),
         (named, _) => named.to_owned(),
     };
