@@ -541,11 +541,50 @@ pub mod dap {
                     reason: session.end_reason,
                     detail: session.end_detail,
                     exit_code: session.exit_code,
+                    signal: session.signal,
                 })),
                 ..event
             },
             None => event,
         }
+    }
+
+    /// The debuggee's pid as the session record shows it in both GetSession
+    /// and ListSessions, once known: at once when the launch answer had it,
+    /// else after the session_updated event that publishes it.
+    pub async fn published_pid(daemon: &Daemon, sub: &mut Subscription, session: &Session) -> i64 {
+        if session.pid == 0 {
+            sub.wait_for("a session_updated event with the pid", |e| {
+                e.session_id == session.id
+                    && matches!(&e.payload, Some(Payload::SessionUpdated(u))
+                        if u.session.as_ref().is_some_and(|s| s.pid > 0))
+            })
+            .await;
+        }
+        let mut client = sessions(daemon).await;
+        let got = client
+            .get_session(stepd_proto::v1::GetSessionRequest {
+                session_id: session.id.clone(),
+            })
+            .await
+            .expect("get session")
+            .into_inner()
+            .session
+            .expect("a session");
+        let listed = client
+            .list_sessions(stepd_proto::v1::ListSessionsRequest {
+                include_ended: true,
+                ..Default::default()
+            })
+            .await
+            .expect("list sessions")
+            .into_inner()
+            .sessions
+            .into_iter()
+            .find(|s| s.id == session.id)
+            .expect("the session is listed");
+        assert_eq!(got.pid, listed.pid, "GetSession and ListSessions agree");
+        got.pid
     }
 
     /// The value of a local in a pause.

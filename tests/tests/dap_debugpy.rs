@@ -151,7 +151,7 @@ async fn conditions_and_log_points() {
 async fn an_exception_breakpoint_carries_the_message() {
     let (daemon, mut sub) = watched().await;
     let program = fixture("python/exceptions.py");
-    dap::add_breakpoint(
+    let bp = dap::add_breakpoint(
         &daemon,
         BreakpointSpec {
             location: Some(Location::Exception(ExceptionFilters {
@@ -172,6 +172,8 @@ async fn an_exception_breakpoint_carries_the_message() {
         "{}",
         pause.caught_msg
     );
+    // The exception breakpoint is what matched.
+    assert_eq!(pause.breakpoint_ids, [bp]);
     daemon.stop().await;
 }
 
@@ -778,5 +780,101 @@ async fn a_child_process_becomes_a_child_session() {
         Some(3),
         "the parent exits with the child's code"
     );
+    daemon.stop().await;
+}
+
+/// Whether process `pid` runs `program` (its command line names it).
+fn runs(pid: i64, program: &std::path::Path) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).contains(program.to_str().unwrap()))
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_launched_programs_pid_is_published() {
+    // debugpy names the debuggee (its `process` event) only after it answers
+    // launch, that is after session_started.
+    // Whether the event beats session_started is a race, so three launches.
+    let (daemon, mut sub) = watched().await;
+    let program = fixture("python/busy.py");
+    for _ in 0..3 {
+        launch_and_read_the_pid(&daemon, &mut sub, &program).await;
+    }
+    daemon.stop().await;
+}
+
+async fn launch_and_read_the_pid(
+    daemon: &Daemon,
+    sub: &mut Subscription,
+    program: &std::path::Path,
+) {
+    let stop = stepd_e2e::TempDir::new("pid");
+    let stop_file = stop.path().join("stop");
+    let session = dap::launch(
+        daemon,
+        "debugpy",
+        program.to_str().unwrap(),
+        &[stop_file.to_str().unwrap()],
+    )
+    .await
+    .session
+    .unwrap();
+    let pid = dap::published_pid(daemon, sub, &session).await;
+    assert!(pid > 0, "pid {pid}");
+    assert!(runs(pid, program), "pid {pid} is not the debuggee");
+    assert_ne!(pid, session.adapter_pid, "the debuggee, not the adapter");
+    std::fs::write(&stop_file, b"").unwrap();
+    let ended = dap::ended(sub, &session.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn a_program_that_does_not_exist_fails_to_launch_under_every_adapter() {
+    let (daemon, _sub) = watched().await;
+    let dir = stepd_e2e::TempDir::new("nox");
+    let cases = [
+        ("debugpy", "/no/such/dir/program.py", ""),
+        // A relative path is looked for in the launch's working directory.
+        ("debugpy", "missing.py", dir.path().to_str().unwrap()),
+        ("debugpy", "/no/such/program", ""),
+        ("lldb", "/no/such/program", ""),
+        ("dlv", "/no/such/program", ""),
+        // No adapter named: the guess does not matter, the path is checked.
+        ("", "/no/such/program.py", ""),
+    ];
+    let mut sessions = dap::sessions(&daemon).await;
+    let mut wrong = Vec::new();
+    for (adapter, program, cwd) in cases {
+        let launched = sessions
+            .launch(LaunchRequest {
+                adapter: adapter.into(),
+                program: program.into(),
+                cwd: cwd.into(),
+                ..Default::default()
+            })
+            .await;
+        match launched {
+            Err(err)
+                if err.code() == Code::FailedPrecondition
+                    && reason(&err) == "LAUNCH_FAILED"
+                    && err.message().contains(program) => {}
+            other => wrong.push(format!("{adapter:?} {program}: {other:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // No session was started for any of them: none runs, none exited 0.
+    let listed = sessions
+        .list_sessions(stepd_proto::v1::ListSessionsRequest {
+            include_ended: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions;
+    assert!(listed.is_empty(), "{listed:?}");
     daemon.stop().await;
 }

@@ -72,3 +72,29 @@ async fn breakpoints_locals_steps_logs_and_exit_code() {
     assert!(text.contains("after 1"), "{text}");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn a_go_binary_launched_without_an_adapter_runs_under_dlv() {
+    // The binary has no .go suffix: only its Go build information says Go
+    // (lldb would fail "Could not find type system for language go").
+    let (daemon, mut sub) = watched().await;
+    let source = fixture("go/hello/main.go");
+    let line = line_of(&source, "step");
+    let bp = dap::add_breakpoint(&daemon, source_spec(source.to_str().unwrap(), line)).await;
+    let binary = fixture("build/go-hello");
+    assert!(binary.is_file(), "run scripts/build-fixtures");
+    let launched = dap::launch_with(
+        &daemon,
+        LaunchRequest {
+            program: binary.to_str().unwrap().into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let session = launched.session.unwrap();
+    assert_eq!(session.adapter, "dlv");
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(pause.breakpoint_ids, std::slice::from_ref(&bp));
+    assert_eq!(dap::local(&pause, "i"), "0");
+    daemon.stop().await;
+}

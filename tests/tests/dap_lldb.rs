@@ -286,3 +286,283 @@ async fn pause_is_reported_as_a_pause_request() {
         daemon.stop().await;
     }
 }
+
+/// Launches a fixture built by scripts/build-fixtures under one lldb adapter.
+async fn launch_fixture(
+    daemon: &Daemon,
+    adapter: &str,
+    name: &str,
+    args: &[&str],
+) -> stepd_proto::v1::Session {
+    let built = fixture(&format!("build/{name}"));
+    assert!(
+        built.is_file(),
+        "{} is missing; run scripts/build-fixtures",
+        built.display()
+    );
+    dap::launch_with(
+        daemon,
+        LaunchRequest {
+            adapter: "lldb".into(),
+            adapter_command: vec![adapter.into()],
+            program: built.to_str().unwrap().into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .unwrap()
+}
+
+/// The names of a scope's variables.
+async fn names(
+    sessions: &mut stepd_proto::v1::session_service_client::SessionServiceClient<
+        tonic::transport::Channel,
+    >,
+    session_id: &str,
+    variables_ref: &str,
+) -> Vec<String> {
+    sessions
+        .list_variables(ListVariablesRequest {
+            session_id: session_id.into(),
+            variables_ref: variables_ref.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .variables
+        .into_iter()
+        .map(|v| v.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn each_frames_locals_handle_names_that_frames_locals() {
+    // lldb numbers every frame's Locals 1: after `step`'s scopes were listed,
+    // `deref`'s handle must still list `deref`'s locals.
+    for adapter in ADAPTERS {
+        let (daemon, mut sub) = stepd_e2e::watched().await;
+        let source = fixture("c/crash.c");
+        dap::add_breakpoint(
+            &daemon,
+            source_spec(source.to_str().unwrap(), line_of(&source, "deref")),
+        )
+        .await;
+        let session = launch_fixture(&daemon, adapter, "crash", &[]).await;
+        let pause = dap::next_pause(&mut sub, &session.id).await;
+        let mut sessions = dap::sessions(&daemon).await;
+        let frames = sessions
+            .get_stack_trace(GetStackTraceRequest {
+                session_id: session.id.clone(),
+                thread_id: pause.thread_id,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .frames;
+        assert_eq!(frames[0].name, "deref", "{adapter}");
+        assert_eq!(frames[1].name, "step", "{adapter}");
+        let mut locals = Vec::new();
+        for frame in &frames[..2] {
+            let scopes = sessions
+                .list_scopes(ListScopesRequest {
+                    session_id: session.id.clone(),
+                    frame_id: frame.id.clone(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .scopes;
+            locals.push(scopes[0].variables_ref.clone());
+        }
+        assert_ne!(locals[0], locals[1], "{adapter}: one handle for two frames");
+        for _ in 0..2 {
+            let deref = names(&mut sessions, &session.id, &locals[0]).await;
+            assert!(deref.contains(&"offset".to_owned()), "{adapter}: {deref:?}");
+            assert!(
+                !deref.contains(&"before".to_owned()),
+                "{adapter}: {deref:?}"
+            );
+            let step = names(&mut sessions, &session.id, &locals[1]).await;
+            assert!(step.contains(&"before".to_owned()), "{adapter}: {step:?}");
+            assert!(!step.contains(&"offset".to_owned()), "{adapter}: {step:?}");
+        }
+        daemon.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_segfault_pauses_as_an_exception_and_ends_by_its_signal() {
+    for adapter in ADAPTERS {
+        let (daemon, mut sub) = stepd_e2e::watched().await;
+        let source = fixture("c/crash.c");
+        let session = launch_fixture(&daemon, adapter, "crash", &["crash"]).await;
+        let pause = dap::next_pause(&mut sub, &session.id).await;
+        assert_eq!(pause.reason, PauseReason::Exception as i32, "{adapter}");
+        assert!(
+            pause.caught_msg.starts_with("signal SIGSEGV"),
+            "{adapter}: {}",
+            pause.caught_msg
+        );
+        assert!(
+            pause.breakpoint_ids.is_empty(),
+            "{adapter}: no breakpoint caused it"
+        );
+        assert_eq!(
+            pause.location.as_ref().unwrap().line,
+            line_of(&source, "deref"),
+            "{adapter}"
+        );
+        let mut sessions = dap::sessions(&daemon).await;
+        let last = dap::resume(&mut sessions, &session.id).await;
+        assert_eq!(
+            last.end_reason,
+            EndReason::Signaled as i32,
+            "{adapter}: {last:?}"
+        );
+        assert_eq!(last.signal, "SIGSEGV", "{adapter}");
+        assert_eq!(last.exit_code, None, "{adapter}: a signal is no exit code");
+        let ended = dap::ended(&mut sub, &session.id).await;
+        let Some(Payload::SessionEnded(end)) = ended.payload else {
+            unreachable!()
+        };
+        assert_eq!(end.reason, EndReason::Signaled as i32, "{adapter}");
+        assert_eq!(end.signal, "SIGSEGV", "{adapter}");
+        let record = sessions
+            .get_session(stepd_proto::v1::GetSessionRequest {
+                session_id: session.id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .session
+            .unwrap();
+        assert_eq!(record.signal, "SIGSEGV", "{adapter}");
+        assert_eq!(record.end_reason, EndReason::Signaled as i32, "{adapter}");
+        daemon.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_cpp_throw_stop_carries_the_thrown_exception_and_its_breakpoint() {
+    for adapter in ADAPTERS {
+        let (daemon, mut sub) = stepd_e2e::watched().await;
+        let source = fixture("c/throw.cpp");
+        let bp = dap::add_breakpoint(
+            &daemon,
+            stepd_proto::v1::BreakpointSpec {
+                location: Some(stepd_proto::v1::breakpoint_spec::Location::Exception(
+                    stepd_proto::v1::ExceptionFilters {
+                        filter_ids: vec!["cpp_throw".into()],
+                    },
+                )),
+                ..Default::default()
+            },
+        )
+        .await;
+        let session = launch_fixture(&daemon, adapter, "throw", &[]).await;
+        let pause = dap::next_pause(&mut sub, &session.id).await;
+        assert_eq!(pause.reason, PauseReason::Exception as i32, "{adapter}");
+        // The exception's type and what(), not the filter's label "C++ Throw".
+        assert_eq!(
+            pause.caught_msg, "std::runtime_error: bad value 42",
+            "{adapter}"
+        );
+        assert_eq!(pause.breakpoint_ids, std::slice::from_ref(&bp), "{adapter}");
+        let mut sessions = dap::sessions(&daemon).await;
+        let frames = sessions
+            .get_stack_trace(GetStackTraceRequest {
+                session_id: session.id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .frames;
+        assert_eq!(
+            frames[1].location.as_ref().unwrap().line,
+            line_of(&source, "throw"),
+            "{adapter}"
+        );
+        // Caught, the program goes on to the second throw.
+        let second = dap::resume(&mut sessions, &session.id).await;
+        let second = second.pause.unwrap();
+        assert_eq!(
+            second.caught_msg, "std::runtime_error: bad value 42",
+            "{adapter}"
+        );
+        let text = dap::output_text(&daemon, &session.id).await;
+        assert!(text.contains("caught: bad value 42"), "{adapter}: {text}");
+        daemon.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn get_session_names_the_breakpoint_of_each_placement() {
+    let (daemon, mut sub) = stepd_e2e::watched().await;
+    let source = fixture("c/hello.c");
+    let bp = dap::add_breakpoint(
+        &daemon,
+        source_spec(source.to_str().unwrap(), line_of(&source, "step")),
+    )
+    .await;
+    let session = launch_fixture(&daemon, "lldb-dap-19", "hello", &[]).await;
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    let mut sessions = dap::sessions(&daemon).await;
+    let got = sessions
+        .get_session(stepd_proto::v1::GetSessionRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let ids: Vec<&str> = got
+        .breakpoints
+        .iter()
+        .map(|b| b.breakpoint_id.as_str())
+        .collect();
+    assert_eq!(ids, [bp.as_str()], "{:?}", got.breakpoints);
+    assert_eq!(pause.breakpoint_ids, [bp]);
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn get_stack_trace_of_thread_zero_is_the_latest_pauses_thread() {
+    let (daemon, mut sub) = stepd_e2e::watched().await;
+    let source = fixture("c/hello.c");
+    dap::add_breakpoint(
+        &daemon,
+        source_spec(source.to_str().unwrap(), line_of(&source, "step")),
+    )
+    .await;
+    let session = launch_fixture(&daemon, "lldb-dap-19", "hello", &[]).await;
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    let mut sessions = dap::sessions(&daemon).await;
+    // Thread 0 is the latest pause's thread, as for Step and Continue.
+    let frames = sessions
+        .get_stack_trace(GetStackTraceRequest {
+            session_id: session.id.clone(),
+            thread_id: 0,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .frames;
+    assert_eq!(frames[0].name, "step");
+    let explicit = sessions
+        .get_stack_trace(GetStackTraceRequest {
+            session_id: session.id.clone(),
+            thread_id: pause.thread_id,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .frames;
+    assert_eq!(frames, explicit);
+    daemon.stop().await;
+}

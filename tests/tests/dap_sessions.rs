@@ -61,6 +61,9 @@ async fn attach_to_a_debugpy_listener_then_detach() {
         .unwrap()
         .into_inner();
     let session = attached.session.unwrap();
+    // The session record names the debuggee, in GetSession and ListSessions.
+    let pid = dap::published_pid(&daemon, &mut sub, &session).await;
+    assert_eq!(pid, i64::from(debuggee.id().unwrap()));
     let state = dap::sessions(&daemon)
         .await
         .pause(stepd_proto::v1::PauseRequest {
@@ -136,6 +139,8 @@ async fn attach_to_a_running_c_program_by_pid() {
         .into_inner()
         .session
         .unwrap();
+    let pid = dap::published_pid(&daemon, &mut sub, &session).await;
+    assert_eq!(pid, i64::from(debuggee.id().unwrap()));
     let threads = dap::sessions(&daemon)
         .await
         .list_threads(ListThreadsRequest {
@@ -146,6 +151,63 @@ async fn attach_to_a_running_c_program_by_pid() {
         .into_inner()
         .threads;
     assert!(!threads.is_empty());
+    dap::sessions(&daemon)
+        .await
+        .disconnect(DisconnectRequest {
+            session_id: session.id.clone(),
+            mode: DisconnectMode::Detach.into(),
+        })
+        .await
+        .unwrap();
+    dap::ended(&mut sub, &session.id).await;
+    std::fs::write(&stop_file, b"").unwrap();
+    let status = tokio::time::timeout(stepd_e2e::DEADLINE, debuggee.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "the detached program finished on its own");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn attach_to_a_running_go_program_by_pid_names_it() {
+    // Without an adapter named, the process's executable says Go: dlv.
+    for adapter in ["dlv", ""] {
+        attach_to_go_busy(adapter).await;
+    }
+}
+
+async fn attach_to_go_busy(adapter: &str) {
+    let (daemon, mut sub) = watched().await;
+    let stop = TempDir::new("attg");
+    let stop_file = stop.path().join("stop");
+    let mut debuggee = tokio::process::Command::new(fixture("build/go-busy"))
+        .arg(&stop_file)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(debuggee.stdout.take().unwrap()).lines();
+    let started = tokio::time::timeout(stepd_e2e::DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(started.as_deref(), Some("busy: started"));
+    let session = dap::sessions(&daemon)
+        .await
+        .attach(AttachRequest {
+            adapter: adapter.into(),
+            pid: i64::from(debuggee.id().unwrap()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(session.adapter, "dlv", "{adapter:?}");
+    let pid = dap::published_pid(&daemon, &mut sub, &session).await;
+    assert_eq!(pid, i64::from(debuggee.id().unwrap()));
     dap::sessions(&daemon)
         .await
         .disconnect(DisconnectRequest {

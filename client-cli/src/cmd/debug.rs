@@ -138,7 +138,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         if session.state == SessionState::Ended as i32 {
             println!(
                 "session {session_id} already ended: {}",
-                end_text(session.end_reason, session.exit_code)
+                end_text(session.end_reason, session.exit_code, &session.signal)
             );
             return Ok(());
         }
@@ -647,7 +647,7 @@ impl Debugger {
                 if let Some(session) = snapshot.sessions.iter().find(|s| s.id == self.session_id)
                     && session.state == SessionState::Ended as i32
                 {
-                    return self.ended(session.end_reason, session.exit_code, "");
+                    return self.ended(session.end_reason, session.exit_code, &session.signal, "");
                 }
                 let pauses: Vec<Pause> = snapshot
                     .pauses
@@ -703,7 +703,7 @@ impl Debugger {
                 }
             }
             Some(Payload::SessionEnded(end)) if ours => {
-                return self.ended(end.reason, end.exit_code, &end.detail);
+                return self.ended(end.reason, end.exit_code, &end.signal, &end.detail);
             }
             Some(Payload::Output(output)) if ours => {
                 if let Some(chunk) = output.chunk
@@ -816,11 +816,11 @@ impl Debugger {
         Flow::Go
     }
 
-    fn ended(&mut self, reason: i32, exit_code: Option<i32>, detail: &str) -> Flow {
+    fn ended(&mut self, reason: i32, exit_code: Option<i32>, signal: &str, detail: &str) -> Flow {
         let mut text = format!(
             "session {} ended: {}",
             self.session_id,
-            end_text(reason, exit_code)
+            end_text(reason, exit_code, signal)
         );
         if !detail.is_empty() && reason != EndReason::Exited as i32 {
             text.push_str(&format!(" ({detail})"));

@@ -453,7 +453,7 @@ pub fn state_text(session: &Session) -> String {
     if session.state == SessionState::Ended as i32 {
         format!(
             "{state} ({})",
-            end_text(session.end_reason, session.exit_code)
+            end_text(session.end_reason, session.exit_code, &session.signal)
         )
     } else {
         state
@@ -466,12 +466,13 @@ fn session_state_name(state: i32) -> String {
         .unwrap_or_else(|_| state.to_string())
 }
 
-/// "exited, exit code 3".
-pub fn end_text(reason: i32, exit_code: Option<i32>) -> String {
+/// "exited, exit code 3", or "signaled, SIGSEGV".
+pub fn end_text(reason: i32, exit_code: Option<i32>, signal: &str) -> String {
     let reason = EndReason::try_from(reason)
         .map(|r| render::enum_name(r.as_str_name(), "END_REASON_").replace('_', " "))
         .unwrap_or_else(|_| reason.to_string());
     match exit_code {
+        _ if !signal.is_empty() => format!("{reason}, {signal}"),
         Some(code) => format!("{reason}, exit code {code}"),
         None => reason,
     }
@@ -578,7 +579,7 @@ pub fn stable_text(state: &StableState) -> String {
     if state.state == SessionState::Ended as i32 {
         out.push(format!(
             "ended: {}",
-            end_text(state.end_reason, state.exit_code)
+            end_text(state.end_reason, state.exit_code, &state.signal)
         ));
     } else if state.state == SessionState::Stopped as i32 {
         let mut line = format!(
@@ -1038,6 +1039,19 @@ pub fn yes_no(b: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ends_name_their_exit_code_or_signal() {
+        assert_eq!(
+            end_text(EndReason::Exited as i32, Some(3), ""),
+            "exited, exit code 3"
+        );
+        assert_eq!(
+            end_text(EndReason::Signaled as i32, None, "SIGSEGV"),
+            "signaled, SIGSEGV"
+        );
+        assert_eq!(end_text(EndReason::Detached as i32, None, ""), "detached");
+    }
 
     #[test]
     fn wait_durations() {

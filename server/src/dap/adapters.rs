@@ -45,15 +45,125 @@ pub fn quiet_on_stale_handles(name: &str) -> bool {
     matches!(name, "lldb" | "dlv")
 }
 
+/// Whether the adapter's scope references name a scope of whichever frame
+/// was last asked for `scopes`, not of one frame: lldb gives every frame's
+/// Locals reference 1, so the frame is part of stepd's handle and is asked
+/// for again before its variables (`session/inspect.rs`).
+pub fn scope_references_follow_frame(name: &str) -> bool {
+    name == "lldb"
+}
+
 /// Guesses the adapter from the program when none is named.
 pub fn guess(program: &str) -> &'static str {
     if program.ends_with(".py") {
         "debugpy"
-    } else if program.ends_with(".go") || std::path::Path::new(program).join("go.mod").exists() {
+    } else if program.ends_with(".go")
+        || std::path::Path::new(program).join("go.mod").exists()
+        || is_go_binary(std::path::Path::new(program))
+    {
         "dlv"
     } else {
         "lldb"
     }
+}
+
+/// The magic that starts Go's build information in every binary the Go
+/// linker writes (debug/buildinfo).
+const GO_BUILDINFO_MAGIC: &[u8] = b"\xff Go buildinf:";
+
+/// Whether `path` is a binary built by Go: lldb cannot debug those ("Could
+/// not find type system for language go"), dlv can. An ELF file is read for
+/// its `.go.buildinfo` section; other formats are searched for the
+/// build-info magic in their first 32 MiB, where Go's linkers put it.
+pub fn is_go_binary(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut ident = [0u8; 64];
+    if file.read_exact(&mut ident).is_err() {
+        return false;
+    }
+    if ident.starts_with(b"\x7fELF") {
+        return elf_section(&mut file, &ident, ".go.buildinfo")
+            .is_some_and(|start| start.starts_with(GO_BUILDINFO_MAGIC));
+    }
+    let mut head = ident.to_vec();
+    if file.take(32 * 1024 * 1024).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    // The blob is 16-byte aligned.
+    head.chunks(16).any(|c| c.starts_with(GO_BUILDINFO_MAGIC))
+}
+
+/// The first bytes of the ELF section `name`, from the section headers.
+fn elf_section(file: &mut std::fs::File, ident: &[u8; 64], name: &str) -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let wide = match ident[4] {
+        1 => false,
+        2 => true,
+        _ => return None,
+    };
+    let little = match ident[5] {
+        1 => true,
+        2 => false,
+        _ => return None,
+    };
+    let int = |b: &[u8]| -> u64 {
+        let mut v = 0u64;
+        for (i, byte) in b.iter().enumerate() {
+            let shift = if little { i } else { b.len() - 1 - i };
+            v |= u64::from(*byte) << (8 * shift);
+        }
+        v
+    };
+    let (shoff, entsize, count, strndx) = if wide {
+        (
+            int(&ident[0x28..0x30]),
+            int(&ident[0x3a..0x3c]),
+            int(&ident[0x3c..0x3e]),
+            int(&ident[0x3e..0x40]),
+        )
+    } else {
+        (
+            int(&ident[0x20..0x24]),
+            int(&ident[0x2e..0x30]),
+            int(&ident[0x30..0x32]),
+            int(&ident[0x32..0x34]),
+        )
+    };
+    let min_entsize = if wide { 0x40 } else { 0x28 };
+    if entsize < min_entsize || count == 0 || count > 0xff00 || strndx >= count {
+        return None;
+    }
+    let mut table = vec![0u8; usize::try_from(entsize * count).ok()?];
+    file.seek(SeekFrom::Start(shoff)).ok()?;
+    file.read_exact(&mut table).ok()?;
+    let header = |i: u64| -> (u64, u64, u64) {
+        let at = usize::try_from(i * entsize).unwrap_or(usize::MAX);
+        let h = &table[at..at + usize::try_from(min_entsize).unwrap_or(0)];
+        if wide {
+            (int(&h[0..4]), int(&h[0x18..0x20]), int(&h[0x20..0x28]))
+        } else {
+            (int(&h[0..4]), int(&h[0x10..0x14]), int(&h[0x14..0x18]))
+        }
+    };
+    let mut read = |offset: u64, len: u64| -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; usize::try_from(len.min(1 << 20)).ok()?];
+        file.seek(SeekFrom::Start(offset)).ok()?;
+        file.read_exact(&mut buf).ok()?;
+        Some(buf)
+    };
+    let (_, str_offset, str_size) = header(strndx);
+    let names = read(str_offset, str_size)?;
+    (0..count)
+        .find_map(|i| {
+            let (name_at, offset, size) = header(i);
+            let rest = names.get(usize::try_from(name_at).ok()?..)?;
+            let end = rest.iter().position(|b| *b == 0)?;
+            (&rest[..end] == name.as_bytes()).then_some((offset, size))
+        })
+        .and_then(|(offset, size)| read(offset, size.min(GO_BUILDINFO_MAGIC.len() as u64)))
 }
 
 /// Finds the adapter, or fails with ADAPTER_NOT_FOUND listing where it looked.
@@ -222,6 +332,25 @@ mod tests {
         assert_eq!(command[..2], ["py", "-c"]);
         assert!(command[2].contains("runpy.run_module(\"debugpy.adapter\""));
         assert_eq!(command[3], "--x");
+    }
+
+    #[test]
+    fn only_go_binaries_are_guessed_as_go() {
+        let dir = std::env::temp_dir().join(format!("stepd-guess-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Not ELF, but carrying the magic at an aligned offset (as in Mach-O).
+        let mut blob = vec![0u8; 4096];
+        blob[1024..1024 + GO_BUILDINFO_MAGIC.len()].copy_from_slice(GO_BUILDINFO_MAGIC);
+        std::fs::write(dir.join("macho"), &blob).unwrap();
+        std::fs::write(dir.join("script"), b"#!/bin/sh\necho hi\n").unwrap();
+        assert!(is_go_binary(&dir.join("macho")));
+        assert!(!is_go_binary(&dir.join("script")));
+        assert!(!is_go_binary(&dir.join("missing")));
+        // This test's own executable is an ELF file built by Rust, not Go.
+        let me = std::env::current_exe().unwrap();
+        assert!(!is_go_binary(&me));
+        assert_eq!(guess(me.to_str().unwrap()), "lldb");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use stepd_proto::v1::{
 };
 
 use super::{Shared, actor::dap_error, handles, output::Read, stop};
+use crate::dap::adapters;
 use crate::error::{ApiError, ApiResult};
 
 fn count(v: &Value) -> u32 {
@@ -81,13 +82,40 @@ impl Shared {
         }
     }
 
-    /// Frames of a stopped thread.
+    /// The thread a request means: `thread_id`, or for 0 the thread of the
+    /// latest pause, as Step and Continue read 0.
+    fn thread_or_latest(&self, thread_id: i64) -> ApiResult<i64> {
+        if thread_id != 0 {
+            return Ok(thread_id);
+        }
+        if let Some((thread, _)) = *self.latest_frame.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(thread);
+        }
+        // The latest stop's thread moved on: pause keys carry a UUIDv7, so
+        // the greatest key is the latest pause still pending.
+        self.stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1))
+            .map(|(thread, _)| *thread)
+            .ok_or_else(|| {
+                ApiError::new(
+                    stepd_proto::v1::ErrorReason::NotStopped,
+                    "no thread is stopped (thread_id 0 means the latest pause's thread)",
+                )
+                .with("thread_id", "0")
+            })
+    }
+
+    /// Frames of a stopped thread (0 = the latest pause's).
     pub async fn stack_trace(
         &self,
         thread_id: i64,
         start: u32,
         levels: u32,
     ) -> ApiResult<(Vec<Frame>, u32)> {
+        let thread_id = self.thread_or_latest(thread_id)?;
         self.require_stopped(thread_id)?;
         let epoch = self.epoch();
         let mut args = json!({"threadId": thread_id, "startFrame": start});
@@ -111,11 +139,14 @@ impl Shared {
     pub async fn scopes(&self, frame: &str) -> ApiResult<Vec<Scope>> {
         let epoch = self.epoch();
         let frame_id = handles::resolve(frame, "frame_id", epoch)?;
-        let body = self
-            .client()?
-            .request("scopes", json!({"frameId": frame_id}))
-            .await
-            .map_err(|e| dap_error(&e))?;
+        let body = {
+            let _selection = self.scope_selection.lock().await;
+            self.client()?
+                .request("scopes", json!({"frameId": frame_id}))
+                .await
+                .map_err(|e| dap_error(&e))?
+        };
+        let follows_frame = adapters::scope_references_follow_frame(&self.adapter);
         Ok(body["scopes"]
             .as_array()
             .map(|scopes| {
@@ -123,10 +154,14 @@ impl Shared {
                     .iter()
                     .map(|s| Scope {
                         name: s["name"].as_str().unwrap_or_default().to_owned(),
-                        variables_ref: handles::make(
-                            epoch,
-                            s["variablesReference"].as_i64().unwrap_or(0),
-                        ),
+                        variables_ref: {
+                            let reference = s["variablesReference"].as_i64().unwrap_or(0);
+                            if follows_frame {
+                                handles::make_scoped(epoch, reference, frame_id)
+                            } else {
+                                handles::make(epoch, reference)
+                            }
+                        },
                         named_variables: count(&s["namedVariables"]),
                         indexed_variables: count(&s["indexedVariables"]),
                         expensive: s["expensive"].as_bool().unwrap_or(false),
@@ -145,7 +180,7 @@ impl Shared {
         count_: u32,
     ) -> ApiResult<Vec<Variable>> {
         let epoch = self.epoch();
-        let reference = handles::resolve(reference, "variables_ref", epoch)?;
+        let (reference, frame) = handles::resolve_scoped(reference, "variables_ref", epoch)?;
         let mut args = json!({"variablesReference": reference});
         match filter {
             VariableFilter::Indexed => args["filter"] = json!("indexed"),
@@ -157,14 +192,53 @@ impl Shared {
             args["count"] = json!(count_);
         }
         let body = self
-            .client()?
-            .request("variables", args)
-            .await
-            .map_err(|e| dap_error(&e))?;
+            .scoped_request(frame, reference, "variables", args)
+            .await?;
         Ok(body["variables"]
             .as_array()
             .map(|vars| vars.iter().map(|v| self.variable(epoch, v, "")).collect())
             .unwrap_or_default())
+    }
+
+    /// Sends a request about a variables reference. For a scope's handle
+    /// that names its frame, that frame's scopes are asked for first, under
+    /// the selection lock, so the reference means that frame's scope and not
+    /// the last frame another request looked at.
+    async fn scoped_request(
+        &self,
+        frame: Option<i64>,
+        reference: i64,
+        command: &str,
+        args: Value,
+    ) -> ApiResult<Value> {
+        let client = self.client()?;
+        let Some(frame) = frame else {
+            return client
+                .request(command, args)
+                .await
+                .map_err(|e| dap_error(&e));
+        };
+        let _selection = self.scope_selection.lock().await;
+        let scopes = client
+            .request("scopes", json!({"frameId": frame}))
+            .await
+            .map_err(|e| dap_error(&e))?;
+        let still_named = scopes["scopes"].as_array().is_some_and(|scopes| {
+            scopes
+                .iter()
+                .any(|s| s["variablesReference"].as_i64() == Some(reference))
+        });
+        if !still_named {
+            return Err(ApiError::new(
+                stepd_proto::v1::ErrorReason::StaleHandle,
+                format!("frame {frame} has no scope with reference {reference} any more"),
+            )
+            .with("variables_ref", reference.to_string()));
+        }
+        client
+            .request(command, args)
+            .await
+            .map_err(|e| dap_error(&e))
     }
 
     /// Assigns a child of a container.
@@ -176,15 +250,11 @@ impl Shared {
     ) -> ApiResult<Variable> {
         self.require("supportsSetVariable", "setting variables")?;
         let epoch = self.epoch();
-        let reference = handles::resolve(reference, "variables_ref", epoch)?;
+        let (reference, frame) = handles::resolve_scoped(reference, "variables_ref", epoch)?;
+        let args = json!({"variablesReference": reference, "name": name, "value": value});
         let body = self
-            .client()?
-            .request(
-                "setVariable",
-                json!({"variablesReference": reference, "name": name, "value": value}),
-            )
-            .await
-            .map_err(|e| dap_error(&e))?;
+            .scoped_request(frame, reference, "setVariable", args)
+            .await?;
         Ok(self.variable(epoch, &body, name))
     }
 

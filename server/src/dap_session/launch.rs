@@ -70,6 +70,62 @@ pub struct LaunchOutcome {
     pub entry: Option<StableState>,
 }
 
+/// What the adapter is guessed from: the program, or for an attach by pid
+/// the process's executable, so a Go process is attached with dlv.
+fn guess_from(request: &Request) -> String {
+    if request.attach && request.program.is_empty() && request.pid > 0 {
+        return format!("/proc/{}/exe", request.pid);
+    }
+    request.program.clone()
+}
+
+/// Refuses a launch whose program does not exist, before any adapter starts:
+/// debugpy would report the session running and exited 0, lldb fails only
+/// after its own start. A relative program is looked for in the launch's
+/// working directory, a bare name also on PATH. Launches whose adapter
+/// options name the program or a module (debugpy's `module`) are left to
+/// the adapter, and so are custom adapters' programs that are not paths.
+fn check_program(request: &Request) -> ApiResult<()> {
+    let options = request.adapter_options.as_ref();
+    let overridden = options
+        .is_some_and(|o| o.fields.contains_key("program") || o.fields.contains_key("module"));
+    let program = request.program.trim();
+    let bare = !program.contains('/');
+    let custom = request.adapter.is_empty() && !request.adapter_command.is_empty()
+        || (!request.adapter.is_empty()
+            && !crate::dap::registry::ADAPTERS.contains(&request.adapter.as_str()));
+    if request.attach
+        || request.configuration.is_some()
+        || !request.dap_server.is_empty()
+        || program.is_empty()
+        || overridden
+        || (custom && bare)
+    {
+        return Ok(());
+    }
+    let path = std::path::Path::new(program);
+    let base = if request.cwd.is_empty() {
+        std::env::current_dir().unwrap_or_default()
+    } else {
+        std::path::PathBuf::from(&request.cwd)
+    };
+    let found = base.join(path).exists()
+        || (bare
+            && std::env::var_os("PATH")
+                .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(path).is_file())));
+    if found {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorReason::LaunchFailed,
+        format!(
+            "the program {program:?} does not exist (looked in {})",
+            base.display()
+        ),
+    )
+    .with("program", program))
+}
+
 /// Starts the adapter and its actor; returns once configuration is done.
 /// The actor asks for child sessions on `children`.
 pub async fn start(
@@ -88,10 +144,11 @@ pub async fn start(
         return Err(ApiError::invalid_field("pid", "give a pid or connect"));
     }
     let name = match (request.adapter.as_str(), request.adapter_command.is_empty()) {
-        ("", true) => adapters::guess(&request.program).to_owned(),
+        ("", true) => adapters::guess(&guess_from(&request)).to_owned(),
         ("", false) => "custom".to_owned(),
         (named, _) => named.to_owned(),
     };
+    check_program(&request)?;
     let mut request = request;
     if request.attach && name == "debugpy" && !request.connect.is_empty() {
         // A program started with `debugpy --listen` serves DAP itself: talk

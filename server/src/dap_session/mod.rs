@@ -101,6 +101,10 @@ pub struct Shared {
     pub output: Mutex<output::OutputBuffer>,
     /// Set once the session ended.
     pub ended: AtomicBool,
+    /// Held from re-selecting a frame's scopes to reading its variables, so
+    /// two frames' requests cannot interleave where the adapter's scope
+    /// references follow the last frame asked for.
+    pub scope_selection: tokio::sync::Mutex<()>,
 }
 
 impl Shared {
@@ -116,6 +120,7 @@ impl Shared {
             latest_frame: Mutex::new(None),
             output: Mutex::new(output::OutputBuffer::default()),
             ended: AtomicBool::new(false),
+            scope_selection: tokio::sync::Mutex::new(()),
         }
     }
 

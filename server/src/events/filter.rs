@@ -53,9 +53,10 @@ impl Filter {
 fn channel_of(payload: &Payload) -> Option<EventChannel> {
     use EventChannel as C;
     Some(match payload {
-        Payload::SessionStarted(_) | Payload::SessionEnded(_) | Payload::ThreadChanged(_) => {
-            C::Lifecycle
-        }
+        Payload::SessionStarted(_)
+        | Payload::SessionUpdated(_)
+        | Payload::SessionEnded(_)
+        | Payload::ThreadChanged(_) => C::Lifecycle,
         Payload::Stopped(_)
         | Payload::Continued(_)
         | Payload::PauseResolved(_)

@@ -53,8 +53,11 @@ impl StateView {
                     }
                     Ok(BreakpointChange::Status) => {
                         if let Some(status) = &update.status {
-                            self.statuses
-                                .insert((sid.clone(), bp.id.clone()), status.clone());
+                            // Listed on its own (GetSession, snapshots), a
+                            // status must say which breakpoint it places.
+                            let mut status = status.clone();
+                            status.breakpoint_id.clone_from(&bp.id);
+                            self.statuses.insert((sid.clone(), bp.id.clone()), status);
                         }
                     }
                     _ => {
@@ -66,12 +69,19 @@ impl StateView {
                 let session = started.session.clone()?;
                 self.sessions.insert(session.id.clone(), session);
             }
+            Payload::SessionUpdated(updated) => {
+                let record = updated.session.clone()?;
+                if let Some(s) = self.sessions.get_mut(sid) {
+                    *s = merge_update(s, record);
+                }
+            }
             Payload::SessionEnded(ended) => {
                 if let Some(s) = self.sessions.get_mut(sid) {
                     s.state = SessionState::Ended.into();
                     s.end_reason = ended.reason;
                     s.end_detail.clone_from(&ended.detail);
                     s.exit_code = ended.exit_code;
+                    s.signal.clone_from(&ended.signal);
                     s.ended_at = event.time;
                     for t in &mut s.threads {
                         t.stopped = false;
@@ -176,6 +186,22 @@ impl StateView {
             .filter(|s| s.state != SessionState::Ended as i32)
             .count();
         (active, self.pauses.len(), self.breakpoints.len())
+    }
+}
+
+/// A session_updated record over the current one: threads, state and the
+/// end stay as their own events made them, the rest is the update's.
+fn merge_update(current: &Session, update: Session) -> Session {
+    Session {
+        id: current.id.clone(),
+        state: current.state,
+        threads: current.threads.clone(),
+        ended_at: current.ended_at,
+        end_reason: current.end_reason,
+        end_detail: current.end_detail.clone(),
+        exit_code: current.exit_code,
+        signal: current.signal.clone(),
+        ..update
     }
 }
 

@@ -843,6 +843,7 @@ impl ProbeSession {
             reason: reason.into(),
             detail,
             exit_code: None,
+            signal: String::new(),
         }));
     }
 }

@@ -241,6 +241,7 @@ impl Actor {
                 verified: error.is_none() && placed["verified"].as_bool().unwrap_or(false),
                 actual_line: u32::try_from(placed["line"].as_u64().unwrap_or(0)).unwrap_or(0),
                 message,
+                breakpoint_id: bp.id.clone(),
             }),
         }
     }

@@ -14,8 +14,8 @@ use std::{
 use serde_json::{Value, json};
 use stepd_proto::v1::{
     BreakpointPlacement, BreakpointStatus, CommandKind, Continued, DisconnectMode, EndReason,
-    ErrorReason, Pause, PauseReason, Session, SessionEnded, SessionKind, SessionState, StableState,
-    StepKind, Thread, ThreadChanged, event::Payload,
+    ErrorReason, Pause, PauseReason, Session, SessionEnded, SessionKind, SessionState,
+    SessionUpdated, StableState, StepKind, Thread, ThreadChanged, event::Payload,
 };
 use tokio::{
     process::Child,
@@ -25,6 +25,7 @@ use tokio::{
 
 mod breakpoints;
 mod commands;
+mod exception;
 mod locals;
 mod start;
 
@@ -107,6 +108,12 @@ pub struct Actor {
     temp_breakpoint: Option<(String, u32)>,
     /// A QUIT was answered: the end that follows is END_REASON_QUIT.
     quitting: bool,
+    /// The adapter's id of the last exception stop's exception.
+    exception_id: String,
+    /// The signal the last exception stop was ("SIGSEGV"), if it was one.
+    crash_signal: Option<String>,
+    /// The signal that ended the debuggee.
+    end_signal: Option<String>,
     ended: bool,
     /// The handles the last stop's locals came from, and the requests sent
     /// ahead for them at this stop (`locals`).
@@ -162,6 +169,12 @@ impl Actor {
                 .map(i64::from)
                 .unwrap_or(0),
             parent_session_id: request.parent_session_id.clone(),
+            // Attached by pid, the debuggee is known before any adapter says so.
+            pid: if request.attach {
+                request.pid.max(0)
+            } else {
+                0
+            },
             started_at: Some(now_timestamp()),
             original_id: request.request_id.clone(),
             ..Default::default()
@@ -173,6 +186,9 @@ impl Actor {
             breakpoints_off: false,
             temp_breakpoint: None,
             quitting: false,
+            exception_id: String::new(),
+            crash_signal: None,
+            end_signal: None,
             last_top: None,
             guess: None,
             ctx,
@@ -276,11 +292,7 @@ impl Actor {
             } => self.on_reverse_request(seq, &command, arguments),
             Incoming::Closed(None) => {
                 if !self.ended {
-                    let reason = if self.exit_code.is_some() {
-                        EndReason::Exited
-                    } else {
-                        EndReason::AdapterDied
-                    };
+                    let reason = self.exit_reason().unwrap_or(EndReason::AdapterDied);
                     self.end(reason, "the adapter closed its connection".into())
                         .await;
                 }
@@ -376,26 +388,22 @@ impl Actor {
                     "adapter",
                 );
             }
-            "process" => {
-                self.debuggee_pid = body["systemProcessId"]
-                    .as_u64()
-                    .and_then(|p| u32::try_from(p).ok());
-                if let Some(pid) = self.debuggee_pid {
-                    self.session.pid = i64::from(pid);
-                }
-            }
+            "process" => self.on_process(&body),
             "exited" => {
                 self.exit_code = body["exitCode"]
                     .as_i64()
                     .and_then(|c| i32::try_from(c).ok());
+                self.end_signal = self.signal_of_exit();
+                if self.end_signal.is_some() {
+                    // The number lldb gives is the signal's, not an exit code.
+                    self.exit_code = None;
+                }
             }
             "terminated" => {
                 let reason = if self.quitting {
                     EndReason::Quit
-                } else if self.exit_code.is_some() {
-                    EndReason::Exited
                 } else {
-                    EndReason::Terminated
+                    self.exit_reason().unwrap_or(EndReason::Terminated)
                 };
                 self.end(reason, "the program ended".into()).await;
             }
@@ -422,6 +430,7 @@ impl Actor {
                         actual_line: u32::try_from(placed["line"].as_u64().unwrap_or(0))
                             .unwrap_or(0),
                         message: placed["message"].as_str().unwrap_or_default().to_owned(),
+                        breakpoint_id: bp_id.clone(),
                     };
                     self.publish_status(&BreakpointPlacement {
                         breakpoint_id: bp_id.clone(),
@@ -432,6 +441,45 @@ impl Actor {
             }
             _ => {}
         }
+    }
+
+    /// The adapter's `process` event names the debuggee. debugpy sends it
+    /// only after session_started, so a pid learnt then is published as a
+    /// session_updated; the same pid again publishes nothing.
+    fn on_process(&mut self, body: &Value) {
+        let Some(pid) = body["systemProcessId"]
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok())
+        else {
+            return;
+        };
+        self.debuggee_pid = Some(pid);
+        if self.session.pid == i64::from(pid) {
+            return;
+        }
+        self.session.pid = i64::from(pid);
+        if self.session.state != SessionState::Starting as i32 {
+            self.publish(Payload::SessionUpdated(SessionUpdated {
+                session: Some(self.session.clone()),
+            }));
+        }
+    }
+
+    /// How the debuggee ended, once the adapter said: by a signal or exited.
+    fn exit_reason(&self) -> Option<EndReason> {
+        if self.end_signal.is_some() {
+            Some(EndReason::Signaled)
+        } else {
+            self.exit_code.map(|_| EndReason::Exited)
+        }
+    }
+
+    /// The signal an exit was. lldb reports a debuggee killed by a signal as
+    /// exited with the signal's number as its code, right after the
+    /// exception stop that showed the signal; a plain exit code is no signal.
+    fn signal_of_exit(&self) -> Option<String> {
+        let signal = self.crash_signal.as_ref()?;
+        (exception::signal_number(signal) == self.exit_code).then(|| signal.clone())
     }
 
     /// Records a stop: a new epoch, the pause with its location and locals,
@@ -529,6 +577,9 @@ impl Actor {
         } else {
             String::new()
         };
+        if reason == PauseReason::Exception && breakpoint_ids.is_empty() {
+            breakpoint_ids = self.exception_breakpoint_ids().await;
+        }
         let input_type = self.input_type(frame_id.is_some(), locals_available);
         let mut notes = Vec::new();
         if self.breakpoints_off {
@@ -610,30 +661,6 @@ impl Actor {
             pause: Some(pause),
             ..Default::default()
         })
-    }
-
-    async fn exception_message(&self, thread_id: i64, body: &Value) -> String {
-        if self.shared.supports("supportsExceptionInfoRequest")
-            && let Ok(info) = self
-                .client
-                .request("exceptionInfo", json!({"threadId": thread_id}))
-                .await
-        {
-            let id = info["exceptionId"].as_str().unwrap_or_default();
-            let description = info["description"].as_str().unwrap_or_default();
-            if !description.is_empty() {
-                return if id.is_empty() || description.starts_with(id) {
-                    description.to_owned()
-                } else {
-                    format!("{id}: {description}")
-                };
-            }
-        }
-        body["text"]
-            .as_str()
-            .or_else(|| body["description"].as_str())
-            .unwrap_or_default()
-            .to_owned()
     }
 
     /// The program moves on: pauses of `thread` (0 = all) resolve, handles expire.
@@ -891,6 +918,7 @@ impl Actor {
             state.state = SessionState::Ended.into();
             state.end_reason = self.session.end_reason;
             state.exit_code = self.exit_code;
+            state.signal.clone_from(&self.session.signal);
         }
         self.complete_inflight(state);
     }
@@ -924,6 +952,7 @@ impl Actor {
         self.session.state = SessionState::Ended.into();
         self.session.end_reason = reason.into();
         self.session.exit_code = self.exit_code;
+        self.session.signal = self.end_signal.clone().unwrap_or_default();
         let died = reason == EndReason::AdapterDied;
         if let Some(inflight) = self.inflight.take() {
             let _ = inflight.reply.send(if died {
@@ -934,6 +963,7 @@ impl Actor {
                     waited: true,
                     end_reason: reason.into(),
                     exit_code: self.exit_code,
+                    signal: self.session.signal.clone(),
                     output: self.output_since(inflight.output_from),
                     elapsed_ms: inflight.started.elapsed().as_millis() as u64,
                     ..Default::default()
@@ -951,6 +981,7 @@ impl Actor {
             reason: reason.into(),
             detail,
             exit_code: self.exit_code,
+            signal: self.session.signal.clone(),
         }));
     }
 }

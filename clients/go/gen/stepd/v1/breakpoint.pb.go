@@ -595,7 +595,10 @@ type BreakpointStatus struct {
 	// The line the adapter actually placed it on (0 when unknown).
 	ActualLine uint32 `protobuf:"varint,3,opt,name=actual_line,json=actualLine,proto3" json:"actual_line,omitempty"`
 	// The adapter's message, e.g. why it is not verified.
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// The breakpoint this placement is of (set in GetSession and snapshots,
+	// where the status stands alone).
+	BreakpointId  string `protobuf:"bytes,5,opt,name=breakpoint_id,json=breakpointId,proto3" json:"breakpoint_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -654,6 +657,13 @@ func (x *BreakpointStatus) GetActualLine() uint32 {
 func (x *BreakpointStatus) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *BreakpointStatus) GetBreakpointId() string {
+	if x != nil {
+		return x.BreakpointId
 	}
 	return ""
 }
@@ -1094,14 +1104,15 @@ const file_stepd_v1_breakpoint_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x14\n" +
-	"\x05spent\x18\x06 \x01(\bR\x05spent\"\x88\x01\n" +
+	"\x05spent\x18\x06 \x01(\bR\x05spent\"\xad\x01\n" +
 	"\x10BreakpointStatus\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
 	"\bverified\x18\x02 \x01(\bR\bverified\x12\x1f\n" +
 	"\vactual_line\x18\x03 \x01(\rR\n" +
 	"actualLine\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xa6\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12#\n" +
+	"\rbreakpoint_id\x18\x05 \x01(\tR\fbreakpointId\"\xa6\x01\n" +
 	"\x16ListBreakpointsRequest\x12N\n" +
 	"\n" +
 	"for_labels\x18\x01 \x03(\v2/.stepd.v1.ListBreakpointsRequest.ForLabelsEntryR\tforLabels\x1a<\n" +

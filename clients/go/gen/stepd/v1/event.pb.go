@@ -30,7 +30,7 @@ type EventChannel int32
 const (
 	// Never used.
 	EventChannel_EVENT_CHANNEL_UNSPECIFIED EventChannel = 0
-	// session_started, session_ended, thread_changed.
+	// session_started, session_updated, session_ended, thread_changed.
 	EventChannel_EVENT_CHANNEL_LIFECYCLE EventChannel = 1
 	// stopped, continued, pause_resolved, stack, eval_error, trace.
 	EventChannel_EVENT_CHANNEL_EXECUTION EventChannel = 2
@@ -641,7 +641,10 @@ type SessionEnded struct {
 	// More about why.
 	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	// The debuggee's exit code, when it exited.
-	ExitCode      *int32 `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	ExitCode *int32 `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	// The signal that ended the debuggee, by name (e.g. "SIGSEGV"), when a
+	// signal ended it (reason SIGNALED; exit_code is then unset).
+	Signal        string `protobuf:"bytes,4,opt,name=signal,proto3" json:"signal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -697,6 +700,61 @@ func (x *SessionEnded) GetExitCode() int32 {
 	return 0
 }
 
+func (x *SessionEnded) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+// A session's own record changed after session_started, e.g. the debuggee's
+// pid became known. Threads, state and how it ended are not taken from it:
+// their own events say those.
+type SessionUpdated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's record after the change.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionUpdated) Reset() {
+	*x = SessionUpdated{}
+	mi := &file_stepd_v1_event_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionUpdated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionUpdated) ProtoMessage() {}
+
+func (x *SessionUpdated) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_event_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionUpdated.ProtoReflect.Descriptor instead.
+func (*SessionUpdated) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SessionUpdated) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 // A thread stopped or a probe point holds.
 type Stopped struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -710,7 +768,7 @@ type Stopped struct {
 
 func (x *Stopped) Reset() {
 	*x = Stopped{}
-	mi := &file_stepd_v1_event_proto_msgTypes[7]
+	mi := &file_stepd_v1_event_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +780,7 @@ func (x *Stopped) String() string {
 func (*Stopped) ProtoMessage() {}
 
 func (x *Stopped) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[7]
+	mi := &file_stepd_v1_event_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +793,7 @@ func (x *Stopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stopped.ProtoReflect.Descriptor instead.
 func (*Stopped) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{7}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Stopped) GetPause() *Pause {
@@ -763,7 +821,7 @@ type Continued struct {
 
 func (x *Continued) Reset() {
 	*x = Continued{}
-	mi := &file_stepd_v1_event_proto_msgTypes[8]
+	mi := &file_stepd_v1_event_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +833,7 @@ func (x *Continued) String() string {
 func (*Continued) ProtoMessage() {}
 
 func (x *Continued) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[8]
+	mi := &file_stepd_v1_event_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +846,7 @@ func (x *Continued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Continued.ProtoReflect.Descriptor instead.
 func (*Continued) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{8}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Continued) GetThreadId() int64 {
@@ -809,7 +867,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_stepd_v1_event_proto_msgTypes[9]
+	mi := &file_stepd_v1_event_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +879,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[9]
+	mi := &file_stepd_v1_event_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +892,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{9}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Output) GetChunk() *OutputChunk {
@@ -859,7 +917,7 @@ type BreakpointUpdated struct {
 
 func (x *BreakpointUpdated) Reset() {
 	*x = BreakpointUpdated{}
-	mi := &file_stepd_v1_event_proto_msgTypes[10]
+	mi := &file_stepd_v1_event_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +929,7 @@ func (x *BreakpointUpdated) String() string {
 func (*BreakpointUpdated) ProtoMessage() {}
 
 func (x *BreakpointUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[10]
+	mi := &file_stepd_v1_event_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +942,7 @@ func (x *BreakpointUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakpointUpdated.ProtoReflect.Descriptor instead.
 func (*BreakpointUpdated) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{10}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BreakpointUpdated) GetChange() BreakpointChange {
@@ -921,7 +979,7 @@ type ThreadChanged struct {
 
 func (x *ThreadChanged) Reset() {
 	*x = ThreadChanged{}
-	mi := &file_stepd_v1_event_proto_msgTypes[11]
+	mi := &file_stepd_v1_event_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +991,7 @@ func (x *ThreadChanged) String() string {
 func (*ThreadChanged) ProtoMessage() {}
 
 func (x *ThreadChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[11]
+	mi := &file_stepd_v1_event_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1004,7 @@ func (x *ThreadChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadChanged.ProtoReflect.Descriptor instead.
 func (*ThreadChanged) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{11}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ThreadChanged) GetThread() *Thread {
@@ -980,7 +1038,7 @@ type PauseResolved struct {
 
 func (x *PauseResolved) Reset() {
 	*x = PauseResolved{}
-	mi := &file_stepd_v1_event_proto_msgTypes[12]
+	mi := &file_stepd_v1_event_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1050,7 @@ func (x *PauseResolved) String() string {
 func (*PauseResolved) ProtoMessage() {}
 
 func (x *PauseResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[12]
+	mi := &file_stepd_v1_event_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1063,7 @@ func (x *PauseResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseResolved.ProtoReflect.Descriptor instead.
 func (*PauseResolved) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{12}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PauseResolved) GetKey() string {
@@ -1059,7 +1117,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_stepd_v1_event_proto_msgTypes[13]
+	mi := &file_stepd_v1_event_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1129,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[13]
+	mi := &file_stepd_v1_event_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1142,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{13}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Trace) GetKey() string {
@@ -1153,7 +1211,7 @@ type Enlighten struct {
 
 func (x *Enlighten) Reset() {
 	*x = Enlighten{}
-	mi := &file_stepd_v1_event_proto_msgTypes[14]
+	mi := &file_stepd_v1_event_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1223,7 @@ func (x *Enlighten) String() string {
 func (*Enlighten) ProtoMessage() {}
 
 func (x *Enlighten) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[14]
+	mi := &file_stepd_v1_event_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1236,7 @@ func (x *Enlighten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enlighten.ProtoReflect.Descriptor instead.
 func (*Enlighten) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{14}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Enlighten) GetCoor() []int32 {
@@ -1230,7 +1288,7 @@ type Observed struct {
 
 func (x *Observed) Reset() {
 	*x = Observed{}
-	mi := &file_stepd_v1_event_proto_msgTypes[15]
+	mi := &file_stepd_v1_event_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1300,7 @@ func (x *Observed) String() string {
 func (*Observed) ProtoMessage() {}
 
 func (x *Observed) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[15]
+	mi := &file_stepd_v1_event_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1313,7 @@ func (x *Observed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Observed.ProtoReflect.Descriptor instead.
 func (*Observed) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{15}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Observed) GetKind() string {
@@ -1313,7 +1371,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_stepd_v1_event_proto_msgTypes[16]
+	mi := &file_stepd_v1_event_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1383,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[16]
+	mi := &file_stepd_v1_event_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1396,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{16}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Notification) GetLevel() NotificationLevel {
@@ -1370,7 +1428,7 @@ type Cause struct {
 
 func (x *Cause) Reset() {
 	*x = Cause{}
-	mi := &file_stepd_v1_event_proto_msgTypes[17]
+	mi := &file_stepd_v1_event_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1440,7 @@ func (x *Cause) String() string {
 func (*Cause) ProtoMessage() {}
 
 func (x *Cause) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[17]
+	mi := &file_stepd_v1_event_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1453,7 @@ func (x *Cause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cause.ProtoReflect.Descriptor instead.
 func (*Cause) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{17}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Cause) GetType() string {
@@ -1434,7 +1492,7 @@ type Stack struct {
 
 func (x *Stack) Reset() {
 	*x = Stack{}
-	mi := &file_stepd_v1_event_proto_msgTypes[18]
+	mi := &file_stepd_v1_event_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1504,7 @@ func (x *Stack) String() string {
 func (*Stack) ProtoMessage() {}
 
 func (x *Stack) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[18]
+	mi := &file_stepd_v1_event_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1517,7 @@ func (x *Stack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stack.ProtoReflect.Descriptor instead.
 func (*Stack) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{18}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Stack) GetKey() string {
@@ -1498,7 +1556,7 @@ type EvalError struct {
 
 func (x *EvalError) Reset() {
 	*x = EvalError{}
-	mi := &file_stepd_v1_event_proto_msgTypes[19]
+	mi := &file_stepd_v1_event_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1568,7 @@ func (x *EvalError) String() string {
 func (*EvalError) ProtoMessage() {}
 
 func (x *EvalError) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[19]
+	mi := &file_stepd_v1_event_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1581,7 @@ func (x *EvalError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalError.ProtoReflect.Descriptor instead.
 func (*EvalError) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{19}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EvalError) GetKey() string {
@@ -1562,7 +1620,7 @@ type Tap struct {
 
 func (x *Tap) Reset() {
 	*x = Tap{}
-	mi := &file_stepd_v1_event_proto_msgTypes[20]
+	mi := &file_stepd_v1_event_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1632,7 @@ func (x *Tap) String() string {
 func (*Tap) ProtoMessage() {}
 
 func (x *Tap) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[20]
+	mi := &file_stepd_v1_event_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1645,7 @@ func (x *Tap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tap.ProtoReflect.Descriptor instead.
 func (*Tap) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{20}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Tap) GetInspectorId() string {
@@ -1626,7 +1684,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_stepd_v1_event_proto_msgTypes[21]
+	mi := &file_stepd_v1_event_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1696,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[21]
+	mi := &file_stepd_v1_event_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1709,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{21}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Gap) GetFromSeq() uint64 {
@@ -1686,7 +1744,7 @@ type HeartbeatEvent struct {
 
 func (x *HeartbeatEvent) Reset() {
 	*x = HeartbeatEvent{}
-	mi := &file_stepd_v1_event_proto_msgTypes[22]
+	mi := &file_stepd_v1_event_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1756,7 @@ func (x *HeartbeatEvent) String() string {
 func (*HeartbeatEvent) ProtoMessage() {}
 
 func (x *HeartbeatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[22]
+	mi := &file_stepd_v1_event_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1769,7 @@ func (x *HeartbeatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatEvent.ProtoReflect.Descriptor instead.
 func (*HeartbeatEvent) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{22}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeartbeatEvent) GetLastSeq() uint64 {
@@ -1740,7 +1798,7 @@ type StreamError struct {
 
 func (x *StreamError) Reset() {
 	*x = StreamError{}
-	mi := &file_stepd_v1_event_proto_msgTypes[23]
+	mi := &file_stepd_v1_event_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1810,7 @@ func (x *StreamError) String() string {
 func (*StreamError) ProtoMessage() {}
 
 func (x *StreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[23]
+	mi := &file_stepd_v1_event_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1823,7 @@ func (x *StreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamError.ProtoReflect.Descriptor instead.
 func (*StreamError) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{23}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamError) GetCode() int32 {
@@ -1837,6 +1895,7 @@ type Event struct {
 	//	*Event_Heartbeat
 	//	*Event_Error
 	//	*Event_BreakpointSnapshot
+	//	*Event_SessionUpdated
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1844,7 +1903,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_stepd_v1_event_proto_msgTypes[24]
+	mi := &file_stepd_v1_event_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +1915,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[24]
+	mi := &file_stepd_v1_event_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +1928,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{24}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2080,6 +2139,15 @@ func (x *Event) GetBreakpointSnapshot() *BreakpointSnapshot {
 	return nil
 }
 
+func (x *Event) GetSessionUpdated() *SessionUpdated {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_SessionUpdated); ok {
+			return x.SessionUpdated
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -2184,6 +2252,11 @@ type Event_BreakpointSnapshot struct {
 	BreakpointSnapshot *BreakpointSnapshot `protobuf:"bytes,29,opt,name=breakpoint_snapshot,json=breakpointSnapshot,proto3,oneof"`
 }
 
+type Event_SessionUpdated struct {
+	// A session's record changed (e.g. its pid became known).
+	SessionUpdated *SessionUpdated `protobuf:"bytes,30,opt,name=session_updated,json=sessionUpdated,proto3,oneof"`
+}
+
 func (*Event_Snapshot) isEvent_Payload() {}
 
 func (*Event_SessionStarted) isEvent_Payload() {}
@@ -2224,6 +2297,8 @@ func (*Event_Error) isEvent_Payload() {}
 
 func (*Event_BreakpointSnapshot) isEvent_Payload() {}
 
+func (*Event_SessionUpdated) isEvent_Payload() {}
+
 // What a SNAPSHOT breakpoint captured.
 type BreakpointSnapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2245,7 +2320,7 @@ type BreakpointSnapshot struct {
 
 func (x *BreakpointSnapshot) Reset() {
 	*x = BreakpointSnapshot{}
-	mi := &file_stepd_v1_event_proto_msgTypes[25]
+	mi := &file_stepd_v1_event_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2332,7 @@ func (x *BreakpointSnapshot) String() string {
 func (*BreakpointSnapshot) ProtoMessage() {}
 
 func (x *BreakpointSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[25]
+	mi := &file_stepd_v1_event_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2345,7 @@ func (x *BreakpointSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakpointSnapshot.ProtoReflect.Descriptor instead.
 func (*BreakpointSnapshot) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{25}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BreakpointSnapshot) GetBreakpointId() string {
@@ -2346,13 +2421,16 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\vbreakpoints\x18\x05 \x03(\v2\x14.stepd.v1.BreakpointR\vbreakpoints\x12K\n" +
 	"\x13breakpoint_statuses\x18\x06 \x03(\v2\x1a.stepd.v1.BreakpointStatusR\x12breakpointStatuses\"=\n" +
 	"\x0eSessionStarted\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.stepd.v1.SessionR\asession\"\x83\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x11.stepd.v1.SessionR\asession\"\x9b\x01\n" +
 	"\fSessionEnded\x12+\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x13.stepd.v1.EndReasonR\x06reason\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12 \n" +
-	"\texit_code\x18\x03 \x01(\x05H\x00R\bexitCode\x88\x01\x01B\f\n" +
+	"\texit_code\x18\x03 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
+	"\x06signal\x18\x04 \x01(\tR\x06signalB\f\n" +
 	"\n" +
-	"_exit_code\"`\n" +
+	"_exit_code\"=\n" +
+	"\x0eSessionUpdated\x12+\n" +
+	"\asession\x18\x01 \x01(\v2\x11.stepd.v1.SessionR\asession\"`\n" +
 	"\aStopped\x12%\n" +
 	"\x05pause\x18\x01 \x01(\v2\x0f.stepd.v1.PauseR\x05pause\x12.\n" +
 	"\x13all_threads_stopped\x18\x02 \x01(\bR\x11allThreadsStopped\"(\n" +
@@ -2429,7 +2507,7 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2#.stepd.v1.StreamError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\t\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1d\n" +
 	"\n" +
@@ -2456,7 +2534,8 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\x03gap\x18\x1a \x01(\v2\r.stepd.v1.GapH\x00R\x03gap\x128\n" +
 	"\theartbeat\x18\x1b \x01(\v2\x18.stepd.v1.HeartbeatEventH\x00R\theartbeat\x12-\n" +
 	"\x05error\x18\x1c \x01(\v2\x15.stepd.v1.StreamErrorH\x00R\x05error\x12O\n" +
-	"\x13breakpoint_snapshot\x18\x1d \x01(\v2\x1c.stepd.v1.BreakpointSnapshotH\x00R\x12breakpointSnapshotB\t\n" +
+	"\x13breakpoint_snapshot\x18\x1d \x01(\v2\x1c.stepd.v1.BreakpointSnapshotH\x00R\x12breakpointSnapshot\x12C\n" +
+	"\x0fsession_updated\x18\x1e \x01(\v2\x18.stepd.v1.SessionUpdatedH\x00R\x0esessionUpdatedB\t\n" +
 	"\apayload\"\xf8\x01\n" +
 	"\x12BreakpointSnapshot\x12#\n" +
 	"\rbreakpoint_id\x18\x01 \x01(\tR\fbreakpointId\x12\x1b\n" +
@@ -2503,7 +2582,7 @@ func file_stepd_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_stepd_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_stepd_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_stepd_v1_event_proto_goTypes = []any{
 	(EventChannel)(0),             // 0: stepd.v1.EventChannel
 	(BreakpointChange)(0),         // 1: stepd.v1.BreakpointChange
@@ -2515,111 +2594,114 @@ var file_stepd_v1_event_proto_goTypes = []any{
 	(*Snapshot)(nil),              // 7: stepd.v1.Snapshot
 	(*SessionStarted)(nil),        // 8: stepd.v1.SessionStarted
 	(*SessionEnded)(nil),          // 9: stepd.v1.SessionEnded
-	(*Stopped)(nil),               // 10: stepd.v1.Stopped
-	(*Continued)(nil),             // 11: stepd.v1.Continued
-	(*Output)(nil),                // 12: stepd.v1.Output
-	(*BreakpointUpdated)(nil),     // 13: stepd.v1.BreakpointUpdated
-	(*ThreadChanged)(nil),         // 14: stepd.v1.ThreadChanged
-	(*PauseResolved)(nil),         // 15: stepd.v1.PauseResolved
-	(*Trace)(nil),                 // 16: stepd.v1.Trace
-	(*Enlighten)(nil),             // 17: stepd.v1.Enlighten
-	(*Observed)(nil),              // 18: stepd.v1.Observed
-	(*Notification)(nil),          // 19: stepd.v1.Notification
-	(*Cause)(nil),                 // 20: stepd.v1.Cause
-	(*Stack)(nil),                 // 21: stepd.v1.Stack
-	(*EvalError)(nil),             // 22: stepd.v1.EvalError
-	(*Tap)(nil),                   // 23: stepd.v1.Tap
-	(*Gap)(nil),                   // 24: stepd.v1.Gap
-	(*HeartbeatEvent)(nil),        // 25: stepd.v1.HeartbeatEvent
-	(*StreamError)(nil),           // 26: stepd.v1.StreamError
-	(*Event)(nil),                 // 27: stepd.v1.Event
-	(*BreakpointSnapshot)(nil),    // 28: stepd.v1.BreakpointSnapshot
-	nil,                           // 29: stepd.v1.StreamError.MetadataEntry
-	(*DebugInput)(nil),            // 30: stepd.v1.DebugInput
-	(*Session)(nil),               // 31: stepd.v1.Session
-	(*Pause)(nil),                 // 32: stepd.v1.Pause
-	(*Breakpoint)(nil),            // 33: stepd.v1.Breakpoint
-	(*BreakpointStatus)(nil),      // 34: stepd.v1.BreakpointStatus
-	(EndReason)(0),                // 35: stepd.v1.EndReason
-	(*OutputChunk)(nil),           // 36: stepd.v1.OutputChunk
-	(*Thread)(nil),                // 37: stepd.v1.Thread
-	(CommandKind)(0),              // 38: stepd.v1.CommandKind
-	(*Location)(nil),              // 39: stepd.v1.Location
-	(*DisplayValue)(nil),          // 40: stepd.v1.DisplayValue
-	(*Local)(nil),                 // 41: stepd.v1.Local
-	(*PointInfo)(nil),             // 42: stepd.v1.PointInfo
-	(*structpb.Value)(nil),        // 43: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
-	(*Frame)(nil),                 // 45: stepd.v1.Frame
-	(ErrorReason)(0),              // 46: stepd.v1.ErrorReason
-	(*structpb.Struct)(nil),       // 47: google.protobuf.Struct
+	(*SessionUpdated)(nil),        // 10: stepd.v1.SessionUpdated
+	(*Stopped)(nil),               // 11: stepd.v1.Stopped
+	(*Continued)(nil),             // 12: stepd.v1.Continued
+	(*Output)(nil),                // 13: stepd.v1.Output
+	(*BreakpointUpdated)(nil),     // 14: stepd.v1.BreakpointUpdated
+	(*ThreadChanged)(nil),         // 15: stepd.v1.ThreadChanged
+	(*PauseResolved)(nil),         // 16: stepd.v1.PauseResolved
+	(*Trace)(nil),                 // 17: stepd.v1.Trace
+	(*Enlighten)(nil),             // 18: stepd.v1.Enlighten
+	(*Observed)(nil),              // 19: stepd.v1.Observed
+	(*Notification)(nil),          // 20: stepd.v1.Notification
+	(*Cause)(nil),                 // 21: stepd.v1.Cause
+	(*Stack)(nil),                 // 22: stepd.v1.Stack
+	(*EvalError)(nil),             // 23: stepd.v1.EvalError
+	(*Tap)(nil),                   // 24: stepd.v1.Tap
+	(*Gap)(nil),                   // 25: stepd.v1.Gap
+	(*HeartbeatEvent)(nil),        // 26: stepd.v1.HeartbeatEvent
+	(*StreamError)(nil),           // 27: stepd.v1.StreamError
+	(*Event)(nil),                 // 28: stepd.v1.Event
+	(*BreakpointSnapshot)(nil),    // 29: stepd.v1.BreakpointSnapshot
+	nil,                           // 30: stepd.v1.StreamError.MetadataEntry
+	(*DebugInput)(nil),            // 31: stepd.v1.DebugInput
+	(*Session)(nil),               // 32: stepd.v1.Session
+	(*Pause)(nil),                 // 33: stepd.v1.Pause
+	(*Breakpoint)(nil),            // 34: stepd.v1.Breakpoint
+	(*BreakpointStatus)(nil),      // 35: stepd.v1.BreakpointStatus
+	(EndReason)(0),                // 36: stepd.v1.EndReason
+	(*OutputChunk)(nil),           // 37: stepd.v1.OutputChunk
+	(*Thread)(nil),                // 38: stepd.v1.Thread
+	(CommandKind)(0),              // 39: stepd.v1.CommandKind
+	(*Location)(nil),              // 40: stepd.v1.Location
+	(*DisplayValue)(nil),          // 41: stepd.v1.DisplayValue
+	(*Local)(nil),                 // 42: stepd.v1.Local
+	(*PointInfo)(nil),             // 43: stepd.v1.PointInfo
+	(*structpb.Value)(nil),        // 44: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*Frame)(nil),                 // 46: stepd.v1.Frame
+	(ErrorReason)(0),              // 47: stepd.v1.ErrorReason
+	(*structpb.Struct)(nil),       // 48: google.protobuf.Struct
 }
 var file_stepd_v1_event_proto_depIdxs = []int32{
 	0,  // 0: stepd.v1.Watch.channels:type_name -> stepd.v1.EventChannel
 	3,  // 1: stepd.v1.SubscribeRequest.watch:type_name -> stepd.v1.Watch
-	30, // 2: stepd.v1.SubscribeRequest.debug_input:type_name -> stepd.v1.DebugInput
+	31, // 2: stepd.v1.SubscribeRequest.debug_input:type_name -> stepd.v1.DebugInput
 	4,  // 3: stepd.v1.SubscribeRequest.heartbeat:type_name -> stepd.v1.Heartbeat
-	27, // 4: stepd.v1.SubscribeResponse.event:type_name -> stepd.v1.Event
-	31, // 5: stepd.v1.Snapshot.sessions:type_name -> stepd.v1.Session
-	32, // 6: stepd.v1.Snapshot.pauses:type_name -> stepd.v1.Pause
-	33, // 7: stepd.v1.Snapshot.breakpoints:type_name -> stepd.v1.Breakpoint
-	34, // 8: stepd.v1.Snapshot.breakpoint_statuses:type_name -> stepd.v1.BreakpointStatus
-	31, // 9: stepd.v1.SessionStarted.session:type_name -> stepd.v1.Session
-	35, // 10: stepd.v1.SessionEnded.reason:type_name -> stepd.v1.EndReason
-	32, // 11: stepd.v1.Stopped.pause:type_name -> stepd.v1.Pause
-	36, // 12: stepd.v1.Output.chunk:type_name -> stepd.v1.OutputChunk
-	1,  // 13: stepd.v1.BreakpointUpdated.change:type_name -> stepd.v1.BreakpointChange
-	33, // 14: stepd.v1.BreakpointUpdated.breakpoint:type_name -> stepd.v1.Breakpoint
-	34, // 15: stepd.v1.BreakpointUpdated.status:type_name -> stepd.v1.BreakpointStatus
-	37, // 16: stepd.v1.ThreadChanged.thread:type_name -> stepd.v1.Thread
-	38, // 17: stepd.v1.PauseResolved.command:type_name -> stepd.v1.CommandKind
-	39, // 18: stepd.v1.Trace.location:type_name -> stepd.v1.Location
-	40, // 19: stepd.v1.Trace.value:type_name -> stepd.v1.DisplayValue
-	41, // 20: stepd.v1.Trace.changed_locals:type_name -> stepd.v1.Local
-	42, // 21: stepd.v1.Trace.point:type_name -> stepd.v1.PointInfo
-	40, // 22: stepd.v1.Enlighten.value:type_name -> stepd.v1.DisplayValue
-	39, // 23: stepd.v1.Enlighten.location:type_name -> stepd.v1.Location
-	43, // 24: stepd.v1.Observed.value:type_name -> google.protobuf.Value
-	44, // 25: stepd.v1.Observed.observed_at:type_name -> google.protobuf.Timestamp
-	2,  // 26: stepd.v1.Notification.level:type_name -> stepd.v1.NotificationLevel
-	39, // 27: stepd.v1.Cause.location:type_name -> stepd.v1.Location
-	45, // 28: stepd.v1.Stack.frames:type_name -> stepd.v1.Frame
-	20, // 29: stepd.v1.Stack.causes:type_name -> stepd.v1.Cause
-	20, // 30: stepd.v1.EvalError.causes:type_name -> stepd.v1.Cause
-	40, // 31: stepd.v1.Tap.value:type_name -> stepd.v1.DisplayValue
-	46, // 32: stepd.v1.StreamError.reason:type_name -> stepd.v1.ErrorReason
-	29, // 33: stepd.v1.StreamError.metadata:type_name -> stepd.v1.StreamError.MetadataEntry
-	44, // 34: stepd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	7,  // 35: stepd.v1.Event.snapshot:type_name -> stepd.v1.Snapshot
-	8,  // 36: stepd.v1.Event.session_started:type_name -> stepd.v1.SessionStarted
-	9,  // 37: stepd.v1.Event.session_ended:type_name -> stepd.v1.SessionEnded
-	10, // 38: stepd.v1.Event.stopped:type_name -> stepd.v1.Stopped
-	11, // 39: stepd.v1.Event.continued:type_name -> stepd.v1.Continued
-	12, // 40: stepd.v1.Event.output:type_name -> stepd.v1.Output
-	13, // 41: stepd.v1.Event.breakpoint_updated:type_name -> stepd.v1.BreakpointUpdated
-	14, // 42: stepd.v1.Event.thread_changed:type_name -> stepd.v1.ThreadChanged
-	15, // 43: stepd.v1.Event.pause_resolved:type_name -> stepd.v1.PauseResolved
-	16, // 44: stepd.v1.Event.trace:type_name -> stepd.v1.Trace
-	17, // 45: stepd.v1.Event.enlighten:type_name -> stepd.v1.Enlighten
-	18, // 46: stepd.v1.Event.observed:type_name -> stepd.v1.Observed
-	19, // 47: stepd.v1.Event.notification:type_name -> stepd.v1.Notification
-	21, // 48: stepd.v1.Event.stack:type_name -> stepd.v1.Stack
-	22, // 49: stepd.v1.Event.eval_error:type_name -> stepd.v1.EvalError
-	23, // 50: stepd.v1.Event.tap:type_name -> stepd.v1.Tap
-	24, // 51: stepd.v1.Event.gap:type_name -> stepd.v1.Gap
-	25, // 52: stepd.v1.Event.heartbeat:type_name -> stepd.v1.HeartbeatEvent
-	26, // 53: stepd.v1.Event.error:type_name -> stepd.v1.StreamError
-	28, // 54: stepd.v1.Event.breakpoint_snapshot:type_name -> stepd.v1.BreakpointSnapshot
-	39, // 55: stepd.v1.BreakpointSnapshot.frames:type_name -> stepd.v1.Location
-	41, // 56: stepd.v1.BreakpointSnapshot.locals:type_name -> stepd.v1.Local
-	47, // 57: stepd.v1.BreakpointSnapshot.extra:type_name -> google.protobuf.Struct
-	5,  // 58: stepd.v1.EventService.Subscribe:input_type -> stepd.v1.SubscribeRequest
-	6,  // 59: stepd.v1.EventService.Subscribe:output_type -> stepd.v1.SubscribeResponse
-	59, // [59:60] is the sub-list for method output_type
-	58, // [58:59] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	28, // 4: stepd.v1.SubscribeResponse.event:type_name -> stepd.v1.Event
+	32, // 5: stepd.v1.Snapshot.sessions:type_name -> stepd.v1.Session
+	33, // 6: stepd.v1.Snapshot.pauses:type_name -> stepd.v1.Pause
+	34, // 7: stepd.v1.Snapshot.breakpoints:type_name -> stepd.v1.Breakpoint
+	35, // 8: stepd.v1.Snapshot.breakpoint_statuses:type_name -> stepd.v1.BreakpointStatus
+	32, // 9: stepd.v1.SessionStarted.session:type_name -> stepd.v1.Session
+	36, // 10: stepd.v1.SessionEnded.reason:type_name -> stepd.v1.EndReason
+	32, // 11: stepd.v1.SessionUpdated.session:type_name -> stepd.v1.Session
+	33, // 12: stepd.v1.Stopped.pause:type_name -> stepd.v1.Pause
+	37, // 13: stepd.v1.Output.chunk:type_name -> stepd.v1.OutputChunk
+	1,  // 14: stepd.v1.BreakpointUpdated.change:type_name -> stepd.v1.BreakpointChange
+	34, // 15: stepd.v1.BreakpointUpdated.breakpoint:type_name -> stepd.v1.Breakpoint
+	35, // 16: stepd.v1.BreakpointUpdated.status:type_name -> stepd.v1.BreakpointStatus
+	38, // 17: stepd.v1.ThreadChanged.thread:type_name -> stepd.v1.Thread
+	39, // 18: stepd.v1.PauseResolved.command:type_name -> stepd.v1.CommandKind
+	40, // 19: stepd.v1.Trace.location:type_name -> stepd.v1.Location
+	41, // 20: stepd.v1.Trace.value:type_name -> stepd.v1.DisplayValue
+	42, // 21: stepd.v1.Trace.changed_locals:type_name -> stepd.v1.Local
+	43, // 22: stepd.v1.Trace.point:type_name -> stepd.v1.PointInfo
+	41, // 23: stepd.v1.Enlighten.value:type_name -> stepd.v1.DisplayValue
+	40, // 24: stepd.v1.Enlighten.location:type_name -> stepd.v1.Location
+	44, // 25: stepd.v1.Observed.value:type_name -> google.protobuf.Value
+	45, // 26: stepd.v1.Observed.observed_at:type_name -> google.protobuf.Timestamp
+	2,  // 27: stepd.v1.Notification.level:type_name -> stepd.v1.NotificationLevel
+	40, // 28: stepd.v1.Cause.location:type_name -> stepd.v1.Location
+	46, // 29: stepd.v1.Stack.frames:type_name -> stepd.v1.Frame
+	21, // 30: stepd.v1.Stack.causes:type_name -> stepd.v1.Cause
+	21, // 31: stepd.v1.EvalError.causes:type_name -> stepd.v1.Cause
+	41, // 32: stepd.v1.Tap.value:type_name -> stepd.v1.DisplayValue
+	47, // 33: stepd.v1.StreamError.reason:type_name -> stepd.v1.ErrorReason
+	30, // 34: stepd.v1.StreamError.metadata:type_name -> stepd.v1.StreamError.MetadataEntry
+	45, // 35: stepd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	7,  // 36: stepd.v1.Event.snapshot:type_name -> stepd.v1.Snapshot
+	8,  // 37: stepd.v1.Event.session_started:type_name -> stepd.v1.SessionStarted
+	9,  // 38: stepd.v1.Event.session_ended:type_name -> stepd.v1.SessionEnded
+	11, // 39: stepd.v1.Event.stopped:type_name -> stepd.v1.Stopped
+	12, // 40: stepd.v1.Event.continued:type_name -> stepd.v1.Continued
+	13, // 41: stepd.v1.Event.output:type_name -> stepd.v1.Output
+	14, // 42: stepd.v1.Event.breakpoint_updated:type_name -> stepd.v1.BreakpointUpdated
+	15, // 43: stepd.v1.Event.thread_changed:type_name -> stepd.v1.ThreadChanged
+	16, // 44: stepd.v1.Event.pause_resolved:type_name -> stepd.v1.PauseResolved
+	17, // 45: stepd.v1.Event.trace:type_name -> stepd.v1.Trace
+	18, // 46: stepd.v1.Event.enlighten:type_name -> stepd.v1.Enlighten
+	19, // 47: stepd.v1.Event.observed:type_name -> stepd.v1.Observed
+	20, // 48: stepd.v1.Event.notification:type_name -> stepd.v1.Notification
+	22, // 49: stepd.v1.Event.stack:type_name -> stepd.v1.Stack
+	23, // 50: stepd.v1.Event.eval_error:type_name -> stepd.v1.EvalError
+	24, // 51: stepd.v1.Event.tap:type_name -> stepd.v1.Tap
+	25, // 52: stepd.v1.Event.gap:type_name -> stepd.v1.Gap
+	26, // 53: stepd.v1.Event.heartbeat:type_name -> stepd.v1.HeartbeatEvent
+	27, // 54: stepd.v1.Event.error:type_name -> stepd.v1.StreamError
+	29, // 55: stepd.v1.Event.breakpoint_snapshot:type_name -> stepd.v1.BreakpointSnapshot
+	10, // 56: stepd.v1.Event.session_updated:type_name -> stepd.v1.SessionUpdated
+	40, // 57: stepd.v1.BreakpointSnapshot.frames:type_name -> stepd.v1.Location
+	42, // 58: stepd.v1.BreakpointSnapshot.locals:type_name -> stepd.v1.Local
+	48, // 59: stepd.v1.BreakpointSnapshot.extra:type_name -> google.protobuf.Struct
+	5,  // 60: stepd.v1.EventService.Subscribe:input_type -> stepd.v1.SubscribeRequest
+	6,  // 61: stepd.v1.EventService.Subscribe:output_type -> stepd.v1.SubscribeResponse
+	61, // [61:62] is the sub-list for method output_type
+	60, // [60:61] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_event_proto_init() }
@@ -2638,7 +2720,7 @@ func file_stepd_v1_event_proto_init() {
 		(*SubscribeRequest_Heartbeat)(nil),
 	}
 	file_stepd_v1_event_proto_msgTypes[6].OneofWrappers = []any{}
-	file_stepd_v1_event_proto_msgTypes[24].OneofWrappers = []any{
+	file_stepd_v1_event_proto_msgTypes[25].OneofWrappers = []any{
 		(*Event_Snapshot)(nil),
 		(*Event_SessionStarted)(nil),
 		(*Event_SessionEnded)(nil),
@@ -2659,6 +2741,7 @@ func file_stepd_v1_event_proto_init() {
 		(*Event_Heartbeat)(nil),
 		(*Event_Error)(nil),
 		(*Event_BreakpointSnapshot)(nil),
+		(*Event_SessionUpdated)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2666,7 +2749,7 @@ func file_stepd_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_event_proto_rawDesc), len(file_stepd_v1_event_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -159,6 +159,9 @@ const (
 	EndReason_END_REASON_DAEMON_SHUTDOWN EndReason = 7
 	// A QUIT command ended the run.
 	EndReason_END_REASON_QUIT EndReason = 8
+	// A signal ended the debuggee (e.g. a crash); `signal` names it and there
+	// is no exit code.
+	EndReason_END_REASON_SIGNALED EndReason = 9
 )
 
 // Enum value maps for EndReason.
@@ -173,6 +176,7 @@ var (
 		6: "END_REASON_PROBE_DISCONNECTED",
 		7: "END_REASON_DAEMON_SHUTDOWN",
 		8: "END_REASON_QUIT",
+		9: "END_REASON_SIGNALED",
 	}
 	EndReason_value = map[string]int32{
 		"END_REASON_UNSPECIFIED":        0,
@@ -184,6 +188,7 @@ var (
 		"END_REASON_PROBE_DISCONNECTED": 6,
 		"END_REASON_DAEMON_SHUTDOWN":    7,
 		"END_REASON_QUIT":               8,
+		"END_REASON_SIGNALED":           9,
 	}
 )
 
@@ -629,8 +634,11 @@ type Session struct {
 	// Probe sessions: the session this probe had before it reconnected
 	// (`Hello.resume_session_id`), when the daemon knew that session.
 	PreviousSessionId string `protobuf:"bytes,20,opt,name=previous_session_id,json=previousSessionId,proto3" json:"previous_session_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The signal that ended the debuggee, by name (e.g. "SIGSEGV"), when a
+	// signal ended it (end_reason SIGNALED).
+	Signal        string `protobuf:"bytes,21,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -799,6 +807,13 @@ func (x *Session) GetAdapterPid() int64 {
 func (x *Session) GetPreviousSessionId() string {
 	if x != nil {
 		return x.PreviousSessionId
+	}
+	return ""
+}
+
+func (x *Session) GetSignal() string {
+	if x != nil {
+		return x.Signal
 	}
 	return ""
 }
@@ -1240,7 +1255,9 @@ type StableState struct {
 	// Set when the session ended meanwhile.
 	EndReason EndReason `protobuf:"varint,11,opt,name=end_reason,json=endReason,proto3,enum=stepd.v1.EndReason" json:"end_reason,omitempty"`
 	// Exit code, when the debuggee exited meanwhile.
-	ExitCode      *int32 `protobuf:"varint,12,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	ExitCode *int32 `protobuf:"varint,12,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	// The signal that ended the debuggee meanwhile, by name (e.g. "SIGSEGV").
+	Signal        string `protobuf:"bytes,13,opt,name=signal,proto3" json:"signal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1357,6 +1374,13 @@ func (x *StableState) GetExitCode() int32 {
 		return *x.ExitCode
 	}
 	return 0
+}
+
+func (x *StableState) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
 }
 
 // How a breakpoint was placed in a new session.
@@ -2660,7 +2684,7 @@ type GetStackTraceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// A stopped thread.
+	// A stopped thread; 0 = the thread of the latest pause (as Step and Continue).
 	ThreadId int64 `protobuf:"varint,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
 	// Index of the first frame (0 = top).
 	StartFrame uint32 `protobuf:"varint,3,opt,name=start_frame,json=startFrame,proto3" json:"start_frame,omitempty"`
@@ -3622,7 +3646,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\astopped\x18\x03 \x01(\bR\astopped\x12\x1b\n" +
-	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\x82\a\n" +
+	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\x9a\a\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.stepd.v1.SessionKindR\x04kind\x12,\n" +
@@ -3649,7 +3673,8 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"originalId\x12\x1f\n" +
 	"\vadapter_pid\x18\x13 \x01(\x03R\n" +
 	"adapterPid\x12.\n" +
-	"\x13previous_session_id\x18\x14 \x01(\tR\x11previousSessionId\x1a9\n" +
+	"\x13previous_session_id\x18\x14 \x01(\tR\x11previousSessionId\x12\x16\n" +
+	"\x06signal\x18\x15 \x01(\tR\x06signal\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
@@ -3683,7 +3708,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x04Wait\x12\"\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\rH\x00R\ttimeoutMs\x88\x01\x01B\r\n" +
-	"\v_timeout_ms\"\xfa\x03\n" +
+	"\v_timeout_ms\"\x92\x04\n" +
 	"\vStableState\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.stepd.v1.SessionStateR\x05state\x12\x16\n" +
 	"\x06waited\x18\x02 \x01(\bR\x06waited\x12\x1b\n" +
@@ -3700,7 +3725,8 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	" \x01(\x04R\telapsedMs\x122\n" +
 	"\n" +
 	"end_reason\x18\v \x01(\x0e2\x13.stepd.v1.EndReasonR\tendReason\x12 \n" +
-	"\texit_code\x18\f \x01(\x05H\x00R\bexitCode\x88\x01\x01B\f\n" +
+	"\texit_code\x18\f \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
+	"\x06signal\x18\r \x01(\tR\x06signalB\f\n" +
 	"\n" +
 	"_exit_code\"\x95\x01\n" +
 	"\x13BreakpointPlacement\x12#\n" +
@@ -3876,7 +3902,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x16SESSION_STATE_STARTING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x17\n" +
-	"\x13SESSION_STATE_ENDED\x10\x04*\x86\x02\n" +
+	"\x13SESSION_STATE_ENDED\x10\x04*\x9f\x02\n" +
 	"\tEndReason\x12\x1a\n" +
 	"\x16END_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11END_REASON_EXITED\x10\x01\x12\x19\n" +
@@ -3886,7 +3912,8 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x19END_REASON_PROTOCOL_ERROR\x10\x05\x12!\n" +
 	"\x1dEND_REASON_PROBE_DISCONNECTED\x10\x06\x12\x1e\n" +
 	"\x1aEND_REASON_DAEMON_SHUTDOWN\x10\a\x12\x13\n" +
-	"\x0fEND_REASON_QUIT\x10\b*l\n" +
+	"\x0fEND_REASON_QUIT\x10\b\x12\x17\n" +
+	"\x13END_REASON_SIGNALED\x10\t*l\n" +
 	"\x0eDisconnectMode\x12\x1f\n" +
 	"\x1bDISCONNECT_MODE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19DISCONNECT_MODE_TERMINATE\x10\x01\x12\x1a\n" +

@@ -299,6 +299,7 @@ class BreakpointStatus(_message.Message):
     VERIFIED_FIELD_NUMBER: _builtins.int
     ACTUAL_LINE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    BREAKPOINT_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     verified: _builtins.bool
@@ -307,6 +308,10 @@ class BreakpointStatus(_message.Message):
     """The line the adapter actually placed it on (0 when unknown)."""
     message: _builtins.str
     """The adapter's message, e.g. why it is not verified."""
+    breakpoint_id: _builtins.str
+    """The breakpoint this placement is of (set in GetSession and snapshots,
+    where the status stands alone).
+    """
     def __init__(
         self,
         *,
@@ -314,10 +319,11 @@ class BreakpointStatus(_message.Message):
         verified: _builtins.bool = ...,
         actual_line: _builtins.int = ...,
         message: _builtins.str = ...,
+        breakpoint_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actual_line", b"actual_line", "message", b"message", "session_id", b"session_id", "verified", b"verified"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actual_line", b"actual_line", "breakpoint_id", b"breakpoint_id", "message", b"message", "session_id", b"session_id", "verified", b"verified"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

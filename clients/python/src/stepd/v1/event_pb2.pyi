@@ -35,7 +35,7 @@ class _EventChannelEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventCha
     EVENT_CHANNEL_UNSPECIFIED: _EventChannel.ValueType  # 0
     """Never used."""
     EVENT_CHANNEL_LIFECYCLE: _EventChannel.ValueType  # 1
-    """session_started, session_ended, thread_changed."""
+    """session_started, session_updated, session_ended, thread_changed."""
     EVENT_CHANNEL_EXECUTION: _EventChannel.ValueType  # 2
     """stopped, continued, pause_resolved, stack, eval_error, trace."""
     EVENT_CHANNEL_OUTPUT: _EventChannel.ValueType  # 3
@@ -57,7 +57,7 @@ class EventChannel(_EventChannel, metaclass=_EventChannelEnumTypeWrapper):
 EVENT_CHANNEL_UNSPECIFIED: EventChannel.ValueType  # 0
 """Never used."""
 EVENT_CHANNEL_LIFECYCLE: EventChannel.ValueType  # 1
-"""session_started, session_ended, thread_changed."""
+"""session_started, session_updated, session_ended, thread_changed."""
 EVENT_CHANNEL_EXECUTION: EventChannel.ValueType  # 2
 """stopped, continued, pause_resolved, stack, eval_error, trace."""
 EVENT_CHANNEL_OUTPUT: EventChannel.ValueType  # 3
@@ -353,28 +353,61 @@ class SessionEnded(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
     reason: _session_pb2.EndReason.ValueType
     """Why."""
     detail: _builtins.str
     """More about why."""
     exit_code: _builtins.int
     """The debuggee's exit code, when it exited."""
+    signal: _builtins.str
+    """The signal that ended the debuggee, by name (e.g. "SIGSEGV"), when a
+    signal ended it (reason SIGNALED; exit_code is then unset).
+    """
     def __init__(
         self,
         *,
         reason: _session_pb2.EndReason.ValueType = ...,
         detail: _builtins.str = ...,
         exit_code: _builtins.int | None = ...,
+        signal: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "detail", b"detail", "exit_code", b"exit_code", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "detail", b"detail", "exit_code", b"exit_code", "reason", b"reason", "signal", b"signal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
 
 Global___SessionEnded: _TypeAlias = SessionEnded  # noqa: Y015
+
+@_typing.final
+class SessionUpdated(_message.Message):
+    """A session's own record changed after session_started, e.g. the debuggee's
+    pid became known. Threads, state and how it ended are not taken from it:
+    their own events say those.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def session(self) -> _session_pb2.Session:
+        """The session's record after the change."""
+
+    def __init__(
+        self,
+        *,
+        session: _session_pb2.Session | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionUpdated: _TypeAlias = SessionUpdated  # noqa: Y015
 
 @_typing.final
 class Stopped(_message.Message):
@@ -991,6 +1024,7 @@ class Event(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     BREAKPOINT_SNAPSHOT_FIELD_NUMBER: _builtins.int
+    SESSION_UPDATED_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Daemon-wide sequence number; 0 for stream-local events."""
     session_id: _builtins.str
@@ -1079,6 +1113,10 @@ class Event(_message.Message):
     def breakpoint_snapshot(self) -> Global___BreakpointSnapshot:
         """A SNAPSHOT breakpoint captured the program's state."""
 
+    @_builtins.property
+    def session_updated(self) -> Global___SessionUpdated:
+        """A session's record changed (e.g. its pid became known)."""
+
     def __init__(
         self,
         *,
@@ -1105,12 +1143,13 @@ class Event(_message.Message):
         heartbeat: Global___HeartbeatEvent | None = ...,
         error: Global___StreamError | None = ...,
         breakpoint_snapshot: Global___BreakpointSnapshot | None = ...,
+        session_updated: Global___SessionUpdated | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["breakpoint_snapshot", b"breakpoint_snapshot", "breakpoint_updated", b"breakpoint_updated", "continued", b"continued", "enlighten", b"enlighten", "error", b"error", "eval_error", b"eval_error", "gap", b"gap", "heartbeat", b"heartbeat", "notification", b"notification", "observed", b"observed", "output", b"output", "pause_resolved", b"pause_resolved", "payload", b"payload", "session_ended", b"session_ended", "session_started", b"session_started", "snapshot", b"snapshot", "stack", b"stack", "stopped", b"stopped", "tap", b"tap", "thread_changed", b"thread_changed", "time", b"time", "trace", b"trace"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["breakpoint_snapshot", b"breakpoint_snapshot", "breakpoint_updated", b"breakpoint_updated", "continued", b"continued", "enlighten", b"enlighten", "error", b"error", "eval_error", b"eval_error", "gap", b"gap", "heartbeat", b"heartbeat", "notification", b"notification", "observed", b"observed", "output", b"output", "pause_resolved", b"pause_resolved", "payload", b"payload", "session_ended", b"session_ended", "session_started", b"session_started", "session_updated", b"session_updated", "snapshot", b"snapshot", "stack", b"stack", "stopped", b"stopped", "tap", b"tap", "thread_changed", b"thread_changed", "time", b"time", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_snapshot", b"breakpoint_snapshot", "breakpoint_updated", b"breakpoint_updated", "continued", b"continued", "enlighten", b"enlighten", "error", b"error", "eval_error", b"eval_error", "gap", b"gap", "heartbeat", b"heartbeat", "notification", b"notification", "observed", b"observed", "output", b"output", "pause_resolved", b"pause_resolved", "payload", b"payload", "seq", b"seq", "session_ended", b"session_ended", "session_id", b"session_id", "session_started", b"session_started", "snapshot", b"snapshot", "stack", b"stack", "stopped", b"stopped", "tap", b"tap", "thread_changed", b"thread_changed", "time", b"time", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_snapshot", b"breakpoint_snapshot", "breakpoint_updated", b"breakpoint_updated", "continued", b"continued", "enlighten", b"enlighten", "error", b"error", "eval_error", b"eval_error", "gap", b"gap", "heartbeat", b"heartbeat", "notification", b"notification", "observed", b"observed", "output", b"output", "pause_resolved", b"pause_resolved", "payload", b"payload", "seq", b"seq", "session_ended", b"session_ended", "session_id", b"session_id", "session_started", b"session_started", "session_updated", b"session_updated", "snapshot", b"snapshot", "stack", b"stack", "stopped", b"stopped", "tap", b"tap", "thread_changed", b"thread_changed", "time", b"time", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["snapshot", "session_started", "session_ended", "stopped", "continued", "output", "breakpoint_updated", "thread_changed", "pause_resolved", "trace", "enlighten", "observed", "notification", "stack", "eval_error", "tap", "gap", "heartbeat", "error", "breakpoint_snapshot"]  # noqa: Y015
+    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["snapshot", "session_started", "session_ended", "stopped", "continued", "output", "breakpoint_updated", "thread_changed", "pause_resolved", "trace", "enlighten", "observed", "notification", "stack", "eval_error", "tap", "gap", "heartbeat", "error", "breakpoint_snapshot", "session_updated"]  # noqa: Y015
     _WhichOneofArgType_payload: _TypeAlias = _typing.Literal["payload", b"payload"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
 

@@ -104,6 +104,10 @@ class _EndReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EndReason.V
     """The daemon shut down."""
     END_REASON_QUIT: _EndReason.ValueType  # 8
     """A QUIT command ended the run."""
+    END_REASON_SIGNALED: _EndReason.ValueType  # 9
+    """A signal ended the debuggee (e.g. a crash); `signal` names it and there
+    is no exit code.
+    """
 
 class EndReason(_EndReason, metaclass=_EndReasonEnumTypeWrapper):
     """Why a session ended."""
@@ -126,6 +130,10 @@ END_REASON_DAEMON_SHUTDOWN: EndReason.ValueType  # 7
 """The daemon shut down."""
 END_REASON_QUIT: EndReason.ValueType  # 8
 """A QUIT command ended the run."""
+END_REASON_SIGNALED: EndReason.ValueType  # 9
+"""A signal ended the debuggee (e.g. a crash); `signal` names it and there
+is no exit code.
+"""
 Global___EndReason: _TypeAlias = EndReason  # noqa: Y015
 
 class _DisconnectMode:
@@ -354,6 +362,7 @@ class Session(_message.Message):
     ORIGINAL_ID_FIELD_NUMBER: _builtins.int
     ADAPTER_PID_FIELD_NUMBER: _builtins.int
     PREVIOUS_SESSION_ID_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """UUIDv7."""
     kind: Global___SessionKind.ValueType
@@ -383,6 +392,10 @@ class Session(_message.Message):
     previous_session_id: _builtins.str
     """Probe sessions: the session this probe had before it reconnected
     (`Hello.resume_session_id`), when the daemon knew that session.
+    """
+    signal: _builtins.str
+    """The signal that ended the debuggee, by name (e.g. "SIGSEGV"), when a
+    signal ended it (end_reason SIGNALED).
     """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -431,10 +444,11 @@ class Session(_message.Message):
         original_id: _builtins.str = ...,
         adapter_pid: _builtins.int = ...,
         previous_session_id: _builtins.str = ...,
+        signal: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "capabilities", b"capabilities", "ended_at", b"ended_at", "exit_code", b"exit_code", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "started_at", b"started_at", "state", b"state", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "signal", b"signal", "started_at", b"started_at", "state", b"state", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
@@ -657,6 +671,7 @@ class StableState(_message.Message):
     ELAPSED_MS_FIELD_NUMBER: _builtins.int
     END_REASON_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
     state: Global___SessionState.ValueType
     """State when answered."""
     waited: _builtins.bool
@@ -673,6 +688,8 @@ class StableState(_message.Message):
     """Set when the session ended meanwhile."""
     exit_code: _builtins.int
     """Exit code, when the debuggee exited meanwhile."""
+    signal: _builtins.str
+    """The signal that ended the debuggee meanwhile, by name (e.g. "SIGSEGV")."""
     @_builtins.property
     def top_frame(self) -> Global___Frame:
         """Top frame of the stopped thread."""
@@ -704,10 +721,11 @@ class StableState(_message.Message):
         elapsed_ms: _builtins.int = ...,
         end_reason: Global___EndReason.ValueType = ...,
         exit_code: _builtins.int | None = ...,
+        signal: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code", "pause", b"pause", "top_frame", b"top_frame"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "elapsed_ms", b"elapsed_ms", "end_reason", b"end_reason", "exit_code", b"exit_code", "hit_breakpoint_ids", b"hit_breakpoint_ids", "output", b"output", "pause", b"pause", "state", b"state", "stop_reason", b"stop_reason", "thread_id", b"thread_id", "timed_out", b"timed_out", "top_frame", b"top_frame", "waited", b"waited"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "elapsed_ms", b"elapsed_ms", "end_reason", b"end_reason", "exit_code", b"exit_code", "hit_breakpoint_ids", b"hit_breakpoint_ids", "output", b"output", "pause", b"pause", "signal", b"signal", "state", b"state", "stop_reason", b"stop_reason", "thread_id", b"thread_id", "timed_out", b"timed_out", "top_frame", b"top_frame", "waited", b"waited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
@@ -1417,7 +1435,7 @@ class GetStackTraceRequest(_message.Message):
     session_id: _builtins.str
     """The session."""
     thread_id: _builtins.int
-    """A stopped thread."""
+    """A stopped thread; 0 = the thread of the latest pause (as Step and Continue)."""
     start_frame: _builtins.int
     """Index of the first frame (0 = top)."""
     levels: _builtins.int
