@@ -37,9 +37,16 @@ pub enum Incoming {
         /// Its arguments.
         arguments: Value,
     },
+    /// Output events dropped because the session fell behind the adapter.
+    OutputDropped(u64),
     /// The adapter's output ended; `Some` when it broke the protocol.
     Closed(Option<String>),
 }
+
+/// Messages from the adapter waiting for the session. Beyond it, output
+/// events are dropped and counted; any other message waits for room, for at
+/// most the request timeout, after which the adapter is taken to be flooding.
+pub const INCOMING_QUEUE: usize = 4096;
 
 /// Why a request failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -76,13 +83,13 @@ impl DapClient {
         writer: W,
         max_frame: usize,
         timeout: Duration,
-    ) -> (Arc<Self>, mpsc::UnboundedReceiver<Incoming>)
+    ) -> (Arc<Self>, mpsc::Receiver<Incoming>)
     where
         R: AsyncBufRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let (in_tx, in_rx) = mpsc::channel(INCOMING_QUEUE);
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         tokio::spawn(async move {
             let mut writer = writer;
@@ -92,7 +99,13 @@ impl DapClient {
                 }
             }
         });
-        tokio::spawn(read_loop(reader, max_frame, pending.clone(), in_tx));
+        tokio::spawn(read_loop(
+            reader,
+            max_frame,
+            timeout,
+            pending.clone(),
+            in_tx,
+        ));
         let client = Arc::new(Self {
             out,
             pending,
@@ -179,12 +192,62 @@ pub fn body_of(response: Value) -> Result<Value, DapError> {
     }
 }
 
+/// Hands adapter messages to the session, never letting the adapter grow
+/// the queue without bound (see [`INCOMING_QUEUE`]).
+struct Handoff {
+    incoming: mpsc::Sender<Incoming>,
+    patience: Duration,
+    dropped: u64,
+}
+
+impl Handoff {
+    /// Queues an output event, or counts it when the queue is full.
+    fn output(&mut self, message: Incoming) {
+        self.report_dropped();
+        match self.incoming.try_send(message) {
+            Err(mpsc::error::TrySendError::Full(_)) => self.dropped += 1,
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+
+    /// Queues any other message, waiting for room; an error when the
+    /// session has not taken anything for the whole patience.
+    async fn other(&mut self, message: Incoming) -> Result<(), String> {
+        self.report_dropped();
+        match self.incoming.send_timeout(message, self.patience).await {
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => Err(format!(
+                "the adapter sent more than {INCOMING_QUEUE} messages that stepd could not take \
+                 within {:?}",
+                self.patience
+            )),
+            Ok(()) | Err(mpsc::error::SendTimeoutError::Closed(_)) => Ok(()),
+        }
+    }
+
+    fn report_dropped(&mut self) {
+        if self.dropped > 0
+            && self
+                .incoming
+                .try_send(Incoming::OutputDropped(self.dropped))
+                .is_ok()
+        {
+            self.dropped = 0;
+        }
+    }
+}
+
 async fn read_loop<R: AsyncBufRead + Unpin>(
     mut reader: R,
     max_frame: usize,
+    patience: Duration,
     pending: Pending,
-    incoming: mpsc::UnboundedSender<Incoming>,
+    incoming: mpsc::Sender<Incoming>,
 ) {
+    let mut handoff = Handoff {
+        incoming,
+        patience,
+        dropped: 0,
+    };
     let closed = loop {
         let message = match read_frame(&mut reader, max_frame).await {
             Ok(m) => m,
@@ -210,14 +273,23 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
             Some("event") => {
                 let event = message["event"].as_str().unwrap_or_default().to_owned();
                 let body = message.get("body").cloned().unwrap_or(Value::Null);
-                let _ = incoming.send(Incoming::Event { event, body });
+                let output = event == "output";
+                let message = Incoming::Event { event, body };
+                if output {
+                    handoff.output(message);
+                } else if let Err(flooded) = handoff.other(message).await {
+                    break Some(flooded);
+                }
             }
             Some("request") => {
-                let _ = incoming.send(Incoming::Request {
+                let request = Incoming::Request {
                     seq: message["seq"].as_i64().unwrap_or(0),
                     command: message["command"].as_str().unwrap_or_default().to_owned(),
                     arguments: message.get("arguments").cloned().unwrap_or(Value::Null),
-                });
+                };
+                if let Err(flooded) = handoff.other(request).await {
+                    break Some(flooded);
+                }
             }
             other => break Some(format!("message of unknown type {other:?}")),
         }
@@ -225,12 +297,51 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
     // Dropping the waiters fails every request still in flight, and every
     // one sent from now on.
     *pending.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    let _ = incoming.send(Incoming::Closed(closed));
+    let _ = handoff.other(Incoming::Closed(closed)).await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn output() -> Incoming {
+        Incoming::Event {
+            event: "output".into(),
+            body: Value::Null,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flooding_adapter_loses_output_counted_and_nothing_else_silently() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let mut handoff = Handoff {
+            incoming: tx,
+            patience: Duration::from_millis(20),
+            dropped: 0,
+        };
+        for _ in 0..10 {
+            handoff.output(output());
+        }
+        assert_eq!(handoff.dropped, 6);
+        // Room again: the count goes first, so the loss is reported in order.
+        assert!(matches!(rx.recv().await, Some(Incoming::Event { .. })));
+        handoff.output(output());
+        assert_eq!(handoff.dropped, 1);
+        let mut seen = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            seen.push(m);
+        }
+        assert!(matches!(seen.last(), Some(Incoming::OutputDropped(6))));
+        // Anything else waits for room (the pending count of 1 takes the
+        // first slot); a session that never makes room means a flood.
+        for _ in 0..3 {
+            handoff.other(output()).await.unwrap();
+        }
+        assert!(matches!(rx.try_recv(), Ok(Incoming::OutputDropped(1))));
+        handoff.other(output()).await.unwrap();
+        let flooded = handoff.other(Incoming::Closed(None)).await.unwrap_err();
+        assert!(flooded.contains("could not take"), "{flooded}");
+    }
 
     #[tokio::test]
     async fn requests_fail_at_once_after_the_adapter_output_ended() {

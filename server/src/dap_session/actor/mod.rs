@@ -73,7 +73,7 @@ pub struct Actor {
     request: LaunchRequest,
     /// The adapter process; none for a child session on a shared adapter.
     child: Option<Child>,
-    incoming: mpsc::UnboundedReceiver<Incoming>,
+    incoming: mpsc::Receiver<Incoming>,
     commands: Mailbox,
     /// Where this session asks for the child sessions its adapter starts.
     children: mpsc::UnboundedSender<LaunchRequest>,
@@ -126,7 +126,7 @@ pub struct Connection {
     /// The adapter process; none for a child session on a shared adapter.
     pub child: Option<Child>,
     /// Events and reverse requests from the adapter.
-    pub incoming: mpsc::UnboundedReceiver<Incoming>,
+    pub incoming: mpsc::Receiver<Incoming>,
 }
 
 impl Actor {
@@ -290,6 +290,22 @@ impl Actor {
                 command,
                 arguments,
             } => self.on_reverse_request(seq, &command, arguments),
+            Incoming::OutputDropped(count) => {
+                // Never silent: the output shows where it lost lines.
+                let note = format!(
+                    "[stepd: {count} output events of the adapter were dropped; the session fell \
+                     behind]\n"
+                );
+                let chunk = self
+                    .shared
+                    .output
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push("stepd", &note);
+                self.publish(Payload::Output(stepd_proto::v1::Output {
+                    chunk: Some(chunk),
+                }));
+            }
             Incoming::Closed(None) => {
                 if !self.ended {
                     let reason = self.exit_reason().unwrap_or(EndReason::AdapterDied);
