@@ -19,7 +19,7 @@ use stepd::dap::{
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::Child,
-    sync::mpsc::UnboundedReceiver,
+    sync::mpsc::Receiver,
 };
 
 /// How long any wait on the adapter may take.
@@ -95,7 +95,7 @@ pub struct StepTiming {
 pub struct Direct {
     child: Option<Child>,
     client: Arc<DapClient>,
-    incoming: UnboundedReceiver<Incoming>,
+    incoming: Receiver<Incoming>,
     thread_id: i64,
 }
 
@@ -213,7 +213,7 @@ impl Direct {
                 .with_context(|| format!("no {name} event in time"))?;
             match message {
                 Some(Incoming::Event { event, body }) if event == name => return Ok(body),
-                Some(Incoming::Event { .. }) => {}
+                Some(Incoming::Event { .. } | Incoming::OutputDropped(_)) => {}
                 Some(Incoming::Request { seq, command, .. }) => {
                     self.client
                         .respond(seq, &command, Err("not supported".into()));
