@@ -12,7 +12,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 use stepd::dap::{
-    adapters::{self, Adapter, LaunchSpec},
+    adapters::{self, Adapter, AdapterKind, LaunchSpec},
     client::{DapClient, Incoming, body_of},
     transport,
 };
@@ -30,8 +30,8 @@ const MAX_FRAME: usize = 64 << 20;
 /// An adapter kind and the command that starts it.
 #[derive(Debug, Clone)]
 pub struct AdapterCmd {
-    /// stepd's adapter kind ("debugpy", "lldb").
-    pub kind: &'static str,
+    /// stepd's adapter kind.
+    pub kind: AdapterKind,
     /// The command line that speaks DAP on stdio.
     pub command: Vec<String>,
     /// Start `command` exactly as given, not the way stepd starts this kind
@@ -44,7 +44,7 @@ impl AdapterCmd {
     pub fn debugpy() -> Self {
         let python = stepd_e2e::repo_root().join(".tools/venv/bin/python3");
         Self {
-            kind: "debugpy",
+            kind: AdapterKind::Debugpy,
             command: vec![
                 python.display().to_string(),
                 "-m".into(),
@@ -66,7 +66,7 @@ impl AdapterCmd {
     /// lldb-dap 19.
     pub fn lldb() -> Self {
         Self {
-            kind: "lldb",
+            kind: AdapterKind::Lldb,
             command: vec!["lldb-dap-19".into()],
             stock: false,
         }
@@ -74,7 +74,7 @@ impl AdapterCmd {
 
     fn adapter(&self) -> Adapter {
         Adapter {
-            name: self.kind.into(),
+            kind: self.kind,
             command: self.command.clone(),
             version: String::new(),
         }
@@ -113,7 +113,7 @@ impl Direct {
         let stock = adapter.stock;
         let adapter = adapter.adapter();
         let started_adapter = if stock {
-            transport::start_command(&adapter.name, &adapter.command, "").await
+            transport::start_command(adapter.kind, &adapter.command, "").await
         } else {
             transport::start(&adapter, "").await
         };
@@ -142,7 +142,7 @@ impl Direct {
                 json!({
                     "clientID": "stepd",
                     "clientName": "stepd",
-                    "adapterID": adapter.name,
+                    "adapterID": adapter.name(),
                     "locale": "en",
                     "linesStartAt1": true,
                     "columnsStartAt1": true,

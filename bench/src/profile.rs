@@ -204,7 +204,7 @@ fn breakdown(adapter: &AdapterCmd, windows: &[(f64, f64)], log: &[Logged]) -> Va
             s.push(v);
         }
     }
-    let name = match adapter.kind {
+    let name = match adapter.kind.name() {
         "debugpy" => "debugpy",
         _ => "lldb-dap-19",
     };

@@ -17,7 +17,7 @@ use crate::{
 /// The debuggee of an adapter: (program, source).
 pub fn step_fixture(adapter: &AdapterCmd) -> (PathBuf, PathBuf) {
     let dir = repo_root().join("bench/fixtures");
-    match adapter.kind {
+    match adapter.kind.name() {
         "debugpy" => (dir.join("step_loop.py"), dir.join("step_loop.py")),
         _ => (dir.join("build/step_loop"), dir.join("step_loop.c")),
     }
@@ -59,7 +59,7 @@ pub async fn run(steps: usize, warmup: usize, profile_steps: usize) -> anyhow::R
         let daemon = Daemon::start(&["--no-unix-socket"]).await;
         add_breakpoint(&daemon, &source, line).await?;
         let (mut directs, mut sessions) = (Vec::new(), Vec::new());
-        for (label, cmd) in baselines(adapter.kind) {
+        for (label, cmd) in baselines(adapter.kind.name()) {
             sessions.push(Direct::launch(&cmd, &program, &source, line).await?.0);
             directs.push(Baseline {
                 label,
@@ -94,7 +94,7 @@ pub async fn run(steps: usize, warmup: usize, profile_steps: usize) -> anyhow::R
         via.stop().await;
         daemon.stop().await;
 
-        let name = match adapter.kind {
+        let name = match adapter.kind.name() {
             "debugpy" => "debugpy",
             _ => "lldb-dap-19",
         };
@@ -118,11 +118,11 @@ pub async fn run(steps: usize, warmup: usize, profile_steps: usize) -> anyhow::R
             stepd.cells()
         );
         let m_stepd = stepd.median_ms();
-        let target = match adapter.kind {
+        let target = match adapter.kind.name() {
             "debugpy" => "at most +10 % at the median",
             _ => "at most +0.5 ms at the median",
         };
-        let met = |baseline: f64| match adapter.kind {
+        let met = |baseline: f64| match adapter.kind.name() {
             "debugpy" => m_stepd <= baseline * 1.10,
             _ => m_stepd - baseline <= 0.5,
         };

@@ -19,8 +19,8 @@ use crate::direct::AdapterCmd;
 /// that stepd resolves the adapter as it would for any client.
 pub fn launch_request(adapter: &AdapterCmd, program: &Path) -> LaunchRequest {
     LaunchRequest {
-        adapter: adapter.kind.into(),
-        adapter_command: if adapter.kind == "lldb" {
+        adapter: adapter.kind.name().into(),
+        adapter_command: if adapter.kind.name() == "lldb" {
             // Pin lldb-dap 19 whatever else is installed.
             adapter.command.clone()
         } else {

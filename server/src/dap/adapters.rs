@@ -4,66 +4,39 @@
 use serde_json::{Value, json};
 use stepd_proto::v1::{CheckStatus, ErrorReason};
 
+pub use super::kind::AdapterKind;
 use super::registry;
 use crate::error::{ApiError, ApiResult};
+
+impl Adapter {
+    /// The registry name of its kind.
+    pub fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+}
 
 /// A resolved adapter, ready to start.
 #[derive(Debug, Clone)]
 pub struct Adapter {
-    /// Registry name ("debugpy", "lldb", "dlv", "gdb", "custom").
-    pub name: String,
+    /// Its kind, which carries its quirks.
+    pub kind: AdapterKind,
     /// Command line that speaks DAP on stdio.
     pub command: Vec<String>,
     /// Version as reported, when known.
     pub version: String,
 }
 
-/// The script debugpy's adapter is started through (why: in the script).
-const DEBUGPY_ADAPTER_START: &str = include_str!("debugpy_adapter.py");
-
-/// The command line that starts `adapter`. It is the adapter's command, except
-/// that `python3 -m debugpy.adapter` runs as `python3 -c <start script>`,
-/// which removes debugpy's 40 ms per request (see `debugpy_adapter.py`).
-pub fn spawn_command(adapter: &Adapter) -> Vec<String> {
-    let mut command = adapter.command.clone();
-    if adapter.name == "debugpy"
-        && command.len() >= 3
-        && command[1] == "-m"
-        && command[2] == "debugpy.adapter"
-    {
-        command[1] = "-c".into();
-        command[2] = DEBUGPY_ADAPTER_START.into();
-    }
-    command
-}
-
-/// Whether requests for an earlier stop's handles are harmless: the adapter
-/// answers them with an error and nothing else. debugpy's adapter also writes
-/// each such failure to its stderr, which is the session's output, so it
-/// never gets requests sent ahead (`session/actor/locals.rs`).
-pub fn quiet_on_stale_handles(name: &str) -> bool {
-    matches!(name, "lldb" | "dlv")
-}
-
-/// Whether the adapter's scope references name a scope of whichever frame
-/// was last asked for `scopes`, not of one frame: lldb gives every frame's
-/// Locals reference 1, so the frame is part of stepd's handle and is asked
-/// for again before its variables (`session/inspect.rs`).
-pub fn scope_references_follow_frame(name: &str) -> bool {
-    name == "lldb"
-}
-
 /// Guesses the adapter from the program when none is named.
-pub fn guess(program: &str) -> &'static str {
+pub fn guess(program: &str) -> AdapterKind {
     if program.ends_with(".py") {
-        "debugpy"
+        AdapterKind::Debugpy
     } else if program.ends_with(".go")
         || std::path::Path::new(program).join("go.mod").exists()
         || is_go_binary(std::path::Path::new(program))
     {
-        "dlv"
+        AdapterKind::Dlv
     } else {
-        "lldb"
+        AdapterKind::Lldb
     }
 }
 
@@ -171,9 +144,8 @@ fn elf_section(file: &mut std::fs::File, ident: &[u8; 64], name: &str) -> Option
 /// with `lldb-vscode-14`); without a name it is treated as plain DAP.
 pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
     if !custom.is_empty() {
-        let known = registry::ADAPTERS.contains(&name);
         return Ok(Adapter {
-            name: if known { name } else { "custom" }.into(),
+            kind: AdapterKind::named(name).unwrap_or(AdapterKind::Custom),
             command: custom.to_vec(),
             version: String::new(),
         });
@@ -181,15 +153,17 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
     if let Some(found) = cached(name) {
         return Ok(found);
     }
-    let check = registry::check(name).await.ok_or_else(|| {
+    let unknown = || {
         ApiError::invalid_field(
             "adapter",
             format!(
                 "unknown adapter {name:?}; use one of {} or adapter_command",
-                registry::ADAPTERS.join(", ")
+                registry::known_names()
             ),
         )
-    })?;
+    };
+    let kind = AdapterKind::named(name).ok_or_else(unknown)?;
+    let check = registry::check(kind).await.ok_or_else(unknown)?;
     if check.status != CheckStatus::Ok as i32 {
         return Err(ApiError::new(
             ErrorReason::AdapterNotFound,
@@ -199,12 +173,12 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
         .with("searched", check.searched.join("\n")));
     }
     let mut command = check.command;
-    if name == "dlv" {
-        // `dlv dap` speaks DAP over a socket only; stepd connects to it.
+    if kind.listens_on_socket() {
+        // Only the program: stepd adds the listening arguments (`transport`).
         command.truncate(1);
     }
     let adapter = Adapter {
-        name: name.to_owned(),
+        kind,
         command,
         version: check.version,
     };
@@ -233,7 +207,7 @@ fn cached(name: &str) -> Option<Adapter> {
 
 fn remember(adapter: &Adapter) {
     found().lock().unwrap_or_else(|e| e.into_inner()).insert(
-        adapter.name.clone(),
+        adapter.name().to_owned(),
         (std::time::Instant::now(), adapter.clone()),
     );
 }
@@ -272,8 +246,8 @@ pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
     if !spec.cwd.is_empty() {
         args["cwd"] = json!(spec.cwd);
     }
-    match adapter.name.as_str() {
-        "debugpy" => {
+    match adapter.kind {
+        AdapterKind::Debugpy => {
             args["type"] = json!("python");
             args["request"] = json!("launch");
             args["console"] = json!("internalConsole");
@@ -281,12 +255,12 @@ pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
             args["justMyCode"] = json!(true);
             args["env"] = json!(spec.env);
         }
-        "lldb" => {
+        AdapterKind::Lldb => {
             // lldb-vscode takes the environment as "KEY=VALUE" strings.
             let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
             args["env"] = json!(env);
         }
-        "dlv" => {
+        AdapterKind::Dlv => {
             args["mode"] = json!(if spec.program.ends_with(".go") {
                 "debug"
             } else {
@@ -296,7 +270,7 @@ pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
             // Program output travels as DAP output events, not to dlv's terminal.
             args["outputMode"] = json!("remote");
         }
-        _ => {
+        AdapterKind::Gdb | AdapterKind::Custom => {
             args["env"] = json!(spec.env);
         }
     }
@@ -318,22 +292,6 @@ fn merge(into: &mut Value, extra: Value) {
 mod tests {
     use super::*;
 
-    fn adapter(name: &str, command: &[&str]) -> Adapter {
-        Adapter {
-            name: name.into(),
-            command: command.iter().map(|s| s.to_string()).collect(),
-            version: String::new(),
-        }
-    }
-
-    #[test]
-    fn debugpy_starts_through_the_start_script() {
-        let command = spawn_command(&adapter("debugpy", &["py", "-m", "debugpy.adapter", "--x"]));
-        assert_eq!(command[..2], ["py", "-c"]);
-        assert!(command[2].contains("runpy.run_module(\"debugpy.adapter\""));
-        assert_eq!(command[3], "--x");
-    }
-
     #[test]
     fn only_go_binaries_are_guessed_as_go() {
         let dir = std::env::temp_dir().join(format!("stepd-guess-{}", std::process::id()));
@@ -349,18 +307,7 @@ mod tests {
         // This test's own executable is an ELF file built by Rust, not Go.
         let me = std::env::current_exe().unwrap();
         assert!(!is_go_binary(&me));
-        assert_eq!(guess(me.to_str().unwrap()), "lldb");
+        assert_eq!(guess(me.to_str().unwrap()), AdapterKind::Lldb);
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn other_commands_start_as_given() {
-        for (name, argv) in [
-            ("debugpy", &["py", "/opt/my_adapter.py"][..]),
-            ("custom", &["py", "-m", "debugpy.adapter"][..]),
-            ("lldb", &["lldb-dap-19"][..]),
-        ] {
-            assert_eq!(spawn_command(&adapter(name, argv)), argv);
-        }
     }
 }

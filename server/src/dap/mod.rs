@@ -1,8 +1,10 @@
-//! Debug Adapter Protocol: framing, the client, the adapter registry and the
-//! launch arguments each adapter expects.
+//! Debug Adapter Protocol: framing, the client, the kinds of adapter and
+//! their quirks (`kind`), the adapter registry and the launch arguments each
+//! adapter expects.
 
 pub mod adapters;
 pub mod client;
 pub mod codec;
+pub mod kind;
 pub mod registry;
 pub mod transport;

@@ -11,14 +11,13 @@ use std::{
 use stepd_proto::v1::{AdapterCheck, CheckStatus};
 use tokio::process::Command;
 
+use super::kind::AdapterKind;
+
 /// How long a version probe may take before the adapter counts as broken.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// gdb speaks DAP from version 14 on.
 const GDB_MIN_MAJOR: u32 = 14;
-
-/// The adapter kinds stepd knows.
-pub const ADAPTERS: &[&str] = &["debugpy", "lldb", "dlv", "gdb"];
 
 /// Checks every adapter kind concurrently.
 pub async fn check_all() -> Vec<AdapterCheck> {
@@ -27,15 +26,20 @@ pub async fn check_all() -> Vec<AdapterCheck> {
     vec![debugpy, lldb, dlv, gdb]
 }
 
-/// Checks one adapter kind by name.
-pub async fn check(adapter: &str) -> Option<AdapterCheck> {
-    Some(match adapter {
-        "debugpy" => check_debugpy().await,
-        "lldb" => check_lldb().await,
-        "dlv" => check_dlv().await,
-        "gdb" => check_gdb().await,
-        _ => return None,
+/// Checks one adapter kind; a custom command has nothing to find.
+pub async fn check(kind: AdapterKind) -> Option<AdapterCheck> {
+    Some(match kind {
+        AdapterKind::Debugpy => check_debugpy().await,
+        AdapterKind::Lldb => check_lldb().await,
+        AdapterKind::Dlv => check_dlv().await,
+        AdapterKind::Gdb => check_gdb().await,
+        AdapterKind::Custom => return None,
     })
+}
+
+/// The names of the kinds the registry can find, for messages.
+pub fn known_names() -> String {
+    AdapterKind::KNOWN.map(AdapterKind::name).join(", ")
 }
 
 /// PATH's directories, in order, without repeats.

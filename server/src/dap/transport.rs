@@ -9,7 +9,7 @@ use tokio::{
     process::{Child, ChildStderr, Command},
 };
 
-use super::adapters::{self, Adapter};
+use super::adapters::{Adapter, AdapterKind};
 
 /// A running adapter and its DAP stream.
 pub struct Transport {
@@ -26,14 +26,19 @@ pub struct Transport {
 /// How long dlv may take to announce its listening address.
 const DLV_LISTEN_DEADLINE: Duration = Duration::from_secs(20);
 
-/// Starts the adapter the way stepd does (`adapters::spawn_command`); its
+/// Starts the adapter the way stepd does (`AdapterKind::spawn_command`); its
 /// process is killed when the Child is dropped.
 pub async fn start(adapter: &Adapter, cwd: &str) -> std::io::Result<Transport> {
-    start_command(&adapter.name, &adapters::spawn_command(adapter), cwd).await
+    let argv = adapter.kind.spawn_command(&adapter.command);
+    start_command(adapter.kind, &argv, cwd).await
 }
 
-/// Starts `argv` as an adapter of kind `name`, exactly as given.
-pub async fn start_command(name: &str, argv: &[String], cwd: &str) -> std::io::Result<Transport> {
+/// Starts `argv` as an adapter of `kind`, exactly as given.
+pub async fn start_command(
+    kind: AdapterKind,
+    argv: &[String],
+    cwd: &str,
+) -> std::io::Result<Transport> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("empty adapter command"))?;
@@ -47,7 +52,7 @@ pub async fn start_command(name: &str, argv: &[String], cwd: &str) -> std::io::R
     if !cwd.is_empty() {
         command.current_dir(cwd);
     }
-    if name == "dlv" {
+    if kind.listens_on_socket() {
         command.args(["dap", "--listen", "127.0.0.1:0"]);
         return start_dlv(command).await;
     }

@@ -8,7 +8,6 @@ use stepd_proto::v1::{
 };
 
 use super::{Shared, actor::dap_error, handles, output::Read, stop};
-use crate::dap::adapters;
 use crate::error::{ApiError, ApiResult};
 
 fn count(v: &Value) -> u32 {
@@ -146,7 +145,7 @@ impl Shared {
                 .await
                 .map_err(|e| dap_error(&e))?
         };
-        let follows_frame = adapters::scope_references_follow_frame(&self.adapter);
+        let follows_frame = self.kind.scope_references_follow_frame();
         Ok(body["scopes"]
             .as_array()
             .map(|scopes| {
@@ -296,15 +295,9 @@ impl Shared {
         Ok(self.variable(epoch, &body, expression))
     }
 
-    /// The context of an evaluation that names none. lldb's "repl" context
-    /// answers in console form ("(int) $0 = 10"), so lldb evaluates values in
-    /// "watch" unless the client asks for the console explicitly.
+    /// The context of an evaluation that names none (`AdapterKind::default_eval_context`).
     pub fn default_eval_context(&self) -> &'static str {
-        if self.adapter == "lldb" {
-            "watch"
-        } else {
-            "repl"
-        }
+        self.kind.default_eval_context()
     }
 
     /// Reads captured output without draining it.

@@ -14,7 +14,11 @@ use super::{
     actor::{Actor, Connection},
 };
 use crate::{
-    dap::{adapters, client::DapClient, transport},
+    dap::{
+        adapters::{self, AdapterKind},
+        client::DapClient,
+        transport,
+    },
     error::{ApiError, ApiResult},
     session::{Context, SessionHandle, mailbox},
 };
@@ -93,7 +97,7 @@ fn check_program(request: &Request) -> ApiResult<()> {
     let bare = !program.contains('/');
     let custom = request.adapter.is_empty() && !request.adapter_command.is_empty()
         || (!request.adapter.is_empty()
-            && !crate::dap::registry::ADAPTERS.contains(&request.adapter.as_str()));
+            && AdapterKind::named(&request.adapter).is_none_or(|k| k == AdapterKind::Custom));
     if request.attach
         || request.configuration.is_some()
         || !request.dap_server.is_empty()
@@ -144,13 +148,17 @@ pub async fn start(
         return Err(ApiError::invalid_field("pid", "give a pid or connect"));
     }
     let name = match (request.adapter.as_str(), request.adapter_command.is_empty()) {
-        ("", true) => adapters::guess(&guess_from(&request)).to_owned(),
-        ("", false) => "custom".to_owned(),
+        ("", true) => adapters::guess(&guess_from(&request)).name().to_owned(),
+        ("", false) => AdapterKind::Custom.name().to_owned(),
         (named, _) => named.to_owned(),
     };
     check_program(&request)?;
     let mut request = request;
-    if request.attach && name == "debugpy" && !request.connect.is_empty() {
+    let kind = AdapterKind::named(&name);
+    if request.attach
+        && kind.is_some_and(AdapterKind::program_serves_dap)
+        && !request.connect.is_empty()
+    {
         // A program started with `debugpy --listen` serves DAP itself: talk
         // to it directly rather than through a second adapter.
         request.dap_server = request.connect.clone();
@@ -159,7 +167,7 @@ pub async fn start(
         adapters::resolve(&name, &request.adapter_command).await?
     } else {
         adapters::Adapter {
-            name: name.clone(),
+            kind: kind.unwrap_or(AdapterKind::Custom),
             command: Vec::new(),
             version: String::new(),
         }
@@ -170,16 +178,29 @@ pub async fn start(
         transport::connect(&request.dap_server).await
     };
     if transport.is_err() {
-        adapters::forget(&adapter.name);
+        adapters::forget(adapter.name());
     }
-    let mut transport = transport.map_err(|err| {
+    let transport = transport.map_err(|err| {
         ApiError::new(
             ErrorReason::AdapterNotFound,
             format!("starting {}: {err}", adapter.command.join(" ")),
         )
-        .with("adapter", adapter.name.clone())
+        .with("adapter", adapter.name())
         .with("searched", adapter.command.join(" "))
     })?;
+    run(ctx, children, request, adapter, transport).await
+}
+
+/// Runs a session over a started adapter's transport: the actor, and the
+/// adapter's diagnostics kept with the session's output. Returns once
+/// configuration is done.
+pub(crate) async fn run(
+    ctx: Context,
+    children: mpsc::UnboundedSender<Request>,
+    request: Request,
+    adapter: adapters::Adapter,
+    mut transport: transport::Transport,
+) -> ApiResult<(SessionHandle, LaunchOutcome)> {
     let (client, incoming) = DapClient::start(
         transport.reader,
         transport.writer,
@@ -187,7 +208,7 @@ pub async fn start(
         ctx.request_timeout,
     );
     let id = uuid::Uuid::now_v7().to_string();
-    let shared = Arc::new(Shared::new(id.clone(), &adapter.name));
+    let shared = Arc::new(Shared::new(id.clone(), adapter.kind));
     let _ = shared.client.set(client);
     if let Some(stderr) = transport.stderr.take() {
         // The adapter's own diagnostics are kept with the session's output.

@@ -8,7 +8,7 @@
 mod actor;
 mod handles;
 mod inspect;
-mod launch;
+pub(crate) mod launch;
 mod log_message;
 mod output;
 mod port;
@@ -32,7 +32,7 @@ pub use launch::{LaunchOutcome, Request as LaunchRequest};
 pub use port::DapPort;
 
 use crate::{
-    dap::client::DapClient,
+    dap::{client::DapClient, kind::AdapterKind},
     error::{ApiError, ApiResult},
     session::{Context, Sessions},
 };
@@ -88,8 +88,8 @@ pub struct Shared {
     pub client: OnceLock<Arc<DapClient>>,
     /// The adapter's capabilities as announced.
     pub capabilities: OnceLock<Value>,
-    /// Adapter name.
-    pub adapter: String,
+    /// The adapter's kind, which carries its quirks.
+    pub kind: AdapterKind,
     /// Increases whenever the program stops or moves; handles carry it.
     pub epoch: AtomicU64,
     /// Stopped threads and their pause keys.
@@ -109,12 +109,12 @@ pub struct Shared {
 
 impl Shared {
     /// State for a new session; the adapter connection is set once started.
-    pub fn new(id: String, adapter: &str) -> Self {
+    pub fn new(id: String, kind: AdapterKind) -> Self {
         Self {
             id,
             client: OnceLock::new(),
             capabilities: OnceLock::new(),
-            adapter: adapter.to_owned(),
+            kind,
             epoch: AtomicU64::new(1),
             stopped: Mutex::new(HashMap::new()),
             latest_frame: Mutex::new(None),
@@ -156,9 +156,9 @@ impl Shared {
         } else {
             Err(ApiError::new(
                 ErrorReason::UnsupportedByAdapter,
-                format!("{} does not support {what} (no {capability})", self.adapter),
+                format!("{} does not support {what} (no {capability})", self.kind),
             )
-            .with("adapter", self.adapter.clone())
+            .with("adapter", self.kind.name())
             .with("capability", capability))
         }
     }

@@ -16,7 +16,7 @@ use stepd_proto::v1::{ErrorReason, EvaluateContext, Variable, VariableFilter};
 
 use super::Shared;
 use crate::{
-    dap::client::DapError,
+    dap::{client::DapError, kind::AdapterKind},
     error::{ApiError, ApiResult},
     inspector::{
         json_source::JsonNode,
@@ -65,8 +65,9 @@ pub fn guard(shared: &Arc<Shared>, epoch: u64) -> Arc<dyn Fn() -> ApiResult<()> 
     Arc::new(move || still_at(&shared, epoch))
 }
 
-fn is_debugpy(shared: &Shared) -> bool {
-    shared.adapter == "debugpy"
+/// Whether children are paged with the language's slicing (debugpy).
+fn pages_by_slicing(shared: &Shared) -> bool {
+    shared.kind.pages_by_slicing()
 }
 
 /// Entries debugpy adds beside a container's children.
@@ -385,7 +386,7 @@ impl DapVar {
             VariableFilter::Unspecified
         };
         let mut all = self.all(filter).await?;
-        if is_debugpy(&self.shared) && self.shape() != Shape::Object {
+        if pages_by_slicing(&self.shared) && self.shape() != Shape::Object {
             // Raw fields of a debugpy container: what it groups aside, not its elements.
             all.retain(is_pseudo);
         }
@@ -416,7 +417,7 @@ impl Node for DapVar {
     fn shape(&self) -> Shape {
         if self.var.variables_ref.is_empty() {
             Shape::Atom
-        } else if is_debugpy(&self.shared) {
+        } else if pages_by_slicing(&self.shared) {
             python_shape(&self.var.r#type)
         } else if self.var.indexed_variables > 0 || self.var.r#type.ends_with(']') {
             Shape::Sequence
@@ -443,7 +444,7 @@ impl Node for DapVar {
         }
         match facet {
             Facet::Fields => self.fields(start, count).await,
-            Facet::Contents if is_debugpy(&self.shared) => {
+            Facet::Contents if pages_by_slicing(&self.shared) => {
                 self.debugpy_contents(start, count).await
             }
             Facet::Contents => self.generic_contents(start, count).await,
@@ -455,7 +456,7 @@ impl Node for DapVar {
         if self.var.variables_ref.is_empty() {
             return Ok(self.var.value.clone());
         }
-        if is_debugpy(&self.shared)
+        if pages_by_slicing(&self.shared)
             && !self.var.evaluate_name.is_empty()
             && self.shared.supports("supportsClipboardContext")
         {
@@ -479,13 +480,13 @@ impl Node for DapVar {
                 ErrorReason::UnsupportedByAdapter,
                 format!(
                     "{} gives no expression for {:?}, so it cannot be pinned",
-                    self.shared.adapter, self.var.name
+                    self.shared.kind, self.var.name
                 ),
             )
-            .with("adapter", self.shared.adapter.clone()));
+            .with("adapter", self.shared.kind.name()));
         }
-        match self.shared.adapter.as_str() {
-            "debugpy" => {
+        match self.shared.kind {
+            AdapterKind::Debugpy => {
                 // A builtin is visible from every module's frames, so later
                 // Evaluate calls of the session find it wherever it stops.
                 let code = format!(
@@ -497,7 +498,7 @@ impl Node for DapVar {
                     .await?;
                 Ok(name.to_owned())
             }
-            "lldb" => {
+            AdapterKind::Lldb => {
                 // lldb keeps `$`-names as persistent expression variables for
                 // the rest of the debug session; its console command defines one.
                 let code = format!("`expr -- auto ${name} = {}", self.var.evaluate_name);
@@ -516,7 +517,7 @@ impl Node for DapVar {
                     "{other} has no way to bind a value to a new name from outside the program"
                 ),
             )
-            .with("adapter", other.to_owned())),
+            .with("adapter", other.name())),
         }
     }
 
@@ -609,7 +610,7 @@ pub async fn locals(shared: &Arc<Shared>, frame: &str) -> ApiResult<Arc<dyn Node
         .ok_or_else(|| {
             ApiError::new(
                 ErrorReason::UnsupportedByAdapter,
-                format!("{} reports no scopes for this frame", shared.adapter),
+                format!("{} reports no scopes for this frame", shared.kind),
             )
         })?;
     Ok(Arc::new(DapVar::new(

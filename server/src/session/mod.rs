@@ -7,6 +7,8 @@
 
 pub mod pause;
 mod port;
+#[cfg(test)]
+mod tests;
 pub mod values;
 
 use std::{

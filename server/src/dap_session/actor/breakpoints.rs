@@ -158,7 +158,7 @@ impl Actor {
             } else {
                 Err(DapError::Failed(format!(
                     "{} does not support function breakpoints",
-                    self.adapter.name
+                    self.adapter.name()
                 )))
             };
             for (i, bp) in functions.iter().enumerate() {
@@ -191,7 +191,7 @@ impl Actor {
                 let error = if unknown.iter().any(|(f, b)| f == filter && b.id == bp.id) {
                     Some(DapError::Failed(format!(
                         "{} offers no exception filter {filter:?} (it offers: {})",
-                        self.adapter.name,
+                        self.adapter.name(),
                         offered.join(", ")
                     )))
                 } else {

@@ -53,7 +53,9 @@ impl Actor {
         };
         let id = info["exceptionId"].as_str().unwrap_or_default().to_owned();
         let description = info["description"].as_str().unwrap_or_default();
-        if self.adapter.name == "lldb" && self.is_filter_label(&id, description) {
+        if self.adapter.kind.names_exception_stops_by_filter()
+            && self.is_filter_label(&id, description)
+        {
             let message = if id == "cpp_throw" {
                 self.thrown_cpp_exception(thread_id).await
             } else {
@@ -183,7 +185,7 @@ impl Actor {
             .filter(|(_, filters)| filters.contains(&self.exception_id))
             .map(|(id, _)| id.clone())
             .collect();
-        if !by_id.is_empty() || self.adapter.name == "lldb" {
+        if !by_id.is_empty() || self.adapter.kind.names_exception_stops_by_filter() {
             return by_id;
         }
         exception.into_iter().map(|(id, _)| id).collect()

@@ -34,7 +34,7 @@ use commands::{Mode, Steering};
 use super::{LaunchOutcome, LaunchRequest, Shared, handles, stop};
 use crate::{
     dap::{
-        adapters::{self, Adapter},
+        adapters::Adapter,
         client::{DapClient, DapError, Incoming},
     },
     error::{ApiError, ApiResult},
@@ -156,11 +156,11 @@ impl Actor {
                 std::path::Path::new(&request.program)
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| adapter.name.clone())
+                    .unwrap_or_else(|| adapter.name().to_owned())
             } else {
                 request.name.clone()
             },
-            adapter: adapter.name.clone(),
+            adapter: adapter.name().to_owned(),
             labels: request.labels.clone(),
             program: request.program.clone(),
             adapter_pid: child
@@ -351,7 +351,7 @@ impl Actor {
         };
         let request = LaunchRequest {
             attach: arguments["request"].as_str() != Some("launch"),
-            adapter: self.adapter.name.clone(),
+            adapter: self.adapter.name().to_owned(),
             labels: self.request.labels.clone(),
             name: configuration["name"].as_str().unwrap_or("child").to_owned(),
             program: configuration["program"]
@@ -523,7 +523,7 @@ impl Actor {
             json!({"threadId": thread_id, "startFrame": 0, "levels": 1}),
         );
         let last = self.last_top.take();
-        self.guess = if adapters::quiet_on_stale_handles(&self.adapter.name) {
+        self.guess = if self.adapter.kind.quiet_on_stale_handles() {
             locals::Guess::send(&self.client, last, thread_id)
         } else {
             None

@@ -13,7 +13,7 @@ use super::Actor;
 use crate::dap_session::LaunchOutcome;
 use crate::{
     dap::{
-        adapters::{self, LaunchSpec},
+        adapters::{self, AdapterKind, LaunchSpec},
         client::{DapError, Incoming, body_of},
     },
     error::{ApiError, ApiResult},
@@ -27,7 +27,7 @@ impl Actor {
         let init = json!({
             "clientID": "stepd",
             "clientName": "stepd",
-            "adapterID": self.adapter.name,
+            "adapterID": self.adapter.name(),
             "locale": "en",
             "linesStartAt1": true,
             "columnsStartAt1": true,
@@ -179,9 +179,9 @@ impl Actor {
         {
             args["connect"] = json!({"host": host, "port": port.parse::<u16>().unwrap_or(0)});
         }
-        match self.adapter.name.as_str() {
-            "dlv" => args["mode"] = json!("local"),
-            "debugpy" => {
+        match self.adapter.kind {
+            AdapterKind::Dlv => args["mode"] = json!("local"),
+            AdapterKind::Debugpy => {
                 args["type"] = json!("python");
                 args["request"] = json!("attach");
                 args["justMyCode"] = json!(true);
