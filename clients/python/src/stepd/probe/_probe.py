@@ -436,6 +436,11 @@ class Probe:
     def _decide(self, kind: str, name: str, value: Any, depth: int, coor: list[int]) -> list[str] | None | bool:
         """None: go on; a list: hold (the matched breakpoint ids); False: trace it."""
         before = self._arming
+        if before.mode == _BREAKPOINTS and before.target is None:
+            # The common case, inline (it is on every armed point's path):
+            # only breakpoints can hold, and their ids are the ones matching.
+            labels = self.labels
+            return [m.id for m in before.matchers if _matches(m, kind, name, value, labels)] or None
         verdict, after = decide(before, kind, name, value, depth, coor, self.labels)
         if after is not before:
             self._arming = after  # NONE switched itself back to BREAKPOINTS
