@@ -23,6 +23,9 @@ fi
 
 export STEPD_BIN="${STEPD_BIN:-$root/target/debug/stepd}"
 export PYTHONDONTWRITEBYTECODE=1
+# The venv is shared between checkouts and its editable install points at one
+# of them; this checkout's sources come first so its own code is what runs.
+export PYTHONPATH="$here/src${PYTHONPATH:+:$PYTHONPATH}"
 
 cd "$here"
 echo "-- mypy --strict"

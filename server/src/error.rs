@@ -50,6 +50,17 @@ impl ApiError {
         err
     }
 
+    /// Names the fields at fault in a `BadRequest` detail, whatever the reason.
+    pub fn with_violations(mut self, violations: Vec<FieldViolation>) -> Self {
+        self.violations = violations;
+        self
+    }
+
+    /// The `BadRequest` field violations this error carries.
+    pub fn violations(&self) -> &[FieldViolation] {
+        &self.violations
+    }
+
     /// `INVALID_ARGUMENT` for one malformed field.
     pub fn invalid_field(field: &str, description: impl Into<String>) -> Self {
         Self::invalid(vec![FieldViolation::new(field, description)])

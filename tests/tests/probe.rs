@@ -12,7 +12,7 @@ use stepd_proto::v1::{
     DebugInput, EndReason, EvalCommand, EvalResult, GetSessionRequest, Hello, Hit, InjectCommand,
     ListBreakpointsRequest, NextCommand, PointInfo, ProbeCapabilities, ProbeMatch, ProbeMode,
     Reports, ResumeDecision, SendDebugInputRequest, SkipCommand, StepOutCommand,
-    UpdateBreakpointRequest, Watch, breakpoint_service_client::BreakpointServiceClient,
+    UpdateBreakpointRequest, Watch, Withdraw, breakpoint_service_client::BreakpointServiceClient,
     breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
     debug_command::Command, event::Payload, inject_command::Replacement,
     probe_service_client::ProbeServiceClient,
@@ -419,6 +419,75 @@ async fn a_probe_that_goes_away_while_held_ends_its_session() {
         .await
         .unwrap_err();
     assert_eq!(reason(&err), "SESSION_ENDED");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_withdrawn_hold_resolves_and_cannot_be_answered() {
+    let (daemon, mut sub) = watched().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    // A Withdraw for a hit that is not held is ignored.
+    probe
+        .send(In::Withdraw(Withdraw {
+            hit_id: "nothing".into(),
+        }))
+        .await;
+    probe
+        .hit("h1", "tool_call", "Bash", string("x"), &["turn"])
+        .await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+
+    // The program gives up while an EVAL is in flight at the hold.
+    let evaluating = answer(
+        &daemon,
+        &pause.key,
+        Command::Eval(EvalCommand {
+            code: "1 + 1".into(),
+        }),
+    );
+    let withdrawing = async {
+        let Out::Eval(eval) = next(&mut probe.rx).await else {
+            panic!("expected Eval")
+        };
+        assert_eq!(eval.hit_id, "h1");
+        probe
+            .send(In::Withdraw(Withdraw {
+                hit_id: "h1".into(),
+            }))
+            .await;
+    };
+    let (evaluated, ()) = tokio::join!(evaluating, withdrawing);
+    assert_eq!(reason(&evaluated.unwrap_err()), "PAUSE_NOT_FOUND");
+    let resolved = sub
+        .wait_for(
+            "pause_resolved",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
+        )
+        .await;
+    let Some(Payload::PauseResolved(r)) = resolved.payload else {
+        unreachable!()
+    };
+    assert_eq!(r.by, "withdrawn");
+    assert_eq!(r.command, CommandKind::Unspecified as i32);
+    // Nobody answered it, so it is not ALREADY_ANSWERED: it is gone.
+    let err = answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "PAUSE_NOT_FOUND");
+
+    // No Resume went to the probe for h1: the next one is for the next hold,
+    // and the session goes on as before.
+    probe
+        .hit("h2", "tool_call", "Bash", string("y"), &["turn"])
+        .await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let Out::Resume(resume) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.hit_id, "h2");
     daemon.stop().await;
 }
 

@@ -2,6 +2,9 @@ package probe
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"slices"
 	"testing"
 
 	stepdv1 "github.com/stepd-dev/stepd/clients/go/gen/stepd/v1"
@@ -11,67 +14,99 @@ func testArming(mode stepdv1.ProbeMode, depth uint32, honour bool, target []int3
 	return compileArmed(&stepdv1.Armed{Mode: mode, Depth: depth, HonourBreakpoints: honour, TargetCoor: target, Matchers: matchers}, 1)
 }
 
-func TestDecisionTable(t *testing.T) {
-	bash := &stepdv1.ArmedMatcher{BreakpointId: "bp1", PointKind: "tool_call", NameGlob: "Bash"}
-	rm := &stepdv1.ArmedMatcher{BreakpointId: "bp2", NameGlob: "B*", Condition: `value.cmd contains "rm"`}
-	broken := &stepdv1.ArmedMatcher{BreakpointId: "bp3", Condition: `value ==`}
-	const (
-		BP    = stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS
-		STEP  = stepdv1.ProbeMode_PROBE_MODE_STEP
-		DEPTH = stepdv1.ProbeMode_PROBE_MODE_DEPTH
-		NONE  = stepdv1.ProbeMode_PROBE_MODE_NONE
-		TRACE = stepdv1.ProbeMode_PROBE_MODE_TRACE
-	)
-	type pt struct {
-		kind, name string
-		value      any
-		depth      int
-		coor       []int32
+// TestDecisionVectors holds decide to the table shared with the Python
+// library: whether a point holds, and exactly which breakpoint ids it reports.
+func TestDecisionVectors(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/decisions.json")
+	if err != nil {
+		t.Fatal(err)
 	}
-	bashLs := pt{"tool_call", "Bash", map[string]any{"cmd": "ls"}, 1, []int32{3}}
-	bashRm := pt{"tool_call", "Bash", map[string]any{"cmd": "rm -rf x"}, 1, []int32{3}}
-	read := pt{"tool_call", "Read", map[string]any{"path": "a"}, 1, []int32{4}}
-	top := pt{"turn_end", "x", nil, 0, []int32{0}}
-	cases := []struct {
-		name    string
-		a       *arming
-		p       pt
-		want    verdict
-		wantIDs []string
-	}{
-		{"no matchers", testArming(BP, 0, true, nil), bashLs, pass, nil},
-		{"kind and name", testArming(BP, 0, true, nil, bash), bashLs, hold, []string{"bp1"}},
-		{"other name", testArming(BP, 0, true, nil, bash), read, pass, nil},
-		{"condition false", testArming(BP, 0, true, nil, rm), bashLs, pass, nil},
-		{"condition true, both", testArming(BP, 0, true, nil, bash, rm), bashRm, hold, []string{"bp1", "bp2"}},
-		{"broken condition never holds", testArming(BP, 0, true, nil, broken), bashLs, pass, nil},
-		{"target coor", testArming(BP, 0, false, []int32{4}, bash), read, hold, nil},
-		{"target coor, forced past breakpoints", testArming(BP, 0, false, []int32{4}, bash), bashLs, pass, nil},
-		{"target coor, honouring breakpoints", testArming(BP, 0, true, []int32{4}, bash), bashLs, hold, []string{"bp1"}},
-		{"step", testArming(STEP, 0, true, nil), read, hold, nil},
-		{"depth: inside", testArming(DEPTH, 1, false, nil, bash), bashLs, pass, nil},
-		{"depth: inside, honouring", testArming(DEPTH, 1, true, nil, bash), bashLs, hold, []string{"bp1"}},
-		{"depth: scope ended", testArming(DEPTH, 1, false, nil), top, hold, nil},
-		{"none: inside", testArming(NONE, 1, false, nil, bash), bashLs, pass, nil},
-		{"trace: matcher", testArming(TRACE, 0, true, nil, bash), bashLs, hold, []string{"bp1"}},
-		{"trace: other", testArming(TRACE, 0, true, nil, bash), read, trace, nil},
+	var table struct {
+		Matchers map[string]struct {
+			BreakpointID string `json:"breakpoint_id"`
+			PointKind    string `json:"point_kind"`
+			NameGlob     string `json:"name_glob"`
+			Condition    string `json:"condition"`
+		} `json:"matchers"`
+		Points map[string]struct {
+			Kind  string  `json:"kind"`
+			Name  string  `json:"name"`
+			Value any     `json:"value"`
+			Depth int     `json:"depth"`
+			Coor  []int32 `json:"coor"`
+		} `json:"points"`
+		Cases []struct {
+			Name  string `json:"name"`
+			Armed struct {
+				Mode       string   `json:"mode"`
+				Matchers   []string `json:"matchers"`
+				Depth      uint32   `json:"depth"`
+				TargetCoor []int32  `json:"target_coor"`
+				Honour     bool     `json:"honour_breakpoints"`
+			} `json:"armed"`
+			Point         string   `json:"point"`
+			Verdict       string   `json:"verdict"`
+			BreakpointIDs []string `json:"breakpoint_ids"`
+			ModeAfter     string   `json:"mode_after"`
+		} `json:"cases"`
 	}
-	p := &Probe{}
-	for _, c := range cases {
-		p.armed.Store(c.a)
-		point := point{kind: c.p.kind, name: c.p.name, value: c.p.value}
-		got, _, ids := p.decide(c.a, c.p.depth, c.p.coor, &point, nil)
-		if got != c.want || len(ids) != len(c.wantIDs) {
-			t.Errorf("%s: got %v %v, want %v %v", c.name, got, ids, c.want, c.wantIDs)
-			continue
+	if err := json.Unmarshal(data, &table); err != nil {
+		t.Fatal(err)
+	}
+	verdicts := map[string]verdict{"hold": hold, "pass": pass, "trace": trace}
+	mode := func(name string) stepdv1.ProbeMode {
+		m, ok := stepdv1.ProbeMode_value["PROBE_MODE_"+name]
+		if !ok {
+			t.Fatalf("unknown mode %q", name)
 		}
-		for i := range ids {
-			if ids[i] != c.wantIDs[i] {
-				t.Errorf("%s: ids %v, want %v", c.name, ids, c.wantIDs)
+		return stepdv1.ProbeMode(m)
+	}
+	for _, c := range table.Cases {
+		armed := &stepdv1.Armed{Mode: mode(c.Armed.Mode), Depth: c.Armed.Depth, TargetCoor: c.Armed.TargetCoor, HonourBreakpoints: c.Armed.Honour}
+		for _, name := range c.Armed.Matchers {
+			m, ok := table.Matchers[name]
+			if !ok {
+				t.Fatalf("%s: unknown matcher %q", c.Name, name)
 			}
+			armed.Matchers = append(armed.Matchers, &stepdv1.ArmedMatcher{BreakpointId: m.BreakpointID, PointKind: m.PointKind, NameGlob: m.NameGlob, Condition: m.Condition})
+		}
+		pt, ok := table.Points[c.Point]
+		if !ok {
+			t.Fatalf("%s: unknown point %q", c.Name, c.Point)
+		}
+		want, ok := verdicts[c.Verdict]
+		if !ok {
+			t.Fatalf("%s: unknown verdict %q", c.Name, c.Verdict)
+		}
+		p := &Probe{}
+		a := compileArmed(armed, 1)
+		p.armed.Store(a)
+		point := point{kind: pt.Kind, name: pt.Name, value: pt.Value}
+		got, after, ids := p.decide(a, pt.Depth, pt.Coor, &point, nil)
+		if got != want || !slices.Equal(ids, c.BreakpointIDs) {
+			t.Errorf("%s: got %s %q, want %s %q", c.Name, verdictName(got), ids, c.Verdict, c.BreakpointIDs)
+		}
+		if c.ModeAfter != "" && after.mode != mode(c.ModeAfter) {
+			t.Errorf("%s: mode after %v, want %s", c.Name, after.mode, c.ModeAfter)
 		}
 	}
+	if len(table.Cases) < 30 {
+		t.Fatalf("only %d cases", len(table.Cases))
+	}
+}
 
+func verdictName(v verdict) string {
+	return map[verdict]string{hold: "hold", pass: "pass", trace: "trace"}[v]
+}
+
+// NONE switches itself back to BREAKPOINTS when its scope ends, too.
+func TestNoneEndsWithItsScope(t *testing.T) {
+	bash := &stepdv1.ArmedMatcher{BreakpointId: "bp1", PointKind: "tool_call", NameGlob: "Bash"}
+	const (
+		BP   = stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS
+		NONE = stepdv1.ProbeMode_PROBE_MODE_NONE
+	)
+	p := &Probe{}
 	// NONE switches itself back to BREAKPOINTS at a smaller depth: at a point...
 	a := testArming(NONE, 1, false, nil, bash)
 	p.armed.Store(a)

@@ -147,7 +147,8 @@ func TypeHint(hint string) HoldOption {
 }
 
 // Evaluator evaluates EVAL code at this point instead of Options.Eval (a
-// closure over the caller's variables is Go's "caller's frame").
+// closure over the caller's variables is Go's "caller's frame"). The hold
+// offers EVAL even when Options.Eval is nil.
 func Evaluator(eval func(code string) (string, error)) HoldOption {
 	return func(c *holdConfig) { c.eval = eval }
 }
@@ -171,7 +172,9 @@ type outcome struct {
 // trip. It returns the value to go on with: value itself, or the replacement
 // a client injected (decoded from JSON: map[string]any, []any, string,
 // float64, bool or nil). The error is ErrSkipped (do not perform the held
-// call), ErrStopped (stop), or ctx's error when ctx ends while held.
+// call), ErrStopped (stop), or ctx's error when ctx ends while held; the
+// hold is then withdrawn, so its pause resolves with by "withdrawn" and no
+// client can answer it any more.
 func (p *Probe) Hold(ctx context.Context, kind, name string, value any, opts ...HoldOption) (any, error) {
 	if p == nil {
 		return value, nil
@@ -297,20 +300,23 @@ func (p *Probe) point(ctx context.Context, a *arming, kind, name string, value a
 // decide is the table of docs/probes.md: whether a point at depth with coor
 // holds under a, and the ids of the matchers that matched. NONE switches the
 // probe back to BREAKPOINTS once the point is above its depth; the arming
-// the decision was made under is returned.
+// the decision was made under is returned. The ids are those of every
+// matcher that matches the point whenever breakpoints are honoured, whatever
+// made it hold (clients/testdata/decisions.json is the shared table).
 func (p *Probe) decide(a *arming, depth int, coor []int32, pt *point, ids []string) (verdict, *arming, []string) {
 	for {
 		switch a.mode {
 		case stepdv1.ProbeMode_PROBE_MODE_STEP:
+			if a.honour {
+				ids = a.matching(pt, ids)
+			}
 			return hold, a, ids
 		case stepdv1.ProbeMode_PROBE_MODE_DEPTH:
-			if depth < a.depth {
-				return hold, a, ids
-			}
 			if a.honour {
-				if ids = a.matching(pt, ids); len(ids) > 0 {
-					return hold, a, ids
-				}
+				ids = a.matching(pt, ids)
+			}
+			if depth < a.depth || len(ids) > 0 {
+				return hold, a, ids
 			}
 			return pass, a, ids
 		case stepdv1.ProbeMode_PROBE_MODE_NONE:
@@ -404,6 +410,8 @@ func (p *Probe) hold(ctx context.Context, a *arming, s *scope, coor []int32, pt 
 		Coor:             coor,
 		ExceptionMessage: exception,
 		BreakpointIds:    ids,
+		// A per-hold evaluator offers EVAL even when Options.Eval is nil.
+		Evaluable: cfg.eval != nil,
 	}
 	hit.Stack = stack()
 	if len(hit.Stack) > 0 {
@@ -437,10 +445,21 @@ func (p *Probe) hold(ctx context.Context, a *arming, s *scope, coor []int32, pt 
 		return resumeOutcome(r), nil
 	case <-done:
 		p.mu.Lock()
-		if c.waiters != nil {
+		_, waiting := c.waiters[hitID]
+		if waiting {
 			delete(c.waiters, hitID)
 		}
 		p.mu.Unlock()
+		if !waiting {
+			// The Resume (or the teardown's release) is already on its way:
+			// the point was answered, so the answer is applied.
+			return resumeOutcome(<-w.ch), nil
+		}
+		// Nobody waits for this hold any more: withdraw it, so the pause
+		// resolves instead of offering answers that would change nothing.
+		p.send(c, &stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Withdraw{
+			Withdraw: &stepdv1.Withdraw{HitId: hitID},
+		}})
 		return nil, ctx.Err()
 	}
 }

@@ -23,6 +23,7 @@ from stepd.probe import ConditionError, Probe, compile_condition, compile_glob, 
 from stepd.v1 import pause_pb2
 
 VECTORS = json.loads((REPO / "clients" / "testdata" / "conditions.json").read_text())
+DECISIONS = json.loads((REPO / "clients" / "testdata" / "decisions.json").read_text())
 
 
 @pytest.mark.parametrize("case", VECTORS["valid"], ids=lambda c: c["condition"])
@@ -35,6 +36,32 @@ def test_condition_vectors(case: dict[str, Any]) -> None:
 def test_malformed_conditions_are_rejected(text: str) -> None:
     with pytest.raises(ConditionError):
         compile_condition(text)
+
+
+@pytest.mark.parametrize("case", DECISIONS["cases"], ids=lambda c: c["name"])
+def test_decision_vectors(case: dict[str, Any]) -> None:
+    """The decision table shared with the Go library: whether a point holds,
+    and exactly which breakpoint ids its Hit reports."""
+    from stepd.probe._probe import _Arming, decide
+    from stepd.v1 import probe_pb2
+
+    armed = case["armed"]
+    arming = _Arming.of(
+        probe_pb2.Armed(
+            mode=probe_pb2.ProbeMode.Value("PROBE_MODE_" + armed["mode"]),
+            matchers=[probe_pb2.ArmedMatcher(**DECISIONS["matchers"][m]) for m in armed["matchers"]],
+            depth=armed.get("depth", 0),
+            target_coor=armed.get("target_coor", []),
+            honour_breakpoints=armed["honour_breakpoints"],
+        )
+    )
+    point = DECISIONS["points"][case["point"]]
+    got, after = decide(arming, point["kind"], point["name"], point["value"], point["depth"], list(point["coor"]), {})
+    verdict = "pass" if got is None else "trace" if got is False else "hold"
+    ids = got if isinstance(got, list) else []
+    assert (verdict, ids) == (case["verdict"], case["breakpoint_ids"])
+    if "mode_after" in case:
+        assert after.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + case["mode_after"])
 
 
 @pytest.mark.parametrize(

@@ -305,6 +305,7 @@ impl ProbeSession {
             Some(In::Hit(hit)) => self.on_hit(hit).await,
             Some(In::EvalResult(result)) => self.on_eval_result(result),
             Some(In::Reports(reports)) => self.on_reports(reports).await,
+            Some(In::Withdraw(withdraw)) => self.withdraw(&withdraw.hit_id),
             Some(In::Hello(_)) => {
                 self.notify(
                     NotificationLevel::Warning,
@@ -383,7 +384,7 @@ impl ProbeSession {
             .payload
             .as_ref()
             .map(|v| display(&value::print(v), &point.type_hint));
-        let mut input_type = self.input_type(&point);
+        let mut input_type = self.input_type(&point, hit.evaluable);
         if !hit.locals.is_empty() {
             input_type.push(CommandKind::Locals as i32);
         }
@@ -428,7 +429,7 @@ impl ProbeSession {
     }
 
     /// The commands that work at a hold of this probe.
-    fn input_type(&self, point: &stepd_proto::v1::PointInfo) -> Vec<i32> {
+    fn input_type(&self, point: &stepd_proto::v1::PointInfo, evaluable: bool) -> Vec<i32> {
         let caps = self.hello.capabilities.unwrap_or_default();
         let mut kinds = vec![
             CommandKind::Next,
@@ -442,7 +443,8 @@ impl ProbeSession {
             CommandKind::Stacktrace,
             CommandKind::Quit,
         ];
-        if caps.eval {
+        // A hold may bring its own evaluator when the probe declares none.
+        if caps.eval || evaluable {
             kinds.push(CommandKind::Eval);
         }
         if caps.edit && point.editable {
@@ -666,6 +668,36 @@ impl ProbeSession {
         let armed = self.armed().await;
         self.resume(&hit_id, decision, value, Some(armed));
         self.book.resolve(key, command, by);
+        self.after_release();
+    }
+
+    /// The probe gave up a hold (its context ended, its task was cancelled):
+    /// the pause resolves like a release, but nobody is waiting for a Resume.
+    fn withdraw(&mut self, hit_id: &str) {
+        let Some(key) = self
+            .book
+            .entries()
+            .find(|e| e.data.hit.hit_id == hit_id)
+            .map(|e| e.pause.key.clone())
+        else {
+            // Usually a hold that was answered while the probe gave up on it.
+            tracing::debug!(hit_id, "withdraw for a hit that is not held; ignored");
+            return;
+        };
+        self.book
+            .resolve(&key, CommandKind::Unspecified, "withdrawn");
+        // An evaluation in flight at this hold can no longer be answered.
+        let evals: Vec<String> = self
+            .evals
+            .iter()
+            .filter(|(_, e)| e.key == key)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in evals {
+            if let Some(e) = self.evals.remove(&id) {
+                let _ = e.reply.send(Err(self.book.gone(&key)));
+            }
+        }
         self.after_release();
     }
 

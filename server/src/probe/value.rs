@@ -5,6 +5,8 @@ use prost_types::{Value, value::Kind};
 use serde_json::Value as Json;
 use stepd_proto::v1::{ErrorReason, PointInfo};
 
+use tonic_types::FieldViolation;
+
 use crate::{
     error::{ApiError, ApiResult},
     json::{from_struct as struct_to_json, from_value as value_to_json},
@@ -18,6 +20,12 @@ pub fn print(value: &Value) -> String {
     }
 }
 
+/// Where an INJECT value sits in a `SendDebugInput` request.
+const FIELD: &str = "command.inject.value";
+
+/// The reason each field violation carries.
+const VIOLATION_REASON: &str = "INVALID_VALUE";
+
 /// Refuses a replacement that does not fit the point.
 pub fn check(value: &Value, point: &PointInfo) -> ApiResult<()> {
     if !point.editable {
@@ -28,16 +36,106 @@ pub fn check(value: &Value, point: &PointInfo) -> ApiResult<()> {
     }
     let json = value_to_json(value);
     if let Some(schema) = &point.schema {
-        return schema_check(&json, &struct_to_json(schema), "value").map_err(invalid);
+        return schema_check(&json, &struct_to_json(schema)).map_err(invalid);
     }
     if !point.type_hint.is_empty() {
-        return hint_check(&json, &point.type_hint).map_err(invalid);
+        return hint_check(&json, &point.type_hint)
+            .map_err(|message| invalid(vec![violation(FIELD.to_owned(), message)]));
     }
     Ok(())
 }
 
-fn invalid(message: String) -> ApiError {
-    ApiError::new(ErrorReason::InvalidValue, message).with("field", "command.inject.value")
+/// `INVALID_VALUE`, with every violation in the `BadRequest` detail.
+fn invalid(violations: Vec<FieldViolation>) -> ApiError {
+    let message = violations
+        .iter()
+        .map(|v| format!("{}: {}", v.field, v.description))
+        .collect::<Vec<_>>()
+        .join("; ");
+    ApiError::new(ErrorReason::InvalidValue, message)
+        .with("field", FIELD)
+        .with_violations(violations)
+}
+
+fn violation(field: String, description: String) -> FieldViolation {
+    FieldViolation {
+        field,
+        description,
+        reason: VIOLATION_REASON.to_owned(),
+        ..Default::default()
+    }
+}
+
+/// Checks `v` against a JSON Schema with the `jsonschema` crate; each
+/// violation names the field it is about, below `command.inject.value`.
+/// Formats are asserted (they are only annotations by default), and a
+/// schema that does not compile refuses every value rather than none.
+fn schema_check(v: &Json, schema: &Json) -> Result<(), Vec<FieldViolation>> {
+    let (v, schema) = (whole_numbers(v), whole_numbers(schema));
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .map_err(|err| {
+            vec![violation(
+                FIELD.to_owned(),
+                format!("the point's schema is not a usable JSON Schema: {err}"),
+            )]
+        })?;
+    let violations: Vec<FieldViolation> = validator
+        .iter_errors(&v)
+        .map(|err| violation(field_path(err.instance_path()), err.to_string()))
+        .collect();
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(violations)
+    }
+}
+
+/// `command.inject.value.args[0].cmd` for the instance location `/args/0/cmd`.
+fn field_path(location: &jsonschema::paths::Location) -> String {
+    use jsonschema::paths::LocationSegment;
+    let mut field = FIELD.to_owned();
+    for segment in location.segments() {
+        match segment {
+            LocationSegment::Index(i) => field.push_str(&format!("[{i}]")),
+            LocationSegment::Property(name) => {
+                let plain = name
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphabetic() || c == '_')
+                    && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+                if plain {
+                    field.push('.');
+                    field.push_str(&name);
+                } else {
+                    field.push_str(&format!("[{}]", Json::String(name.into_owned())));
+                }
+            }
+        }
+    }
+    field
+}
+
+/// `google.protobuf.Value` has only doubles, so `3` arrives as `3.0`; whole
+/// numbers become integers again, or `"type": "integer"` and keywords such as
+/// `minLength: 3` would not read as written.
+fn whole_numbers(v: &Json) -> Json {
+    match v {
+        Json::Number(n) => match n.as_f64() {
+            Some(f) if !n.is_i64() && !n.is_u64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                Json::from(f as i64)
+            }
+            _ => v.clone(),
+        },
+        Json::Array(items) => Json::Array(items.iter().map(whole_numbers).collect()),
+        Json::Object(map) => Json::Object(
+            map.iter()
+                .map(|(k, item)| (k.clone(), whole_numbers(item)))
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
 }
 
 fn type_name(v: &Json) -> &'static str {
@@ -55,78 +153,6 @@ fn type_name(v: &Json) -> &'static str {
 fn is_type(v: &Json, wanted: &str) -> bool {
     let actual = type_name(v);
     actual == wanted || (wanted == "number" && actual == "integer")
-}
-
-/// A JSON Schema subset: type (one or a list), enum, const, required,
-/// properties, additionalProperties: false, items, minimum, maximum,
-/// minLength, maxLength.
-fn schema_check(v: &Json, schema: &Json, at: &str) -> Result<(), String> {
-    match &schema["type"] {
-        Json::String(t) if !is_type(v, t) => {
-            return Err(format!("{at} must be {t}, not {}", type_name(v)));
-        }
-        Json::Array(types) if !types.iter().filter_map(Json::as_str).any(|t| is_type(v, t)) => {
-            return Err(format!("{at} has the wrong type ({})", type_name(v)));
-        }
-        _ => {}
-    }
-    if let Some(options) = schema["enum"].as_array()
-        && !options.contains(v)
-    {
-        return Err(format!(
-            "{at} must be one of {}",
-            Json::Array(options.clone())
-        ));
-    }
-    if !schema["const"].is_null() && schema["const"] != *v {
-        return Err(format!("{at} must be {}", schema["const"]));
-    }
-    if let (Some(min), Some(n)) = (schema["minimum"].as_f64(), v.as_f64())
-        && n < min
-    {
-        return Err(format!("{at} must be at least {min}"));
-    }
-    if let (Some(max), Some(n)) = (schema["maximum"].as_f64(), v.as_f64())
-        && n > max
-    {
-        return Err(format!("{at} must be at most {max}"));
-    }
-    if let Some(s) = v.as_str() {
-        let len = s.chars().count() as u64;
-        if schema["minLength"].as_u64().is_some_and(|m| len < m) {
-            return Err(format!("{at} is too short"));
-        }
-        if schema["maxLength"].as_u64().is_some_and(|m| len > m) {
-            return Err(format!("{at} is too long"));
-        }
-    }
-    if let Some(object) = v.as_object() {
-        for required in schema["required"].as_array().into_iter().flatten() {
-            if let Some(name) = required.as_str()
-                && !object.contains_key(name)
-            {
-                return Err(format!("{at}.{name} is required"));
-            }
-        }
-        let properties = schema["properties"].as_object();
-        for (name, child) in object {
-            match properties.and_then(|p| p.get(name)) {
-                Some(sub) => schema_check(child, sub, &format!("{at}.{name}"))?,
-                None if schema["additionalProperties"] == Json::Bool(false) => {
-                    return Err(format!("{at}.{name} is not allowed"));
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Some(items), Some(sub)) = (v.as_array(), schema.get("items"))
-        && sub.is_object()
-    {
-        for (i, item) in items.iter().enumerate() {
-            schema_check(item, sub, &format!("{at}[{i}]"))?;
-        }
-    }
-    Ok(())
 }
 
 /// Python and JSON type names: str/string, int/integer, float/number,
@@ -156,19 +182,132 @@ mod tests {
 
     use super::*;
 
+    fn fields(result: Result<(), Vec<FieldViolation>>) -> Vec<String> {
+        let violations = result.expect_err("the value should be refused");
+        assert!(violations.iter().all(|v| v.reason == "INVALID_VALUE"));
+        violations.into_iter().map(|v| v.field).collect()
+    }
+
     #[test]
     fn schemas_and_hints_are_enforced() {
         let schema = json!({"type": "object", "required": ["model"],
             "properties": {"model": {"type": "string"}, "effort": {"enum": ["low", "high"]}},
             "additionalProperties": false});
-        assert!(schema_check(&json!({"model": "m", "effort": "low"}), &schema, "value").is_ok());
-        assert!(schema_check(&json!({"effort": "low"}), &schema, "value").is_err());
-        assert!(schema_check(&json!({"model": 3}), &schema, "value").is_err());
-        assert!(schema_check(&json!({"model": "m", "x": 1}), &schema, "value").is_err());
-        assert!(schema_check(&json!({"model": "m", "effort": "max"}), &schema, "value").is_err());
+        assert!(schema_check(&json!({"model": "m", "effort": "low"}), &schema).is_ok());
+        assert!(schema_check(&json!({"effort": "low"}), &schema).is_err());
+        assert_eq!(
+            fields(schema_check(&json!({"model": 3}), &schema)),
+            ["command.inject.value.model"]
+        );
+        assert!(schema_check(&json!({"model": "m", "x": 1}), &schema).is_err());
+        assert!(schema_check(&json!({"model": "m", "effort": "max"}), &schema).is_err());
         assert!(hint_check(&json!("text"), "str").is_ok());
         assert!(hint_check(&json!(3), "float").is_ok());
         assert!(hint_check(&json!(3.5), "int").is_err());
         assert!(hint_check(&json!({"a": 1}), "list").is_err());
+    }
+
+    #[test]
+    fn pattern_is_enforced() {
+        let schema = json!({"type": "object",
+            "properties": {"cmd": {"type": "string", "pattern": "^(ls|pwd)( .*)?$"}}});
+        assert!(schema_check(&json!({"cmd": "ls -l"}), &schema).is_ok());
+        assert_eq!(
+            fields(schema_check(&json!({"cmd": "rm -rf /"}), &schema)),
+            ["command.inject.value.cmd"]
+        );
+    }
+
+    #[test]
+    fn format_is_enforced() {
+        let schema = json!({"type": "object", "properties": {
+            "to": {"type": "string", "format": "email"},
+            "when": {"type": "string", "format": "date-time"}}});
+        assert!(
+            schema_check(
+                &json!({"to": "a@example.com", "when": "2026-12-01T15:00:00Z"}),
+                &schema
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            fields(schema_check(
+                &json!({"to": "nobody", "when": "yesterday"}),
+                &schema
+            )),
+            ["command.inject.value.to", "command.inject.value.when"]
+        );
+    }
+
+    #[test]
+    fn one_of_is_enforced() {
+        let schema = json!({"oneOf": [
+            {"type": "string", "maxLength": 3},
+            {"type": "string", "pattern": "^a"}]});
+        assert!(schema_check(&json!("xyz"), &schema).is_ok());
+        assert!(schema_check(&json!("abcdef"), &schema).is_ok());
+        // Both branches: oneOf wants exactly one.
+        assert_eq!(fields(schema_check(&json!("ab"), &schema)), [FIELD]);
+        // Neither branch.
+        assert_eq!(fields(schema_check(&json!("xyzxyz"), &schema)), [FIELD]);
+    }
+
+    #[test]
+    fn every_violation_is_reported_with_its_path() {
+        let schema = json!({"type": "object", "properties": {
+            "args": {"type": "array", "items": {"type": "object",
+                "properties": {"n": {"type": "integer", "minimum": 1}}}},
+            "odd key": {"type": "boolean"}}});
+        let got = fields(schema_check(
+            &json!({"args": [{"n": 2}, {"n": 0}, {"n": 1.5}], "odd key": 1}),
+            &schema,
+        ));
+        assert_eq!(
+            got.len(),
+            3,
+            "one violation per bad field, not only the first: {got:?}"
+        );
+        assert!(got.contains(&"command.inject.value.args[1].n".to_owned()));
+        assert!(got.contains(&"command.inject.value.args[2].n".to_owned()));
+        assert!(got.contains(&r#"command.inject.value["odd key"]"#.to_owned()));
+    }
+
+    #[test]
+    fn protobuf_doubles_read_as_written() {
+        // Value and Struct carry only doubles: 2 arrives as 2.0 on both sides.
+        let schema = json!({"type": "string", "minLength": 2.0});
+        assert!(schema_check(&json!("ab"), &schema).is_ok());
+        assert!(schema_check(&json!("a"), &schema).is_err());
+        assert!(schema_check(&json!(2.0), &json!({"type": "integer"})).is_ok());
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_refuses() {
+        assert_eq!(
+            fields(schema_check(&json!("x"), &json!({"type": "strnig"}))),
+            [FIELD]
+        );
+        // Nothing is fetched from the network or the disk to resolve a $ref.
+        assert!(schema_check(&json!("x"), &json!({"$ref": "https://example.com/s.json"})).is_err());
+    }
+
+    #[test]
+    fn check_returns_the_violations_in_the_error() {
+        let point = PointInfo {
+            editable: true,
+            schema: Some(crate::json::to_struct(
+                json!({"properties": {"cmd": {"pattern": "^ls"}}})
+                    .as_object()
+                    .unwrap(),
+            )),
+            ..Default::default()
+        };
+        let bad = crate::json::to_value(&json!({"cmd": "rm"}));
+        let err = check(&bad, &point).unwrap_err();
+        assert_eq!(err.reason(), ErrorReason::InvalidValue);
+        assert_eq!(err.violations().len(), 1);
+        assert_eq!(err.violations()[0].field, "command.inject.value.cmd");
+        let good = crate::json::to_value(&json!({"cmd": "ls"}));
+        assert!(check(&good, &point).is_ok());
     }
 }

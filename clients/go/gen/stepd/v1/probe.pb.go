@@ -566,7 +566,10 @@ type Hit struct {
 	// Matched breakpoint ids, as the probe evaluated them.
 	BreakpointIds []string `protobuf:"bytes,8,rep,name=breakpoint_ids,json=breakpointIds,proto3" json:"breakpoint_ids,omitempty"`
 	// The probe's stack at the point, top first.
-	Stack         []*Location `protobuf:"bytes,9,rep,name=stack,proto3" json:"stack,omitempty"`
+	Stack []*Location `protobuf:"bytes,9,rep,name=stack,proto3" json:"stack,omitempty"`
+	// This hold brings an evaluator of its own (a Go per-hold Evaluator), so
+	// EVAL is offered here even when Hello's capabilities.eval is false.
+	Evaluable     bool `protobuf:"varint,10,opt,name=evaluable,proto3" json:"evaluable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -662,6 +665,13 @@ func (x *Hit) GetStack() []*Location {
 		return x.Stack
 	}
 	return nil
+}
+
+func (x *Hit) GetEvaluable() bool {
+	if x != nil {
+		return x.Evaluable
+	}
+	return false
 }
 
 // The answer to a Hit.
@@ -801,6 +811,56 @@ func (x *Eval) GetCode() string {
 	return ""
 }
 
+// The probe gives up a hold it sent, before any Resume came: the program no
+// longer waits (a Go hold whose context ended, a cancelled Python `ahold`, an
+// interrupted thread). The pause resolves as `pause_resolved{by: "withdrawn"}`
+// and no Resume follows; answers sent afterwards fail. An unknown or already
+// resolved hit_id is ignored.
+type Withdraw struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Hit's id.
+	HitId         string `protobuf:"bytes,1,opt,name=hit_id,json=hitId,proto3" json:"hit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Withdraw) Reset() {
+	*x = Withdraw{}
+	mi := &file_stepd_v1_probe_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Withdraw) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Withdraw) ProtoMessage() {}
+
+func (x *Withdraw) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_probe_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Withdraw.ProtoReflect.Descriptor instead.
+func (*Withdraw) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Withdraw) GetHitId() string {
+	if x != nil {
+		return x.HitId
+	}
+	return ""
+}
+
 // The result of an Eval.
 type EvalResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -818,7 +878,7 @@ type EvalResult struct {
 
 func (x *EvalResult) Reset() {
 	*x = EvalResult{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[8]
+	mi := &file_stepd_v1_probe_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +890,7 @@ func (x *EvalResult) String() string {
 func (*EvalResult) ProtoMessage() {}
 
 func (x *EvalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[8]
+	mi := &file_stepd_v1_probe_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +903,7 @@ func (x *EvalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalResult.ProtoReflect.Descriptor instead.
 func (*EvalResult) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{8}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EvalResult) GetEvalId() string {
@@ -891,7 +951,7 @@ type Reports struct {
 
 func (x *Reports) Reset() {
 	*x = Reports{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[9]
+	mi := &file_stepd_v1_probe_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +963,7 @@ func (x *Reports) String() string {
 func (*Reports) ProtoMessage() {}
 
 func (x *Reports) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[9]
+	mi := &file_stepd_v1_probe_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +976,7 @@ func (x *Reports) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reports.ProtoReflect.Descriptor instead.
 func (*Reports) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{9}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Reports) GetObserved() []*ObservedReport {
@@ -968,7 +1028,7 @@ type ObservedReport struct {
 
 func (x *ObservedReport) Reset() {
 	*x = ObservedReport{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[10]
+	mi := &file_stepd_v1_probe_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1040,7 @@ func (x *ObservedReport) String() string {
 func (*ObservedReport) ProtoMessage() {}
 
 func (x *ObservedReport) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[10]
+	mi := &file_stepd_v1_probe_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1053,7 @@ func (x *ObservedReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObservedReport.ProtoReflect.Descriptor instead.
 func (*ObservedReport) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{10}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ObservedReport) GetKind() string {
@@ -1053,7 +1113,7 @@ type EnlightenReport struct {
 
 func (x *EnlightenReport) Reset() {
 	*x = EnlightenReport{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[11]
+	mi := &file_stepd_v1_probe_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1125,7 @@ func (x *EnlightenReport) String() string {
 func (*EnlightenReport) ProtoMessage() {}
 
 func (x *EnlightenReport) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[11]
+	mi := &file_stepd_v1_probe_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1138,7 @@ func (x *EnlightenReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnlightenReport.ProtoReflect.Descriptor instead.
 func (*EnlightenReport) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{11}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EnlightenReport) GetCoor() []int32 {
@@ -1119,7 +1179,7 @@ type TraceReport struct {
 
 func (x *TraceReport) Reset() {
 	*x = TraceReport{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[12]
+	mi := &file_stepd_v1_probe_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1191,7 @@ func (x *TraceReport) String() string {
 func (*TraceReport) ProtoMessage() {}
 
 func (x *TraceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[12]
+	mi := &file_stepd_v1_probe_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1204,7 @@ func (x *TraceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceReport.ProtoReflect.Descriptor instead.
 func (*TraceReport) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{12}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TraceReport) GetPoint() *PointInfo {
@@ -1186,6 +1246,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Hit
 	//	*ConnectRequest_EvalResult
 	//	*ConnectRequest_Reports
+	//	*ConnectRequest_Withdraw
 	Message       isConnectRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1193,7 +1254,7 @@ type ConnectRequest struct {
 
 func (x *ConnectRequest) Reset() {
 	*x = ConnectRequest{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[13]
+	mi := &file_stepd_v1_probe_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1266,7 @@ func (x *ConnectRequest) String() string {
 func (*ConnectRequest) ProtoMessage() {}
 
 func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[13]
+	mi := &file_stepd_v1_probe_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1279,7 @@ func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
 func (*ConnectRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{13}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConnectRequest) GetMessage() isConnectRequest_Message {
@@ -1264,6 +1325,15 @@ func (x *ConnectRequest) GetReports() *Reports {
 	return nil
 }
 
+func (x *ConnectRequest) GetWithdraw() *Withdraw {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_Withdraw); ok {
+			return x.Withdraw
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Message interface {
 	isConnectRequest_Message()
 }
@@ -1288,6 +1358,11 @@ type ConnectRequest_Reports struct {
 	Reports *Reports `protobuf:"bytes,4,opt,name=reports,proto3,oneof"`
 }
 
+type ConnectRequest_Withdraw struct {
+	// The program gave up a hold.
+	Withdraw *Withdraw `protobuf:"bytes,5,opt,name=withdraw,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Hit) isConnectRequest_Message() {}
@@ -1295,6 +1370,8 @@ func (*ConnectRequest_Hit) isConnectRequest_Message() {}
 func (*ConnectRequest_EvalResult) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Reports) isConnectRequest_Message() {}
+
+func (*ConnectRequest_Withdraw) isConnectRequest_Message() {}
 
 // A message to a probe.
 type ConnectResponse struct {
@@ -1314,7 +1391,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[14]
+	mi := &file_stepd_v1_probe_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1403,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[14]
+	mi := &file_stepd_v1_probe_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1416,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{14}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConnectResponse) GetMessage() isConnectResponse_Message {
@@ -1456,7 +1533,7 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
 	"\x05armed\x18\x02 \x01(\v2\x0f.stepd.v1.ArmedR\x05armed\x128\n" +
 	"\n" +
-	"hold_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xd4\x02\n" +
+	"hold_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xf2\x02\n" +
 	"\x03Hit\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12)\n" +
 	"\x05point\x18\x02 \x01(\v2\x13.stepd.v1.PointInfoR\x05point\x12'\n" +
@@ -1466,7 +1543,9 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x11exception_message\x18\x06 \x01(\tR\x10exceptionMessage\x12 \n" +
 	"\vtraceparent\x18\a \x01(\tR\vtraceparent\x12%\n" +
 	"\x0ebreakpoint_ids\x18\b \x03(\tR\rbreakpointIds\x12(\n" +
-	"\x05stack\x18\t \x03(\v2\x12.stepd.v1.LocationR\x05stack\"\xaa\x01\n" +
+	"\x05stack\x18\t \x03(\v2\x12.stepd.v1.LocationR\x05stack\x12\x1c\n" +
+	"\tevaluable\x18\n" +
+	" \x01(\bR\tevaluable\"\xaa\x01\n" +
 	"\x06Resume\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x124\n" +
 	"\bdecision\x18\x02 \x01(\x0e2\x18.stepd.v1.ResumeDecisionR\bdecision\x12,\n" +
@@ -1475,7 +1554,9 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x04Eval\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12\x17\n" +
 	"\aeval_id\x18\x02 \x01(\tR\x06evalId\x12\x12\n" +
-	"\x04code\x18\x03 \x01(\tR\x04code\"\x89\x01\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\"!\n" +
+	"\bWithdraw\x12\x15\n" +
+	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\"\x89\x01\n" +
 	"\n" +
 	"EvalResult\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x14\n" +
@@ -1505,13 +1586,14 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x05point\x18\x01 \x01(\v2\x13.stepd.v1.PointInfoR\x05point\x12\x12\n" +
 	"\x04coor\x18\x02 \x03(\x05R\x04coor\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12.\n" +
-	"\blocation\x18\x04 \x01(\v2\x12.stepd.v1.LocationR\blocation\"\xcf\x01\n" +
+	"\blocation\x18\x04 \x01(\v2\x12.stepd.v1.LocationR\blocation\"\x81\x02\n" +
 	"\x0eConnectRequest\x12'\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0f.stepd.v1.HelloH\x00R\x05hello\x12!\n" +
 	"\x03hit\x18\x02 \x01(\v2\r.stepd.v1.HitH\x00R\x03hit\x127\n" +
 	"\veval_result\x18\x03 \x01(\v2\x14.stepd.v1.EvalResultH\x00R\n" +
 	"evalResult\x12-\n" +
-	"\areports\x18\x04 \x01(\v2\x11.stepd.v1.ReportsH\x00R\areportsB\t\n" +
+	"\areports\x18\x04 \x01(\v2\x11.stepd.v1.ReportsH\x00R\areports\x120\n" +
+	"\bwithdraw\x18\x05 \x01(\v2\x12.stepd.v1.WithdrawH\x00R\bwithdrawB\t\n" +
 	"\amessage\"\xc6\x01\n" +
 	"\x0fConnectResponse\x12-\n" +
 	"\awelcome\x18\x01 \x01(\v2\x11.stepd.v1.WelcomeH\x00R\awelcome\x12'\n" +
@@ -1548,7 +1630,7 @@ func file_stepd_v1_probe_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_probe_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_stepd_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_stepd_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_stepd_v1_probe_proto_goTypes = []any{
 	(ProbeMode)(0),                // 0: stepd.v1.ProbeMode
 	(ResumeDecision)(0),           // 1: stepd.v1.ResumeDecision
@@ -1560,59 +1642,61 @@ var file_stepd_v1_probe_proto_goTypes = []any{
 	(*Hit)(nil),                   // 7: stepd.v1.Hit
 	(*Resume)(nil),                // 8: stepd.v1.Resume
 	(*Eval)(nil),                  // 9: stepd.v1.Eval
-	(*EvalResult)(nil),            // 10: stepd.v1.EvalResult
-	(*Reports)(nil),               // 11: stepd.v1.Reports
-	(*ObservedReport)(nil),        // 12: stepd.v1.ObservedReport
-	(*EnlightenReport)(nil),       // 13: stepd.v1.EnlightenReport
-	(*TraceReport)(nil),           // 14: stepd.v1.TraceReport
-	(*ConnectRequest)(nil),        // 15: stepd.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 16: stepd.v1.ConnectResponse
-	nil,                           // 17: stepd.v1.Hello.LabelsEntry
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*PointInfo)(nil),             // 19: stepd.v1.PointInfo
-	(*Local)(nil),                 // 20: stepd.v1.Local
-	(*Location)(nil),              // 21: stepd.v1.Location
-	(*structpb.Value)(nil),        // 22: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*Withdraw)(nil),              // 10: stepd.v1.Withdraw
+	(*EvalResult)(nil),            // 11: stepd.v1.EvalResult
+	(*Reports)(nil),               // 12: stepd.v1.Reports
+	(*ObservedReport)(nil),        // 13: stepd.v1.ObservedReport
+	(*EnlightenReport)(nil),       // 14: stepd.v1.EnlightenReport
+	(*TraceReport)(nil),           // 15: stepd.v1.TraceReport
+	(*ConnectRequest)(nil),        // 16: stepd.v1.ConnectRequest
+	(*ConnectResponse)(nil),       // 17: stepd.v1.ConnectResponse
+	nil,                           // 18: stepd.v1.Hello.LabelsEntry
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*PointInfo)(nil),             // 20: stepd.v1.PointInfo
+	(*Local)(nil),                 // 21: stepd.v1.Local
+	(*Location)(nil),              // 22: stepd.v1.Location
+	(*structpb.Value)(nil),        // 23: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_stepd_v1_probe_proto_depIdxs = []int32{
-	17, // 0: stepd.v1.Hello.labels:type_name -> stepd.v1.Hello.LabelsEntry
+	18, // 0: stepd.v1.Hello.labels:type_name -> stepd.v1.Hello.LabelsEntry
 	2,  // 1: stepd.v1.Hello.capabilities:type_name -> stepd.v1.ProbeCapabilities
 	0,  // 2: stepd.v1.Armed.mode:type_name -> stepd.v1.ProbeMode
 	4,  // 3: stepd.v1.Armed.matchers:type_name -> stepd.v1.ArmedMatcher
 	5,  // 4: stepd.v1.Welcome.armed:type_name -> stepd.v1.Armed
-	18, // 5: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
-	19, // 6: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
-	20, // 7: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
-	21, // 8: stepd.v1.Hit.location:type_name -> stepd.v1.Location
-	21, // 9: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
+	19, // 5: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
+	20, // 6: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
+	21, // 7: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
+	22, // 8: stepd.v1.Hit.location:type_name -> stepd.v1.Location
+	22, // 9: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
 	1,  // 10: stepd.v1.Resume.decision:type_name -> stepd.v1.ResumeDecision
-	22, // 11: stepd.v1.Resume.value:type_name -> google.protobuf.Value
+	23, // 11: stepd.v1.Resume.value:type_name -> google.protobuf.Value
 	5,  // 12: stepd.v1.Resume.armed:type_name -> stepd.v1.Armed
-	22, // 13: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
-	12, // 14: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
-	13, // 15: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
-	14, // 16: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
-	22, // 17: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
-	23, // 18: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
-	19, // 19: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
-	23, // 20: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
-	21, // 21: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
+	23, // 13: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
+	13, // 14: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
+	14, // 15: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
+	15, // 16: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
+	23, // 17: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
+	24, // 18: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
+	20, // 19: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
+	24, // 20: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
+	22, // 21: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
 	3,  // 22: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
 	7,  // 23: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
-	10, // 24: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
-	11, // 25: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
-	6,  // 26: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
-	5,  // 27: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
-	8,  // 28: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
-	9,  // 29: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
-	15, // 30: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
-	16, // 31: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
-	31, // [31:32] is the sub-list for method output_type
-	30, // [30:31] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	11, // 24: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
+	12, // 25: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
+	10, // 26: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
+	6,  // 27: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
+	5,  // 28: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
+	8,  // 29: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
+	9,  // 30: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
+	16, // 31: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
+	17, // 32: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
+	32, // [32:33] is the sub-list for method output_type
+	31, // [31:32] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_probe_proto_init() }
@@ -1622,13 +1706,14 @@ func file_stepd_v1_probe_proto_init() {
 	}
 	file_stepd_v1_pause_proto_init()
 	file_stepd_v1_source_proto_init()
-	file_stepd_v1_probe_proto_msgTypes[13].OneofWrappers = []any{
+	file_stepd_v1_probe_proto_msgTypes[14].OneofWrappers = []any{
 		(*ConnectRequest_Hello)(nil),
 		(*ConnectRequest_Hit)(nil),
 		(*ConnectRequest_EvalResult)(nil),
 		(*ConnectRequest_Reports)(nil),
+		(*ConnectRequest_Withdraw)(nil),
 	}
-	file_stepd_v1_probe_proto_msgTypes[14].OneofWrappers = []any{
+	file_stepd_v1_probe_proto_msgTypes[15].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
 		(*ConnectResponse_Armed)(nil),
 		(*ConnectResponse_Resume)(nil),
@@ -1640,7 +1725,7 @@ func file_stepd_v1_probe_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_probe_proto_rawDesc), len(file_stepd_v1_probe_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,8 @@ type ProbeServiceClient interface {
 	//     Eval and the probe answers EvalResult.
 	//   - Reports (observed, enlighten, trace) go probe → server batched and are
 	//     never answered.
+	//   - A probe that stops waiting for a hold sends Withdraw; the pause
+	//     resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
 	//   - When the stream ends, the session ends; held points resolve as
 	//     `pause_resolved{by: "disconnect"}`.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
@@ -86,6 +88,8 @@ type ProbeServiceServer interface {
 	//     Eval and the probe answers EvalResult.
 	//   - Reports (observed, enlighten, trace) go probe → server batched and are
 	//     never answered.
+	//   - A probe that stops waiting for a hold sends Withdraw; the pause
+	//     resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
 	//   - When the stream ends, the session ends; held points resolve as
 	//     `pause_resolved{by: "disconnect"}`.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error

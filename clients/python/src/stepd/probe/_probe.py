@@ -124,6 +124,46 @@ class _Arming:
 _DISARMED = _Arming()
 
 
+def _matches(m: _Matcher, kind: str, name: str, value: Any, labels: Mapping[str, str]) -> bool:
+    if m.kind and m.kind != kind:
+        return False
+    if not m.name(name):
+        return False
+    return m.condition is None or m.condition(kind, name, value, labels)
+
+
+def decide(
+    a: _Arming, kind: str, name: str, value: Any, depth: int, coor: list[int], labels: Mapping[str, str]
+) -> tuple[list[str] | None | bool, _Arming]:
+    """The table of docs/probes.md for one point under arming `a`: None (go on),
+    a list (hold, with the matched breakpoint ids) or False (trace it), and the
+    arming in force afterwards (NONE switches itself back to BREAKPOINTS).
+
+    The ids are every matcher that matches the point whenever breakpoints are
+    honoured, whatever made it hold; ``clients/testdata/decisions.json`` is the
+    table shared with the Go library.
+    """
+    mode = a.mode
+    if mode == _NONE:
+        if depth >= a.depth:
+            return None, a
+        a = a.but(_BREAKPOINTS)
+        mode = _BREAKPOINTS
+    at_target = a.target is not None and mode == _BREAKPOINTS and coor == a.target
+    if mode == _BREAKPOINTS and a.target is not None and not a.honour:
+        return ([] if at_target else None), a  # forced: only the target holds
+    # Where breakpoints are all that can hold, honour_breakpoints is moot.
+    honoured = a.honour or mode in (_BREAKPOINTS, _TRACE)
+    ids = [m.id for m in a.matchers if _matches(m, kind, name, value, labels)] if a.matchers and honoured else []
+    if mode == _STEP:
+        return ids, a
+    if mode == _DEPTH:
+        return (ids if depth < a.depth or ids else None), a
+    if mode == _TRACE:
+        return (ids or False), a
+    return (ids if at_target or ids else None), a
+
+
 class _Scope:
     __slots__ = ("name", "n")
 
@@ -395,36 +435,16 @@ class Probe:
 
     def _decide(self, kind: str, name: str, value: Any, depth: int, coor: list[int]) -> list[str] | None | bool:
         """None: go on; a list: hold (the matched breakpoint ids); False: trace it."""
-        a = self._arming
-        mode = a.mode
-        if mode == _NONE:
-            if depth >= a.depth:
-                return None
-            a = self._arming = a.but(_BREAKPOINTS)
-            mode = _BREAKPOINTS
-        ids = [m.id for m in a.matchers if self._matches(m, kind, name, value)] if a.matchers else []
-        if mode == _STEP:
-            return ids
-        if mode == _BREAKPOINTS:
-            if a.target is not None:
-                if coor == a.target:
-                    return ids
-                return ids if (ids and a.honour) else None
-            return ids or None
-        if mode == _DEPTH:
-            if depth < a.depth:
-                return ids
-            return ids if (ids and a.honour) else None
-        if mode == _TRACE:
-            return ids or False
-        return ids or None
-
-    def _matches(self, m: _Matcher, kind: str, name: str, value: Any) -> bool:
-        if m.kind and m.kind != kind:
-            return False
-        if not m.name(name):
-            return False
-        return m.condition is None or m.condition(kind, name, value, self.labels)
+        before = self._arming
+        if before.mode == _BREAKPOINTS and before.target is None:
+            # The common case, inline (it is on every armed point's path):
+            # only breakpoints can hold, and their ids are the ones matching.
+            labels = self.labels
+            return [m.id for m in before.matchers if _matches(m, kind, name, value, labels)] or None
+        verdict, after = decide(before, kind, name, value, depth, coor, self.labels)
+        if after is not before:
+            self._arming = after  # NONE switched itself back to BREAKPOINTS
+        return verdict
 
     def hold(
         self,
@@ -441,7 +461,9 @@ class Probe:
         Holds only when the current arming says so (decided here, without a
         round trip); while held, the calling thread waits. Raises
         :class:`Skipped` for SKIP and :class:`Stopped` for QUIT. EVAL runs in
-        the caller's frame. In a coroutine use :meth:`ahold`.
+        the caller's frame. In a coroutine use :meth:`ahold`. An exception
+        that interrupts the wait (``KeyboardInterrupt``) withdraws the hold:
+        its pause resolves as withdrawn and can no longer be answered.
         """
         stack = self._stack.get()
         if stack:
@@ -473,7 +495,8 @@ class Probe:
         schema: Mapping[str, Any] | None = None,
         type_hint: Any = None,
     ) -> Any:
-        """:meth:`hold` for coroutines: waits without blocking the event loop."""
+        """:meth:`hold` for coroutines: waits without blocking the event loop.
+        Cancelling the task withdraws the hold (its pause resolves as withdrawn)."""
         frame = sys._getframe(1)
         result = await self._apoint(kind, name, value, frame.f_globals, frame.f_locals, frame, editable, schema, type_hint)
         return value if result is _CONTINUED else result
@@ -532,10 +555,15 @@ class Probe:
         waiter = _Waiter(f_globals, f_locals, value)
         waiter.loop = asyncio.get_running_loop()
         waiter.aq = asyncio.Queue()
-        if not self._send_hit(waiter, kind, name, value, frame, f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, ""):
+        hit_id = self._send_hit(waiter, kind, name, value, frame, f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, "")
+        if not hit_id:
             return _CONTINUED
         while True:
-            message = await waiter.aq.get()
+            try:
+                message = await waiter.aq.get()
+            except BaseException:  # cancelled: nobody waits for this hold any more
+                self._withdraw(hit_id)
+                raise
             if isinstance(message, probe_pb2.Eval):
                 self._evaluate(waiter, message)
                 continue
@@ -566,10 +594,15 @@ class Probe:
             )
         waiter = _Waiter(f_globals, f_locals, value)
         waiter.q = queue.SimpleQueue()
-        if not self._send_hit(waiter, kind, name, value, frame, f_locals, stack, coor, ids, editable, schema, type_hint, exception_message):
+        hit_id = self._send_hit(waiter, kind, name, value, frame, f_locals, stack, coor, ids, editable, schema, type_hint, exception_message)
+        if not hit_id:
             return _CONTINUED
         while True:
-            message = waiter.q.get()
+            try:
+                message = waiter.q.get()
+            except BaseException:  # e.g. KeyboardInterrupt: the thread no longer waits
+                self._withdraw(hit_id)
+                raise
             if isinstance(message, probe_pb2.Eval):
                 self._evaluate(waiter, message)
                 continue
@@ -602,7 +635,8 @@ class Probe:
         schema: Mapping[str, Any] | None,
         type_hint: Any,
         exception_message: str,
-    ) -> bool:
+    ) -> str:
+        """Sends the Hit; its id, or "" when disconnected (the point does not hold)."""
         hit_id = f"h{next(self._hit_ids)}"
         info = pause_pb2.PointInfo(
             kind=kind,
@@ -628,10 +662,18 @@ class Probe:
             hit.stack.extend(_stack_of(frame))
         with self._lock:
             if not self._connected:
-                return False  # while disconnected, points don't hold
+                return ""  # while disconnected, points don't hold
             self._hits[hit_id] = waiter
             self._send(probe_pb2.ConnectRequest(hit=hit))
-        return True
+        return hit_id
+
+    def _withdraw(self, hit_id: str) -> None:
+        """The program gave up a hold before its Resume came: tell the daemon,
+        so the pause resolves (``by: "withdrawn"``) instead of lingering."""
+        with self._lock:
+            if self._hits.pop(hit_id, None) is None:
+                return  # already answered or released: nothing to withdraw
+            self._send(probe_pb2.ConnectRequest(withdraw=probe_pb2.Withdraw(hit_id=hit_id)))
 
     def _evaluate(self, waiter: _Waiter, ev: probe_pb2.Eval) -> None:
         result = probe_pb2.EvalResult(eval_id=ev.eval_id)

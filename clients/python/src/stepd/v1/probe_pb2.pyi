@@ -326,12 +326,17 @@ class Hit(_message.Message):
     TRACEPARENT_FIELD_NUMBER: _builtins.int
     BREAKPOINT_IDS_FIELD_NUMBER: _builtins.int
     STACK_FIELD_NUMBER: _builtins.int
+    EVALUABLE_FIELD_NUMBER: _builtins.int
     hit_id: _builtins.str
     """Probe-chosen id, echoed in Resume."""
     exception_message: _builtins.str
     """Set for exception-only points: the exception's message."""
     traceparent: _builtins.str
     """W3C traceparent at the point."""
+    evaluable: _builtins.bool
+    """This hold brings an evaluator of its own (a Go per-hold Evaluator), so
+    EVAL is offered here even when Hello's capabilities.eval is false.
+    """
     @_builtins.property
     def point(self) -> _pause_pb2.PointInfo:
         """The point."""
@@ -368,10 +373,11 @@ class Hit(_message.Message):
         traceparent: _builtins.str = ...,
         breakpoint_ids: _abc.Iterable[_builtins.str] | None = ...,
         stack: _abc.Iterable[_source_pb2.Location] | None = ...,
+        evaluable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["location", b"location", "point", b"point"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "coor", b"coor", "exception_message", b"exception_message", "hit_id", b"hit_id", "locals", b"locals", "location", b"location", "point", b"point", "stack", b"stack", "traceparent", b"traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "coor", b"coor", "evaluable", b"evaluable", "exception_message", b"exception_message", "hit_id", b"hit_id", "locals", b"locals", "location", b"location", "point", b"point", "stack", b"stack", "traceparent", b"traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -444,6 +450,33 @@ class Eval(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Eval: _TypeAlias = Eval  # noqa: Y015
+
+@_typing.final
+class Withdraw(_message.Message):
+    """The probe gives up a hold it sent, before any Resume came: the program no
+    longer waits (a Go hold whose context ended, a cancelled Python `ahold`, an
+    interrupted thread). The pause resolves as `pause_resolved{by: "withdrawn"}`
+    and no Resume follows; answers sent afterwards fail. An unknown or already
+    resolved hit_id is ignored.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HIT_ID_FIELD_NUMBER: _builtins.int
+    hit_id: _builtins.str
+    """The Hit's id."""
+    def __init__(
+        self,
+        *,
+        hit_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hit_id", b"hit_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Withdraw: _TypeAlias = Withdraw  # noqa: Y015
 
 @_typing.final
 class EvalResult(_message.Message):
@@ -655,6 +688,7 @@ class ConnectRequest(_message.Message):
     HIT_FIELD_NUMBER: _builtins.int
     EVAL_RESULT_FIELD_NUMBER: _builtins.int
     REPORTS_FIELD_NUMBER: _builtins.int
+    WITHDRAW_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello:
         """First message."""
@@ -671,6 +705,10 @@ class ConnectRequest(_message.Message):
     def reports(self) -> Global___Reports:
         """Batched reports."""
 
+    @_builtins.property
+    def withdraw(self) -> Global___Withdraw:
+        """The program gave up a hold."""
+
     def __init__(
         self,
         *,
@@ -678,12 +716,13 @@ class ConnectRequest(_message.Message):
         hit: Global___Hit | None = ...,
         eval_result: Global___EvalResult | None = ...,
         reports: Global___Reports | None = ...,
+        withdraw: Global___Withdraw | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["eval_result", b"eval_result", "hello", b"hello", "hit", b"hit", "message", b"message", "reports", b"reports"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["eval_result", b"eval_result", "hello", b"hello", "hit", b"hit", "message", b"message", "reports", b"reports", "withdraw", b"withdraw"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["eval_result", b"eval_result", "hello", b"hello", "hit", b"hit", "message", b"message", "reports", b"reports"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["eval_result", b"eval_result", "hello", b"hello", "hit", b"hit", "message", b"message", "reports", b"reports", "withdraw", b"withdraw"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "hit", "eval_result", "reports"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "hit", "eval_result", "reports", "withdraw"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 

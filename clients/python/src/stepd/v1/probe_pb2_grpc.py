@@ -60,6 +60,8 @@ class ProbeServiceServicer:
         Eval and the probe answers EvalResult.
         - Reports (observed, enlighten, trace) go probe → server batched and are
         never answered.
+        - A probe that stops waiting for a hold sends Withdraw; the pause
+        resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
         - When the stream ends, the session ends; held points resolve as
         `pause_resolved{by: "disconnect"}`.
         """

@@ -47,6 +47,8 @@ class ProbeServiceStub:
       Eval and the probe answers EvalResult.
     - Reports (observed, enlighten, trace) go probe → server batched and are
       never answered.
+    - A probe that stops waiting for a hold sends Withdraw; the pause
+      resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
     - When the stream ends, the session ends; held points resolve as
       `pause_resolved{by: "disconnect"}`.
     """
@@ -70,6 +72,8 @@ class ProbeServiceAsyncStub(ProbeServiceStub):
       Eval and the probe answers EvalResult.
     - Reports (observed, enlighten, trace) go probe → server batched and are
       never answered.
+    - A probe that stops waiting for a hold sends Withdraw; the pause
+      resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
     - When the stream ends, the session ends; held points resolve as
       `pause_resolved{by: "disconnect"}`.
     """
@@ -96,6 +100,8 @@ class ProbeServiceServicer(metaclass=_abc_1.ABCMeta):
           Eval and the probe answers EvalResult.
         - Reports (observed, enlighten, trace) go probe → server batched and are
           never answered.
+        - A probe that stops waiting for a hold sends Withdraw; the pause
+          resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
         - When the stream ends, the session ends; held points resolve as
           `pause_resolved{by: "disconnect"}`.
         """
