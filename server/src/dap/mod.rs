@@ -6,5 +6,6 @@ pub mod adapters;
 pub mod client;
 pub mod codec;
 pub mod kind;
+pub mod messages;
 pub mod registry;
 pub mod transport;
