@@ -6,11 +6,11 @@
 use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec, watched};
 use stepd_proto::v1::{
     BreakpointAction, BreakpointChange, BreakpointSpec, ConnectRequest, ConnectResponse,
-    ContinueRequest, Event, Hello, Hit, LaunchRequest, ListBreakpointsRequest, NextCommand,
-    NoWait, PauseReason, PauseRequest, PointInfo, ProbeMatch, ResumeDecision,
-    TraceCommand, Wait, breakpoint_service_client::BreakpointServiceClient,
-    breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
-    continue_request, debug_command::Command, event::Payload, pause_request,
+    ContinueRequest, Event, Hello, Hit, LaunchRequest, ListBreakpointsRequest, NextCommand, NoWait,
+    PauseReason, PauseRequest, PointInfo, ProbeMatch, ResumeDecision, TraceCommand, Wait,
+    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
+    connect_request::Message as In, connect_response::Message as Out, continue_request,
+    debug_command::Command, event::Payload, pause_request,
     probe_service_client::ProbeServiceClient,
 };
 use tokio::sync::mpsc;
@@ -419,7 +419,10 @@ async fn one_continued_per_resume_and_hit_updates_are_batched() {
         .breakpoints;
     assert_eq!(listed[0].hit_count, 300);
     daemon.stop().await;
-    assert!(hit_updates < 60, "{hit_updates} hit updates before the first stop");
+    assert!(
+        hit_updates < 60,
+        "{hit_updates} hit updates before the first stop"
+    );
 }
 
 #[tokio::test]
@@ -461,7 +464,13 @@ async fn a_selector_does_not_match_a_session_without_labels() {
     daemon.stop().await;
 }
 
-async fn probe_armed(daemon: &Daemon) -> (mpsc::Sender<ConnectRequest>, tonic::Streaming<ConnectResponse>, Vec<String>) {
+async fn probe_armed(
+    daemon: &Daemon,
+) -> (
+    mpsc::Sender<ConnectRequest>,
+    tonic::Streaming<ConnectResponse>,
+    Vec<String>,
+) {
     let (tx, rx) = mpsc::channel(16);
     tx.send(ConnectRequest {
         message: Some(In::Hello(Hello {

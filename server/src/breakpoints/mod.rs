@@ -7,6 +7,7 @@ mod hit_condition;
 mod hits;
 mod selector;
 mod validate;
+pub mod verdict;
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -19,6 +20,7 @@ use tokio::sync::Mutex;
 pub use glob::Glob;
 pub use hit_condition::HitCondition;
 pub use selector::LabelSelector;
+pub use verdict::{Action, Known, Verdict};
 
 use crate::{
     error::{ApiError, ApiResult},
@@ -49,7 +51,7 @@ pub struct Breakpoints {
     store: Store,
     bus: Arc<EventBus>,
     /// Serialises changes so the event order always matches the store's order.
-    write: Mutex<()>,
+    write: Arc<Mutex<()>>,
     /// Hits counted, on their way to the store.
     hits: Arc<hits::HitWriter>,
     /// Wakes the expiry watch when a breakpoint with an expiry is added or
@@ -64,31 +66,43 @@ impl Breakpoints {
         bus.seed_breakpoints(stored.iter().map(to_proto).collect());
         let expiries = Arc::new(tokio::sync::Notify::new());
         expiry::watch(bus.clone(), expiries.clone());
+        let write = Arc::new(Mutex::new(()));
         Ok(Self {
             expiries,
-            hits: hits::HitWriter::start(store.clone()),
+            hits: hits::HitWriter::start(store.clone(), bus.clone(), write.clone()),
             store,
             bus,
-            write: Mutex::new(()),
+            write,
         })
     }
 
-    /// Breakpoints in creation order, optionally only those applying to `labels`.
-    ///
-    /// They come from the event stream's state, which is the store as of its
-    /// latest change (and knows hits not written yet), so listing — done on
-    /// every session start and every probe resume — never reads the database.
+    /// `ListBreakpoints`: every breakpoint in creation order, or, when
+    /// `for_labels` is not empty, those whose selector matches them. Empty
+    /// means "no filter" here; a session's own labels go to `applying_to`,
+    /// where empty labels are labels like any other.
     pub async fn list(&self, for_labels: &HashMap<String, String>) -> ApiResult<Vec<Breakpoint>> {
+        Ok(self.listed(|spec| {
+            for_labels.is_empty() || verdict::applies_to(&spec.label_selector, for_labels)
+        }))
+    }
+
+    /// The breakpoints that apply to a session or probe with `labels`, in
+    /// creation order: those whose label selector matches them, as a
+    /// Kubernetes selector would (a session without labels is not matched by
+    /// `agent=sub`, and is by `!agent`).
+    pub async fn applying_to(&self, labels: &HashMap<String, String>) -> Vec<Breakpoint> {
+        self.listed(|spec| verdict::applies_to(&spec.label_selector, labels))
+    }
+
+    /// Breakpoints from the event stream's state, which is the store as of
+    /// its latest change, with the hits counted since; so listing — done on
+    /// every session start and every probe resume — never reads the database.
+    fn listed(&self, keep: impl Fn(&BreakpointSpec) -> bool) -> Vec<Breakpoint> {
         let now = now_us();
-        Ok(self
-            .bus
+        self.bus
             .with_view(|v| v.breakpoints())
             .into_iter()
-            .filter(|bp| {
-                let selector = bp.spec.as_ref().map_or("", |s| s.label_selector.as_str());
-                for_labels.is_empty()
-                    || LabelSelector::parse(selector).is_ok_and(|sel| sel.matches(for_labels))
-            })
+            .filter(|bp| keep(&bp.spec.clone().unwrap_or_default()))
             .map(|mut bp| {
                 let expired = bp
                     .spec
@@ -96,9 +110,10 @@ impl Breakpoints {
                     .and_then(|s| s.expires_at.as_ref())
                     .is_some_and(|t| us_from_timestamp(t) <= now);
                 bp.spent |= expired;
+                bp.hit_count += self.hits.unpublished(&bp.id);
                 bp
             })
-            .collect())
+            .collect()
     }
 
     /// Validates and stores a new breakpoint.
@@ -162,29 +177,39 @@ impl Breakpoints {
         Ok(updated)
     }
 
-    /// Counts a hit in some session and publishes it (change HIT). The count
-    /// is taken from the event stream's state and written to the store in the
-    /// background: a hit is on the path of every pause it causes, and the
-    /// database write would be most of its cost. `None` when the breakpoint
-    /// has expired: it applies nowhere, so the hit is neither counted nor acted
-    /// on (its session may not have heard of the expiry yet).
-    pub async fn hit(&self, id: &str) -> ApiResult<Option<Breakpoint>> {
-        let row = parse_id(id)?;
+    /// A hit of breakpoint `id` in some session: `decide` gets the breakpoint
+    /// as it is with this hit counted (`None` when it no longer exists) and
+    /// gives the verdict; the hit is counted when the verdict says so. The
+    /// count is kept in memory and reaches the store and the event stream in
+    /// batches (`hits.rs`): a hit is on the path of every pause it causes,
+    /// and hot loops of auto-continued hits would otherwise flood both. The
+    /// hit that spends `max_hits` is published at once, so every session
+    /// disarms the breakpoint without waiting for the batch.
+    pub async fn hit_with(
+        &self,
+        id: &str,
+        decide: impl FnOnce(Option<&Breakpoint>) -> Verdict,
+    ) -> Verdict {
         let _order = self.write.lock().await;
-        let mut breakpoint = self
-            .bus
-            .with_view(|v| v.breakpoint(id))
-            .ok_or_else(|| not_found(id))?;
-        if expiry::expired(&breakpoint) {
-            return Ok(None);
+        let Some(mut breakpoint) = self.bus.with_view(|v| v.breakpoint(id)) else {
+            return decide(None);
+        };
+        breakpoint.hit_count += self.hits.unpublished(id) + 1;
+        let verdict = decide(Some(&breakpoint));
+        if !verdict.counts() {
+            return verdict;
         }
-        breakpoint.hit_count += 1;
+        let Ok(row) = parse_id(id) else {
+            return verdict;
+        };
+        self.hits.count(row, id);
         let spec = breakpoint.spec.clone().unwrap_or_default();
         if spec.max_hits > 0 && breakpoint.hit_count >= u64::from(spec.max_hits) {
             breakpoint.spent = true;
+            self.hits.take_unpublished(id);
+            self.publish(BreakpointChange::Hit, breakpoint);
         }
-        self.hits.count(row);
-        Ok(Some(self.publish(BreakpointChange::Hit, breakpoint)))
+        verdict
     }
 
     fn watch_expiry(&self, breakpoint: &Breakpoint) {
@@ -203,13 +228,15 @@ impl Breakpoints {
     }
 
     /// A stored breakpoint with the hits counted so far, some of which the
-    /// store may not have yet.
+    /// store may not have yet; the caller publishes it, so the hits not
+    /// published yet are taken into it.
     fn with_counted_hits(&self, stored: &StoredBreakpoint) -> Breakpoint {
         let id = format!("bp-{}", stored.id);
         let counted = self
             .bus
             .with_view(|v| v.breakpoint(&id))
-            .map_or(0, |b| b.hit_count);
+            .map_or(0, |b| b.hit_count)
+            + self.hits.take_unpublished(&id);
         to_proto(&StoredBreakpoint {
             hit_count: stored.hit_count.max(counted),
             ..stored.clone()

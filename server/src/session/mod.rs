@@ -8,7 +8,7 @@ mod actor;
 mod handles;
 mod inspect;
 mod launch;
-mod log_message;
+pub(crate) mod log_message;
 mod output;
 mod sources;
 pub(crate) mod stop;

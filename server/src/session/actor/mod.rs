@@ -28,7 +28,7 @@ mod commands;
 mod locals;
 mod start;
 
-use commands::{Awaiting, Mode, Steering};
+use commands::{Awaiting, Mode, Steering, StopHere};
 
 use super::{
     Command, Context, ExecOp, LaunchOutcome, LaunchRequest, Shared, WaitMode, handles, stop,
@@ -83,8 +83,17 @@ pub struct Actor {
     queue: VecDeque<(ExecOp, WaitMode, oneshot::Sender<ApiResult<StableState>>)>,
     inflight: Option<Inflight>,
     pauses: HashMap<String, PauseCtx>,
-    /// Adapter breakpoint id → stepd breakpoint id.
-    dap_breakpoints: HashMap<i64, String>,
+    /// Adapter breakpoint id → the stepd breakpoints sharing that entry.
+    dap_breakpoints: HashMap<i64, Vec<String>>,
+    /// What the adapter does itself for each stepd breakpoint (its
+    /// condition, its log message); the rest is stepd's at a hit.
+    delegated: HashMap<String, breakpoints::Delegated>,
+    /// Breakpoints whose condition stepd failed to evaluate (announced once).
+    condition_errors: std::collections::HashSet<String>,
+    /// The NEXT / IN / OUT sent last: the stop after it is its end.
+    step: Option<commands::StepInFlight>,
+    /// Stack depth of each thread at its last pause, when the adapter told.
+    depths: HashMap<i64, u32>,
     /// (path, placed line) → stepd breakpoint ids, for adapters whose stops
     /// do not name the breakpoint (lldb-vscode 14 sends no hitBreakpointIds).
     placed_lines: HashMap<(String, u32), Vec<String>>,
@@ -181,6 +190,10 @@ impl Actor {
             inflight: None,
             pauses: HashMap::new(),
             dap_breakpoints: HashMap::new(),
+            delegated: HashMap::new(),
+            condition_errors: std::collections::HashSet::new(),
+            step: None,
+            depths: HashMap::new(),
             placed_lines: HashMap::new(),
             applied_files: std::collections::HashSet::new(),
             applied_functions: false,
@@ -403,10 +416,12 @@ impl Actor {
             }
             "breakpoint" => {
                 let placed = &body["breakpoint"];
-                if let Some(bp_id) = placed["id"]
+                let ids = placed["id"]
                     .as_i64()
                     .and_then(|id| self.dap_breakpoints.get(&id))
-                {
+                    .cloned()
+                    .unwrap_or_default();
+                for bp_id in ids {
                     let status = BreakpointStatus {
                         session_id: self.shared.id.clone(),
                         verified: placed["verified"].as_bool().unwrap_or(false),
@@ -415,7 +430,7 @@ impl Actor {
                         message: placed["message"].as_str().unwrap_or_default().to_owned(),
                     };
                     self.publish_status(&BreakpointPlacement {
-                        breakpoint_id: bp_id.clone(),
+                        breakpoint_id: bp_id,
                         requested_line: 0,
                         status: Some(status),
                     });
@@ -426,19 +441,22 @@ impl Actor {
     }
 
     /// Records a stop: a new epoch, the pause with its location and locals,
-    /// the `stopped` event. Returns the stable state it makes.
+    /// the `stopped` event. Returns the stable state it makes, or None when
+    /// the stop was not shown (a breakpoint that does not stop, a step going
+    /// on through one, a mode's silent step).
     async fn on_stopped(&mut self, body: &Value) -> Option<StableState> {
-        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         let raw_reason = body["reason"].as_str().unwrap_or_default().to_owned();
-        let mut reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
-        if std::mem::take(&mut self.expect_pause)
-            && matches!(
-                reason,
-                PauseReason::Exception | PauseReason::Unspecified | PauseReason::Step
-            )
+        // debugpy answers a Pause request that reached it while it was
+        // already stopped with a second stop: nothing new happened.
+        if raw_reason == "pause"
+            && body["threadId"]
+                .as_i64()
+                .is_some_and(|t| self.pauses.values().any(|p| p.pause.thread_id == t))
         {
-            reason = PauseReason::PauseRequest;
+            return None;
         }
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+        let mut reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
         let mut thread_id = body["threadId"].as_i64().unwrap_or(0);
         if thread_id == 0
             && let Ok(threads) = self.client.request("threads", json!({})).await
@@ -463,26 +481,17 @@ impl Actor {
         let top = stack["stackFrames"][0].clone();
         let frame_id = top["id"].as_i64();
         let location = (!top.is_null()).then(|| stop::location(&top));
-        let depth = stack["totalFrames"]
+        let known_depth = stack["totalFrames"]
             .as_u64()
-            .and_then(|d| u32::try_from(d).ok())
-            .unwrap_or(1);
-        match self
-            .steer(reason, thread_id, depth, location.as_ref(), frame_id)
-            .await
-        {
-            Steering::Resumed => return None,
-            Steering::Pause(Some(steered)) => reason = steered,
-            Steering::Pause(None) | Steering::Normal => {}
-        }
+            .and_then(|d| u32::try_from(d).ok());
+        let depth = known_depth.unwrap_or(1);
         let mut breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
             .as_array()
             .map(|ids| {
                 ids.iter()
-                    .filter_map(|id| {
-                        id.as_i64()
-                            .and_then(|id| self.dap_breakpoints.get(&id).cloned())
-                    })
+                    .filter_map(|id| id.as_i64().and_then(|id| self.dap_breakpoints.get(&id)))
+                    .flatten()
+                    .cloned()
                     .collect()
             })
             .unwrap_or_default();
@@ -493,24 +502,72 @@ impl Actor {
         {
             breakpoint_ids.clone_from(ids);
         }
-        if reason == PauseReason::Breakpoint
+        // The breakpoints' verdicts come first: LOG and SNAPSHOT are carried
+        // out whatever the stop turns out to be, and one that stops ends any
+        // step, trace or run-to in flight. Modes that skip breakpoints (OUT
+        // with force, HERE with force) neither count nor carry them out.
+        let stops = if reason == PauseReason::Breakpoint
             && !breakpoint_ids.is_empty()
-            && matches!(self.mode, Mode::Normal)
-            && !self.act_on_hit(&breakpoint_ids, thread_id, frame_id).await
+            && self.mode.honours_breakpoints()
         {
-            // Nothing to pause for: go on without a word (no stopped/continued).
-            if let Err(err) = self
-                .client
-                .request(
-                    "continue",
-                    json!({"threadId": thread_id, "singleThread": false}),
-                )
-                .await
-            {
-                tracing::warn!(session = %self.shared.id, %err, "could not resume after a silent stop");
+            self.act_on_hit(&breakpoint_ids, thread_id, frame_id).await
+        } else {
+            Vec::new()
+        };
+        let step = self.step.take();
+        // A stop that names breakpoints none of which stop.
+        let silent = reason == PauseReason::Breakpoint
+            && !breakpoint_ids.is_empty()
+            && stops.is_empty()
+            && breakpoint_ids
+                .iter()
+                .any(|id| id != commands::HERE_BREAKPOINT);
+        if !stops.is_empty() {
+            self.end_mode().await;
+            self.expect_pause = false;
+            breakpoint_ids = stops;
+        } else if self.expect_pause
+            && matches!(
+                reason,
+                PauseReason::Exception
+                    | PauseReason::Unspecified
+                    | PauseReason::Step
+                    | PauseReason::Breakpoint
+                    | PauseReason::PauseRequest
+            )
+        {
+            // A Pause request is out: this stop answers it, whatever made it
+            // (lldb says "exception", a hot breakpoint may beat the request).
+            self.expect_pause = false;
+            self.end_mode().await;
+            reason = PauseReason::PauseRequest;
+            breakpoint_ids.clear();
+        } else {
+            let here = StopHere {
+                reason,
+                thread_id,
+                depth: known_depth,
+                silent,
+            };
+            match self.steer(&here, step, location.as_ref(), frame_id).await {
+                Steering::Resumed => return None,
+                Steering::Pause(Some(steered)) => {
+                    reason = steered;
+                    if steered != PauseReason::Breakpoint {
+                        breakpoint_ids.clear();
+                    }
+                }
+                Steering::Pause(None) => {}
+                Steering::Normal if silent => {
+                    // Nothing to pause for: go on without a word.
+                    self.resume_silently("continue", thread_id).await;
+                    return None;
+                }
+                Steering::Normal => {}
             }
-            self.shared.epoch.fetch_add(1, Ordering::AcqRel);
-            return None;
+        }
+        if let Some(d) = known_depth {
+            self.depths.insert(thread_id, d);
         }
         let top_locals = self.top_locals(thread_id, frame_id).await;
         let locals_available = top_locals.is_some();
@@ -682,7 +739,11 @@ impl Actor {
         if self.pauses.is_empty() {
             self.session.state = SessionState::Running.into();
         }
-        self.publish(Payload::Continued(Continued { thread_id: thread }));
+        // One `continued` per resume: the adapter's own event after stepd's
+        // request, and resumes after stops never shown, move no pause.
+        if !keys.is_empty() {
+            self.publish(Payload::Continued(Continued { thread_id: thread }));
+        }
     }
 
     // ----- execution -------------------------------------------------------
@@ -830,6 +891,12 @@ impl Actor {
                     .request(request, json!({"threadId": target}))
                     .await
                     .map_err(|e| dap_error(&e))?;
+                self.step = Some(commands::StepInFlight {
+                    kind,
+                    thread: target,
+                    depth: self.depths.get(&target).copied(),
+                    returning: false,
+                });
                 self.resumed(target, command, by);
                 Ok(None)
             }
