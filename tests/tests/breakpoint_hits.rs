@@ -313,7 +313,11 @@ async fn two_on_one_line(adapter: &str, program: &str, source: &std::path::Path)
     let mut sessions = dap::sessions(&daemon).await;
     let mut seen = Vec::new();
     while let Some(pause) = stop_or_end(&mut sub, &session).await {
-        assert_eq!(pause.breakpoint_ids, [stop_id.clone()], "{adapter}");
+        assert_eq!(
+            pause.breakpoint_ids,
+            std::slice::from_ref(&stop_id),
+            "{adapter}"
+        );
         seen.push(dap::local(&pause, "i").to_owned());
         sessions
             .r#continue(ContinueRequest {

@@ -331,3 +331,102 @@ fn to_proto(stored: &StoredBreakpoint) -> Breakpoint {
         spent: expired || exhausted,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use stepd_proto::v1::{ProbeMatch, breakpoint_spec::Location};
+
+    use super::*;
+
+    async fn breakpoints(tag: &str) -> Breakpoints {
+        let dir = std::env::temp_dir().join(format!("stepd-bp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir).await.unwrap();
+        let bus = Arc::new(EventBus::new("test".into(), 1, 64, 64));
+        Breakpoints::load(store, bus).await.unwrap()
+    }
+
+    fn probe(selector: &str) -> BreakpointSpec {
+        BreakpointSpec {
+            location: Some(Location::Probe(ProbeMatch::default())),
+            label_selector: selector.into(),
+            ..Default::default()
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn listing_filters_and_applying_match_labels() {
+        let bps = breakpoints("labels").await;
+        let all = bps.add(Some(probe(""))).await.unwrap().id;
+        let sub = bps.add(Some(probe("agent=sub"))).await.unwrap().id;
+        let bare = bps.add(Some(probe("!agent"))).await.unwrap().id;
+        let ids = |list: Vec<Breakpoint>| list.into_iter().map(|b| b.id).collect::<Vec<_>>();
+        // ListBreakpoints: no labels means no filter.
+        let none = labels(&[]);
+        assert_eq!(
+            ids(bps.list(&none).await.unwrap()),
+            [all.clone(), sub.clone(), bare.clone()]
+        );
+        let agent = labels(&[("agent", "sub")]);
+        assert_eq!(
+            ids(bps.list(&agent).await.unwrap()),
+            [all.clone(), sub.clone()]
+        );
+        // A session or probe without labels is matched like any label set.
+        assert_eq!(ids(bps.applying_to(&none).await), [all.clone(), bare]);
+        assert_eq!(ids(bps.applying_to(&agent).await), [all, sub]);
+    }
+
+    #[tokio::test]
+    async fn hits_are_counted_at_once_and_published_in_batches() {
+        let bps = breakpoints("hits").await;
+        let mut spec = probe("");
+        spec.max_hits = 7;
+        let id = bps.add(Some(spec)).await.unwrap().id;
+        let none = labels(&[]);
+        let known = Known {
+            labels: &none,
+            condition_holds: true,
+            adapter_logs: false,
+        };
+        for n in 1..=5u64 {
+            let decided = bps
+                .hit_with(&id, |bp| {
+                    assert_eq!(bp.unwrap().hit_count, n, "each hit sees the ones before");
+                    verdict::verdict(bp, now_us(), &known)
+                })
+                .await;
+            assert!(decided.stops());
+        }
+        let in_view = |bps: &Breakpoints| bps.bus.with_view(|v| v.breakpoint(&id)).unwrap();
+        assert_eq!(in_view(&bps).hit_count, 0, "no event per hit");
+        assert_eq!(bps.list(&none).await.unwrap()[0].hit_count, 5);
+        bps.flush_hits().await;
+        assert_eq!(in_view(&bps).hit_count, 5, "one batch");
+        // The hit that spends max_hits is published at once.
+        for _ in 0..2 {
+            bps.hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
+                .await;
+        }
+        let spent = in_view(&bps);
+        assert!(spent.spent);
+        assert_eq!(spent.hit_count, 7);
+        let over = bps
+            .hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
+            .await;
+        assert_eq!(over, Verdict::MaxHitsSpent);
+        assert_eq!(
+            bps.list(&none).await.unwrap()[0].hit_count,
+            7,
+            "not counted"
+        );
+    }
+}

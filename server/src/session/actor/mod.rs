@@ -869,6 +869,8 @@ impl Actor {
                     )
                     .await;
                 result.map_err(|e| dap_error(&e))?;
+                // A continue ends any step the adapter still had.
+                self.step = None;
                 let resumed = if all { 0 } else { target };
                 self.resumed(resumed, command, by);
                 Ok(None)
