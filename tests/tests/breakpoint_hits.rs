@@ -106,6 +106,46 @@ async fn debugpy_next_over_a_call_whose_breakpoint_does_not_stop_ends_on_the_nex
 }
 
 #[tokio::test]
+async fn debugpy_next_onto_a_log_point_stepd_carries_out_logs_once_and_ends_there() {
+    let (daemon, mut sub) = watched().await;
+    let program = fixture("python/loop.py");
+    let path = program.to_str().unwrap();
+    let mut stop = source_spec(path, line_of(&program, "step"));
+    stop.condition = "i == 2".into();
+    dap::add_breakpoint(&daemon, stop).await;
+    // A hit condition is stepd's to count, so stepd carries this log out.
+    let mut log = source_spec(path, line_of(&program, "step_return"));
+    log.action = BreakpointAction::Log as i32;
+    log.log_message = "landed i={i}".into();
+    log.hit_condition = ">=1".into();
+    let log = dap::add_breakpoint(&daemon, log).await;
+    let session = launch(&daemon, "debugpy", path, &[]).await;
+    let pause = dap::next_pause(&mut sub, &session).await;
+    assert_eq!(dap::local(&pause, "i"), "2");
+    dap::answer(&daemon, &pause.key, Command::Next(NextCommand {}))
+        .await
+        .unwrap();
+    let stepped = stop_or_end(&mut sub, &session)
+        .await
+        .expect("the NEXT ends in a pause");
+    assert_eq!(stepped.reason, PauseReason::Step as i32);
+    assert_eq!(line(&stepped), line_of(&program, "step_return"));
+    assert!(stepped.breakpoint_ids.is_empty());
+    let text = dap::output_text(&daemon, &session).await;
+    for i in 0..3 {
+        assert_eq!(text.matches(&format!("landed i={i}")).count(), 1, "{text}");
+    }
+    let listed = BreakpointServiceClient::new(daemon.channel().await)
+        .list_breakpoints(ListBreakpointsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .breakpoints;
+    assert_eq!(listed.iter().find(|b| b.id == log).unwrap().hit_count, 3);
+    daemon.stop().await;
+}
+
+#[tokio::test]
 async fn lldb_next_onto_a_log_point_ends_there_and_logs_once() {
     let (source, program) = hello_c();
     let src = source.to_str().unwrap();

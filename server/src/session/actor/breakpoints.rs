@@ -317,11 +317,15 @@ impl Actor {
     /// hit, runs LOG and SNAPSHOT (emulated where the adapter does not do
     /// them), and returns the ids of the breakpoints that pause. HERE's
     /// temporary breakpoint is not one of the project's; its mode decides.
+    /// `by_adapter`: the adapter reported the stop as these breakpoints' hit,
+    /// so it evaluated the conditions it was given (not so for a step that
+    /// landed on their line).
     pub(super) async fn act_on_hit(
         &mut self,
         ids: &[String],
         thread_id: i64,
         frame_id: Option<i64>,
+        by_adapter: bool,
     ) -> Vec<String> {
         let mut stops = Vec::new();
         for id in ids.iter().filter(|id| *id != HERE_BREAKPOINT) {
@@ -333,7 +337,7 @@ impl Actor {
                 .and_then(|b| b.spec)
                 .map(|s| s.condition)
                 .unwrap_or_default();
-            let condition_holds = delegated.condition
+            let condition_holds = (delegated.condition && by_adapter)
                 || condition.trim().is_empty()
                 || self.condition_holds(id, &condition, frame_id).await;
             let labels = &self.request.labels;

@@ -495,8 +495,13 @@ impl Actor {
                     .collect()
             })
             .unwrap_or_default();
+        // A step that lands on a breakpoint's line executes it: lldb reports
+        // that as a breakpoint stop, debugpy as the step's end; both count.
+        // Not when back on the starting line after stepd stepped out of a
+        // frame for a NEXT: that line's breakpoints were met already.
+        let landed = reason == PauseReason::Step && self.step.is_some_and(|s| !s.returning);
         if breakpoint_ids.is_empty()
-            && reason == PauseReason::Breakpoint
+            && (reason == PauseReason::Breakpoint || landed)
             && let Some(at) = &location
             && let Some(ids) = self.placed_lines.get(&(at.path.clone(), at.line))
         {
@@ -506,11 +511,15 @@ impl Actor {
         // out whatever the stop turns out to be, and one that stops ends any
         // step, trace or run-to in flight. Modes that skip breakpoints (OUT
         // with force, HERE with force) neither count nor carry them out.
-        let stops = if reason == PauseReason::Breakpoint
+        let stops = if (reason == PauseReason::Breakpoint || landed)
             && !breakpoint_ids.is_empty()
             && self.mode.honours_breakpoints()
         {
-            self.act_on_hit(&breakpoint_ids, thread_id, frame_id).await
+            // After a step the adapter may report a breakpoint whose line the
+            // step ended on without evaluating its condition: stepd does.
+            let by_adapter = self.step.is_none();
+            self.act_on_hit(&breakpoint_ids, thread_id, frame_id, by_adapter)
+                .await
         } else {
             Vec::new()
         };
@@ -522,9 +531,13 @@ impl Actor {
             && breakpoint_ids
                 .iter()
                 .any(|id| id != commands::HERE_BREAKPOINT);
+        if reason != PauseReason::Breakpoint && stops.is_empty() {
+            breakpoint_ids.clear();
+        }
         if !stops.is_empty() {
             self.end_mode().await;
             self.expect_pause = false;
+            reason = PauseReason::Breakpoint;
             breakpoint_ids = stops;
         } else if self.expect_pause
             && matches!(
