@@ -61,7 +61,8 @@ impl Actor {
                 _ => {}
             }
         }
-        self.dap_breakpoints.clear();
+        self.retired
+            .extend(self.dap_breakpoints.drain().map(|(id, _)| id));
         self.placed_lines.clear();
         self.delegated.clear();
         let gone: Vec<String> = self
@@ -216,6 +217,7 @@ impl Actor {
     ) -> BreakpointPlacement {
         let placed = placed.unwrap_or(Value::Null);
         if let Some(id) = placed["id"].as_i64() {
+            self.retired.remove(&id);
             let ids = self.dap_breakpoints.entry(id).or_default();
             if !ids.contains(&bp.id) {
                 ids.push(bp.id.clone());

@@ -88,6 +88,9 @@ pub struct Actor {
     /// What the adapter does itself for each stepd breakpoint (its
     /// condition, its log message); the rest is stepd's at a hit.
     delegated: HashMap<String, breakpoints::Delegated>,
+    /// Adapter breakpoint ids stepd had and took back: a stop naming only
+    /// these raced their removal.
+    retired: std::collections::HashSet<i64>,
     /// Breakpoints whose condition stepd failed to evaluate (announced once).
     condition_errors: std::collections::HashSet<String>,
     /// The NEXT / IN / OUT sent last: the stop after it is its end.
@@ -192,6 +195,7 @@ impl Actor {
             dap_breakpoints: HashMap::new(),
             delegated: HashMap::new(),
             condition_errors: std::collections::HashSet::new(),
+            retired: std::collections::HashSet::new(),
             step: None,
             depths: HashMap::new(),
             placed_lines: HashMap::new(),
@@ -524,13 +528,23 @@ impl Actor {
             Vec::new()
         };
         let step = self.step.take();
+        // The adapter names only breakpoints it no longer has for stepd: a
+        // hit that raced their removal (an expiry, a change) applies nowhere.
+        let stale = reason == PauseReason::Breakpoint
+            && breakpoint_ids.is_empty()
+            && body["hitBreakpointIds"].as_array().is_some_and(|ids| {
+                !ids.is_empty()
+                    && ids
+                        .iter()
+                        .all(|id| id.as_i64().is_some_and(|id| self.retired.contains(&id)))
+            });
         // A stop that names breakpoints none of which stop.
-        let silent = reason == PauseReason::Breakpoint
-            && !breakpoint_ids.is_empty()
-            && stops.is_empty()
-            && breakpoint_ids
-                .iter()
-                .any(|id| id != commands::HERE_BREAKPOINT);
+        let silent = stale
+            || (reason == PauseReason::Breakpoint
+                && stops.is_empty()
+                && breakpoint_ids
+                    .iter()
+                    .any(|id| id != commands::HERE_BREAKPOINT));
         if reason != PauseReason::Breakpoint && stops.is_empty() {
             breakpoint_ids.clear();
         }
