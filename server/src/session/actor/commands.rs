@@ -130,12 +130,15 @@ fn continuation(step: &StepInFlight, here: &StopHere) -> Continuation {
     let (Some(from), Some(depth)) = (step.depth, here.depth) else {
         return Continuation::End;
     };
+    // Only a breakpoint stepd did not stop at, or stepd's own step out of
+    // one, takes the step further; an adapter's own step end stands.
+    let interrupted = here.silent || step.returning;
     match step.kind {
         StepKind::In => Continuation::End,
-        StepKind::Out if depth >= from => Continuation::StepOut,
+        StepKind::Out if interrupted && depth >= from => Continuation::StepOut,
         StepKind::Out => Continuation::End,
         StepKind::Over | StepKind::Unspecified => {
-            if depth > from {
+            if interrupted && depth > from {
                 Continuation::StepOut
             } else if step.returning && depth == from {
                 Continuation::Next
@@ -866,6 +869,72 @@ fn split_assignment(code: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_goes_on_only_through_breakpoints_that_do_not_stop() {
+        let step = |kind, returning| StepInFlight {
+            kind,
+            thread: 1,
+            depth: Some(2),
+            returning,
+        };
+        let at = |depth, silent, reason| StopHere {
+            reason,
+            thread_id: 1,
+            depth: Some(depth),
+            silent,
+        };
+        let (bp, st) = (PauseReason::Breakpoint, PauseReason::Step);
+        let cases = [
+            // NEXT interrupted inside a call: out, then on to the next line.
+            (step(StepKind::Over, false), at(3, true, bp), "out"),
+            (step(StepKind::Over, true), at(2, false, st), "next"),
+            (step(StepKind::Over, true), at(4, true, bp), "out"),
+            // NEXT that lands on a line with a breakpoint that does not stop.
+            (step(StepKind::Over, false), at(2, true, bp), "end"),
+            (step(StepKind::Over, false), at(2, false, st), "end"),
+            // The adapter's own step end stands, whatever the depth.
+            (step(StepKind::Over, false), at(3, false, st), "end"),
+            (step(StepKind::In, false), at(3, true, bp), "end"),
+            // OUT interrupted before it left the frame: out again.
+            (step(StepKind::Out, false), at(2, true, bp), "out"),
+            (step(StepKind::Out, false), at(1, true, bp), "end"),
+            (step(StepKind::Out, true), at(1, false, st), "end"),
+            // Not a step-like stop.
+            (
+                step(StepKind::Over, false),
+                at(3, false, PauseReason::Exception),
+                "end",
+            ),
+        ];
+        for (i, (step, here, want)) in cases.iter().enumerate() {
+            let got = match continuation(step, here) {
+                Continuation::End => "end",
+                Continuation::StepOut => "out",
+                Continuation::Next => "next",
+                Continuation::Continue => "continue",
+            };
+            assert_eq!(got, *want, "case {i}");
+        }
+        // Another thread's silent stop leaves the step to the adapter.
+        let other = StopHere {
+            thread_id: 2,
+            ..at(5, true, bp)
+        };
+        assert!(matches!(
+            continuation(&step(StepKind::Over, false), &other),
+            Continuation::Continue
+        ));
+        // Without depths nothing is guessed: the step ends.
+        let unknown = StopHere {
+            depth: None,
+            ..at(3, true, bp)
+        };
+        assert!(matches!(
+            continuation(&step(StepKind::Over, false), &unknown),
+            Continuation::End
+        ));
+    }
 
     #[test]
     fn assignments_split_at_the_first_single_equals() {

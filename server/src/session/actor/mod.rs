@@ -593,6 +593,8 @@ impl Actor {
                 Steering::Normal => {}
             }
         }
+        // Whatever the pause shown now, it answers a Pause request that is out.
+        self.expect_pause = false;
         if let Some(d) = known_depth {
             self.depths.insert(thread_id, d);
         }
