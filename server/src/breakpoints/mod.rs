@@ -338,13 +338,15 @@ mod tests {
 
     use super::*;
 
-    async fn breakpoints(tag: &str) -> Breakpoints {
+    /// Breakpoints over a fresh store in a directory of their own, removed
+    /// when the test is done with it.
+    async fn breakpoints(tag: &str) -> (Breakpoints, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("stepd-bp-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let store = Store::open(&dir).await.unwrap();
         let bus = Arc::new(EventBus::new("test".into(), 1, 64, 64));
-        Breakpoints::load(store, bus).await.unwrap()
+        (Breakpoints::load(store, bus).await.unwrap(), dir)
     }
 
     fn probe(selector: &str) -> BreakpointSpec {
@@ -364,7 +366,7 @@ mod tests {
 
     #[tokio::test]
     async fn listing_filters_and_applying_match_labels() {
-        let bps = breakpoints("labels").await;
+        let (bps, dir) = breakpoints("labels").await;
         let all = bps.add(Some(probe(""))).await.unwrap().id;
         let sub = bps.add(Some(probe("agent=sub"))).await.unwrap().id;
         let bare = bps.add(Some(probe("!agent"))).await.unwrap().id;
@@ -383,11 +385,13 @@ mod tests {
         // A session or probe without labels is matched like any label set.
         assert_eq!(ids(bps.applying_to(&none).await), [all.clone(), bare]);
         assert_eq!(ids(bps.applying_to(&agent).await), [all, sub]);
+        drop(bps);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
     async fn hits_are_counted_at_once_and_published_in_batches() {
-        let bps = breakpoints("hits").await;
+        let (bps, dir) = breakpoints("hits").await;
         let mut spec = probe("");
         spec.max_hits = 7;
         let id = bps.add(Some(spec)).await.unwrap().id;
@@ -428,5 +432,7 @@ mod tests {
             7,
             "not counted"
         );
+        drop(bps);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
