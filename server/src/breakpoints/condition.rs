@@ -320,6 +320,15 @@ impl Parser {
 }
 
 impl Expr {
+    /// The expression's value at the point: a path's value, or the truth of
+    /// a comparison (log messages interpolate it).
+    pub fn value(&self, point: &Point<'_>) -> Value {
+        match self {
+            Expr::Truthy(o) => resolve(o, point),
+            other => Value::Bool(other.eval(point)),
+        }
+    }
+
     /// Whether the point satisfies the condition.
     pub fn eval(&self, point: &Point<'_>) -> bool {
         match self {

@@ -81,15 +81,6 @@ fn scan<'a>(
     (due, next)
 }
 
-/// Whether a breakpoint's expiry has passed.
-pub fn expired(breakpoint: &Breakpoint) -> bool {
-    breakpoint
-        .spec
-        .as_ref()
-        .and_then(|s| s.expires_at.as_ref())
-        .is_some_and(|t| us_from_timestamp(t) <= now_us())
-}
-
 #[cfg(test)]
 mod tests {
     use prost_types::Timestamp;

@@ -8,6 +8,7 @@ mod hit_condition;
 mod hits;
 mod selector;
 mod validate;
+pub mod verdict;
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -20,6 +21,7 @@ use tokio::sync::Mutex;
 pub use glob::Glob;
 pub use hit_condition::HitCondition;
 pub use selector::LabelSelector;
+pub use verdict::{Action, Known, Verdict};
 
 use crate::{
     error::{ApiError, ApiResult},
@@ -50,7 +52,7 @@ pub struct Breakpoints {
     store: Store,
     bus: Arc<EventBus>,
     /// Serialises changes so the event order always matches the store's order.
-    write: Mutex<()>,
+    write: Arc<Mutex<()>>,
     /// Hits counted, on their way to the store.
     hits: Arc<hits::HitWriter>,
     /// Wakes the expiry watch when a breakpoint with an expiry is added or
@@ -65,31 +67,43 @@ impl Breakpoints {
         bus.seed_breakpoints(stored.iter().map(to_proto).collect());
         let expiries = Arc::new(tokio::sync::Notify::new());
         expiry::watch(bus.clone(), expiries.clone());
+        let write = Arc::new(Mutex::new(()));
         Ok(Self {
             expiries,
-            hits: hits::HitWriter::start(store.clone()),
+            hits: hits::HitWriter::start(store.clone(), bus.clone(), write.clone()),
             store,
             bus,
-            write: Mutex::new(()),
+            write,
         })
     }
 
-    /// Breakpoints in creation order, optionally only those applying to `labels`.
-    ///
-    /// They come from the event stream's state, which is the store as of its
-    /// latest change (and knows hits not written yet), so listing — done on
-    /// every session start and every probe resume — never reads the database.
+    /// `ListBreakpoints`: every breakpoint in creation order, or, when
+    /// `for_labels` is not empty, those whose selector matches them. Empty
+    /// means "no filter" here; a session's own labels go to `applying_to`,
+    /// where empty labels are labels like any other.
     pub async fn list(&self, for_labels: &HashMap<String, String>) -> ApiResult<Vec<Breakpoint>> {
+        Ok(self.listed(|spec| {
+            for_labels.is_empty() || verdict::applies_to(&spec.label_selector, for_labels)
+        }))
+    }
+
+    /// The breakpoints that apply to a session or probe with `labels`, in
+    /// creation order: those whose label selector matches them, as a
+    /// Kubernetes selector would (a session without labels is not matched by
+    /// `agent=sub`, and is by `!agent`).
+    pub async fn applying_to(&self, labels: &HashMap<String, String>) -> Vec<Breakpoint> {
+        self.listed(|spec| verdict::applies_to(&spec.label_selector, labels))
+    }
+
+    /// Breakpoints from the event stream's state, which is the store as of
+    /// its latest change, with the hits counted since; so listing — done on
+    /// every session start and every probe resume — never reads the database.
+    fn listed(&self, keep: impl Fn(&BreakpointSpec) -> bool) -> Vec<Breakpoint> {
         let now = now_us();
-        Ok(self
-            .bus
+        self.bus
             .with_view(|v| v.breakpoints())
             .into_iter()
-            .filter(|bp| {
-                let selector = bp.spec.as_ref().map_or("", |s| s.label_selector.as_str());
-                for_labels.is_empty()
-                    || LabelSelector::parse(selector).is_ok_and(|sel| sel.matches(for_labels))
-            })
+            .filter(|bp| keep(&bp.spec.clone().unwrap_or_default()))
             .map(|mut bp| {
                 let expired = bp
                     .spec
@@ -97,9 +111,10 @@ impl Breakpoints {
                     .and_then(|s| s.expires_at.as_ref())
                     .is_some_and(|t| us_from_timestamp(t) <= now);
                 bp.spent |= expired;
+                bp.hit_count += self.hits.unpublished(&bp.id);
                 bp
             })
-            .collect())
+            .collect()
     }
 
     /// Validates and stores a new breakpoint.
@@ -163,29 +178,39 @@ impl Breakpoints {
         Ok(updated)
     }
 
-    /// Counts a hit in some session and publishes it (change HIT). The count
-    /// is taken from the event stream's state and written to the store in the
-    /// background: a hit is on the path of every pause it causes, and the
-    /// database write would be most of its cost. `None` when the breakpoint
-    /// has expired: it applies nowhere, so the hit is neither counted nor acted
-    /// on (its session may not have heard of the expiry yet).
-    pub async fn hit(&self, id: &str) -> ApiResult<Option<Breakpoint>> {
-        let row = parse_id(id)?;
+    /// A hit of breakpoint `id` in some session: `decide` gets the breakpoint
+    /// as it is with this hit counted (`None` when it no longer exists) and
+    /// gives the verdict; the hit is counted when the verdict says so. The
+    /// count is kept in memory and reaches the store and the event stream in
+    /// batches (`hits.rs`): a hit is on the path of every pause it causes,
+    /// and hot loops of auto-continued hits would otherwise flood both. The
+    /// hit that spends `max_hits` is published at once, so every session
+    /// disarms the breakpoint without waiting for the batch.
+    pub async fn hit_with(
+        &self,
+        id: &str,
+        decide: impl FnOnce(Option<&Breakpoint>) -> Verdict,
+    ) -> Verdict {
         let _order = self.write.lock().await;
-        let mut breakpoint = self
-            .bus
-            .with_view(|v| v.breakpoint(id))
-            .ok_or_else(|| not_found(id))?;
-        if expiry::expired(&breakpoint) {
-            return Ok(None);
+        let Some(mut breakpoint) = self.bus.with_view(|v| v.breakpoint(id)) else {
+            return decide(None);
+        };
+        breakpoint.hit_count += self.hits.unpublished(id) + 1;
+        let verdict = decide(Some(&breakpoint));
+        if !verdict.counts() {
+            return verdict;
         }
-        breakpoint.hit_count += 1;
+        let Ok(row) = parse_id(id) else {
+            return verdict;
+        };
+        self.hits.count(row, id);
         let spec = breakpoint.spec.clone().unwrap_or_default();
         if spec.max_hits > 0 && breakpoint.hit_count >= u64::from(spec.max_hits) {
             breakpoint.spent = true;
+            self.hits.take_unpublished(id);
+            self.publish(BreakpointChange::Hit, breakpoint);
         }
-        self.hits.count(row);
-        Ok(Some(self.publish(BreakpointChange::Hit, breakpoint)))
+        verdict
     }
 
     fn watch_expiry(&self, breakpoint: &Breakpoint) {
@@ -204,13 +229,15 @@ impl Breakpoints {
     }
 
     /// A stored breakpoint with the hits counted so far, some of which the
-    /// store may not have yet.
+    /// store may not have yet; the caller publishes it, so the hits not
+    /// published yet are taken into it.
     fn with_counted_hits(&self, stored: &StoredBreakpoint) -> Breakpoint {
         let id = format!("bp-{}", stored.id);
         let counted = self
             .bus
             .with_view(|v| v.breakpoint(&id))
-            .map_or(0, |b| b.hit_count);
+            .map_or(0, |b| b.hit_count)
+            + self.hits.take_unpublished(&id);
         to_proto(&StoredBreakpoint {
             hit_count: stored.hit_count.max(counted),
             ..stored.clone()
@@ -303,5 +330,110 @@ fn to_proto(stored: &StoredBreakpoint) -> Breakpoint {
         created_at: Some(timestamp_from_us(stored.created_at_us)),
         updated_at: Some(timestamp_from_us(stored.updated_at_us)),
         spent: expired || exhausted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stepd_proto::v1::{ProbeMatch, breakpoint_spec::Location};
+
+    use super::*;
+
+    /// Breakpoints over a fresh store in a directory of their own, removed
+    /// when the test is done with it.
+    async fn breakpoints(tag: &str) -> (Breakpoints, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("stepd-bp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir).await.unwrap();
+        let bus = Arc::new(EventBus::new("test".into(), 1, 64, 64));
+        (Breakpoints::load(store, bus).await.unwrap(), dir)
+    }
+
+    fn probe(selector: &str) -> BreakpointSpec {
+        BreakpointSpec {
+            location: Some(Location::Probe(ProbeMatch::default())),
+            label_selector: selector.into(),
+            ..Default::default()
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn listing_filters_and_applying_match_labels() {
+        let (bps, dir) = breakpoints("labels").await;
+        let all = bps.add(Some(probe(""))).await.unwrap().id;
+        let sub = bps.add(Some(probe("agent=sub"))).await.unwrap().id;
+        let bare = bps.add(Some(probe("!agent"))).await.unwrap().id;
+        let ids = |list: Vec<Breakpoint>| list.into_iter().map(|b| b.id).collect::<Vec<_>>();
+        // ListBreakpoints: no labels means no filter.
+        let none = labels(&[]);
+        assert_eq!(
+            ids(bps.list(&none).await.unwrap()),
+            [all.clone(), sub.clone(), bare.clone()]
+        );
+        let agent = labels(&[("agent", "sub")]);
+        assert_eq!(
+            ids(bps.list(&agent).await.unwrap()),
+            [all.clone(), sub.clone()]
+        );
+        // A session or probe without labels is matched like any label set.
+        assert_eq!(ids(bps.applying_to(&none).await), [all.clone(), bare]);
+        assert_eq!(ids(bps.applying_to(&agent).await), [all, sub]);
+        drop(bps);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn hits_are_counted_at_once_and_published_in_batches() {
+        let (bps, dir) = breakpoints("hits").await;
+        let mut spec = probe("");
+        spec.max_hits = 7;
+        let id = bps.add(Some(spec)).await.unwrap().id;
+        let none = labels(&[]);
+        let known = Known {
+            labels: &none,
+            condition_holds: true,
+            adapter_logs: false,
+        };
+        for n in 1..=5u64 {
+            let decided = bps
+                .hit_with(&id, |bp| {
+                    assert_eq!(bp.unwrap().hit_count, n, "each hit sees the ones before");
+                    verdict::verdict(bp, now_us(), &known)
+                })
+                .await;
+            assert!(decided.stops());
+        }
+        let in_view = |bps: &Breakpoints| bps.bus.with_view(|v| v.breakpoint(&id)).unwrap();
+        assert_eq!(in_view(&bps).hit_count, 0, "no event per hit");
+        assert_eq!(bps.list(&none).await.unwrap()[0].hit_count, 5);
+        bps.flush_hits().await;
+        assert_eq!(in_view(&bps).hit_count, 5, "one batch");
+        // The hit that spends max_hits is published at once.
+        for _ in 0..2 {
+            bps.hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
+                .await;
+        }
+        let spent = in_view(&bps);
+        assert!(spent.spent);
+        assert_eq!(spent.hit_count, 7);
+        let over = bps
+            .hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
+            .await;
+        assert_eq!(over, Verdict::MaxHitsSpent);
+        assert_eq!(
+            bps.list(&none).await.unwrap()[0].hit_count,
+            7,
+            "not counted"
+        );
+        drop(bps);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

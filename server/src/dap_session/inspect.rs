@@ -7,7 +7,7 @@ use stepd_proto::v1::{
     EvaluateContext, Frame, ReadOutputResponse, Scope, Thread, Variable, VariableFilter,
 };
 
-use super::{Shared, actor::dap_error, handles, output::Read, stop};
+use super::{Shared, actor::dap_error, handles, stop};
 use crate::error::{ApiError, ApiResult};
 
 fn count(v: &Value) -> u32 {
@@ -307,26 +307,6 @@ impl Shared {
         max_bytes: u32,
         categories: &[String],
     ) -> ReadOutputResponse {
-        let max = if max_bytes == 0 {
-            64 * 1024
-        } else {
-            max_bytes as usize
-        };
-        let Read {
-            chunks,
-            next_offset,
-            truncated,
-            dropped,
-        } = self
-            .output
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .read(after, max, categories);
-        ReadOutputResponse {
-            chunks,
-            next_offset,
-            truncated,
-            dropped_bytes: dropped,
-        }
+        crate::session::output::read_response(&self.output, after, max_bytes, categories)
     }
 }

@@ -9,8 +9,7 @@ mod actor;
 mod handles;
 mod inspect;
 pub(crate) mod launch;
-mod log_message;
-mod output;
+pub(crate) mod log_message;
 mod port;
 mod sources;
 pub(crate) mod stop;
@@ -34,7 +33,7 @@ pub use port::DapPort;
 use crate::{
     dap::{client::DapClient, kind::AdapterKind},
     error::{ApiError, ApiResult},
-    session::{Context, Sessions},
+    session::{Context, Sessions, output::OutputBuffer},
 };
 
 /// Starts DAP sessions into the registry. Child sessions that adapters ask
@@ -98,7 +97,7 @@ pub struct Shared {
     /// default frame of evaluations.
     pub latest_frame: Mutex<Option<(i64, i64)>>,
     /// Captured output.
-    pub output: Mutex<output::OutputBuffer>,
+    pub output: Mutex<OutputBuffer>,
     /// Set once the session ended.
     pub ended: AtomicBool,
     /// Held from re-selecting a frame's scopes to reading its variables, so
@@ -118,7 +117,7 @@ impl Shared {
             epoch: AtomicU64::new(1),
             stopped: Mutex::new(HashMap::new()),
             latest_frame: Mutex::new(None),
-            output: Mutex::new(output::OutputBuffer::default()),
+            output: Mutex::new(OutputBuffer::default()),
             ended: AtomicBool::new(false),
             scope_selection: tokio::sync::Mutex::new(()),
         }

@@ -8,21 +8,28 @@ mod inspect;
 pub mod session;
 pub mod value;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use stepd_proto::v1::{ConnectRequest, ConnectResponse, Hello, Pause, SessionKind};
+use stepd_proto::v1::{
+    ConnectRequest, ConnectResponse, Hello, Pause, ReadOutputResponse, SessionKind,
+};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 
 use crate::{
     inspector::value::Node,
-    session::{Context, Fut, PauseTarget, SessionPort, Sessions, mailbox as session_mailbox},
+    session::{
+        Context, Fut, PauseTarget, SessionPort, Sessions, mailbox as session_mailbox,
+        output::{self, OutputBuffer},
+    },
 };
 
 /// A probe session's inspection paths: its holds carry their values, and
 /// it has no threads, stacks or variables of its own.
 struct ProbePort {
     id: String,
+    /// What LOG breakpoints at its points wrote.
+    output: Arc<Mutex<OutputBuffer>>,
 }
 
 impl SessionPort for ProbePort {
@@ -32,6 +39,10 @@ impl SessionPort for ProbePort {
 
     fn kind(&self) -> SessionKind {
         SessionKind::Probe
+    }
+
+    fn read_output(&self, after: u64, max_bytes: u32, categories: &[String]) -> ReadOutputResponse {
+        output::read_response(&self.output, after, max_bytes, categories)
     }
 
     fn pause_node<'a>(
@@ -56,9 +67,14 @@ pub fn start<S>(
 {
     let id = uuid::Uuid::now_v7().to_string();
     let previous = previous_session(&ctx, sessions, &hello.resume_session_id, &id);
-    let (handle, mailbox) = session_mailbox(Arc::new(ProbePort { id: id.clone() }));
+    let output = Arc::new(Mutex::new(OutputBuffer::default()));
+    let port = ProbePort {
+        id: id.clone(),
+        output: output.clone(),
+    };
+    let (handle, mailbox) = session_mailbox(Arc::new(port));
     sessions.insert(handle);
-    let actor = session::ProbeSession::new(ctx, id, hello, previous, out, mailbox);
+    let actor = session::ProbeSession::new(ctx, id, hello, previous, out, mailbox, output);
     tokio::spawn(actor.run(inbound));
 }
 

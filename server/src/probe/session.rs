@@ -3,14 +3,18 @@
 //! and how the session ends. The probe decides locally which points hold; the
 //! actor only tells it how (`Armed`) and answers the holds (`Resume`).
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use stepd_proto::v1::{
-    Armed, ArmedMatcher, BreakpointAction, Cause, CommandKind, ConnectRequest, ConnectResponse,
-    Continued, DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, Hello, Hit,
-    Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Rendering, Resume,
-    ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted,
-    SessionState, StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
+    Armed, ArmedMatcher, Cause, CommandKind, ConnectRequest, ConnectResponse, Continued,
+    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, Hello, Hit, Notification,
+    NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Rendering, Resume, ResumeDecision,
+    SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted, SessionState,
+    StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
     connect_response::Message as Out, event::Payload, inject_command::Replacement,
 };
 use tokio::{
@@ -21,11 +25,14 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 
 use super::value;
+use crate::breakpoints::condition;
 use crate::{
-    breakpoints::HitCondition,
+    breakpoints::{Action, Known, Verdict, verdict},
+    dap_session::log_message,
     error::{ApiError, ApiResult},
     session::{
         Command, Context, ExecOp, Mailbox, PauseTarget, WaitMode,
+        output::OutputBuffer,
         pause::{
             Answer,
             answer::{self, Go, PauseOwner, Reply},
@@ -103,6 +110,8 @@ pub struct ProbeSession {
     /// A QUIT was answered: the disconnect that follows is its end.
     quitting: bool,
     ended: bool,
+    /// The session's output: what LOG breakpoints wrote.
+    output: Arc<Mutex<OutputBuffer>>,
     /// The probe breakpoints that apply to this probe as last listed, and
     /// when the first of them expires (µs since the epoch). Listed again after
     /// a breakpoint change or that expiry, not at every hold: the project may
@@ -127,6 +136,7 @@ impl ProbeSession {
         previous_session_id: String,
         out: Outbox,
         commands: Mailbox,
+        output: Arc<Mutex<OutputBuffer>>,
     ) -> Self {
         let hold_limit = ctx.hold_limit;
         let (book, answers) = PauseBook::new(id.clone(), ctx.pauses.clone(), ctx.bus.clone());
@@ -163,6 +173,7 @@ impl ProbeSession {
             dropped_reports: 0,
             quitting: false,
             ended: false,
+            output,
             matchers: None,
         }
     }
@@ -260,13 +271,7 @@ impl ProbeSession {
     /// The probe breakpoints that apply to this probe, and the earliest
     /// expiry among them.
     async fn list_matchers(&self) -> (Vec<ArmedMatcher>, Option<i64>) {
-        let breakpoints = match self.ctx.breakpoints.list(&self.hello.labels).await {
-            Ok(breakpoints) => breakpoints,
-            Err(err) => {
-                tracing::warn!(%err, "could not read breakpoints for a probe");
-                return (Vec::new(), None);
-            }
-        };
+        let breakpoints = self.ctx.breakpoints.applying_to(&self.hello.labels).await;
         let mut until: Option<i64> = None;
         let matchers = breakpoints
             .into_iter()
@@ -343,38 +348,119 @@ impl ProbeSession {
 
     async fn on_hit(&mut self, hit: Hit) {
         let point = hit.point.clone().unwrap_or_default();
-        // Hit conditions and max_hits are counted here, for the breakpoints
-        // the probe matched while only breakpoints were armed.
-        if self.mode == Mode::Breakpoints && !hit.breakpoint_ids.is_empty() {
-            let mut hold = false;
-            let mut limits = Vec::new();
-            for id in &hit.breakpoint_ids {
-                // Removed or expired since the probe was armed: no hold for it.
-                let Ok(Some(bp)) = self.ctx.breakpoints.hit(id).await else {
-                    continue;
-                };
-                let spec = bp.spec.unwrap_or_default();
-                let passes = spec.hit_condition.trim().is_empty()
-                    || HitCondition::parse(&spec.hit_condition)
-                        .is_ok_and(|c| c.passes(bp.hit_count));
-                let within = spec.max_hits == 0 || bp.hit_count <= u64::from(spec.max_hits);
-                if passes && within && spec.action != BreakpointAction::Log as i32 {
-                    hold = true;
-                    if let Some(limit) = spec.hold_limit.and_then(|d| Duration::try_from(d).ok()) {
-                        limits.push(limit);
-                    }
+        // Whether the mode alone makes this point hold: the step's end, the
+        // HERE target, a point outside the scope being left.
+        let depth = u32::try_from(point.scope_path.len()).unwrap_or(u32::MAX);
+        let mode_holds = match &self.mode {
+            Mode::Step => true,
+            Mode::Breakpoints | Mode::Trace(_) | Mode::Quiet { .. } => false,
+            Mode::Here { coor, .. } => hit.coor == *coor,
+            Mode::Out { depth: from, .. } => depth < *from,
+        };
+        if hit.breakpoint_ids.is_empty() {
+            let limit = self.hold_limit;
+            return self.hold(hit, point, limit);
+        }
+        // The probe evaluated each matcher's condition before naming it.
+        let labels: HashMap<String, String> = self.hello.labels.clone();
+        let known = Known {
+            labels: &labels,
+            condition_holds: true,
+            adapter_logs: false,
+        };
+        let mut stop = false;
+        let mut limits = Vec::new();
+        for id in &hit.breakpoint_ids {
+            let now = now_us();
+            let decided = self
+                .ctx
+                .breakpoints
+                .hit_with(id, |bp| verdict::verdict(bp, now, &known))
+                .await;
+            match decided {
+                Verdict::Act(Action::Stop { hold_limit }) => {
+                    stop = true;
+                    limits.extend(hold_limit);
                 }
-            }
-            if !hold {
-                self.resume(&hit.hit_id, ResumeDecision::Continue, None, None);
-                return;
-            }
-            if let Some(limit) = limits.into_iter().min() {
-                return self.hold(hit, point, limit);
+                Verdict::Act(Action::Log { message }) => self.log(&message, &hit, &point),
+                Verdict::Act(Action::Snapshot) => self.snapshot(id, &hit),
+                _ => {}
             }
         }
-        let limit = self.hold_limit;
-        self.hold(hit, point, limit)
+        if stop {
+            let limit = limits.into_iter().min().unwrap_or(self.hold_limit);
+            return self.hold(hit, point, limit);
+        }
+        if mode_holds {
+            let limit = self.hold_limit;
+            return self.hold(hit, point, limit);
+        }
+        self.resume(&hit.hit_id, ResumeDecision::Continue, None, None);
+    }
+
+    /// A LOG breakpoint at a point: `{expr}` parts are read with the
+    /// condition language over the point (`{value.cmd}`, `{name}`), and the
+    /// line becomes the session's output.
+    fn log(&self, message: &str, hit: &Hit, point: &stepd_proto::v1::PointInfo) {
+        let value = point
+            .payload
+            .as_ref()
+            .map(crate::json::from_value)
+            .unwrap_or(serde_json::Value::Null);
+        let labels = self
+            .hello
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let at = condition::Point {
+            kind: &point.kind,
+            name: &point.name,
+            value: &value,
+            labels: &labels,
+        };
+        let mut text = String::new();
+        for part in log_message::parse(message) {
+            match part {
+                log_message::Part::Text(t) => text.push_str(&t),
+                log_message::Part::Expr(expr) => match condition::parse(&expr) {
+                    Ok(e) => match e.value(&at) {
+                        serde_json::Value::String(s) => text.push_str(&s),
+                        other => text.push_str(&other.to_string()),
+                    },
+                    Err(err) => text.push_str(&format!("<{expr}: {err}>")),
+                },
+            }
+        }
+        let _ = hit;
+        text.push('\n');
+        let chunk = self
+            .output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push("console", &text);
+        self.publish(Payload::Output(stepd_proto::v1::Output {
+            chunk: Some(chunk),
+        }));
+    }
+
+    /// A SNAPSHOT breakpoint at a point: the stack and locals the probe
+    /// reported, as an event; the program does not wait.
+    fn snapshot(&self, id: &str, hit: &Hit) {
+        self.publish(Payload::BreakpointSnapshot(
+            stepd_proto::v1::BreakpointSnapshot {
+                breakpoint_id: id.to_owned(),
+                thread_id: 0,
+                frames: if hit.stack.is_empty() {
+                    hit.location.iter().cloned().collect()
+                } else {
+                    hit.stack.clone()
+                },
+                locals: hit.locals.clone(),
+                truncated: false,
+                extra: None,
+            },
+        ));
     }
 
     fn hold(&mut self, hit: Hit, point: stepd_proto::v1::PointInfo, limit: Duration) {

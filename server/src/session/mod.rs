@@ -5,6 +5,7 @@
 //! beside this core: each runs one actor task and implements
 //! [`SessionPort`]; nothing here knows either kind.
 
+pub mod output;
 pub mod pause;
 mod port;
 #[cfg(test)]

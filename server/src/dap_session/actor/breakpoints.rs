@@ -6,25 +6,23 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use stepd_proto::v1::{
     BreakpointAction, BreakpointChange, BreakpointPlacement, BreakpointStatus, BreakpointUpdated,
-    breakpoint_spec::Location, event::Payload,
+    Notification, NotificationLevel, breakpoint_spec::Location, event::Payload,
 };
 
 use super::{Actor, commands::HERE_BREAKPOINT};
 use crate::dap_session::{log_message, stop};
-use crate::{breakpoints::HitCondition, dap::client::DapError};
+use crate::{
+    breakpoints::{Action, Known, Verdict, verdict},
+    dap::client::DapError,
+    time::now_us,
+};
 
 /// Frames a snapshot breakpoint captures at most.
 const SNAPSHOT_FRAMES: u32 = 20;
 
 impl Actor {
     pub(super) async fn apply_breakpoints(&mut self) -> Vec<BreakpointPlacement> {
-        let breakpoints = match self.ctx.breakpoints.list(&self.request.labels).await {
-            Ok(b) => b,
-            Err(err) => {
-                tracing::warn!(%err, "could not read breakpoints for a new session");
-                return Vec::new();
-            }
-        };
+        let breakpoints = self.ctx.breakpoints.applying_to(&self.request.labels).await;
         let mut live: Vec<_> = breakpoints
             .into_iter()
             .filter(|b| !b.spent && b.spec.as_ref().is_some_and(|s| s.enabled != Some(false)))
@@ -63,8 +61,10 @@ impl Actor {
                 _ => {}
             }
         }
-        self.dap_breakpoints.clear();
+        self.retired
+            .extend(self.dap_breakpoints.drain().map(|(id, _)| id));
         self.placed_lines.clear();
+        self.delegated.clear();
         let gone: Vec<String> = self
             .applied_files
             .iter()
@@ -96,26 +96,23 @@ impl Actor {
         }
         self.applied_exceptions = !filters.is_empty();
         for (path, bps) in by_file {
-            let requested: Vec<Value> = bps
-                .iter()
-                .map(|bp| {
-                    let spec = bp.spec.clone().unwrap_or_default();
-                    let mut entry = json!({});
-                    if let Some(Location::Source(src)) = &spec.location {
-                        entry["line"] = json!(src.line);
-                        if src.column > 0 {
-                            entry["column"] = json!(src.column);
-                        }
-                    }
-                    if conditions && !spec.condition.is_empty() {
-                        entry["condition"] = json!(spec.condition);
-                    }
-                    if log_points && spec.action == stepd_proto::v1::BreakpointAction::Log as i32 {
-                        entry["logMessage"] = json!(spec.log_message);
-                    }
-                    entry
-                })
-                .collect();
+            // Adapters keep one entry per line: breakpoints sharing a line
+            // become one entry, and each keeps its own condition and action.
+            let groups = group_by(&bps, |bp| {
+                match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+                    Some(Location::Source(src)) => (src.line, src.column),
+                    _ => (0, 0),
+                }
+            });
+            let mut requested = Vec::new();
+            for ((line, column), members) in &groups {
+                let mut entry = json!({"line": line});
+                if *column > 0 {
+                    entry["column"] = json!(column);
+                }
+                self.delegate(&mut entry, members, conditions, log_points);
+                requested.push(entry);
+            }
             let result = self
                 .client
                 .request(
@@ -123,35 +120,36 @@ impl Actor {
                     json!({"source": {"path": path}, "breakpoints": requested}),
                 )
                 .await;
-            for (i, bp) in bps.iter().enumerate() {
-                let requested_line = match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
-                    Some(Location::Source(src)) => src.line,
-                    _ => 0,
-                };
+            for (i, ((line, _), members)) in groups.iter().enumerate() {
                 let placed = result
                     .as_ref()
                     .ok()
                     .and_then(|b| b["breakpoints"].get(i).cloned());
-                placements.push(self.placement(bp, requested_line, placed, result.as_ref().err()));
+                for bp in members {
+                    placements.push(self.placement(
+                        bp,
+                        *line,
+                        placed.clone(),
+                        result.as_ref().err(),
+                    ));
+                }
             }
         }
         if !functions.is_empty() {
+            let groups = group_by(&functions, |bp| {
+                match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+                    Some(Location::Function(f)) => f.name.clone(),
+                    _ => String::new(),
+                }
+            });
             let result = if self.shared.supports("supportsFunctionBreakpoints") {
-                let requested: Vec<Value> = functions
-                    .iter()
-                    .map(|bp| {
-                        let spec = bp.spec.clone().unwrap_or_default();
-                        let name = match spec.location {
-                            Some(Location::Function(f)) => f.name,
-                            _ => String::new(),
-                        };
-                        let mut entry = json!({"name": name});
-                        if conditions && !spec.condition.is_empty() {
-                            entry["condition"] = json!(spec.condition);
-                        }
-                        entry
-                    })
-                    .collect();
+                let mut requested = Vec::new();
+                for (name, members) in &groups {
+                    let mut entry = json!({"name": name});
+                    // Function breakpoints have no log messages in DAP.
+                    self.delegate(&mut entry, members, conditions, false);
+                    requested.push(entry);
+                }
                 self.client
                     .request("setFunctionBreakpoints", json!({"breakpoints": requested}))
                     .await
@@ -161,12 +159,14 @@ impl Actor {
                     self.adapter.name()
                 )))
             };
-            for (i, bp) in functions.iter().enumerate() {
+            for (i, (_, members)) in groups.iter().enumerate() {
                 let placed = result
                     .as_ref()
                     .ok()
                     .and_then(|b| b["breakpoints"].get(i).cloned());
-                placements.push(self.placement(bp, 0, placed, result.as_ref().err()));
+                for bp in members {
+                    placements.push(self.placement(bp, 0, placed.clone(), result.as_ref().err()));
+                }
             }
         }
         if !filters.is_empty() {
@@ -217,17 +217,24 @@ impl Actor {
     ) -> BreakpointPlacement {
         let placed = placed.unwrap_or(Value::Null);
         if let Some(id) = placed["id"].as_i64() {
-            self.dap_breakpoints.insert(id, bp.id.clone());
+            self.retired.remove(&id);
+            let ids = self.dap_breakpoints.entry(id).or_default();
+            if !ids.contains(&bp.id) {
+                ids.push(bp.id.clone());
+            }
         }
         if let Some(Location::Source(src)) = bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
             let line = placed["line"]
                 .as_u64()
                 .and_then(|l| u32::try_from(l).ok())
                 .unwrap_or(src.line);
-            self.placed_lines
+            let ids = self
+                .placed_lines
                 .entry((src.path.clone(), line))
-                .or_default()
-                .push(bp.id.clone());
+                .or_default();
+            if !ids.contains(&bp.id) {
+                ids.push(bp.id.clone());
+            }
         }
         let message = match error {
             Some(err) => err.to_string(),
@@ -265,38 +272,124 @@ impl Actor {
         }));
     }
 
-    /// Counts a hit on each matched breakpoint and runs their actions.
-    /// Returns whether the program should pause: some matched STOP
-    /// breakpoint's hit condition holds. LOG and SNAPSHOT breakpoints are
-    /// carried out here (emulated where the adapter lacks log points).
+    /// What the adapter does itself for the breakpoints of one entry, and
+    /// the entry's condition and log message: a shared condition goes to the
+    /// adapter, differing ones are evaluated by stepd at each hit; a log
+    /// point goes to the adapter when it supports them and nothing else
+    /// (another breakpoint on the line, a hit condition or `max_hits`, which
+    /// stepd counts across sessions) needs the stop.
+    fn delegate(
+        &mut self,
+        entry: &mut Value,
+        members: &[&stepd_proto::v1::Breakpoint],
+        conditions: bool,
+        log_points: bool,
+    ) {
+        let specs: Vec<_> = members
+            .iter()
+            .map(|bp| bp.spec.clone().unwrap_or_default())
+            .collect();
+        let first = specs[0].condition.trim().to_owned();
+        let shared = specs.iter().all(|s| s.condition.trim() == first);
+        let adapter_condition = conditions && shared && !first.is_empty();
+        if adapter_condition {
+            entry["condition"] = json!(first);
+        }
+        let spec = &specs[0];
+        let adapter_log = log_points
+            && specs.len() == 1
+            && spec.action == BreakpointAction::Log as i32
+            && spec.hit_condition.trim().is_empty()
+            && spec.max_hits == 0
+            && (first.is_empty() || adapter_condition);
+        if adapter_log {
+            entry["logMessage"] = json!(spec.log_message);
+        }
+        for bp in members {
+            self.delegated.insert(
+                bp.id.clone(),
+                Delegated {
+                    condition: adapter_condition,
+                    log: adapter_log,
+                },
+            );
+        }
+    }
+
+    /// Carries out the verdict of each breakpoint a stop names: counts the
+    /// hit, runs LOG and SNAPSHOT (emulated where the adapter does not do
+    /// them), and returns the ids of the breakpoints that pause. HERE's
+    /// temporary breakpoint is not one of the project's; its mode decides.
+    /// `by_adapter`: the adapter reported the stop as these breakpoints' hit,
+    /// so it evaluated the conditions it was given (not so for a step that
+    /// landed on their line).
     pub(super) async fn act_on_hit(
         &mut self,
         ids: &[String],
         thread_id: i64,
         frame_id: Option<i64>,
-    ) -> bool {
-        let mut pause = false;
-        for id in ids {
-            let Ok(Some(bp)) = self.ctx.breakpoints.hit(id).await else {
-                // Removed or expired meanwhile: the adapter still had it; do
-                // not pause for it.
-                continue;
+        by_adapter: bool,
+    ) -> Vec<String> {
+        let mut stops = Vec::new();
+        for id in ids.iter().filter(|id| *id != HERE_BREAKPOINT) {
+            let delegated = self.delegated.get(id).copied().unwrap_or_default();
+            let condition = self
+                .ctx
+                .bus
+                .with_view(|v| v.breakpoint(id))
+                .and_then(|b| b.spec)
+                .map(|s| s.condition)
+                .unwrap_or_default();
+            let condition_holds = (delegated.condition && by_adapter)
+                || condition.trim().is_empty()
+                || self.condition_holds(id, &condition, frame_id).await;
+            let labels = &self.request.labels;
+            let known = Known {
+                labels,
+                condition_holds,
+                adapter_logs: delegated.log,
             };
-            let spec = bp.spec.clone().unwrap_or_default();
-            let hits = bp.hit_count;
-            let passes = spec.hit_condition.trim().is_empty()
-                || HitCondition::parse(&spec.hit_condition).is_ok_and(|c| c.passes(hits));
-            let within_max = spec.max_hits == 0 || hits <= u64::from(spec.max_hits);
-            if !passes || !within_max {
-                continue;
-            }
-            match BreakpointAction::try_from(spec.action).unwrap_or(BreakpointAction::Stop) {
-                BreakpointAction::Log => self.emulate_log(&spec.log_message, frame_id).await,
-                BreakpointAction::Snapshot => self.snapshot(id, thread_id, frame_id).await,
-                BreakpointAction::Stop | BreakpointAction::Unspecified => pause = true,
+            let now = now_us();
+            let decided = self
+                .ctx
+                .breakpoints
+                .hit_with(id, |bp| verdict::verdict(bp, now, &known))
+                .await;
+            match decided {
+                Verdict::Act(Action::Stop { .. }) => stops.push(id.clone()),
+                Verdict::Act(Action::Log { message }) => self.emulate_log(&message, frame_id).await,
+                Verdict::Act(Action::Snapshot) => self.snapshot(id, thread_id, frame_id).await,
+                _ => {}
             }
         }
-        pause
+        stops
+    }
+
+    /// A condition stepd evaluates itself (breakpoints sharing a line with
+    /// different conditions): `evaluate` in the stopped frame. One that
+    /// cannot be evaluated does not hold, as for probe conditions; the first
+    /// failure per breakpoint is announced.
+    async fn condition_holds(&mut self, id: &str, condition: &str, frame_id: Option<i64>) -> bool {
+        let mut args =
+            json!({"expression": condition, "context": self.shared.default_eval_context()});
+        if let Some(frame) = frame_id {
+            args["frameId"] = json!(frame);
+        }
+        match self.client.request("evaluate", args).await {
+            Ok(body) => truthy(body["result"].as_str().unwrap_or_default()),
+            Err(err) => {
+                if self.condition_errors.insert(id.to_owned()) {
+                    self.publish(Payload::Notification(Notification {
+                        level: NotificationLevel::Warning.into(),
+                        message: format!(
+                            "breakpoint {id}: condition {condition:?} could not be evaluated \
+                             ({err}); it does not hold"
+                        ),
+                    }));
+                }
+                false
+            }
+        }
     }
 
     /// A log point the adapter did not handle: interpolate `{expr}` in the
@@ -362,5 +455,67 @@ impl Actor {
                 extra: None,
             },
         ));
+    }
+}
+
+/// What the adapter does itself for one breakpoint.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Delegated {
+    /// Its condition is on the adapter's entry.
+    pub condition: bool,
+    /// The adapter carries out its log message.
+    pub log: bool,
+}
+
+/// Items grouped by key, in the order the keys first appear.
+fn group_by<'a, T, K: PartialEq>(items: &[&'a T], key: impl Fn(&T) -> K) -> Vec<(K, Vec<&'a T>)> {
+    let mut groups: Vec<(K, Vec<&'a T>)> = Vec::new();
+    for item in items {
+        let k = key(item);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, members)) => members.push(item),
+            None => groups.push((k, vec![item])),
+        }
+    }
+    groups
+}
+
+/// Whether an evaluation result reads as true: false, zero, null pointers
+/// and empty results are false in every adapter's spelling.
+fn truthy(result: &str) -> bool {
+    let r = result.trim();
+    let r = r.rsplit(") ").next().unwrap_or(r); // "(bool) false" from lldb's repl
+    !(r.is_empty()
+        || matches!(
+            r,
+            "false" | "False" | "None" | "nil" | "null" | "NULL" | "'\\0'"
+        )
+        || r.parse::<f64>().is_ok_and(|n| n == 0.0)
+        || r.strip_prefix("0x")
+            .is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b == b'0')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_read_as_each_language_spells_truth() {
+        for yes in ["True", "true", "1", "(bool) true", "0x1", "'a'", "[1]"] {
+            assert!(truthy(yes), "{yes}");
+        }
+        for no in [
+            "False",
+            "false",
+            "0",
+            "0.0",
+            "None",
+            "nil",
+            "",
+            "0x0000",
+            "(bool) false",
+        ] {
+            assert!(!truthy(no), "{no}");
+        }
     }
 }

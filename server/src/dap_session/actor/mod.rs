@@ -29,7 +29,7 @@ mod exception;
 mod locals;
 mod start;
 
-use commands::{Mode, Steering};
+use commands::{Mode, Steering, StopHere};
 
 use super::{LaunchOutcome, LaunchRequest, Shared, handles, stop};
 use crate::{
@@ -83,8 +83,20 @@ pub struct Actor {
     inflight: Option<Inflight>,
     /// The stopped threads' pauses.
     book: PauseBook<PauseCtx>,
-    /// Adapter breakpoint id → stepd breakpoint id.
-    dap_breakpoints: HashMap<i64, String>,
+    /// Adapter breakpoint id → the stepd breakpoints sharing that entry.
+    dap_breakpoints: HashMap<i64, Vec<String>>,
+    /// What the adapter does itself for each stepd breakpoint (its
+    /// condition, its log message); the rest is stepd's at a hit.
+    delegated: HashMap<String, breakpoints::Delegated>,
+    /// Adapter breakpoint ids stepd had and took back: a stop naming only
+    /// these raced their removal.
+    retired: std::collections::HashSet<i64>,
+    /// Breakpoints whose condition stepd failed to evaluate (announced once).
+    condition_errors: std::collections::HashSet<String>,
+    /// The NEXT / IN / OUT sent last: the stop after it is its end.
+    step: Option<commands::StepInFlight>,
+    /// Stack depth of each thread at its last pause, when the adapter told.
+    depths: HashMap<i64, u32>,
     /// (path, placed line) → stepd breakpoint ids, for adapters whose stops
     /// do not name the breakpoint (lldb-vscode 14 sends no hitBreakpointIds).
     placed_lines: HashMap<(String, u32), Vec<String>>,
@@ -206,6 +218,11 @@ impl Actor {
             inflight: None,
             book,
             dap_breakpoints: HashMap::new(),
+            delegated: HashMap::new(),
+            condition_errors: std::collections::HashSet::new(),
+            retired: std::collections::HashSet::new(),
+            step: None,
+            depths: HashMap::new(),
             placed_lines: HashMap::new(),
             applied_files: std::collections::HashSet::new(),
             applied_functions: false,
@@ -436,10 +453,12 @@ impl Actor {
             }
             "breakpoint" => {
                 let placed = &body["breakpoint"];
-                if let Some(bp_id) = placed["id"]
+                let ids = placed["id"]
                     .as_i64()
                     .and_then(|id| self.dap_breakpoints.get(&id))
-                {
+                    .cloned()
+                    .unwrap_or_default();
+                for bp_id in ids {
                     let status = BreakpointStatus {
                         session_id: self.shared.id.clone(),
                         verified: placed["verified"].as_bool().unwrap_or(false),
@@ -449,7 +468,7 @@ impl Actor {
                         breakpoint_id: bp_id.clone(),
                     };
                     self.publish_status(&BreakpointPlacement {
-                        breakpoint_id: bp_id.clone(),
+                        breakpoint_id: bp_id,
                         requested_line: 0,
                         status: Some(status),
                     });
@@ -499,19 +518,22 @@ impl Actor {
     }
 
     /// Records a stop: a new epoch, the pause with its location and locals,
-    /// the `stopped` event. Returns the stable state it makes.
+    /// the `stopped` event. Returns the stable state it makes, or None when
+    /// the stop was not shown (a breakpoint that does not stop, a step going
+    /// on through one, a mode's silent step).
     async fn on_stopped(&mut self, body: &Value) -> Option<StableState> {
-        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         let raw_reason = body["reason"].as_str().unwrap_or_default().to_owned();
-        let mut reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
-        if std::mem::take(&mut self.expect_pause)
-            && matches!(
-                reason,
-                PauseReason::Exception | PauseReason::Unspecified | PauseReason::Step
-            )
+        // debugpy answers a Pause request that reached it while it was
+        // already stopped with a second stop: nothing new happened.
+        if raw_reason == "pause"
+            && body["threadId"]
+                .as_i64()
+                .is_some_and(|t| self.book.entries().any(|e| e.pause.thread_id == t))
         {
-            reason = PauseReason::PauseRequest;
+            return None;
         }
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+        let mut reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
         let mut thread_id = body["threadId"].as_i64().unwrap_or(0);
         if thread_id == 0
             && let Ok(threads) = self.client.request("threads", json!({})).await
@@ -536,54 +558,118 @@ impl Actor {
         let top = stack["stackFrames"][0].clone();
         let frame_id = top["id"].as_i64();
         let location = (!top.is_null()).then(|| stop::location(&top));
-        let depth = stack["totalFrames"]
+        let known_depth = stack["totalFrames"]
             .as_u64()
-            .and_then(|d| u32::try_from(d).ok())
-            .unwrap_or(1);
-        match self
-            .steer(reason, thread_id, depth, location.as_ref(), frame_id)
-            .await
-        {
-            Steering::Resumed => return None,
-            Steering::Pause(Some(steered)) => reason = steered,
-            Steering::Pause(None) | Steering::Normal => {}
-        }
+            .and_then(|d| u32::try_from(d).ok());
+        let depth = known_depth.unwrap_or(1);
         let mut breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
             .as_array()
             .map(|ids| {
                 ids.iter()
-                    .filter_map(|id| {
-                        id.as_i64()
-                            .and_then(|id| self.dap_breakpoints.get(&id).cloned())
-                    })
+                    .filter_map(|id| id.as_i64().and_then(|id| self.dap_breakpoints.get(&id)))
+                    .flatten()
+                    .cloned()
                     .collect()
             })
             .unwrap_or_default();
+        // A step that lands on a breakpoint's line executes it: lldb reports
+        // that as a breakpoint stop, debugpy as the step's end; both count.
+        // Not when back on the starting line after stepd stepped out of a
+        // frame for a NEXT: that line's breakpoints were met already.
+        let landed = reason == PauseReason::Step && self.step.is_some_and(|s| !s.returning);
         if breakpoint_ids.is_empty()
-            && reason == PauseReason::Breakpoint
+            && (reason == PauseReason::Breakpoint || landed)
             && let Some(at) = &location
             && let Some(ids) = self.placed_lines.get(&(at.path.clone(), at.line))
         {
             breakpoint_ids.clone_from(ids);
         }
-        if reason == PauseReason::Breakpoint
+        // The breakpoints' verdicts come first: LOG and SNAPSHOT are carried
+        // out whatever the stop turns out to be, and one that stops ends any
+        // step, trace or run-to in flight. Modes that skip breakpoints (OUT
+        // with force, HERE with force) neither count nor carry them out.
+        let stops = if (reason == PauseReason::Breakpoint || landed)
             && !breakpoint_ids.is_empty()
-            && matches!(self.mode, Mode::Normal)
-            && !self.act_on_hit(&breakpoint_ids, thread_id, frame_id).await
+            && self.mode.honours_breakpoints()
         {
-            // Nothing to pause for: go on without a word (no stopped/continued).
-            if let Err(err) = self
-                .client
-                .request(
-                    "continue",
-                    json!({"threadId": thread_id, "singleThread": false}),
-                )
+            // After a step the adapter may report a breakpoint whose line the
+            // step ended on without evaluating its condition: stepd does.
+            let by_adapter = self.step.is_none();
+            self.act_on_hit(&breakpoint_ids, thread_id, frame_id, by_adapter)
                 .await
-            {
-                tracing::warn!(session = %self.shared.id, %err, "could not resume after a silent stop");
+        } else {
+            Vec::new()
+        };
+        let step = self.step.take();
+        // The adapter names only breakpoints it no longer has for stepd: a
+        // hit that raced their removal (an expiry, a change) applies nowhere.
+        let stale = reason == PauseReason::Breakpoint
+            && breakpoint_ids.is_empty()
+            && body["hitBreakpointIds"].as_array().is_some_and(|ids| {
+                !ids.is_empty()
+                    && ids
+                        .iter()
+                        .all(|id| id.as_i64().is_some_and(|id| self.retired.contains(&id)))
+            });
+        // A stop that names breakpoints none of which stop.
+        let silent = stale
+            || (reason == PauseReason::Breakpoint
+                && stops.is_empty()
+                && breakpoint_ids
+                    .iter()
+                    .any(|id| id != commands::HERE_BREAKPOINT));
+        if reason != PauseReason::Breakpoint && stops.is_empty() {
+            breakpoint_ids.clear();
+        }
+        if !stops.is_empty() {
+            self.end_mode().await;
+            self.expect_pause = false;
+            reason = PauseReason::Breakpoint;
+            breakpoint_ids = stops;
+        } else if self.expect_pause
+            && matches!(
+                reason,
+                PauseReason::Exception
+                    | PauseReason::Unspecified
+                    | PauseReason::Step
+                    | PauseReason::Breakpoint
+                    | PauseReason::PauseRequest
+            )
+        {
+            // A Pause request is out: this stop answers it, whatever made it
+            // (lldb says "exception", a hot breakpoint may beat the request).
+            self.expect_pause = false;
+            self.end_mode().await;
+            reason = PauseReason::PauseRequest;
+            breakpoint_ids.clear();
+        } else {
+            let here = StopHere {
+                reason,
+                thread_id,
+                depth: known_depth,
+                silent,
+            };
+            match self.steer(&here, step, location.as_ref(), frame_id).await {
+                Steering::Resumed => return None,
+                Steering::Pause(Some(steered)) => {
+                    reason = steered;
+                    if steered != PauseReason::Breakpoint {
+                        breakpoint_ids.clear();
+                    }
+                }
+                Steering::Pause(None) => {}
+                Steering::Normal if silent => {
+                    // Nothing to pause for: go on without a word.
+                    self.resume_silently("continue", thread_id).await;
+                    return None;
+                }
+                Steering::Normal => {}
             }
-            self.shared.epoch.fetch_add(1, Ordering::AcqRel);
-            return None;
+        }
+        // Whatever the pause shown now, it answers a Pause request that is out.
+        self.expect_pause = false;
+        if let Some(d) = known_depth {
+            self.depths.insert(thread_id, d);
         }
         let top_locals = self.top_locals(thread_id, frame_id).await;
         let locals_available = top_locals.is_some();
@@ -682,8 +768,9 @@ impl Actor {
     /// The program moves on: pauses of `thread` (0 = all) resolve, handles expire.
     fn resumed(&mut self, thread: i64, command: CommandKind, by: &str) {
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
-        self.book
-            .resolve_where(|e| thread == 0 || e.pause.thread_id == thread, command, by);
+        let resolved =
+            self.book
+                .resolve_where(|e| thread == 0 || e.pause.thread_id == thread, command, by);
         {
             let mut stopped = self
                 .shared
@@ -707,7 +794,11 @@ impl Actor {
         if self.book.is_empty() {
             self.session.state = SessionState::Running.into();
         }
-        self.publish(Payload::Continued(Continued { thread_id: thread }));
+        // One `continued` per resume: the adapter's own event after stepd's
+        // request, and resumes after stops never shown, move no pause.
+        if !resolved.is_empty() {
+            self.publish(Payload::Continued(Continued { thread_id: thread }));
+        }
     }
 
     // ----- execution -------------------------------------------------------
@@ -835,6 +926,8 @@ impl Actor {
                     )
                     .await;
                 result.map_err(|e| dap_error(&e))?;
+                // A continue ends any step the adapter still had.
+                self.step = None;
                 let resumed = if all { 0 } else { target };
                 self.resumed(resumed, command, by);
                 Ok(None)
@@ -857,6 +950,12 @@ impl Actor {
                     .request(request, json!({"threadId": target}))
                     .await
                     .map_err(|e| dap_error(&e))?;
+                self.step = Some(commands::StepInFlight {
+                    kind,
+                    thread: target,
+                    depth: self.depths.get(&target).copied(),
+                    returning: false,
+                });
                 self.resumed(target, command, by);
                 Ok(None)
             }

@@ -1,9 +1,9 @@
 //! Captured program output: a bounded buffer addressed by byte offset, read
 //! without draining, so any number of clients can follow it.
 
-use std::collections::VecDeque;
+use std::{collections::VecDeque, sync::Mutex};
 
-use stepd_proto::v1::OutputChunk;
+use stepd_proto::v1::{OutputChunk, ReadOutputResponse};
 
 use crate::time::now_timestamp;
 
@@ -29,6 +29,37 @@ pub struct Read {
     pub truncated: bool,
     /// Bytes dropped since the session began.
     pub dropped: u64,
+}
+
+/// Bytes a read returns when the client names no maximum.
+const DEFAULT_READ_BYTES: usize = 64 * 1024;
+
+/// A `ReadOutput` answer from a session's buffer.
+pub fn read_response(
+    buffer: &Mutex<OutputBuffer>,
+    after: u64,
+    max_bytes: u32,
+    categories: &[String],
+) -> ReadOutputResponse {
+    let max = match max_bytes {
+        0 => DEFAULT_READ_BYTES,
+        n => n as usize,
+    };
+    let Read {
+        chunks,
+        next_offset,
+        truncated,
+        dropped,
+    } = buffer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .read(after, max, categories);
+    ReadOutputResponse {
+        chunks,
+        next_offset,
+        truncated,
+        dropped_bytes: dropped,
+    }
 }
 
 impl OutputBuffer {
