@@ -7,8 +7,10 @@ use prost_types::Timestamp;
 use stepd_e2e::{dap, fixture, line_of, source_spec, watched};
 use stepd_proto::v1::{
     BreakpointChange, BreakpointSpec, ConnectRequest, EndReason, Event, Hello, Hit, PointInfo,
-    ProbeMatch, ResumeDecision, breakpoint_spec::Location, connect_request::Message as In,
-    connect_response::Message as Out, event::Payload, probe_service_client::ProbeServiceClient,
+    ProbeMatch, ResumeDecision, UpdateBreakpointRequest,
+    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
+    connect_request::Message as In, connect_response::Message as Out, event::Payload,
+    probe_service_client::ProbeServiceClient,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -33,9 +35,7 @@ fn is_expired(event: &Event, id: &str) -> bool {
 async fn an_expired_breakpoint_no_longer_stops_a_running_program() {
     let (daemon, mut sub) = watched().await;
     let program = fixture("python/loop.py");
-    let mut spec = source_spec(program.to_str().unwrap(), line_of(&program, "step"));
-    // Long enough for the launch to reach the first iteration before it.
-    spec.expires_at = Some(in_secs(6));
+    let spec = source_spec(program.to_str().unwrap(), line_of(&program, "step"));
     let bp = dap::add_breakpoint(&daemon, spec).await;
     let session = dap::launch(&daemon, "debugpy", program.to_str().unwrap(), &[])
         .await
@@ -43,7 +43,21 @@ async fn an_expired_breakpoint_no_longer_stops_a_running_program() {
         .unwrap();
     let first = dap::next_pause(&mut sub, &session.id).await;
     assert_eq!(dap::local(&first, "i"), "0");
-
+    // Applied in the running session; now it is to expire in a second,
+    // however long the launch took.
+    BreakpointServiceClient::new(daemon.channel().await)
+        .update_breakpoint(UpdateBreakpointRequest {
+            id: bp.clone(),
+            spec: Some(BreakpointSpec {
+                expires_at: Some(in_secs(1)),
+                ..Default::default()
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["expires_at".into()],
+            }),
+        })
+        .await
+        .unwrap();
     sub.wait_for("the expiry", |e| is_expired(e, &bp)).await;
     // The other four iterations run through the line without a stop.
     let mut sessions = dap::sessions(&daemon).await;

@@ -53,7 +53,9 @@ fn console() -> String {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessEvent {
-    /// The debuggee's name.
+    /// The debuggee's name (required by the protocol, unused by stepd, so
+    /// not held against an adapter that leaves it out).
+    #[serde(default)]
     pub name: String,
     /// Its pid, when the adapter knows it.
     #[serde(default)]

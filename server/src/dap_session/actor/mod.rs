@@ -36,6 +36,7 @@ use crate::{
     dap::{
         adapters::Adapter,
         client::{DapClient, DapError, Incoming},
+        messages,
     },
     error::{ApiError, ApiResult},
     session::pause::{
@@ -390,17 +391,18 @@ impl Actor {
     async fn on_event(&mut self, event: &str, body: Value) {
         match event {
             "output" => {
-                let category = body["category"].as_str().unwrap_or("console");
-                if category == "telemetry" {
+                let Some(out) = self.body::<messages::OutputEvent>("output event", body) else {
+                    return;
+                };
+                if out.category == "telemetry" {
                     return;
                 }
-                let text = body["output"].as_str().unwrap_or_default();
                 let chunk = self
                     .shared
                     .output
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push(category, text);
+                    .push(&out.category, &out.output);
                 self.publish(Payload::Output(stepd_proto::v1::Output {
                     chunk: Some(chunk),
                 }));
@@ -413,19 +415,26 @@ impl Actor {
                 }
             }
             "continued" => {
-                let thread = body["threadId"].as_i64().unwrap_or(0);
-                let all = body["allThreadsContinued"].as_bool().unwrap_or(true);
-                self.resumed(
-                    if all { 0 } else { thread },
-                    CommandKind::Unspecified,
-                    "adapter",
-                );
+                let Some(c) = self.body::<messages::ContinuedEvent>("continued event", body) else {
+                    return;
+                };
+                let thread = if c.all_threads_continued {
+                    0
+                } else {
+                    c.thread_id
+                };
+                self.resumed(thread, CommandKind::Unspecified, "adapter");
             }
-            "process" => self.on_process(&body),
+            "process" => {
+                if let Some(process) = self.body::<messages::ProcessEvent>("process event", body) {
+                    self.on_process(&process);
+                }
+            }
             "exited" => {
-                self.exit_code = body["exitCode"]
-                    .as_i64()
-                    .and_then(|c| i32::try_from(c).ok());
+                let Some(exited) = self.body::<messages::ExitedEvent>("exited event", body) else {
+                    return;
+                };
+                self.exit_code = i32::try_from(exited.exit_code).ok();
                 self.end_signal = self.signal_of_exit();
                 if self.end_signal.is_some() {
                     // The number lldb gives is the signal's, not an exit code.
@@ -441,30 +450,35 @@ impl Actor {
                 self.end(reason, "the program ended".into()).await;
             }
             "thread" => {
-                let id = body["threadId"].as_i64().unwrap_or(0);
-                let reason = body["reason"].as_str().unwrap_or_default().to_owned();
+                let Some(thread) = self.body::<messages::ThreadEvent>("thread event", body) else {
+                    return;
+                };
                 self.publish(Payload::ThreadChanged(ThreadChanged {
                     thread: Some(Thread {
-                        id,
+                        id: thread.thread_id,
                         ..Default::default()
                     }),
-                    reason,
+                    reason: thread.reason,
                 }));
             }
             "breakpoint" => {
-                let placed = &body["breakpoint"];
-                let ids = placed["id"]
-                    .as_i64()
+                let Some(changed) =
+                    self.body::<messages::BreakpointEvent>("breakpoint event", body)
+                else {
+                    return;
+                };
+                let placed = changed.breakpoint;
+                let ids = placed
+                    .id
                     .and_then(|id| self.dap_breakpoints.get(&id))
                     .cloned()
                     .unwrap_or_default();
                 for bp_id in ids {
                     let status = BreakpointStatus {
                         session_id: self.shared.id.clone(),
-                        verified: placed["verified"].as_bool().unwrap_or(false),
-                        actual_line: u32::try_from(placed["line"].as_u64().unwrap_or(0))
-                            .unwrap_or(0),
-                        message: placed["message"].as_str().unwrap_or_default().to_owned(),
+                        verified: placed.verified,
+                        actual_line: placed.line.unwrap_or(0),
+                        message: placed.message.clone().unwrap_or_default(),
                         breakpoint_id: bp_id.clone(),
                     };
                     self.publish_status(&BreakpointPlacement {
@@ -478,12 +492,33 @@ impl Actor {
         }
     }
 
+    /// A typed event body, or None after telling every client that the
+    /// adapter sent it malformed (it is not read as empty values).
+    fn body<T: serde::de::DeserializeOwned>(&self, what: &str, body: Value) -> Option<T> {
+        match messages::parse(what, body) {
+            Ok(parsed) => Some(parsed),
+            Err(problem) => {
+                self.adapter_fault(&problem);
+                None
+            }
+        }
+    }
+
+    /// Tells clients the adapter broke the protocol in a way stepd survives.
+    fn adapter_fault(&self, problem: &str) {
+        tracing::warn!(session = %self.shared.id, problem, "adapter fault");
+        self.publish(Payload::Notification(stepd_proto::v1::Notification {
+            level: stepd_proto::v1::NotificationLevel::Warning.into(),
+            message: format!("{}: {problem}", self.adapter.name()),
+        }));
+    }
+
     /// The adapter's `process` event names the debuggee. debugpy sends it
     /// only after session_started, so a pid learnt then is published as a
     /// session_updated; the same pid again publishes nothing.
-    fn on_process(&mut self, body: &Value) {
-        let Some(pid) = body["systemProcessId"]
-            .as_u64()
+    fn on_process(&mut self, process: &messages::ProcessEvent) {
+        let Some(pid) = process
+            .system_process_id
             .and_then(|p| u32::try_from(p).ok())
         else {
             return;
@@ -522,6 +557,12 @@ impl Actor {
     /// the stop was not shown (a breakpoint that does not stop, a step going
     /// on through one, a mode's silent step).
     async fn on_stopped(&mut self, body: &Value) -> Option<StableState> {
+        if let Err(problem) =
+            messages::parse::<messages::StoppedEvent>("stopped event", body.clone())
+        {
+            // The program did stop: it is shown, and the fault said.
+            self.adapter_fault(&problem);
+        }
         let raw_reason = body["reason"].as_str().unwrap_or_default().to_owned();
         // debugpy answers a Pause request that reached it while it was
         // already stopped with a second stop: nothing new happened.
