@@ -293,6 +293,17 @@ async fn a_pause_request_wins_over_hits_that_do_not_stop_lldb_dap() {
     pause_hot_loop("lldb-dap-19", built.to_str().unwrap(), &fixture("c/busy.c")).await;
 }
 
+#[tokio::test]
+async fn a_pause_request_wins_over_hits_that_do_not_stop_lldb_vscode() {
+    let built = fixture("build/busy");
+    pause_hot_loop(
+        "lldb-vscode-14",
+        built.to_str().unwrap(),
+        &fixture("c/busy.c"),
+    )
+    .await;
+}
+
 // ----- defect: log points with conditions -----------------------------------
 
 async fn conditional_logs(adapter: &str, program: &str, source: &std::path::Path) {

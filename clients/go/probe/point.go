@@ -381,10 +381,16 @@ func (p *Probe) traceReport(s *scope, coor []int32, pt *point, opts []HoldOption
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// Where the point is, read now: the caller moves on before the batch is sent.
+	var at *stepdv1.Location
+	if frames := stack(); len(frames) > 0 {
+		at = frames[0]
+	}
 	p.enqueue(report{trace: &stepdv1.TraceReport{
-		Point: pointInfo(s, pt, p.labels, &cfg),
-		Coor:  coor,
-		Time:  timestamppb.Now(),
+		Point:    pointInfo(s, pt, p.labels, &cfg),
+		Coor:     coor,
+		Time:     timestamppb.Now(),
+		Location: at,
 	}})
 }
 

@@ -142,6 +142,9 @@ def test_trace_reports_every_point_without_holding(daemon: Daemon, client: stepd
     ended = watch.wait("session_ended", lambda e: e.HasField("session_ended") and e.session_id == pause.session_id)
     traces = [e.trace for e in watch.seen[mark:] if e.HasField("trace") and e.session_id == pause.session_id]
     assert [list(t.coor) for t in traces] == [[1, 0], [2, 1], [3, 2, 0], [4, 3, 1], [5, 0], [6, 1], [7]]
+    # Each step names the pause it started from, its point and where it is.
+    assert [t.step for t in traces] == list(range(1, len(traces) + 1))
+    assert all(t.key == pause.key and t.point.kind and t.location.path.endswith("agent.py") for t in traces), traces
     assert not any(e.HasField("stopped") for e in watch.seen[mark:] if e.session_id == pause.session_id)
     assert ended.session_ended.reason == session_pb2.END_REASON_PROBE_DISCONNECTED
     rc, out = go(run)

@@ -1017,11 +1017,23 @@ impl Actor {
                         .map_err(|e| dap_error(&e))?;
                     threads["threads"][0]["id"].as_i64().unwrap_or(0)
                 };
-                self.client
-                    .request("pause", json!({"threadId": target}))
-                    .await
-                    .map_err(|e| dap_error(&e))?;
+                // The answer is not waited for: lldb may hold it back until
+                // stepd has taken the stop that raced the request (a hot
+                // breakpoint), and the stop is what the caller waits for.
                 self.expect_pause = true;
+                let answer = self.client.send("pause", json!({"threadId": target}));
+                let (session, patience) = (self.shared.id.clone(), self.ctx.request_timeout);
+                tokio::spawn(async move {
+                    match tokio::time::timeout(patience, answer).await {
+                        Ok(Ok(response)) => {
+                            if let Err(err) = crate::dap::client::body_of(response) {
+                                tracing::warn!(%session, %err, "the adapter refused a pause");
+                            }
+                        }
+                        Ok(Err(_)) => {}
+                        Err(_) => tracing::warn!(%session, "the adapter did not answer a pause"),
+                    }
+                });
                 Ok(None)
             }
         }

@@ -479,7 +479,7 @@ class Probe:
         if ids is None:
             return value
         if ids is False:
-            self._trace(kind, name, value, stack, coor)
+            self._trace(kind, name, value, stack, coor, sys._getframe(1))
             return value
         frame = sys._getframe(1)
         result = self._hold(kind, name, value, frame, frame.f_globals, frame.f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, "")
@@ -523,7 +523,7 @@ class Probe:
         if ids is None:
             return _CONTINUED
         if ids is False:
-            self._trace(kind, name, value, stack, coor)
+            self._trace(kind, name, value, stack, coor, frame)
             return _CONTINUED
         return self._hold(
             kind, name, value, frame, frame.f_globals, frame.f_locals if f_locals is None else f_locals,
@@ -550,7 +550,7 @@ class Probe:
         if ids is None:
             return _CONTINUED
         if ids is False:
-            self._trace(kind, name, value, stack, coor)
+            self._trace(kind, name, value, stack, coor, frame)
             return _CONTINUED
         waiter = _Waiter(f_globals, f_locals, value)
         waiter.loop = asyncio.get_running_loop()
@@ -709,8 +709,11 @@ class Probe:
         stack = self._stack.get()
         self._report((_ENLIGHTEN, value, erase_previous, [s.n for s in stack]))
 
-    def _trace(self, kind: str, name: str, value: Any, stack: tuple[_Scope, ...], coor: list[int]) -> None:
-        self._report((_TRACED, kind, name, value, stack, coor, time.time_ns()))
+    def _trace(self, kind: str, name: str, value: Any, stack: tuple[_Scope, ...], coor: list[int], frame: types.FrameType) -> None:
+        # Where the point is, read now: the frame moves on before the batch is sent.
+        code = frame.f_code
+        where = (code.co_filename, frame.f_lineno or 0, getattr(code, "co_qualname", code.co_name), str(frame.f_globals.get("__name__", "")))
+        self._report((_TRACED, kind, name, value, stack, coor, time.time_ns(), where))
 
     def _report(self, item: _Report) -> None:
         """Queues a report; when the buffer is full the oldest is dropped and
@@ -753,8 +756,10 @@ class Probe:
                 stamp.seconds = ns // 1_000_000_000
                 stamp.nanos = ns % 1_000_000_000
             elif tag == _TRACED:
-                _, kind, name, value, stack, coor, ns = item
+                _, kind, name, value, stack, coor, ns, where = item
                 tr = reports.trace.add(coor=coor)
+                loc = tr.location
+                loc.path, loc.line, loc.function, loc.module = where
                 tr.point.kind, tr.point.name = kind, name
                 tr.point.scope_path.extend(s.name for s in stack)
                 tr.point.labels.update(self.labels)
