@@ -517,18 +517,8 @@ impl ProbeSession {
     /// The commands that work at a hold of this probe.
     fn input_type(&self, point: &stepd_proto::v1::PointInfo, evaluable: bool) -> Vec<i32> {
         let caps = self.hello.capabilities.unwrap_or_default();
-        let mut kinds = vec![
-            CommandKind::Next,
-            CommandKind::In,
-            CommandKind::Out,
-            CommandKind::Here,
-            CommandKind::Continue,
-            CommandKind::ContinueScope,
-            CommandKind::ContinueAll,
-            CommandKind::Trace,
-            CommandKind::Stacktrace,
-            CommandKind::Quit,
-        ];
+        let mut kinds = answer::common_commands();
+        kinds.push(CommandKind::Quit);
         // A hold may bring its own evaluator when the probe declares none.
         if caps.eval || evaluable {
             kinds.push(CommandKind::Eval);

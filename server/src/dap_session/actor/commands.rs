@@ -17,7 +17,7 @@ use crate::{
     session::{
         ExecOp, PauseTarget,
         pause::{
-            answer::{Go, PauseOwner, Reply},
+            answer::{self, Go, PauseOwner, Reply},
             book::PauseBook,
         },
     },
@@ -166,17 +166,7 @@ pub(super) enum Steering {
 impl Actor {
     /// The commands that work at a DAP pause.
     pub(super) fn input_type(&self, has_frame: bool, locals_available: bool) -> Vec<i32> {
-        let mut kinds = vec![
-            CommandKind::Next,
-            CommandKind::In,
-            CommandKind::Out,
-            CommandKind::Here,
-            CommandKind::Continue,
-            CommandKind::ContinueScope,
-            CommandKind::ContinueAll,
-            CommandKind::Trace,
-            CommandKind::Stacktrace,
-        ];
+        let mut kinds = answer::common_commands();
         if has_frame {
             kinds.push(CommandKind::Eval);
             kinds.push(CommandKind::Inspect);

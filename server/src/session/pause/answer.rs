@@ -57,6 +57,22 @@ pub enum Go {
     Inject(Option<Replacement>),
 }
 
+/// The commands every pause offers, whatever its kind; each kind adds what
+/// it can do at that pause (EVAL, INJECT, SKIP, LOCALS, QUIT …).
+pub fn common_commands() -> Vec<CommandKind> {
+    vec![
+        CommandKind::Next,
+        CommandKind::In,
+        CommandKind::Out,
+        CommandKind::Here,
+        CommandKind::Continue,
+        CommandKind::ContinueScope,
+        CommandKind::ContinueAll,
+        CommandKind::Trace,
+        CommandKind::Stacktrace,
+    ]
+}
+
 /// What only a session's kind knows how to do at one of its pauses.
 pub(crate) trait PauseOwner {
     /// What the kind keeps beside each pause.
