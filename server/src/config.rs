@@ -73,6 +73,12 @@ pub struct Cli {
     /// Most inspectors open at once.
     #[arg(long, env = "STEPD_MAX_INSPECTORS")]
     pub max_inspectors: Option<usize>,
+    /// Most TCP connections open at once; at the cap the oldest one that has not sent a request is closed, else the new one is.
+    #[arg(long, env = "STEPD_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// How long a new TCP connection may stay without sending a request before it is closed, e.g. "10s".
+    #[arg(long, env = "STEPD_FIRST_REQUEST_TIMEOUT")]
+    pub first_request_timeout: Option<String>,
 }
 
 /// The TOML file: the same settings as the flags.
@@ -95,6 +101,8 @@ struct FileConfig {
     adapter_timeout: Option<String>,
     inspector_idle: Option<String>,
     max_inspectors: Option<usize>,
+    max_connections: Option<usize>,
+    first_request_timeout: Option<String>,
 }
 
 /// Log output format.
@@ -143,6 +151,10 @@ pub struct Config {
     pub inspector_idle: Duration,
     /// Inspectors cap.
     pub max_inspectors: usize,
+    /// TCP connections cap.
+    pub max_connections: usize,
+    /// Time a new connection has to send its first request.
+    pub first_request_timeout: Duration,
 }
 
 impl Config {
@@ -253,6 +265,16 @@ impl Config {
                 "max-inspectors",
                 cli.max_inspectors.or(file.max_inspectors),
                 256,
+            )?,
+            max_connections: positive(
+                "max-connections",
+                cli.max_connections.or(file.max_connections),
+                512,
+            )?,
+            first_request_timeout: duration(
+                "first-request-timeout",
+                cli.first_request_timeout.or(file.first_request_timeout),
+                Duration::from_secs(10),
             )?,
         })
     }

@@ -9,14 +9,17 @@
 pub mod api;
 pub mod breakpoints;
 pub mod config;
+pub mod conns;
 pub mod daemon;
 pub mod dap;
 pub mod dap_session;
+pub mod datadir;
 pub mod error;
 pub mod events;
 pub mod inspector;
 pub mod json;
 pub mod limits;
+pub mod malformed;
 pub mod probe;
 pub mod server;
 pub mod session;

@@ -19,10 +19,7 @@ use stepd_proto::{
     },
 };
 use tokio::net::{TcpListener, UnixListener};
-use tokio_stream::{
-    StreamExt as _,
-    wrappers::{TcpListenerStream, UnixListenerStream},
-};
+use tokio_stream::{StreamExt as _, wrappers::ReceiverStream};
 use tonic::transport::{Server, server::Router};
 use tonic_health::ServingStatus;
 
@@ -32,12 +29,17 @@ use crate::{
         probe::ProbeApi, session::SessionApi,
     },
     config::Config,
+    conns::{Conns, SeenLayer},
     daemon::Daemon,
     limits::remap_size_refusal,
+    malformed::remap_decode_refusal,
 };
 
 /// Runs the daemon until a signal or a Shutdown RPC, then drains.
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    // Held until run returns, after the store is closed: a second daemon on
+    // this directory fails here, whatever addresses it listens on.
+    let lock = crate::datadir::lock(&config.data_dir)?;
     let tcp = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -55,7 +57,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, ServingStatus::Serving).await;
-    let router = router(&daemon, health_service)?;
+    let conns = Conns::new(
+        daemon.config.max_connections,
+        daemon.config.first_request_timeout,
+    );
+    let router = router(&daemon, health_service, &conns)?;
 
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(on_signal(shutdown.clone()));
@@ -82,14 +88,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .unwrap_or_default()
     );
 
-    // Small event frames must not wait for Nagle's algorithm.
-    let tcp_incoming = TcpListenerStream::new(tcp).map(|conn| {
-        conn.inspect(|stream| {
-            if let Err(err) = stream.set_nodelay(true) {
-                tracing::debug!(%err, "could not set TCP_NODELAY");
-            }
-        })
-    });
+    let tcp_incoming =
+        ReceiverStream::new(conns.accept(tcp, shutdown.clone())).map(Ok::<_, std::io::Error>);
     let tcp_server = router
         .clone()
         .serve_with_incoming_shutdown(tcp_incoming, shutdown.clone().cancelled_owned());
@@ -99,7 +99,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             Some((listener, _)) => {
                 router
                     .serve_with_incoming_shutdown(
-                        UnixListenerStream::new(listener),
+                        ReceiverStream::new(conns.accept_unix(listener, shutdown.clone()))
+                            .map(Ok::<_, std::io::Error>),
                         shutdown.clone().cancelled_owned(),
                     )
                     .await
@@ -119,6 +120,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(path) = unix_path {
         let _ = std::fs::remove_file(path);
     }
+    drop(lock);
     tracing::info!("stepd stopped");
     Ok(())
 }
@@ -147,15 +149,25 @@ async fn deadline_after(shutdown: &tokio_util::sync::CancellationToken, drain: D
 
 type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
 type Layered = tower::layer::util::Stack<
-    tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
-    tower::layer::util::Identity,
+    SeenLayer,
+    tower::layer::util::Stack<
+        tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
+        tower::layer::util::Identity,
+    >,
 >;
+
+/// Rewrites tonic's own refusals (size, malformed messages) into typed
+/// stepd errors.
+fn remap_refusals(response: HttpResponse) -> HttpResponse {
+    remap_decode_refusal(remap_size_refusal(response))
+}
 
 fn router(
     daemon: &Arc<Daemon>,
     health: tonic_health::pb::health_server::HealthServer<
         impl tonic_health::pb::health_server::Health,
     >,
+    conns: &Conns,
 ) -> anyhow::Result<Router<Layered>> {
     let max = daemon.config.max_message_bytes;
     // Every served service is described, health and reflection included, so
@@ -180,10 +192,13 @@ fn router(
     }
     Ok(Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        // A peer that stops answering pings is gone; its connection is freed.
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .trace_fn(|req| tracing::info_span!("rpc", path = %req.uri().path()))
         .layer(tower::util::MapResponseLayer::new(
-            remap_size_refusal as fn(HttpResponse) -> HttpResponse,
+            remap_refusals as fn(HttpResponse) -> HttpResponse,
         ))
+        .layer(SeenLayer(conns.clone()))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -11,6 +11,14 @@ use tonic::{Request, Response, Status};
 
 use crate::{daemon::Daemon, error::ApiError, inspector};
 
+/// PrintValue's chunk when the request names none.
+const DEFAULT_CHUNK: usize = 16 * 1024;
+/// Smaller chunks are raised to this: one message per byte cost a client
+/// 372,000 messages for a large value, for no use.
+pub const MIN_CHUNK: usize = 1024;
+/// Larger chunks are lowered to this, far below the message size limit.
+pub const MAX_CHUNK: usize = 1024 * 1024;
+
 /// Handler of InspectorService.
 pub struct InspectorApi {
     daemon: Arc<Daemon>,
@@ -212,10 +220,11 @@ impl InspectorService for InspectorApi {
             node.check()?;
             node.print(&i.settings().limits()).await?
         };
-        let size = if r.chunk_size == 0 {
-            16 * 1024
-        } else {
-            r.chunk_size as usize
+        let size = match r.chunk_size {
+            0 => DEFAULT_CHUNK,
+            n => usize::try_from(n)
+                .unwrap_or(MAX_CHUNK)
+                .clamp(MIN_CHUNK, MAX_CHUNK),
         };
         let parts = inspector::chunks(&text, size);
         let (tx, rx) = mpsc::channel(4);

@@ -152,6 +152,11 @@ impl Subscriber {
                     Some(Ok(_)) => true,
                     Some(Err(status)) => {
                         tracing::debug!(%status, "subscriber stream failed");
+                        // Ending with OK would read as a daemon shutdown; a
+                        // malformed message ends the stream saying so.
+                        if crate::malformed::is_decode_failure(&status) {
+                            let _ = outbox.out.send(Err(crate::malformed::refusal(&status))).await;
+                        }
                         false
                     }
                     None => {

@@ -20,6 +20,26 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[(
     include_str!("../../migrations/0001_breakpoints.sql"),
 )];
 
+/// Creates the database file 0600 before SQLite does (which would use the
+/// umask), and tightens it and its WAL files when they are open to others;
+/// SQLite gives the `-wal` and `-shm` files it creates the database's mode.
+fn private_files(db: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(db)
+        .map_err(|err| anyhow::anyhow!("creating {}: {err}", db.display()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        crate::datadir::tighten(Path::new(&name), 0o600);
+    }
+    Ok(())
+}
+
 /// The daemon's database.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -31,7 +51,9 @@ impl Store {
     /// Opens (creating if needed) `<data_dir>/stepd.db` and applies migrations.
     pub async fn open(data_dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir)?;
-        let path = data_dir.join("stepd.db").display().to_string();
+        let file = data_dir.join("stepd.db");
+        private_files(&file)?;
+        let path = file.display().to_string();
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
