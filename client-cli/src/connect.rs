@@ -13,6 +13,31 @@ use crate::exit::Failure;
 /// The default address; the daemon is started automatically only for this one.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7701";
 
+/// The largest message stepctl reads or sends: the daemon's default limit,
+/// so every answer a default daemon can send is readable (tonic's own default
+/// of 4 MiB was not). `STEPD_MAX_MESSAGE_BYTES`, which raises the daemon's,
+/// raises this one too.
+pub fn max_message_bytes() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("STEPD_MAX_MESSAGE_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or(16 * 1024 * 1024)
+    })
+}
+
+/// A generated client over a channel, with stepctl's message size limits.
+macro_rules! client {
+    ($client:ident, $channel:expr) => {
+        $client::new($channel)
+            .max_decoding_message_size($crate::connect::max_message_bytes())
+            .max_encoding_message_size($crate::connect::max_message_bytes())
+    };
+}
+pub(crate) use client;
+
 /// How long to wait for an auto-started daemon to serve.
 const START_DEADLINE: Duration = Duration::from_secs(15);
 

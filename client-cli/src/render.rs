@@ -38,31 +38,55 @@ pub fn print_json<M: prost::Message + prost::Name>(message: &M) {
     println!("{}", json(message));
 }
 
+/// The widest a table cell is shown, in characters; longer ones are cut with
+/// an ellipsis (`--json` prints them whole).
+pub const MAX_CELL: usize = 200;
+
+/// `cell`, cut to at most [`MAX_CELL`] characters.
+fn cut(cell: &str) -> std::borrow::Cow<'_, str> {
+    match cell.char_indices().nth(MAX_CELL) {
+        None => cell.into(),
+        Some(_) => {
+            let end = cell
+                .char_indices()
+                .nth(MAX_CELL - 1)
+                .map_or(cell.len(), |(i, _)| i);
+            format!("{}…", &cell[..end]).into()
+        }
+    }
+}
+
 /// Renders rows as a left-aligned table with a header.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
+    let rows: Vec<Vec<std::borrow::Cow<'_, str>>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| cut(cell)).collect())
+        .collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             if let Some(w) = widths.get_mut(i) {
                 *w = (*w).max(cell.chars().count());
             }
         }
     }
+    // Padding by hand: a format width above 65,535 panics.
     let line = |cells: Vec<&str>| {
         let mut s = String::new();
         for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(cell);
-            } else {
-                s.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            s.push_str(cell);
+            if i + 1 < cells.len() {
+                let width = widths.get(i).copied().unwrap_or(0);
+                let pad = width.saturating_sub(cell.chars().count()) + 2;
+                s.extend(std::iter::repeat_n(' ', pad));
             }
         }
         s.trim_end().to_owned()
     };
     let mut out = line(header.to_vec());
-    for row in rows {
+    for row in &rows {
         out.push('\n');
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
+        out.push_str(&line(row.iter().map(AsRef::as_ref).collect()));
     }
     out
 }
@@ -91,4 +115,29 @@ pub fn enum_name(full: &str, prefix: &str) -> String {
     full.strip_prefix(prefix)
         .unwrap_or(full)
         .to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_and_cut_long_cells_without_panicking() {
+        let rows = vec![
+            vec!["1".to_owned(), "x".repeat(70_000), "end".to_owned()],
+            vec!["22".to_owned(), "short".to_owned(), "é".to_owned()],
+        ];
+        let out = table(&["ID", "NAME", "LAST"], &rows);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!("ID  NAME{}LAST", " ".repeat(MAX_CELL - 4 + 2))
+        );
+        assert!(lines[1].contains(&format!("{}…  end", "x".repeat(MAX_CELL - 1))));
+        assert_eq!(lines[1].chars().count(), lines[0].chars().count() - 4 + 3);
+        assert!(lines[2].starts_with("22  short"));
+        assert_eq!(cut("ab"), "ab");
+        assert_eq!(cut(&"é".repeat(MAX_CELL)).chars().count(), MAX_CELL);
+        assert_eq!(cut(&"é".repeat(MAX_CELL + 1)).chars().count(), MAX_CELL);
+    }
 }

@@ -1,5 +1,6 @@
 //! `break add|list|rm|enable|disable`.
 
+use crate::connect::client;
 use std::path::Path;
 
 use clap::{Args, Subcommand};
@@ -231,7 +232,7 @@ fn row(bp: &Breakpoint) -> Vec<String> {
 
 /// Runs a breakpoint subcommand.
 pub async fn run(channel: Channel, command: BreakCommand, json: bool) -> Result<(), Failure> {
-    let mut client = BreakpointServiceClient::new(channel);
+    let mut client = client!(BreakpointServiceClient, channel);
     match command {
         BreakCommand::Add(args) => {
             let spec = spec_from(*args)?;

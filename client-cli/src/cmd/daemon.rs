@@ -1,5 +1,6 @@
 //! `ping`, `status`, `doctor`, `version`, `shutdown`.
 
+use crate::connect::client;
 use stepd_proto::v1::{
     CheckStatus, DoctorRequest, GetStatusRequest, GetVersionRequest, PingRequest, ShutdownRequest,
     daemon_service_client::DaemonServiceClient,
@@ -14,7 +15,7 @@ use crate::{
 /// `stepctl ping`.
 pub async fn ping(channel: Channel, json: bool) -> Result<(), Failure> {
     let started = std::time::Instant::now();
-    let r = DaemonServiceClient::new(channel)
+    let r = client!(DaemonServiceClient, channel)
         .ping(PingRequest {})
         .await?
         .into_inner();
@@ -35,7 +36,7 @@ pub async fn ping(channel: Channel, json: bool) -> Result<(), Failure> {
 
 /// `stepctl status`.
 pub async fn status(channel: Channel, json: bool) -> Result<(), Failure> {
-    let r = DaemonServiceClient::new(channel)
+    let r = client!(DaemonServiceClient, channel)
         .get_status(GetStatusRequest {})
         .await?
         .into_inner();
@@ -70,7 +71,7 @@ fn check_name(status: i32) -> String {
 
 /// `stepctl doctor`: exits 1 when the store is broken (adapters may be missing).
 pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
-    let r = DaemonServiceClient::new(channel)
+    let r = client!(DaemonServiceClient, channel)
         .doctor(DoctorRequest {})
         .await?
         .into_inner();
@@ -144,7 +145,7 @@ pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
 
 /// `stepctl version`: this client's version and the daemon's.
 pub async fn version(channel: Channel, json: bool) -> Result<(), Failure> {
-    let r = DaemonServiceClient::new(channel)
+    let r = client!(DaemonServiceClient, channel)
         .get_version(GetVersionRequest {})
         .await?
         .into_inner();
@@ -162,7 +163,7 @@ pub async fn version(channel: Channel, json: bool) -> Result<(), Failure> {
 
 /// `stepctl shutdown`.
 pub async fn shutdown(channel: Channel, json: bool) -> Result<(), Failure> {
-    let r = DaemonServiceClient::new(channel)
+    let r = client!(DaemonServiceClient, channel)
         .shutdown(ShutdownRequest {})
         .await?
         .into_inner();

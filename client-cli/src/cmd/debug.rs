@@ -3,6 +3,7 @@
 //! steps, stacks and errors, and answers pauses with short commands, all on one
 //! `Subscribe` stream. Other clients may answer the same pauses meanwhile.
 
+use crate::connect::client;
 use std::{
     collections::HashSet,
     io::{BufRead, IsTerminal, Write},
@@ -73,7 +74,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
             location: Some(Location::Source(parse_source(text)?)),
             ..Default::default()
         };
-        let bp = BreakpointServiceClient::new(channel.clone())
+        let bp = client!(BreakpointServiceClient, channel.clone())
             .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })
             .await?
             .into_inner()
@@ -100,7 +101,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
             env: args.env,
             stop_on_entry: args.stop_on_entry,
         })?;
-        let r = SessionServiceClient::new(channel.clone())
+        let r = client!(SessionServiceClient, channel.clone())
             .launch(request)
             .await?
             .into_inner();
@@ -127,7 +128,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
             Some(id) => id,
             None => only_live_session(channel.clone()).await?,
         };
-        let session = SessionServiceClient::new(channel.clone())
+        let session = client!(SessionServiceClient, channel.clone())
             .get_session(GetSessionRequest {
                 session_id: session_id.clone(),
             })
@@ -171,7 +172,7 @@ async fn subscribe(
     channel: Channel,
     rx: mpsc::Receiver<SubscribeRequest>,
 ) -> Result<Streaming<SubscribeResponse>, Failure> {
-    Ok(EventServiceClient::new(channel)
+    Ok(client!(EventServiceClient, channel)
         .subscribe(ReceiverStream::new(rx))
         .await?
         .into_inner())
@@ -192,7 +193,7 @@ async fn first_snapshot(
 
 /// The id of the only live session; a usage error listing them otherwise.
 async fn only_live_session(channel: Channel) -> Result<String, Failure> {
-    let sessions = SessionServiceClient::new(channel)
+    let sessions = client!(SessionServiceClient, channel)
         .list_sessions(ListSessionsRequest::default())
         .await?
         .into_inner()
@@ -1007,7 +1008,7 @@ impl Debugger {
             }
             Ok(Action::PauseProgram) => {
                 self.waiting = true;
-                let result = SessionServiceClient::new(self.channel.clone())
+                let result = client!(SessionServiceClient, self.channel.clone())
                     .pause(PauseRequest {
                         session_id: self.session_id.clone(),
                         thread_id: 0,

@@ -1,6 +1,7 @@
 //! `threads`, `stack`, `scopes`, `vars`, `set`, `eval`, `output`: looking
 //! into a session (the inspection RPCs of `SessionService`).
 
+use crate::connect::client;
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
@@ -134,7 +135,7 @@ pub struct OutputArgs {
 }
 
 fn client(channel: Channel) -> SessionServiceClient<Channel> {
-    SessionServiceClient::new(channel)
+    client!(SessionServiceClient, channel)
 }
 
 /// `stepctl threads`.
@@ -491,7 +492,7 @@ async fn follow(channel: Channel, args: OutputArgs, as_json: bool) -> Result<(),
     .await
     .map_err(|_| Failure::Other(anyhow::anyhow!("subscription closed before it started")))?;
     let mut reader = client(channel.clone());
-    let mut events = EventServiceClient::new(channel)
+    let mut events = client!(EventServiceClient, channel)
         .subscribe(ReceiverStream::new(rx))
         .await?
         .into_inner();

@@ -5,6 +5,7 @@
 //! from stdin (interactively, with a prompt, when stdin is a terminal).
 //! `--json` prints each answer in the protobuf JSON mapping, one per line.
 
+use crate::connect::client;
 use std::io::{BufRead, IsTerminal, Write};
 
 use clap::{Args, ValueEnum};
@@ -386,7 +387,7 @@ impl Session {
 /// `stepctl inspect`.
 pub async fn run(channel: Channel, args: InspectArgs, json_out: bool) -> Result<(), Failure> {
     let (session_id, source) = source(&args)?;
-    let mut client = InspectorServiceClient::new(channel);
+    let mut client = client!(InspectorServiceClient, channel);
     let config = InspectorConfig {
         page_size: args.page_size,
         view_mode: match args.view {

@@ -1,6 +1,7 @@
 //! `launch`, `attach`, `disconnect`, `sessions`, `continue`, `step`, `pause`,
 //! `pauses` and `input`: starting, listing and driving debug sessions.
 
+use crate::connect::client;
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use clap::{Args, ValueEnum};
@@ -270,7 +271,7 @@ pub struct InputArgs {
 }
 
 fn sessions_client(channel: Channel) -> SessionServiceClient<Channel> {
-    SessionServiceClient::new(channel)
+    client!(SessionServiceClient, channel)
 }
 
 /// The LaunchRequest of `launch` (and `debug --launch`).
@@ -962,7 +963,7 @@ impl EvalOutcome {
         })
         .await
         .map_err(|_| Failure::Other(anyhow::anyhow!("subscription closed before it started")))?;
-        let mut events = EventServiceClient::new(channel)
+        let mut events = client!(EventServiceClient, channel)
             .subscribe(ReceiverStream::new(rx))
             .await?
             .into_inner();

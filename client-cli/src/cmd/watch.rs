@@ -1,5 +1,6 @@
 //! `stepctl watch`: events as they come.
 
+use crate::connect::client;
 use clap::Args;
 use stepd_proto::v1::{
     BreakpointChange, Event, EventChannel, SubscribeRequest, Watch, event::Payload,
@@ -68,7 +69,7 @@ pub async fn run(channel: Channel, args: WatchArgs, as_json: bool) -> Result<(),
     })
     .await
     .map_err(|_| Failure::Other(anyhow::anyhow!("subscription closed before it started")))?;
-    let mut events = EventServiceClient::new(channel)
+    let mut events = client!(EventServiceClient, channel)
         .subscribe(ReceiverStream::new(rx))
         .await?
         .into_inner();
