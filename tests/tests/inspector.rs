@@ -322,7 +322,8 @@ async fn nested_python_values_objects_locals_and_every_rpc() {
         whole,
         "{'a': [1, 2, {'b': [3, 4, {'c': 'deep'}]}], 'n': None, 't': (5, 6)}"
     );
-    assert_eq!(many, whole.len().div_ceil(8));
+    // Chunks below 1 KiB are raised to it (docs/reliability.md).
+    assert_eq!(many, whole.len().div_ceil(1024));
 
     // PinValue: the value gets a name later evaluations see.
     push(&mut c, &id, 2).await.unwrap();
