@@ -173,7 +173,10 @@ async fn out_of_file_descriptors_the_accept_loop_backs_off_and_recovers() {
 
     // Connections that each sent a request cannot be closed to make room, so
     // 80 of them exhaust the daemon's 64 descriptors.
-    let attempts = (0..80).map(|_| used_channel(&daemon.addr, Duration::from_secs(3)));
+    let attempts = (0..80).map(|_| {
+        let addr = daemon.addr.clone();
+        async move { used_channel(&addr, Duration::from_secs(3)).await }
+    });
     let used: Vec<Channel> = futures_join_all(attempts)
         .await
         .into_iter()
