@@ -100,7 +100,13 @@ fn log_path() -> Option<PathBuf> {
         .or_else(|| {
             std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share/stepd"))
         })?;
-    std::fs::create_dir_all(&base).ok()?;
+    // The daemon's directory is private to its user (stepd tightens it too).
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&base)
+        .ok()?;
     Some(base.join("stepd.log"))
 }
 
@@ -110,9 +116,11 @@ async fn start_daemon() -> Result<(), Failure> {
     use std::os::unix::process::CommandExt;
     let binary = stepd_binary();
     let log = log_path().and_then(|p| {
+        use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&p)
             .ok()
             .map(|f| (f, p))

@@ -360,6 +360,8 @@ mod tests {
         assert_eq!(config.ring_capacity, 9);
         assert_eq!(config.heartbeat_interval, Duration::from_secs(2));
         assert_eq!(config.subscriber_buffer, 4096);
+        assert_eq!(config.max_connections, 512);
+        assert_eq!(config.first_request_timeout, Duration::from_secs(10));
         assert_eq!(config.config_file, Some(dir.join("stepd.toml")));
         std::fs::write(dir.join("stepd.toml"), "no_such_setting = 1\n").unwrap();
         assert!(Config::resolve(cli(&dir)).is_err());
