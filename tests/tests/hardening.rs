@@ -352,6 +352,49 @@ async fn malformed_messages_are_invalid_arguments_with_a_reason() {
     .unwrap();
     invalid_argument(&status);
 
+    // A probe stream after its Hello.
+    let hello = stepd_proto::v1::ConnectRequest {
+        message: Some(stepd_proto::v1::connect_request::Message::Hello(
+            stepd_proto::v1::Hello {
+                name: "malformed".into(),
+                language: "test".into(),
+                ..Default::default()
+            },
+        )),
+    }
+    .encode_to_vec();
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(hello).await.unwrap();
+    grpc.ready().await.unwrap();
+    let mut stream = grpc
+        .streaming(
+            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)),
+            PathAndQuery::from_static("/stepd.v1.ProbeService/Connect"),
+            Raw,
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    let welcome = tokio::time::timeout(DEADLINE, stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the welcome");
+    assert!(stepd_proto::v1::ConnectResponse::decode(welcome.as_slice()).is_ok());
+    tx.send(MALFORMED.to_vec()).await.unwrap();
+    let status = tokio::time::timeout(DEADLINE, async {
+        loop {
+            match stream.message().await {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the probe stream ended with OK"),
+                Err(status) => return status,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    invalid_argument(&status);
+
     ping(daemon.channel().await)
         .await
         .expect("the daemon lives on");

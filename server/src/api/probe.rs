@@ -50,6 +50,17 @@ impl ProbeService for ProbeApi {
             return Err(ApiError::invalid_field("hello", "the first message must be Hello").into());
         };
         let (out, rx) = mpsc::channel(PROBE_QUEUE);
+        // A malformed message ends the stream with a status saying so, not
+        // with the OK that means the daemon went away.
+        let refusals = out.clone();
+        let inbound = tokio_stream::StreamExt::map(inbound, move |message| {
+            if let Err(status) = &message
+                && crate::malformed::is_decode_failure(status)
+            {
+                let _ = refusals.try_send(Err(crate::malformed::refusal(status)));
+            }
+            message
+        });
         let daemon = &self.daemon;
         crate::probe::start(
             daemon.context.clone(),
