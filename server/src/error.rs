@@ -289,3 +289,39 @@ impl ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_a_bounded_prefix() {
+        assert_eq!(quote("bp-7"), "\"bp-7\"");
+        let long = "é".repeat(100_000);
+        let quoted = quote(&long);
+        assert!(quoted.starts_with(&format!("\"{}\"…", "é".repeat(QUOTE_CHARS))));
+        assert!(quoted.ends_with("(200000 bytes)"), "{quoted}");
+        assert_eq!(clip("short"), "short");
+        assert_eq!(clip(&long), format!("{}…", "é".repeat(QUOTE_CHARS)));
+    }
+
+    #[test]
+    fn a_status_stays_small_whatever_it_was_given() {
+        let long = "€".repeat(50_000);
+        let err = ApiError::new(ErrorReason::SessionNotFound, long.clone())
+            .with("session_id", long.clone())
+            .with_violations(vec![FieldViolation::new(long.clone(), long.clone()); 100]);
+        assert!(err.message.len() <= MAX_MESSAGE_BYTES);
+        assert!(err.metadata["session_id"].len() <= MAX_METADATA_BYTES);
+        assert_eq!(err.violations.len(), MAX_VIOLATIONS);
+        assert!(err.violations[0].description.len() <= MAX_DESCRIPTION_BYTES);
+        assert!(err.violations[0].field.len() <= MAX_FIELD_BYTES);
+        let status = Status::from(err);
+        assert!(
+            status.details().len() < 8 * 1024,
+            "{}",
+            status.details().len()
+        );
+        assert_eq!(reason_of(&status), ErrorReason::SessionNotFound);
+    }
+}

@@ -297,4 +297,57 @@ mod tests {
             Err(ParseError::TooLong { .. })
         ));
     }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Text that is sometimes huge or deeply nested.
+        fn text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                (
+                    prop::sample::select(vec!["(", "!", "{", "{x ", "*", "a,", " "]),
+                    0usize..6000
+                )
+                    .prop_map(|(s, n)| s.repeat(n)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 128,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// Whatever the fields hold, validation answers with violations
+            /// (each naming its field), never a panic or an overflow.
+            #[test]
+            fn any_spec_is_validated(
+                condition in text(),
+                glob in text(),
+                hit in text(),
+                selector in text(),
+                message in text(),
+            ) {
+                let spec = BreakpointSpec {
+                    location: Some(Location::Probe(stepd_proto::v1::ProbeMatch {
+                        name_glob: glob,
+                        ..Default::default()
+                    })),
+                    condition,
+                    hit_condition: hit,
+                    label_selector: selector,
+                    action: BreakpointAction::Log as i32,
+                    log_message: message,
+                    ..Default::default()
+                };
+                for field in fields(&spec) {
+                    prop_assert!(field.starts_with("spec."));
+                }
+            }
+        }
+    }
 }
