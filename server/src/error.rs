@@ -23,20 +23,23 @@ impl ApiError {
         Self {
             code: code_for(reason),
             reason,
-            message: message.into(),
+            message: bounded(message.into(), MAX_MESSAGE_BYTES),
             metadata: HashMap::new(),
             violations: Vec::new(),
         }
     }
 
-    /// Adds a key to `ErrorInfo.metadata`.
+    /// Adds a key to `ErrorInfo.metadata` (a client-supplied value goes
+    /// through [`clip`] first).
     pub fn with(mut self, key: &str, value: impl Into<String>) -> Self {
-        self.metadata.insert(key.to_owned(), value.into());
+        self.metadata
+            .insert(key.to_owned(), bounded(value.into(), MAX_METADATA_BYTES));
         self
     }
 
     /// `INVALID_ARGUMENT` for malformed fields, each named in a `BadRequest` detail.
     pub fn invalid(violations: Vec<FieldViolation>) -> Self {
+        let violations = bounded_violations(violations);
         let message = violations
             .iter()
             .map(|v| format!("{}: {}", v.field, v.description))
@@ -52,7 +55,7 @@ impl ApiError {
 
     /// Names the fields at fault in a `BadRequest` detail, whatever the reason.
     pub fn with_violations(mut self, violations: Vec<FieldViolation>) -> Self {
-        self.violations = violations;
+        self.violations = bounded_violations(violations);
         self
     }
 
@@ -74,6 +77,132 @@ impl ApiError {
     /// The reason.
     pub fn reason(&self) -> ErrorReason {
         self.reason
+    }
+}
+
+/// How many characters of a client-supplied value an error quotes: enough to
+/// recognise it, and small enough that the status fits any client's trailer
+/// limit (grpcio's is 8 KiB) however long the value was.
+pub const QUOTE_CHARS: usize = 64;
+
+/// Backstops for what no call site bounded, in bytes: a message, one metadata
+/// value and one field violation are cut there, so a forgotten [`quote`] can
+/// never make a status too large to deliver.
+const MAX_MESSAGE_BYTES: usize = 1024;
+const MAX_METADATA_BYTES: usize = 512;
+const MAX_FIELD_BYTES: usize = 128;
+const MAX_DESCRIPTION_BYTES: usize = 256;
+const MAX_VIOLATIONS: usize = 16;
+
+/// A client-supplied value as an error message quotes it: Debug-quoted, and if
+/// longer than [`QUOTE_CHARS`] characters, its prefix then `…` and its length.
+pub fn quote(value: &str) -> String {
+    match value.char_indices().nth(QUOTE_CHARS) {
+        None => format!("{value:?}"),
+        Some((end, _)) => format!("{:?}… ({} bytes)", &value[..end], value.len()),
+    }
+}
+
+/// A client-supplied value as `ErrorInfo.metadata` carries it: at most
+/// [`QUOTE_CHARS`] characters, then `…`.
+pub fn clip(value: &str) -> String {
+    match value.char_indices().nth(QUOTE_CHARS) {
+        None => value.to_owned(),
+        Some((end, _)) => format!("{}…", &value[..end]),
+    }
+}
+
+/// `text` cut at a character boundary to at most `max` bytes, `…` included.
+fn bounded(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max - '…'.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+fn bounded_violations(mut violations: Vec<FieldViolation>) -> Vec<FieldViolation> {
+    violations.truncate(MAX_VIOLATIONS);
+    for v in &mut violations {
+        v.field = bounded(std::mem::take(&mut v.field), MAX_FIELD_BYTES);
+        v.description = bounded(std::mem::take(&mut v.description), MAX_DESCRIPTION_BYTES);
+    }
+    violations
+}
+
+/// Why a parser (conditions, hit conditions, globs, label selectors, log
+/// message templates) refused its input. Limits are documented in
+/// `docs/errors.md`; every refusal becomes a field violation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// The input is longer than `limit` bytes.
+    TooLong {
+        /// The limit, in bytes of UTF-8.
+        limit: usize,
+        /// The input's length.
+        len: usize,
+    },
+    /// The input nests deeper than `limit` levels.
+    TooDeep {
+        /// The deepest nesting allowed.
+        limit: usize,
+    },
+    /// The input has more than `limit` parts of some kind (e.g. expressions).
+    TooMany {
+        /// What is counted.
+        what: &'static str,
+        /// The most allowed.
+        limit: usize,
+    },
+    /// The input is malformed; the text says what and where.
+    Malformed(String),
+}
+
+impl ParseError {
+    /// Refuses `text` when it is longer than `limit` bytes.
+    pub fn check_len(text: &str, limit: usize) -> Result<(), ParseError> {
+        if text.len() > limit {
+            return Err(ParseError::TooLong {
+                limit,
+                len: text.len(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseError::TooLong { limit, len } => {
+                write!(f, "{len} bytes is longer than the limit of {limit}")
+            }
+            ParseError::TooDeep { limit } => {
+                write!(f, "nested deeper than the limit of {limit} levels")
+            }
+            ParseError::TooMany { what, limit } => {
+                write!(f, "more than the limit of {limit} {what}")
+            }
+            ParseError::Malformed(text) => f.write_str(text),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+impl From<String> for ParseError {
+    fn from(text: String) -> Self {
+        ParseError::Malformed(text)
+    }
+}
+
+impl From<&str> for ParseError {
+    fn from(text: &str) -> Self {
+        ParseError::Malformed(text.to_owned())
     }
 }
 
@@ -158,5 +287,41 @@ impl ApiError {
             key: key.to_owned(),
             metadata: self.metadata.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_a_bounded_prefix() {
+        assert_eq!(quote("bp-7"), "\"bp-7\"");
+        let long = "é".repeat(100_000);
+        let quoted = quote(&long);
+        assert!(quoted.starts_with(&format!("\"{}\"…", "é".repeat(QUOTE_CHARS))));
+        assert!(quoted.ends_with("(200000 bytes)"), "{quoted}");
+        assert_eq!(clip("short"), "short");
+        assert_eq!(clip(&long), format!("{}…", "é".repeat(QUOTE_CHARS)));
+    }
+
+    #[test]
+    fn a_status_stays_small_whatever_it_was_given() {
+        let long = "€".repeat(50_000);
+        let err = ApiError::new(ErrorReason::SessionNotFound, long.clone())
+            .with("session_id", long.clone())
+            .with_violations(vec![FieldViolation::new(long.clone(), long.clone()); 100]);
+        assert!(err.message.len() <= MAX_MESSAGE_BYTES);
+        assert!(err.metadata["session_id"].len() <= MAX_METADATA_BYTES);
+        assert_eq!(err.violations.len(), MAX_VIOLATIONS);
+        assert!(err.violations[0].description.len() <= MAX_DESCRIPTION_BYTES);
+        assert!(err.violations[0].field.len() <= MAX_FIELD_BYTES);
+        let status = Status::from(err);
+        assert!(
+            status.details().len() < 8 * 1024,
+            "{}",
+            status.details().len()
+        );
+        assert_eq!(reason_of(&status), ErrorReason::SessionNotFound);
     }
 }

@@ -256,3 +256,184 @@ async fn oversized_messages_are_refused_with_limit_exceeded() {
     assert!(ids(&mut client).await.is_empty());
     daemon.stop().await;
 }
+
+/// The inputs that overflowed the recursive condition parser's stack and
+/// aborted the daemon (4 KB of parentheses, 10 KB of `!`), and each other
+/// parser's input over its limit, are refused with the field named, and the
+/// daemon goes on serving.
+#[tokio::test]
+async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
+    let mut daemon = Daemon::start(&[]).await;
+    let mut client = BreakpointServiceClient::new(daemon.channel().await);
+    let probe = |condition: String| BreakpointSpec {
+        location: Some(Location::Probe(ProbeMatch {
+            point_kind: "tool_call".into(),
+            name_glob: "*".into(),
+        })),
+        condition,
+        ..Default::default()
+    };
+    let parens = format!("{}name{}", "(".repeat(2000), ")".repeat(2000));
+    assert_eq!(parens.len(), 4004);
+    let cases: Vec<(&str, BreakpointSpec, &str)> = vec![
+        ("2,000 parentheses", probe(parens.clone()), "spec.condition"),
+        (
+            "10,000 '!'",
+            probe(format!("{}name", "!".repeat(10_000))),
+            "spec.condition",
+        ),
+        (
+            "4,000 '!'",
+            probe(format!("{}name", "!".repeat(4_000))),
+            "spec.condition",
+        ),
+        (
+            "a 4 KB glob",
+            BreakpointSpec {
+                location: Some(Location::Probe(ProbeMatch {
+                    point_kind: String::new(),
+                    name_glob: "*".repeat(4096),
+                })),
+                ..Default::default()
+            },
+            "spec.probe.name_glob",
+        ),
+        (
+            "a 4 KB hit condition",
+            BreakpointSpec {
+                hit_condition: format!("{}1", "(".repeat(4096)),
+                ..source_spec("/a.py", 1)
+            },
+            "spec.hit_condition",
+        ),
+        (
+            "a 10 KB label selector",
+            BreakpointSpec {
+                label_selector: "a,".repeat(5000),
+                ..source_spec("/a.py", 1)
+            },
+            "spec.label_selector",
+        ),
+        (
+            "a log message nesting 2,000 braces in one expression",
+            BreakpointSpec {
+                action: BreakpointAction::Log as i32,
+                log_message: format!("{{x {}", "{ ".repeat(2000)),
+                ..source_spec("/a.py", 1)
+            },
+            "spec.log_message",
+        ),
+    ];
+    for (what, spec, field) in cases {
+        let err = client
+            .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })
+            .await
+            .expect_err(what);
+        assert_eq!(err.code(), Code::InvalidArgument, "{what}");
+        assert_eq!(reason(&err), "INVALID_ARGUMENT", "{what}");
+        assert_eq!(violated_fields(&err), [field], "{what}");
+        assert!(err.message().len() < 1024, "{what}: {}", err.message());
+    }
+    // An update takes the same checks.
+    let id = add(&mut client, probe("name == 'Bash'".into())).await;
+    let err = client
+        .update_breakpoint(UpdateBreakpointRequest {
+            id,
+            spec: Some(probe(parens)),
+            update_mask: Some(FieldMask {
+                paths: vec!["condition".into()],
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(violated_fields(&err), ["spec.condition"]);
+
+    assert_eq!(ids(&mut client).await.len(), 1, "the daemon still serves");
+    assert!(
+        daemon.child.try_wait().unwrap().is_none(),
+        "the daemon is still running"
+    );
+    daemon.stop().await;
+}
+
+/// A client-supplied id is quoted as a bounded prefix, in the message and in
+/// the metadata: a 100 KB id once made the status too large for grpcio
+/// clients, which then saw RESOURCE_EXHAUSTED instead of the reason.
+#[tokio::test]
+async fn long_ids_are_quoted_not_echoed() {
+    use stepd_proto::v1::{
+        DebugCommand, DebugInput, GetSessionRequest, NextCommand, SendDebugInputRequest,
+        debug_command::Command, session_service_client::SessionServiceClient,
+    };
+    use tonic_types::StatusExt;
+
+    let daemon = Daemon::start(&[]).await;
+    let channel = daemon.channel().await;
+    let mut sessions = SessionServiceClient::new(channel.clone());
+    let mut breakpoints = BreakpointServiceClient::new(channel);
+    let long = "x".repeat(100_000);
+    let errors = [
+        (
+            "GetSession",
+            sessions
+                .get_session(GetSessionRequest {
+                    session_id: long.clone(),
+                })
+                .await
+                .unwrap_err(),
+            "SESSION_NOT_FOUND",
+        ),
+        (
+            "SendDebugInput",
+            sessions
+                .send_debug_input(SendDebugInputRequest {
+                    input: Some(DebugInput {
+                        key: long.clone(),
+                        command: Some(DebugCommand {
+                            command: Some(Command::Next(NextCommand {})),
+                        }),
+                        client_name: String::new(),
+                    }),
+                })
+                .await
+                .unwrap_err(),
+            "PAUSE_NOT_FOUND",
+        ),
+        (
+            "RemoveBreakpoint, not an id",
+            breakpoints
+                .remove_breakpoint(RemoveBreakpointRequest { id: long.clone() })
+                .await
+                .unwrap_err(),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "RemoveBreakpoint, no such breakpoint",
+            breakpoints
+                .remove_breakpoint(RemoveBreakpointRequest {
+                    id: format!("bp-{}424242", "0".repeat(100_000)),
+                })
+                .await
+                .unwrap_err(),
+            "BREAKPOINT_NOT_FOUND",
+        ),
+    ];
+    for (what, err, want) in errors {
+        assert_eq!(reason(&err), want, "{what}");
+        assert!(err.message().len() < 300, "{what}: {}", err.message());
+        let info = err.get_details_error_info().expect("ErrorInfo");
+        for (key, value) in &info.metadata {
+            assert!(
+                value.len() <= 100,
+                "{what}: metadata {key} is {} bytes",
+                value.len()
+            );
+        }
+        if let Some(bad) = err.get_details_bad_request() {
+            for v in bad.field_violations {
+                assert!(v.description.len() < 300, "{what}: {}", v.description);
+            }
+        }
+    }
+    daemon.stop().await;
+}

@@ -22,6 +22,17 @@ import (
 //
 // Values are the JSON-like trees encoding/json decodes into any: nil, bool,
 // float64, string, []any and map[string]any.
+//
+// The limits are the daemon's: a condition of at most maxConditionBytes,
+// nested (each "(" and "!" is a level) at most maxConditionDepth deep.
+
+const (
+	// maxConditionBytes is the longest condition accepted, in bytes of UTF-8.
+	maxConditionBytes = 4096
+	// maxConditionDepth is the deepest nesting of "(" and "!" accepted: the
+	// parser recurses once per level.
+	maxConditionDepth = 32
+)
 
 type condExpr interface {
 	eval(pt *condPoint) bool
@@ -334,10 +345,14 @@ func isDigit(c rune) bool { return c >= '0' && c <= '9' }
 type condParser struct {
 	tokens []token
 	pos    int
+	depth  int // how many "(" and "!" enclose the current position
 }
 
 // parseCondition compiles a condition; the error says what is wrong.
 func parseCondition(text string) (condExpr, error) {
+	if len(text) > maxConditionBytes {
+		return nil, fmt.Errorf("the condition is longer than the limit of %d bytes", maxConditionBytes)
+	}
 	tokens, err := tokenize(text)
 	if err != nil {
 		return nil, err
@@ -398,15 +413,32 @@ func (p *condParser) and() (condExpr, error) {
 	return left, nil
 }
 
+// deeper enters one more level of "(" or "!", refusing past the limit
+// before the recursion that would follow.
+func (p *condParser) deeper() error {
+	p.depth++
+	if p.depth > maxConditionDepth {
+		return fmt.Errorf("the condition nests deeper than the limit of %d levels", maxConditionDepth)
+	}
+	return nil
+}
+
 func (p *condParser) unary() (condExpr, error) {
 	if p.eat("!") {
+		if err := p.deeper(); err != nil {
+			return nil, err
+		}
 		e, err := p.unary()
 		if err != nil {
 			return nil, err
 		}
+		p.depth--
 		return notExpr{e}, nil
 	}
 	if p.eat("(") {
+		if err := p.deeper(); err != nil {
+			return nil, err
+		}
 		e, err := p.or()
 		if err != nil {
 			return nil, err
@@ -414,6 +446,7 @@ func (p *condParser) unary() (condExpr, error) {
 		if !p.eat(")") {
 			return nil, errors.New("missing ')'")
 		}
+		p.depth--
 		return e, nil
 	}
 	left, err := p.operand()

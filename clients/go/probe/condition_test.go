@@ -3,7 +3,9 @@ package probe
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestConditionVectors holds the evaluator to the vectors shared by every
@@ -87,6 +89,91 @@ func TestGlob(t *testing.T) {
 	for _, bad := range []string{"[abc", "[]", `a\`, "[z-a]"} {
 		if _, err := compileGlob(bad); err == nil {
 			t.Errorf("%q should not compile", bad)
+		}
+	}
+}
+
+// TestPathologicalVectors holds the parser and the glob matcher to the shared
+// vectors built by repetition: inputs over the limits are refused without
+// exhausting the stack, and globs match within the time bound.
+func TestPathologicalVectors(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/conditions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type parts [][2]json.RawMessage
+	var vectors struct {
+		Pathological struct {
+			Point struct {
+				Kind  string `json:"kind"`
+				Name  string `json:"name"`
+				Value any    `json:"value"`
+			} `json:"point"`
+			MaxMS      int64 `json:"max_ms"`
+			Conditions []struct {
+				About     string `json:"about"`
+				Condition parts  `json:"condition"`
+				Valid     bool   `json:"valid"`
+				Result    bool   `json:"result"`
+			} `json:"conditions"`
+			Globs []struct {
+				About  string `json:"about"`
+				Glob   parts  `json:"glob"`
+				Name   parts  `json:"name"`
+				Valid  bool   `json:"valid"`
+				Result bool   `json:"result"`
+			} `json:"globs"`
+		} `json:"pathological"`
+	}
+	if err := json.Unmarshal(data, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	build := func(ps parts) string {
+		var sb strings.Builder
+		for _, p := range ps {
+			var text string
+			var times int
+			if err := json.Unmarshal(p[0], &text); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(p[1], &times); err != nil {
+				t.Fatal(err)
+			}
+			sb.WriteString(strings.Repeat(text, times))
+		}
+		return sb.String()
+	}
+	v := vectors.Pathological
+	if len(v.Conditions) == 0 || len(v.Globs) == 0 {
+		t.Fatal("no pathological vectors")
+	}
+	pt := condPoint{kind: v.Point.Kind, name: v.Point.Name, value: v.Point.Value}
+	for _, c := range v.Conditions {
+		e, err := parseCondition(build(c.Condition))
+		switch {
+		case c.Valid && err != nil:
+			t.Errorf("%s: %v", c.About, err)
+		case !c.Valid && err == nil:
+			t.Errorf("%s: accepted", c.About)
+		case c.Valid && e.eval(&pt) != c.Result:
+			t.Errorf("%s: got %v", c.About, !c.Result)
+		}
+	}
+	limit := time.Duration(v.MaxMS) * time.Millisecond
+	for _, c := range v.Globs {
+		pattern, name := build(c.Glob), build(c.Name)
+		started := time.Now()
+		g, err := compileGlob(pattern)
+		switch {
+		case c.Valid && err != nil:
+			t.Errorf("%s: %v", c.About, err)
+		case !c.Valid && err == nil:
+			t.Errorf("%s: accepted", c.About)
+		case c.Valid && g.match(name) != c.Result:
+			t.Errorf("%s: got %v", c.About, !c.Result)
+		}
+		if took := time.Since(started); took > limit {
+			t.Errorf("%s: took %v", c.About, took)
 		}
 	}
 }

@@ -32,7 +32,14 @@ type globToken struct {
 	ranges  [][2]rune
 }
 
+// maxGlobBytes is the longest glob accepted, in bytes of UTF-8, as the
+// daemon: matching costs at most the glob's length times the name's.
+const maxGlobBytes = 1024
+
 func compileGlob(pattern string) (*glob, error) {
+	if len(pattern) > maxGlobBytes {
+		return nil, fmt.Errorf("the glob is longer than the limit of %d bytes", maxGlobBytes)
+	}
 	chars := []rune(pattern)
 	var tokens []globToken
 	literal := true
@@ -119,7 +126,8 @@ func compileGlob(pattern string) (*glob, error) {
 	return g, nil
 }
 
-// match reports whether the whole of name matches.
+// match reports whether the whole of name matches, in at most (tokens ×
+// runes) steps: on a mismatch it backtracks only to the last star.
 func (g *glob) match(name string) bool {
 	if g.isLiteral {
 		return name == g.literal

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import grpc
 import pytest
@@ -92,3 +93,23 @@ def test_limit_exceeded(tmp_path_factory: pytest.TempPathFactory) -> None:
                 assert third.next(timeout=10).HasField("snapshot")
     finally:
         d.stop()
+
+
+def test_long_ids_are_quoted_not_echoed(client: stepd.Client) -> None:
+    """A 100 KB id is quoted as a short prefix: the status fits grpcio's
+    trailer limit, so the typed reason arrives (it was RESOURCE_EXHAUSTED
+    without one when the whole id was echoed)."""
+    long = "x" * 100_000
+    calls: list[tuple[type[errors.StepdError], str, Any]] = [
+        (errors.SessionNotFound, "session_id", lambda: client.get_session(long)),
+        (errors.PauseNotFound, "key", lambda: client.send_debug_input(long, "next")),
+        (errors.InvalidArgument, "field", lambda: client.remove_breakpoint(long)),
+        (errors.BreakpointNotFound, "breakpoint_id", lambda: client.remove_breakpoint("bp-" + "0" * 100_000 + "424242")),
+    ]
+    for cls, key, call in calls:
+        with pytest.raises(cls) as info:
+            call()
+        assert len(info.value.message) < 300, info.value.message
+        assert "…" in info.value.message or cls is errors.InvalidArgument
+        assert all(len(v) <= 100 for v in info.value.metadata.values()), info.value.metadata
+        assert key in info.value.metadata

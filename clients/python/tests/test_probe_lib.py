@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -36,6 +37,70 @@ def test_condition_vectors(case: dict[str, Any]) -> None:
 def test_malformed_conditions_are_rejected(text: str) -> None:
     with pytest.raises(ConditionError):
         compile_condition(text)
+
+
+PATHOLOGICAL = VECTORS["pathological"]
+
+
+def _built(parts: list[list[Any]]) -> str:
+    return "".join(text * times for text, times in parts)
+
+
+@pytest.mark.parametrize("case", PATHOLOGICAL["conditions"], ids=lambda c: c["about"])
+def test_pathological_conditions(case: dict[str, Any]) -> None:
+    """Inputs over the daemon's limits are refused here too, before they can
+    exhaust the stack; those within them still evaluate."""
+    text = _built(case["condition"])
+    if not case["valid"]:
+        with pytest.raises(ConditionError):
+            compile_condition(text)
+        return
+    p = PATHOLOGICAL["point"]
+    assert compile_condition(text)(p["kind"], p["name"], p["value"], {}) is case["result"]
+
+
+@pytest.mark.parametrize("case", PATHOLOGICAL["globs"], ids=lambda c: c["about"])
+def test_pathological_globs_match_in_bounded_time(case: dict[str, Any]) -> None:
+    pattern, name = _built(case["glob"]), _built(case.get("name", []))
+    started = time.monotonic()
+    if case["valid"]:
+        assert compile_glob(pattern)(name) is case["result"]
+    else:
+        with pytest.raises(ConditionError):
+            compile_glob(pattern)
+    assert time.monotonic() - started < PATHOLOGICAL["max_ms"] / 1000
+
+
+def _reference_glob(pattern: str, name: str) -> bool:
+    """The obvious backtracking matcher, over fnmatch's own translation, for
+    small inputs only: the linear matcher must agree with it."""
+    import fnmatch
+
+    return re.fullmatch(fnmatch.translate(pattern.replace("[^", "[!")), name, re.S) is not None
+
+
+def test_globs_agree_with_a_reference_on_small_inputs() -> None:
+    import itertools
+    import random
+
+    rng = random.Random(7)
+    alphabet = "ab*?"
+    checked = 0
+    for _ in range(3000):
+        pattern = "".join(rng.choice(alphabet + "[]!-") for _ in range(rng.randint(0, 8)))
+        name = "".join(rng.choice("ab?*") for _ in range(rng.randint(0, 8)))
+        try:
+            matcher = compile_glob(pattern)
+        except ConditionError:
+            continue
+        if "[" in pattern or pattern in ("",):
+            continue  # fnmatch reads some classes differently; the vectors cover them
+        assert matcher(name) is _reference_glob(pattern, name), (pattern, name)
+        checked += 1
+    for pattern in map("".join, itertools.product("a*?", repeat=5)):
+        for name in map("".join, itertools.product("ab", repeat=4)):
+            assert compile_glob(pattern)(name) is _reference_glob(pattern, name), (pattern, name)
+    assert checked > 1000
 
 
 @pytest.mark.parametrize("case", DECISIONS["cases"], ids=lambda c: c["name"])

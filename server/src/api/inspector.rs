@@ -192,8 +192,8 @@ impl InspectorService for InspectorApi {
             return Err(ApiError::invalid_field(
                 "name",
                 format!(
-                    "{:?} is not a name (letters, digits, _; not starting with a digit)",
-                    r.name
+                    "{} is not a name (letters, digits, _; not starting with a digit)",
+                    crate::error::quote(&r.name)
                 ),
             )
             .into());

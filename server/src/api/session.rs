@@ -39,7 +39,11 @@ impl SessionApi {
 }
 
 fn session_not_found(id: &str) -> ApiError {
-    ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}")).with("session_id", id)
+    ApiError::new(
+        ErrorReason::SessionNotFound,
+        format!("no session {}", crate::error::quote(id)),
+    )
+    .with("session_id", crate::error::clip(id))
 }
 
 /// The default wait of execution RPCs.

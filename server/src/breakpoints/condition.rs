@@ -12,14 +12,24 @@
 //! path       := ("value" | "name" | "kind" | "labels") ("." ident | "[" (int | string) "]")*
 //! ```
 //!
-//! `docs/probe-conditions.md` describes the semantics; the shared vectors in
-//! `clients/testdata/conditions.json` hold every implementation to them.
+//! `docs/probe-conditions.md` describes the semantics and the limits; the
+//! shared vectors in `clients/testdata/conditions.json` hold every
+//! implementation to them.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::Glob;
+use crate::error::{ParseError, quote};
+
+/// The longest condition accepted, in bytes of UTF-8. The probe libraries
+/// refuse longer ones too.
+pub const MAX_CONDITION_BYTES: usize = 4096;
+
+/// The deepest nesting of `(` and `!` accepted: the parser and the probe
+/// libraries' evaluators recurse once per level, so it bounds their stacks.
+pub const MAX_CONDITION_DEPTH: usize = 32;
 
 /// A parsed condition.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,13 +98,18 @@ pub struct Point<'a> {
 }
 
 /// Parses a condition; the error says what is wrong and where.
-pub fn parse(text: &str) -> Result<Expr, String> {
+pub fn parse(text: &str) -> Result<Expr, ParseError> {
+    ParseError::check_len(text, MAX_CONDITION_BYTES)?;
     let tokens = tokenize(text)?;
-    let mut parser = Parser { tokens, pos: 0 };
+    let mut parser = Parser {
+        tokens,
+        pos: 0,
+        depth: 0,
+    };
     let expr = parser.or()?;
     match parser.tokens.get(parser.pos) {
         None => Ok(expr),
-        Some(t) => Err(format!("unexpected {t:?} after a complete condition")),
+        Some(t) => Err(format!("unexpected {} after a complete condition", t.describe()).into()),
     }
 }
 
@@ -104,6 +119,18 @@ enum Token {
     Str(String),
     Num(f64),
     Op(&'static str),
+}
+
+impl Token {
+    /// The token as an error message names it, quoting at most a prefix.
+    fn describe(&self) -> String {
+        match self {
+            Token::Ident(word) => quote(word),
+            Token::Str(s) => format!("string {}", quote(s)),
+            Token::Num(n) => n.to_string(),
+            Token::Op(op) => format!("{op:?}"),
+        }
+    }
 }
 
 fn tokenize(text: &str) -> Result<Vec<Token>, String> {
@@ -169,7 +196,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             let text: String = chars[start..i].iter().collect();
             let n = text
                 .parse::<f64>()
-                .map_err(|_| format!("bad number {text:?}"))?;
+                .map_err(|_| format!("bad number {}", quote(&text)))?;
             tokens.push(Token::Num(n));
             continue;
         }
@@ -192,6 +219,8 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
 struct Parser {
     tokens: Vec<Token>,
     pos: usize,
+    /// How many `(` and `!` enclose the current position.
+    depth: usize,
 }
 
 const ROOTS: &[&str] = &["value", "name", "kind", "labels"];
@@ -210,7 +239,19 @@ impl Parser {
         }
     }
 
-    fn or(&mut self) -> Result<Expr, String> {
+    /// Enters one more level of `(` or `!`, refusing past the limit before
+    /// the recursion that would follow.
+    fn deeper(&mut self) -> Result<(), ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_CONDITION_DEPTH {
+            return Err(ParseError::TooDeep {
+                limit: MAX_CONDITION_DEPTH,
+            });
+        }
+        Ok(())
+    }
+
+    fn or(&mut self) -> Result<Expr, ParseError> {
         let mut left = self.and()?;
         while self.eat("||") {
             left = Expr::Or(Box::new(left), Box::new(self.and()?));
@@ -218,7 +259,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn and(&mut self) -> Result<Expr, String> {
+    fn and(&mut self) -> Result<Expr, ParseError> {
         let mut left = self.unary()?;
         while self.eat("&&") {
             left = Expr::And(Box::new(left), Box::new(self.unary()?));
@@ -226,15 +267,20 @@ impl Parser {
         Ok(left)
     }
 
-    fn unary(&mut self) -> Result<Expr, String> {
+    fn unary(&mut self) -> Result<Expr, ParseError> {
         if self.eat("!") {
-            return Ok(Expr::Not(Box::new(self.unary()?)));
+            self.deeper()?;
+            let inner = self.unary()?;
+            self.depth -= 1;
+            return Ok(Expr::Not(Box::new(inner)));
         }
         if self.eat("(") {
+            self.deeper()?;
             let inner = self.or()?;
             if !self.eat(")") {
                 return Err("missing ')'".into());
             }
+            self.depth -= 1;
             return Ok(inner);
         }
         let left = self.operand()?;
@@ -257,7 +303,9 @@ impl Parser {
         if op == Op::Matches {
             match &right {
                 Operand::Literal(Value::String(glob)) => {
-                    Glob::parse(glob).map_err(|e| format!("bad glob after matches: {e}"))?;
+                    Glob::parse(glob).map_err(|e| {
+                        ParseError::Malformed(format!("bad glob after matches: {e}"))
+                    })?;
                 }
                 _ => return Err("matches takes a string glob on its right".into()),
             }
@@ -265,7 +313,7 @@ impl Parser {
         Ok(Expr::Compare(left, op, right))
     }
 
-    fn operand(&mut self) -> Result<Operand, String> {
+    fn operand(&mut self) -> Result<Operand, ParseError> {
         let token = self
             .peek()
             .cloned()
@@ -310,11 +358,15 @@ impl Parser {
                 }
                 other => {
                     return Err(format!(
-                        "unknown name {other:?}: paths start with value, name, kind or labels"
-                    ));
+                        "unknown name {}: paths start with value, name, kind or labels",
+                        quote(other)
+                    )
+                    .into());
                 }
             },
-            Token::Op(op) => return Err(format!("unexpected {op:?} where a value is expected")),
+            Token::Op(op) => {
+                return Err(format!("unexpected {op:?} where a value is expected").into());
+            }
         })
     }
 }
@@ -452,5 +504,198 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 30, "only {checked} vectors");
+    }
+
+    /// The pathological vectors every probe library is tested against too:
+    /// inputs over the limits are refused, and globs match in bounded time.
+    #[test]
+    fn shared_pathological_vectors() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../clients/testdata/conditions.json"
+        );
+        let text = std::fs::read_to_string(path).expect("shared condition vectors");
+        let vectors: Value = serde_json::from_str(&text).unwrap();
+        let cases = &vectors["pathological"];
+        let build = |parts: &Value| -> String {
+            parts
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    p[0].as_str()
+                        .unwrap()
+                        .repeat(p[1].as_u64().unwrap() as usize)
+                })
+                .collect()
+        };
+        let point = &cases["point"];
+        let labels = BTreeMap::new();
+        let p = Point {
+            kind: point["kind"].as_str().unwrap(),
+            name: point["name"].as_str().unwrap(),
+            value: &point["value"],
+            labels: &labels,
+        };
+        let max = std::time::Duration::from_millis(cases["max_ms"].as_u64().unwrap());
+        for case in cases["conditions"].as_array().unwrap() {
+            let about = &case["about"];
+            match (
+                parse(&build(&case["condition"])),
+                case["valid"].as_bool().unwrap(),
+            ) {
+                (Ok(expr), true) => assert_eq!(expr.eval(&p), case["result"].as_bool().unwrap()),
+                (Err(_), false) => {}
+                (got, _) => panic!("{about}: {got:?}"),
+            }
+        }
+        for case in cases["globs"].as_array().unwrap() {
+            let about = &case["about"];
+            let (glob, name) = (build(&case["glob"]), build(&case["name"]));
+            let started = std::time::Instant::now();
+            match (Glob::parse(&glob), case["valid"].as_bool().unwrap()) {
+                (Ok(g), true) => assert_eq!(g.matches(&name), case["result"].as_bool().unwrap()),
+                (Err(_), false) => {}
+                (got, _) => panic!("{about}: {got:?}"),
+            }
+            assert!(started.elapsed() < max, "{about}: {:?}", started.elapsed());
+        }
+    }
+
+    #[test]
+    fn refuses_deep_nesting_and_long_input_without_overflowing() {
+        // The inputs that overflowed the daemon's stack.
+        let parens = format!("{}name{}", "(".repeat(2000), ")".repeat(2000));
+        assert_eq!(
+            parse(&parens),
+            Err(ParseError::TooDeep {
+                limit: MAX_CONDITION_DEPTH
+            })
+        );
+        let nots = format!("{}name", "!".repeat(10_000));
+        assert!(matches!(parse(&nots), Err(ParseError::TooLong { .. })));
+        let nots = format!("{}name", "!".repeat(4000));
+        assert!(matches!(parse(&nots), Err(ParseError::TooDeep { .. })));
+        // The deepest nesting allowed still parses, and one more does not.
+        let at = |n: usize| format!("{}name{}", "!(".repeat(n / 2), ")".repeat(n / 2));
+        assert!(parse(&at(MAX_CONDITION_DEPTH)).is_ok());
+        assert!(parse(&at(MAX_CONDITION_DEPTH + 2)).is_err());
+        // Long chains are not nesting: they are bounded by the length alone.
+        let chain = vec!["1"; 1000].join("&&");
+        assert!(parse(&chain).is_ok());
+    }
+
+    #[test]
+    fn errors_quote_a_bounded_prefix() {
+        let long = "x".repeat(3000);
+        let err = parse(&long).unwrap_err().to_string();
+        assert!(err.len() < 200, "{err}");
+        let err = parse(&format!("name == 1 \"{long}\""))
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 200, "{err}");
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn config() -> ProptestConfig {
+            ProptestConfig {
+                cases: 256,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            }
+        }
+
+        /// Fragments of the language, so that generated text often parses.
+        fn fragment() -> impl Strategy<Value = &'static str> {
+            prop::sample::select(vec![
+                "value",
+                "name",
+                "kind",
+                "labels",
+                ".",
+                "a",
+                "[",
+                "]",
+                "0",
+                "1.5",
+                "-2",
+                "\"s\"",
+                "'t'",
+                "(",
+                ")",
+                "!",
+                "&&",
+                "||",
+                "==",
+                "!=",
+                "<",
+                "<=",
+                ">",
+                ">=",
+                "contains",
+                "matches",
+                "\"*x?[a-c]\"",
+                "true",
+                "false",
+                "null",
+                " ",
+                "\"",
+                "\\",
+                "1e999",
+            ])
+        }
+
+        fn point_value() -> Value {
+            serde_json::json!({"a": [1, "s", {"b": null}], "s": "text", "n": 2})
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn arbitrary_text_never_panics(text in any::<String>()) {
+                let _ = parse(&text);
+            }
+
+            #[test]
+            fn arbitrary_fragments_parse_or_refuse_and_evaluate(
+                parts in prop::collection::vec(fragment(), 0..60)
+            ) {
+                let text = parts.concat();
+                if let Ok(expr) = parse(&text) {
+                    let labels = BTreeMap::from([("a".to_owned(), "b".to_owned())]);
+                    let value = point_value();
+                    let point = Point { kind: "k", name: "n", value: &value, labels: &labels };
+                    let _ = expr.eval(&point);
+                }
+            }
+
+            #[test]
+            fn deep_nesting_is_refused_not_overflowed(
+                open in prop::sample::select(vec!["(", "!", "!(", "(!"]),
+                depth in 0usize..3000,
+                close in any::<bool>(),
+            ) {
+                let closing = if close { ")".repeat(depth * open.matches('(').count()) } else { String::new() };
+                let text = format!("{}value{closing}", open.repeat(depth));
+                match parse(&text) {
+                    Ok(_) => prop_assert!(depth * open.len() <= MAX_CONDITION_DEPTH),
+                    Err(ParseError::TooLong { limit, len }) => {
+                        prop_assert_eq!(limit, MAX_CONDITION_BYTES);
+                        prop_assert!(len > MAX_CONDITION_BYTES);
+                    }
+                    Err(ParseError::TooDeep { limit }) => {
+                        prop_assert_eq!(limit, MAX_CONDITION_DEPTH);
+                        prop_assert!(depth * open.len() > MAX_CONDITION_DEPTH);
+                    }
+                    Err(ParseError::Malformed(_)) => prop_assert!(!close),
+                    Err(other) => prop_assert!(false, "unexpected {other:?}"),
+                }
+            }
+        }
     }
 }

@@ -1,6 +1,13 @@
 //! Name globs for probe breakpoints: `*`, `?`, `[abc]`, `[a-z]`, `[!abc]` and
 //! `\` escapes, matched against the whole name.
 
+use crate::error::ParseError;
+
+/// The longest glob accepted, in bytes of UTF-8: matching costs at most the
+/// glob's length times the name's, so this bounds it. The probe libraries
+/// refuse longer ones too.
+pub const MAX_GLOB_BYTES: usize = 1024;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token {
     Literal(char),
@@ -20,7 +27,8 @@ pub struct Glob {
 
 impl Glob {
     /// Compiles `pattern`; the error says what is malformed.
-    pub fn parse(pattern: &str) -> Result<Self, String> {
+    pub fn parse(pattern: &str) -> Result<Self, ParseError> {
+        ParseError::check_len(pattern, MAX_GLOB_BYTES)?;
         let mut tokens = Vec::new();
         let mut chars = pattern.chars().peekable();
         while let Some(c) = chars.next() {
@@ -48,7 +56,7 @@ impl Glob {
                                     break;
                                 }
                                 Some(hi) if hi < lo => {
-                                    return Err(format!("range '{lo}-{hi}' is reversed"));
+                                    return Err(format!("range '{lo}-{hi}' is reversed").into());
                                 }
                                 Some(hi) => hi,
                             }
@@ -68,8 +76,8 @@ impl Glob {
     /// Whether the whole of `name` matches.
     pub fn matches(&self, name: &str) -> bool {
         let name: Vec<char> = name.chars().collect();
-        // Iterative matcher with one backtrack point for the last star: linear
-        // in practice and never exponential.
+        // Iterative matcher with one backtrack point, the last star: at most
+        // the glob's length times the name's steps, never exponential.
         let (mut t, mut n) = (0, 0);
         let mut star: Option<(usize, usize)> = None;
         while n < name.len() {
@@ -134,6 +142,87 @@ mod tests {
     fn rejects_malformed() {
         for bad in ["[abc", "[]", "a\\", "[z-a]", "[a-"] {
             assert!(Glob::parse(bad).is_err(), "{bad:?} should fail");
+        }
+    }
+
+    #[test]
+    fn many_stars_match_in_bounded_time() {
+        // The patterns that froze a backtracking matcher: each takes at most
+        // the glob's length times the name's steps here.
+        let started = std::time::Instant::now();
+        let name = "a".repeat(10_000);
+        for pattern in [
+            format!("{}x", "*".repeat(12)),
+            format!("{}x", "*a".repeat(400)),
+            format!("{}b", "a*".repeat(400)),
+        ] {
+            assert!(!Glob::parse(&pattern).unwrap().matches(&name), "{pattern}");
+        }
+        assert!(Glob::parse(&"*a".repeat(400)).unwrap().matches(&name));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn refuses_long_patterns() {
+        let long = "*".repeat(MAX_GLOB_BYTES + 1);
+        assert!(matches!(
+            Glob::parse(&long),
+            Err(ParseError::TooLong { .. })
+        ));
+        assert!(Glob::parse(&long[1..]).is_ok());
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// The obvious recursive matcher, exponential but right: small inputs
+        /// hold the linear one to it.
+        fn reference(tokens: &[Token], name: &[char]) -> bool {
+            match tokens.split_first() {
+                None => name.is_empty(),
+                Some((Token::Star, rest)) => {
+                    (0..=name.len()).any(|skip| reference(rest, &name[skip..]))
+                }
+                Some((tok, rest)) => name
+                    .split_first()
+                    .is_some_and(|(c, tail)| single(tok, *c) && reference(rest, tail)),
+            }
+        }
+
+        fn config() -> ProptestConfig {
+            ProptestConfig {
+                cases: 512,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            }
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn arbitrary_patterns_never_panic(pattern in any::<String>(), name in any::<String>()) {
+                if let Ok(glob) = Glob::parse(&pattern) {
+                    let _ = glob.matches(&name);
+                }
+            }
+
+            #[test]
+            fn agrees_with_the_reference(
+                pattern in "[ab*?\\\\\\[\\]!-]{0,10}",
+                name in "[ab*?!-]{0,10}",
+            ) {
+                if let Ok(glob) = Glob::parse(&pattern) {
+                    let chars: Vec<char> = name.chars().collect();
+                    prop_assert_eq!(glob.matches(&name), reference(&glob.tokens, &chars));
+                }
+            }
         }
     }
 }

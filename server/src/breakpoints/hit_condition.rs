@@ -1,6 +1,12 @@
 //! Hit conditions, evaluated by stepd itself so every adapter behaves alike:
 //! `N` / `==N` (the Nth hit), `>N`, `>=N`, `<N`, `<=N`, `%N` (every Nth hit).
 
+use crate::error::{ParseError, quote};
+
+/// The longest hit condition accepted, in bytes: an operator, spaces and a
+/// 64-bit count fit many times over.
+pub const MAX_HIT_CONDITION_BYTES: usize = 64;
+
 /// A parsed hit condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HitCondition {
@@ -20,7 +26,8 @@ pub enum HitCondition {
 
 impl HitCondition {
     /// Parses the condition; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
+        ParseError::check_len(text, MAX_HIT_CONDITION_BYTES)?;
         let text = text.trim();
         type Build = fn(u64) -> HitCondition;
         let ops: [(&str, Build); 7] = [
@@ -39,10 +46,13 @@ impl HitCondition {
             .unwrap_or(("", HitCondition::Eq));
         let number = text[op.len()..].trim();
         let n: u64 = number.parse().map_err(|_| {
-            format!("{text:?} is not a hit condition: use N, ==N, >N, >=N, <N, <=N or %N")
+            ParseError::Malformed(format!(
+                "{} is not a hit condition: use N, ==N, >N, >=N, <N, <=N or %N",
+                quote(text)
+            ))
         })?;
         if n == 0 && matches!(op, "%" | "" | "==") {
-            return Err(format!("{text:?}: the count must be at least 1"));
+            return Err(format!("{}: the count must be at least 1", quote(text)).into());
         }
         Ok(build(n))
     }
@@ -75,5 +85,42 @@ mod tests {
         assert!(HitCondition::parse("").is_err());
         assert!(HitCondition::Every(2).passes(4));
         assert!(!HitCondition::Gt(2).passes(2));
+    }
+
+    #[test]
+    fn refuses_long_input_and_quotes_a_prefix() {
+        let long = format!("{}1", " ".repeat(100));
+        assert!(matches!(
+            HitCondition::parse(&long),
+            Err(ParseError::TooLong { .. })
+        ));
+        let err = HitCondition::parse(&"x".repeat(60))
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 200, "{err}");
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 512,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            #[test]
+            fn arbitrary_text_parses_or_refuses(
+                text in prop_oneof![any::<String>(), "[ =<>%0-9+-]{0,30}"],
+                hit in any::<u64>(),
+            ) {
+                if let Ok(condition) = HitCondition::parse(&text) {
+                    let _ = condition.passes(hit);
+                }
+            }
+        }
     }
 }

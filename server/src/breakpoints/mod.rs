@@ -7,7 +7,7 @@ mod glob;
 mod hit_condition;
 mod hits;
 mod selector;
-mod validate;
+pub mod validate;
 pub mod verdict;
 
 use std::{collections::HashMap, sync::Arc};
@@ -154,7 +154,11 @@ impl Breakpoints {
         if let Some(bad) = paths.iter().find(|p| !MASK_PATHS.contains(&p.as_str())) {
             return Err(ApiError::invalid_field(
                 "update_mask",
-                format!("unknown path {bad:?}; allowed: {}", MASK_PATHS.join(", ")),
+                format!(
+                    "unknown path {}; allowed: {}",
+                    crate::error::quote(bad),
+                    MASK_PATHS.join(", ")
+                ),
             ));
         }
         let _order = self.write.lock().await;
@@ -303,16 +307,22 @@ fn parse_id(id: &str) -> ApiResult<i64> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| {
-            ApiError::invalid_field("id", format!("{id:?} is not a breakpoint id like \"bp-7\""))
+            ApiError::invalid_field(
+                "id",
+                format!(
+                    "{} is not a breakpoint id like \"bp-7\"",
+                    crate::error::quote(id)
+                ),
+            )
         })
 }
 
 fn not_found(id: &str) -> ApiError {
     ApiError::new(
         ErrorReason::BreakpointNotFound,
-        format!("no breakpoint {id}"),
+        format!("no breakpoint {}", crate::error::quote(id)),
     )
-    .with("breakpoint_id", id)
+    .with("breakpoint_id", crate::error::clip(id))
 }
 
 /// The API form of a stored breakpoint.

@@ -1,7 +1,13 @@
 //! Label selectors, in the Kubernetes style: `k=v`, `k!=v`, `k in (a,b)`,
 //! `k notin (a)`, `k`, `!k`, joined by commas; every requirement must hold.
+//! Nothing nests, so only the length needs a bound.
 
 use std::collections::{BTreeSet, HashMap};
+
+use crate::error::{ParseError, quote};
+
+/// The longest selector accepted, in bytes of UTF-8.
+pub const MAX_SELECTOR_BYTES: usize = 4096;
 
 /// One requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +26,8 @@ pub struct LabelSelector {
 
 impl LabelSelector {
     /// Parses `text`; the error says what is wrong and where.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
+        ParseError::check_len(text, MAX_SELECTOR_BYTES)?;
         let mut parser = Parser { text, pos: 0 };
         let mut requirements = Vec::new();
         parser.skip_ws();
@@ -28,12 +35,12 @@ impl LabelSelector {
             return Ok(Self::default());
         }
         loop {
-            requirements.push(parser.requirement()?);
+            requirements.push(parser.requirement().map_err(ParseError::Malformed)?);
             parser.skip_ws();
             if parser.at_end() {
                 break;
             }
-            parser.expect(',')?;
+            parser.expect(',').map_err(ParseError::Malformed)?;
         }
         Ok(Self { requirements })
     }
@@ -68,8 +75,10 @@ impl Parser<'_> {
     }
 
     fn skip_ws(&mut self) {
-        while self.peek().is_some_and(char::is_whitespace) {
-            self.pos += 1;
+        // Whitespace outside ASCII is several bytes long: step by the whole
+        // character so `pos` stays on a boundary.
+        while let Some(c) = self.peek().filter(|c| c.is_whitespace()) {
+            self.pos += c.len_utf8();
         }
     }
 
@@ -147,7 +156,9 @@ impl Parser<'_> {
             }
             "" => Ok(Requirement::Exists(key)),
             other => Err(format!(
-                "unexpected {other:?} after label key {key:?}; expected =, !=, in or notin"
+                "unexpected {} after label key {}; expected =, !=, in or notin",
+                quote(other),
+                quote(&key)
             )),
         }
     }
@@ -192,6 +203,57 @@ mod tests {
                 continue;
             }
             assert!(LabelSelector::parse(bad).is_err(), "{bad:?} should fail");
+        }
+    }
+
+    #[test]
+    fn whitespace_outside_ascii_is_skipped_whole() {
+        // U+3000 is whitespace three bytes long: stepping by one byte panicked.
+        let sel = LabelSelector::parse("env\u{3000}=\u{3000}prod").unwrap();
+        assert!(sel.matches(&labels(&[("env", "prod")])));
+        assert!(LabelSelector::parse("a\u{3000}").is_ok());
+    }
+
+    #[test]
+    fn refuses_long_input() {
+        let long = vec!["a"; MAX_SELECTOR_BYTES].join(",");
+        assert!(matches!(
+            LabelSelector::parse(&long),
+            Err(ParseError::TooLong { .. })
+        ));
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 512,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            #[test]
+            fn arbitrary_text_parses_or_refuses(
+                text in prop_oneof![
+                    any::<String>(),
+                    "[a-c=!, ()\u{3000}\u{a0}\t]{0,40}",
+                    prop::collection::vec(
+                        prop::sample::select(vec![
+                            "a", "b", "=", "==", "!=", "!", " in ", " notin ", "(", ")", ",", " ",
+                            "\u{3000}", "é",
+                        ]),
+                        0..30,
+                    )
+                    .prop_map(|parts| parts.concat()),
+                ],
+            ) {
+                if let Ok(selector) = LabelSelector::parse(&text) {
+                    let _ = selector.matches(&labels(&[("a", "b")]));
+                }
+            }
         }
     }
 }

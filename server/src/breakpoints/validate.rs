@@ -5,7 +5,76 @@ use stepd_proto::v1::{BreakpointAction, BreakpointSpec, breakpoint_spec::Locatio
 use tonic_types::FieldViolation;
 
 use super::{glob::Glob, hit_condition::HitCondition, selector::LabelSelector};
+use crate::error::ParseError;
 use crate::time::us_from_timestamp;
+
+/// The longest log message template accepted, in bytes of UTF-8.
+pub const MAX_LOG_MESSAGE_BYTES: usize = 4096;
+
+/// The most `{expression}` parts a log message may have: each is one
+/// evaluation by the adapter at every hit.
+pub const MAX_LOG_EXPRESSIONS: usize = 32;
+
+/// The deepest nesting of braces inside one `{expression}`.
+pub const MAX_LOG_BRACE_DEPTH: usize = 16;
+
+/// Checks a log message template against the limits, scanning it as
+/// `dap_session::log_message::parse` does (which must not be imported from
+/// here, a layer below; a test there holds the two to the same reading).
+pub fn log_message(message: &str) -> Result<(), ParseError> {
+    ParseError::check_len(message, MAX_LOG_MESSAGE_BYTES)?;
+    let mut chars = message.chars().peekable();
+    let mut expressions = 0;
+    while let Some(c) = chars.next() {
+        match c {
+            '{' | '}' if chars.peek() == Some(&c) => {
+                chars.next();
+            }
+            '{' => {
+                let mut depth = 1;
+                for c in chars.by_ref() {
+                    match c {
+                        '{' => {
+                            depth += 1;
+                            if depth > MAX_LOG_BRACE_DEPTH {
+                                return Err(ParseError::TooDeep {
+                                    limit: MAX_LOG_BRACE_DEPTH,
+                                });
+                            }
+                        }
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if depth == 0 {
+                    expressions += 1;
+                    if expressions > MAX_LOG_EXPRESSIONS {
+                        return Err(ParseError::TooMany {
+                            what: "{expression} parts",
+                            limit: MAX_LOG_EXPRESSIONS,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A parser's refusal as a field violation's description: what the field is,
+/// and whether it is malformed or over a limit.
+fn refusal(what: &str, err: &ParseError) -> String {
+    match err {
+        ParseError::Malformed(text) => format!("malformed {what}: {text}"),
+        over => format!("{what} over its limit: {over} (see docs/errors.md)"),
+    }
+}
 
 /// What to check beyond the spec's shape.
 pub struct Checks {
@@ -60,14 +129,14 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
         }
         Some(Location::Probe(p)) => {
             if let Err(err) = Glob::parse(&p.name_glob) {
-                bad("probe.name_glob", format!("malformed glob: {err}"));
+                bad("probe.name_glob", refusal("glob", &err));
             }
             // Probe conditions are stepd's own language, so they are checked
             // now; DAP conditions belong to the debuggee's language.
             if !spec.condition.trim().is_empty()
                 && let Err(err) = super::condition::parse(&spec.condition)
             {
-                bad("condition", format!("malformed probe condition: {err}"));
+                bad("condition", refusal("probe condition", &err));
             }
         }
     }
@@ -81,7 +150,11 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
             "log_message",
             "required when action is BREAKPOINT_ACTION_LOG".into(),
         ),
-        Ok(BreakpointAction::Log) => {}
+        Ok(BreakpointAction::Log) => {
+            if let Err(err) = log_message(&spec.log_message) {
+                bad("log_message", refusal("log message", &err));
+            }
+        }
         Ok(_) if !spec.log_message.is_empty() => bad(
             "log_message",
             "only allowed when action is BREAKPOINT_ACTION_LOG".into(),
@@ -91,10 +164,10 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
     if !spec.hit_condition.trim().is_empty()
         && let Err(err) = HitCondition::parse(&spec.hit_condition)
     {
-        bad("hit_condition", err);
+        bad("hit_condition", refusal("hit condition", &err));
     }
     if let Err(err) = LabelSelector::parse(&spec.label_selector) {
-        bad("label_selector", format!("malformed label selector: {err}"));
+        bad("label_selector", refusal("label selector", &err));
     }
     if let Some(expiry) = &spec.expires_at {
         if !(0..1_000_000_000).contains(&expiry.nanos) {
@@ -167,5 +240,114 @@ mod tests {
                 "spec.expires_at"
             ]
         );
+    }
+
+    fn probe(condition: &str) -> BreakpointSpec {
+        BreakpointSpec {
+            location: Some(Location::Probe(stepd_proto::v1::ProbeMatch {
+                name_glob: "*".into(),
+                ..Default::default()
+            })),
+            condition: condition.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_parser_refuses_what_is_over_its_limits() {
+        let deep = format!("{}name{}", "(".repeat(2000), ")".repeat(2000));
+        assert_eq!(fields(&probe(&deep)), ["spec.condition"]);
+        assert_eq!(fields(&probe(&"!".repeat(10_000))), ["spec.condition"]);
+        let mut spec = probe("");
+        if let Some(Location::Probe(p)) = &mut spec.location {
+            p.name_glob = "*".repeat(5000);
+        }
+        spec.hit_condition = format!("{}1", " ".repeat(500));
+        spec.label_selector = "a,".repeat(3000);
+        spec.action = BreakpointAction::Log as i32;
+        spec.log_message = "{x}".repeat(40);
+        assert_eq!(
+            fields(&spec),
+            [
+                "spec.probe.name_glob",
+                "spec.log_message",
+                "spec.hit_condition",
+                "spec.label_selector"
+            ]
+        );
+    }
+
+    #[test]
+    fn log_messages_are_bounded() {
+        assert_eq!(log_message(&"{x} ".repeat(MAX_LOG_EXPRESSIONS)), Ok(()));
+        assert!(matches!(
+            log_message(&"{x}".repeat(MAX_LOG_EXPRESSIONS + 1)),
+            Err(ParseError::TooMany { .. })
+        ));
+        // Literal braces are not expressions, and an unclosed one is text.
+        assert_eq!(log_message(&"{{}}".repeat(500)), Ok(()));
+        assert_eq!(log_message("open {x"), Ok(()));
+        let deep = format!("{{x{}", "{".repeat(MAX_LOG_BRACE_DEPTH));
+        assert!(matches!(
+            log_message(&deep),
+            Err(ParseError::TooDeep { .. })
+        ));
+        assert!(matches!(
+            log_message(&"x".repeat(MAX_LOG_MESSAGE_BYTES + 1)),
+            Err(ParseError::TooLong { .. })
+        ));
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Text that is sometimes huge or deeply nested.
+        fn text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                (
+                    prop::sample::select(vec!["(", "!", "{", "{x ", "*", "a,", " "]),
+                    0usize..6000
+                )
+                    .prop_map(|(s, n)| s.repeat(n)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 128,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// Whatever the fields hold, validation answers with violations
+            /// (each naming its field), never a panic or an overflow.
+            #[test]
+            fn any_spec_is_validated(
+                condition in text(),
+                glob in text(),
+                hit in text(),
+                selector in text(),
+                message in text(),
+            ) {
+                let spec = BreakpointSpec {
+                    location: Some(Location::Probe(stepd_proto::v1::ProbeMatch {
+                        name_glob: glob,
+                        ..Default::default()
+                    })),
+                    condition,
+                    hit_condition: hit,
+                    label_selector: selector,
+                    action: BreakpointAction::Log as i32,
+                    log_message: message,
+                    ..Default::default()
+                };
+                for field in fields(&spec) {
+                    prop_assert!(field.starts_with("spec."));
+                }
+            }
+        }
     }
 }

@@ -157,7 +157,8 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
         ApiError::invalid_field(
             "adapter",
             format!(
-                "unknown adapter {name:?}; use one of {} or adapter_command",
+                "unknown adapter {}; use one of {} or adapter_command",
+                crate::error::quote(name),
                 registry::known_names()
             ),
         )

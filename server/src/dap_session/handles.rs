@@ -41,14 +41,20 @@ pub fn resolve_scoped(
             Some((e.parse::<u64>().ok()?, r.parse::<i64>().ok()?, f))
         })
         .ok_or_else(|| {
-            ApiError::invalid_field(field, format!("{handle:?} is not a stepd handle"))
+            ApiError::invalid_field(
+                field,
+                format!("{} is not a stepd handle", crate::error::quote(handle)),
+            )
         })?;
     if epoch != current_epoch {
         return Err(ApiError::new(
             ErrorReason::StaleHandle,
-            format!("{field} {handle:?} belongs to an earlier stop; the program has moved since"),
+            format!(
+                "{field} {} belongs to an earlier stop; the program has moved since",
+                crate::error::quote(handle)
+            ),
         )
-        .with(field, handle));
+        .with(field, crate::error::clip(handle)));
     }
     Ok((reference, frame))
 }

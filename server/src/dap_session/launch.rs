@@ -123,11 +123,12 @@ fn check_program(request: &Request) -> ApiResult<()> {
     Err(ApiError::new(
         ErrorReason::LaunchFailed,
         format!(
-            "the program {program:?} does not exist (looked in {})",
+            "the program {} does not exist (looked in {})",
+            crate::error::quote(program),
             base.display()
         ),
     )
-    .with("program", program))
+    .with("program", crate::error::clip(program)))
 }
 
 /// Starts the adapter and its actor; returns once configuration is done.

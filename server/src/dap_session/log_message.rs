@@ -1,5 +1,7 @@
 //! Log point messages: text with `{expression}` parts; `{{` and `}}` are
-//! literal braces.
+//! literal braces. `breakpoints::validate::log_message` bounds them (length,
+//! expressions, brace depth) when a breakpoint is added; parsing here is one
+//! pass and never recurses.
 
 /// One part of a message.
 #[derive(Debug, PartialEq, Eq)]
@@ -78,5 +80,44 @@ mod tests {
         );
         assert_eq!(parse("{d['k']}"), vec![Part::Expr("d['k']".into())]);
         assert_eq!(parse("open {x"), vec![Part::Text("open {x".into())]);
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::breakpoints::validate::{self, MAX_LOG_EXPRESSIONS};
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 512,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// The validator reads a message as this parser does: what it
+            /// accepts never has more expressions than the limit.
+            #[test]
+            fn the_validator_counts_what_the_parser_finds(
+                text in prop_oneof![
+                    any::<String>(),
+                    prop::collection::vec(
+                        prop::sample::select(vec!["{", "}", "{{", "}}", "x", " ", "{x}"]),
+                        0..120,
+                    )
+                    .prop_map(|parts| parts.concat()),
+                ],
+            ) {
+                let parts = parse(&text);
+                let expressions = parts.iter().filter(|p| matches!(p, Part::Expr(_))).count();
+                match validate::log_message(&text) {
+                    Ok(()) => prop_assert!(expressions <= MAX_LOG_EXPRESSIONS),
+                    Err(crate::error::ParseError::TooMany { .. }) => {
+                        prop_assert!(expressions > MAX_LOG_EXPRESSIONS)
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
     }
 }

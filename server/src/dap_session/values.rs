@@ -654,7 +654,7 @@ pub fn handle(shared: &Arc<Shared>, handle: &str) -> ApiResult<Arc<dyn Node>> {
         .ok_or_else(|| {
             ApiError::invalid_field(
                 "source.variables_ref",
-                format!("{handle:?} is not a stepd handle"),
+                format!("{} is not a stepd handle", crate::error::quote(handle)),
             )
         })?;
     still_at(shared, epoch)?;

@@ -68,9 +68,12 @@ pub struct Inspectors {
 fn not_found(id: &str) -> ApiError {
     ApiError::new(
         ErrorReason::InspectorNotFound,
-        format!("no inspector {id:?}: it never existed, was cleared, or expired after inactivity"),
+        format!(
+            "no inspector {}: it never existed, was cleared, or expired after inactivity",
+            crate::error::quote(id)
+        ),
     )
-    .with("inspector_id", id)
+    .with("inspector_id", crate::error::clip(id))
 }
 
 impl Inspectors {

@@ -152,7 +152,10 @@ pub trait Node: Send + Sync {
     async fn pin(&self, name: &str) -> ApiResult<String> {
         Err(ApiError::new(
             ErrorReason::UnsupportedByAdapter,
-            format!("this value cannot be pinned as {name:?}: its source has no evaluator"),
+            format!(
+                "this value cannot be pinned as {}: its source has no evaluator",
+                crate::error::quote(name)
+            ),
         ))
     }
     /// The value printed within a budget of children shared with its

@@ -221,8 +221,11 @@ impl Sessions {
     /// A session by id, or SESSION_NOT_FOUND.
     pub fn get(&self, id: &str) -> ApiResult<SessionHandle> {
         self.lock().get(id).cloned().ok_or_else(|| {
-            ApiError::new(ErrorReason::SessionNotFound, format!("no session {id:?}"))
-                .with("session_id", id)
+            ApiError::new(
+                ErrorReason::SessionNotFound,
+                format!("no session {}", crate::error::quote(id)),
+            )
+            .with("session_id", crate::error::clip(id))
         })
     }
 

@@ -463,7 +463,10 @@ impl Actor {
         let Some((name, value)) = split_assignment(code) else {
             return Err(ApiError::invalid_field(
                 "command.inject.code",
-                format!("{code:?} is not an assignment NAME = EXPRESSION"),
+                format!(
+                    "{} is not an assignment NAME = EXPRESSION",
+                    crate::error::quote(code)
+                ),
             ));
         };
         let result = if self.shared.supports("supportsSetExpression") {

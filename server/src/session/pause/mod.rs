@@ -269,24 +269,31 @@ fn gone(inner: &Inner, key: &str) -> ApiError {
         Some(Ending { command, by }) if *command != CommandKind::Unspecified => ApiError::new(
             ErrorReason::AlreadyAnswered,
             format!(
-                "pause {key:?} was already answered ({} by {by})",
+                "pause {} was already answered ({} by {by})",
+                crate::error::quote(key),
                 command.as_str_name()
             ),
         ),
         Some(Ending { by, .. }) if by == "disconnect" || by == "session-ended" => ApiError::new(
             ErrorReason::SessionEnded,
-            format!("pause {key:?} ended with its session ({by}); nobody answered it"),
+            format!(
+                "pause {} ended with its session ({by}); nobody answered it",
+                crate::error::quote(key)
+            ),
         ),
         Some(Ending { by, .. }) => ApiError::new(
             ErrorReason::PauseNotFound,
-            format!("pause {key:?} is no longer pending ({by}); nobody answered it"),
+            format!(
+                "pause {} is no longer pending ({by}); nobody answered it",
+                crate::error::quote(key)
+            ),
         ),
         None => ApiError::new(
             ErrorReason::PauseNotFound,
-            format!("pause {key:?} is not a pending pause"),
+            format!("pause {} is not a pending pause", crate::error::quote(key)),
         ),
     };
-    error.with("key", key)
+    error.with("key", crate::error::clip(key))
 }
 
 #[cfg(test)]
