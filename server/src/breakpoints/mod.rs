@@ -6,6 +6,7 @@ mod expiry;
 mod glob;
 mod hit_condition;
 mod hits;
+pub mod log_message;
 mod selector;
 pub mod validate;
 pub mod verdict;

@@ -4,68 +4,9 @@
 use stepd_proto::v1::{BreakpointAction, BreakpointSpec, breakpoint_spec::Location};
 use tonic_types::FieldViolation;
 
-use super::{glob::Glob, hit_condition::HitCondition, selector::LabelSelector};
+use super::{glob::Glob, hit_condition::HitCondition, log_message, selector::LabelSelector};
 use crate::error::ParseError;
 use crate::time::us_from_timestamp;
-
-/// The longest log message template accepted, in bytes of UTF-8.
-pub const MAX_LOG_MESSAGE_BYTES: usize = 4096;
-
-/// The most `{expression}` parts a log message may have: each is one
-/// evaluation by the adapter at every hit.
-pub const MAX_LOG_EXPRESSIONS: usize = 32;
-
-/// The deepest nesting of braces inside one `{expression}`.
-pub const MAX_LOG_BRACE_DEPTH: usize = 16;
-
-/// Checks a log message template against the limits, scanning it as
-/// `dap_session::log_message::parse` does (which must not be imported from
-/// here, a layer below; a test there holds the two to the same reading).
-pub fn log_message(message: &str) -> Result<(), ParseError> {
-    ParseError::check_len(message, MAX_LOG_MESSAGE_BYTES)?;
-    let mut chars = message.chars().peekable();
-    let mut expressions = 0;
-    while let Some(c) = chars.next() {
-        match c {
-            '{' | '}' if chars.peek() == Some(&c) => {
-                chars.next();
-            }
-            '{' => {
-                let mut depth = 1;
-                for c in chars.by_ref() {
-                    match c {
-                        '{' => {
-                            depth += 1;
-                            if depth > MAX_LOG_BRACE_DEPTH {
-                                return Err(ParseError::TooDeep {
-                                    limit: MAX_LOG_BRACE_DEPTH,
-                                });
-                            }
-                        }
-                        '}' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                break;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                if depth == 0 {
-                    expressions += 1;
-                    if expressions > MAX_LOG_EXPRESSIONS {
-                        return Err(ParseError::TooMany {
-                            what: "{expression} parts",
-                            limit: MAX_LOG_EXPRESSIONS,
-                        });
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
 
 /// A parser's refusal as a field violation's description: what the field is,
 /// and whether it is malformed or over a limit.
@@ -151,7 +92,7 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
             "required when action is BREAKPOINT_ACTION_LOG".into(),
         ),
         Ok(BreakpointAction::Log) => {
-            if let Err(err) = log_message(&spec.log_message) {
+            if let Err(err) = log_message::check(&spec.log_message) {
                 bad("log_message", refusal("log message", &err));
             }
         }
@@ -194,6 +135,9 @@ mod tests {
     use stepd_proto::v1::{SourceLocation, breakpoint_spec::Location};
 
     use super::*;
+    use crate::breakpoints::log_message::{
+        MAX_LOG_BRACE_DEPTH, MAX_LOG_EXPRESSIONS, MAX_LOG_MESSAGE_BYTES,
+    };
 
     fn source(path: &str, line: u32) -> BreakpointSpec {
         BreakpointSpec {
@@ -279,21 +223,24 @@ mod tests {
 
     #[test]
     fn log_messages_are_bounded() {
-        assert_eq!(log_message(&"{x} ".repeat(MAX_LOG_EXPRESSIONS)), Ok(()));
+        assert_eq!(
+            log_message::check(&"{x} ".repeat(MAX_LOG_EXPRESSIONS)),
+            Ok(())
+        );
         assert!(matches!(
-            log_message(&"{x}".repeat(MAX_LOG_EXPRESSIONS + 1)),
+            log_message::check(&"{x}".repeat(MAX_LOG_EXPRESSIONS + 1)),
             Err(ParseError::TooMany { .. })
         ));
         // Literal braces are not expressions, and an unclosed one is text.
-        assert_eq!(log_message(&"{{}}".repeat(500)), Ok(()));
-        assert_eq!(log_message("open {x"), Ok(()));
+        assert_eq!(log_message::check(&"{{}}".repeat(500)), Ok(()));
+        assert_eq!(log_message::check("open {x"), Ok(()));
         let deep = format!("{{x{}", "{".repeat(MAX_LOG_BRACE_DEPTH));
         assert!(matches!(
-            log_message(&deep),
+            log_message::check(&deep),
             Err(ParseError::TooDeep { .. })
         ));
         assert!(matches!(
-            log_message(&"x".repeat(MAX_LOG_MESSAGE_BYTES + 1)),
+            log_message::check(&"x".repeat(MAX_LOG_MESSAGE_BYTES + 1)),
             Err(ParseError::TooLong { .. })
         ));
     }

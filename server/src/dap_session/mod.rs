@@ -9,7 +9,6 @@ mod actor;
 mod handles;
 mod inspect;
 pub(crate) mod launch;
-pub(crate) mod log_message;
 mod port;
 mod sources;
 pub(crate) mod stop;

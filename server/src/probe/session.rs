@@ -27,8 +27,8 @@ use tonic::Status;
 use super::value;
 use crate::breakpoints::condition;
 use crate::{
+    breakpoints::log_message,
     breakpoints::{Action, Known, Verdict, verdict},
-    dap_session::log_message,
     error::{ApiError, ApiResult},
     session::{
         Command, Context, ExecOp, Mailbox, PauseTarget, WaitMode,

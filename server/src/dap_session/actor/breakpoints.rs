@@ -10,7 +10,8 @@ use stepd_proto::v1::{
 };
 
 use super::{Actor, commands::HERE_BREAKPOINT};
-use crate::dap_session::{log_message, stop};
+use crate::breakpoints::log_message;
+use crate::dap_session::stop;
 use crate::{
     breakpoints::{Action, Known, Verdict, verdict},
     dap::client::DapError,

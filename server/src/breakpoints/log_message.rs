@@ -1,7 +1,19 @@
 //! Log point messages: text with `{expression}` parts; `{{` and `}}` are
-//! literal braces. `breakpoints::validate::log_message` bounds them (length,
-//! expressions, brace depth) when a breakpoint is added; parsing here is one
-//! pass and never recurses.
+//! literal braces. One scanner both splits a message and bounds it (length,
+//! expressions, brace depth), so what is checked when a breakpoint is added
+//! is exactly what is read at a hit; it is one pass and never recurses.
+
+use crate::error::ParseError;
+
+/// The longest log message template accepted, in bytes of UTF-8.
+pub const MAX_LOG_MESSAGE_BYTES: usize = 4096;
+
+/// The most `{expression}` parts a log message may have: each is one
+/// evaluation at every hit.
+pub const MAX_LOG_EXPRESSIONS: usize = 32;
+
+/// The deepest nesting of braces inside one `{expression}`.
+pub const MAX_LOG_BRACE_DEPTH: usize = 16;
 
 /// One part of a message.
 #[derive(Debug, PartialEq, Eq)]
@@ -14,7 +26,31 @@ pub enum Part {
 
 /// Splits a message into text and expressions. An unclosed `{` is text.
 pub fn parse(message: &str) -> Vec<Part> {
+    split(message).0
+}
+
+/// Checks a message against the limits, as it is read by [`parse`].
+pub fn check(message: &str) -> Result<(), ParseError> {
+    ParseError::check_len(message, MAX_LOG_MESSAGE_BYTES)?;
+    let (parts, deepest) = split(message);
+    if deepest > MAX_LOG_BRACE_DEPTH {
+        return Err(ParseError::TooDeep {
+            limit: MAX_LOG_BRACE_DEPTH,
+        });
+    }
+    if parts.iter().filter(|p| matches!(p, Part::Expr(_))).count() > MAX_LOG_EXPRESSIONS {
+        return Err(ParseError::TooMany {
+            what: "{expression} parts",
+            limit: MAX_LOG_EXPRESSIONS,
+        });
+    }
+    Ok(())
+}
+
+/// The parts of a message, and the deepest brace nesting met in it.
+fn split(message: &str) -> (Vec<Part>, usize) {
     let mut parts = Vec::new();
+    let mut deepest = 0;
     let mut text = String::new();
     let mut chars = message.chars().peekable();
     while let Some(c) = chars.next() {
@@ -32,7 +68,10 @@ pub fn parse(message: &str) -> Vec<Part> {
                 let mut depth = 1;
                 for c in chars.by_ref() {
                     match c {
-                        '{' => depth += 1,
+                        '{' => {
+                            depth += 1;
+                            deepest = deepest.max(depth);
+                        }
                         '}' => {
                             depth -= 1;
                             if depth == 0 {
@@ -59,7 +98,7 @@ pub fn parse(message: &str) -> Vec<Part> {
     if !text.is_empty() {
         parts.push(Part::Text(text));
     }
-    parts
+    (parts, deepest)
 }
 
 #[cfg(test)]
@@ -86,7 +125,6 @@ mod tests {
         use proptest::prelude::*;
 
         use super::*;
-        use crate::breakpoints::validate::{self, MAX_LOG_EXPRESSIONS};
 
         proptest! {
             #![proptest_config(ProptestConfig {
@@ -95,10 +133,10 @@ mod tests {
                 ..ProptestConfig::default()
             })]
 
-            /// The validator reads a message as this parser does: what it
-            /// accepts never has more expressions than the limit.
+            /// Any message is split without a panic, and what the check
+            /// accepts has no more expressions than the limit.
             #[test]
-            fn the_validator_counts_what_the_parser_finds(
+            fn any_message_is_split_and_bounded(
                 text in prop_oneof![
                     any::<String>(),
                     prop::collection::vec(
@@ -110,9 +148,9 @@ mod tests {
             ) {
                 let parts = parse(&text);
                 let expressions = parts.iter().filter(|p| matches!(p, Part::Expr(_))).count();
-                match validate::log_message(&text) {
+                match check(&text) {
                     Ok(()) => prop_assert!(expressions <= MAX_LOG_EXPRESSIONS),
-                    Err(crate::error::ParseError::TooMany { .. }) => {
+                    Err(ParseError::TooMany { .. }) => {
                         prop_assert!(expressions > MAX_LOG_EXPRESSIONS)
                     }
                     Err(_) => {}
