@@ -23,7 +23,9 @@ impl ApiError {
         Self {
             code: code_for(reason),
             reason,
-            message: bounded(message.into(), MAX_MESSAGE_BYTES),
+            // Whole here, for events such as eval_error that carry an
+            // adapter's full words; cut when it leaves as a status.
+            message: message.into(),
             metadata: HashMap::new(),
             violations: Vec::new(),
         }
@@ -85,9 +87,9 @@ impl ApiError {
 /// limit (grpcio's is 8 KiB) however long the value was.
 pub const QUOTE_CHARS: usize = 64;
 
-/// Backstops for what no call site bounded, in bytes: a message, one metadata
-/// value and one field violation are cut there, so a forgotten [`quote`] can
-/// never make a status too large to deliver.
+/// Backstops for what no call site bounded, in bytes: a status's message, one
+/// metadata value and one field violation are cut there, so a forgotten
+/// [`quote`] can never make a status too large to deliver.
 const MAX_MESSAGE_BYTES: usize = 1024;
 const MAX_METADATA_BYTES: usize = 512;
 const MAX_FIELD_BYTES: usize = 128;
@@ -247,7 +249,7 @@ impl From<ApiError> for Status {
         if !err.violations.is_empty() {
             details.set_bad_request(err.violations.clone());
         }
-        Status::with_error_details(err.code, err.message, details)
+        Status::with_error_details(err.code, bounded(err.message, MAX_MESSAGE_BYTES), details)
     }
 }
 
@@ -283,7 +285,7 @@ impl ApiError {
         stepd_proto::v1::StreamError {
             code: self.code as i32,
             reason: self.reason.into(),
-            message: self.message.clone(),
+            message: bounded(self.message.clone(), MAX_MESSAGE_BYTES),
             key: key.to_owned(),
             metadata: self.metadata.clone(),
         }
@@ -311,12 +313,13 @@ mod tests {
         let err = ApiError::new(ErrorReason::SessionNotFound, long.clone())
             .with("session_id", long.clone())
             .with_violations(vec![FieldViolation::new(long.clone(), long.clone()); 100]);
-        assert!(err.message.len() <= MAX_MESSAGE_BYTES);
         assert!(err.metadata["session_id"].len() <= MAX_METADATA_BYTES);
+        assert!(err.to_stream_error("k").message.len() <= MAX_MESSAGE_BYTES);
         assert_eq!(err.violations.len(), MAX_VIOLATIONS);
         assert!(err.violations[0].description.len() <= MAX_DESCRIPTION_BYTES);
         assert!(err.violations[0].field.len() <= MAX_FIELD_BYTES);
         let status = Status::from(err);
+        assert!(status.message().len() <= MAX_MESSAGE_BYTES);
         assert!(
             status.details().len() < 8 * 1024,
             "{}",
