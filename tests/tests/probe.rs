@@ -8,14 +8,13 @@ use prost_types::{Value, value::Kind};
 use stepd_e2e::dap::answer;
 use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, reason, watched};
 use stepd_proto::v1::{
-    BreakpointSpec, CommandKind, ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand,
-    DebugInput, EndReason, EvalCommand, EvalResult, GetSessionRequest, Hello, Hit, InjectCommand,
-    ListBreakpointsRequest, NextCommand, PointInfo, ProbeCapabilities, ProbeMatch, ProbeMode,
-    Reports, ResumeDecision, SendDebugInputRequest, SkipCommand, StepOutCommand,
-    UpdateBreakpointRequest, Watch, Withdraw, breakpoint_service_client::BreakpointServiceClient,
-    breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
-    debug_command::Command, event::Payload, inject_command::Replacement,
-    probe_service_client::ProbeServiceClient,
+    BreakpointSpec, CommandKind, ConnectRequest, ConnectResponse, ContinueCommand, EndReason,
+    EvalCommand, EvalResult, GetSessionRequest, Hello, Hit, InjectCommand, ListBreakpointsRequest,
+    NextCommand, PointInfo, ProbeCapabilities, ProbeMatch, ProbeMode, Reports, ResumeDecision,
+    SkipCommand, StepOutCommand, UpdateBreakpointRequest, Watch, Withdraw,
+    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
+    connect_request::Message as In, connect_response::Message as Out, debug_command::Command,
+    event::Payload, inject_command::Replacement, probe_service_client::ProbeServiceClient,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -279,47 +278,29 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
     hit.hit_id = "h5".into();
     probe.send(In::Hit(hit.clone())).await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
-    let key = pause.key.clone();
-    let daemon_addr = daemon.addr.clone();
-    let evaluating = tokio::spawn(async move {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{daemon_addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        stepd_proto::v1::session_service_client::SessionServiceClient::new(channel)
-            .send_debug_input(SendDebugInputRequest {
-                input: Some(DebugInput {
-                    key,
-                    command: Some(DebugCommand {
-                        command: Some(Command::Eval(EvalCommand {
-                            code: "len(args)".into(),
-                        })),
-                    }),
-                    client_name: "test".into(),
-                }),
-            })
-            .await
-    });
-    let Out::Eval(eval) = next(&mut probe.rx).await else {
-        panic!("expected Eval")
+    let evaluating = answer(
+        &daemon,
+        &pause.key,
+        Command::Eval(EvalCommand {
+            code: "len(args)".into(),
+        }),
+    );
+    let evaluating_at_probe = async {
+        let Out::Eval(eval) = next(&mut probe.rx).await else {
+            panic!("expected Eval")
+        };
+        assert_eq!(eval.hit_id, "h5");
+        assert_eq!(eval.code, "len(args)");
+        probe
+            .send(In::EvalResult(EvalResult {
+                eval_id: eval.eval_id,
+                value: "3".into(),
+                ..Default::default()
+            }))
+            .await;
     };
-    assert_eq!(eval.hit_id, "h5");
-    assert_eq!(eval.code, "len(args)");
-    probe
-        .send(In::EvalResult(EvalResult {
-            eval_id: eval.eval_id,
-            value: "3".into(),
-            ..Default::default()
-        }))
-        .await;
-    let evaluated = evaluating
-        .await
-        .unwrap()
-        .unwrap()
-        .into_inner()
-        .pause
-        .unwrap();
+    let (evaluated, ()) = tokio::join!(evaluating, evaluating_at_probe);
+    let evaluated = evaluated.unwrap().pause.unwrap();
     assert_eq!(evaluated.debug_value.unwrap().text, "3");
     answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
         .await
@@ -893,36 +874,27 @@ async fn a_failed_eval_fails_the_call_and_re_prompts_the_hold() {
     let (mut probe, _) = Probe::connect(&daemon, &[]).await;
     probe.hit("h1", "prompt", "user", string("42"), &[]).await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
-    let evaluating = {
-        let channel = daemon.channel().await;
-        let key = pause.key.clone();
-        tokio::spawn(async move {
-            stepd_proto::v1::session_service_client::SessionServiceClient::new(channel)
-                .send_debug_input(SendDebugInputRequest {
-                    input: Some(DebugInput {
-                        key,
-                        command: Some(DebugCommand {
-                            command: Some(Command::Eval(EvalCommand {
-                                code: "undefined_name".into(),
-                            })),
-                        }),
-                        client_name: "test".into(),
-                    }),
-                })
-                .await
-        })
+    let evaluating = answer(
+        &daemon,
+        &pause.key,
+        Command::Eval(EvalCommand {
+            code: "undefined_name".into(),
+        }),
+    );
+    let failing = async {
+        let Out::Eval(eval) = next(&mut probe.rx).await else {
+            panic!("expected Eval")
+        };
+        probe
+            .send(In::EvalResult(EvalResult {
+                eval_id: eval.eval_id,
+                error: "NameError: name 'undefined_name' is not defined".into(),
+                ..Default::default()
+            }))
+            .await;
     };
-    let Out::Eval(eval) = next(&mut probe.rx).await else {
-        panic!("expected Eval")
-    };
-    probe
-        .send(In::EvalResult(EvalResult {
-            eval_id: eval.eval_id,
-            error: "NameError: name 'undefined_name' is not defined".into(),
-            ..Default::default()
-        }))
-        .await;
-    let err = evaluating.await.unwrap().unwrap_err();
+    let (evaluated, ()) = tokio::join!(evaluating, failing);
+    let err = evaluated.unwrap_err();
     assert_eq!(reason(&err), "ADAPTER_ERROR");
     assert!(err.message().contains("NameError"), "{}", err.message());
     let error = sub
