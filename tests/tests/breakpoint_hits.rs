@@ -287,10 +287,11 @@ async fn a_pause_request_wins_over_hits_that_do_not_stop_debugpy() {
     pause_hot_loop("debugpy", program.to_str().unwrap(), &program).await;
 }
 
-// Under lldb (both adapters) a Pause racing a hot loop of continued hits is
-// still lost now and then on a loaded machine: no stop follows within 10 s.
-// Until that race is understood, the hot-loop case runs under debugpy only;
-// `dap_lldb.rs::pause_is_reported_as_a_pause_request` covers a plain Pause.
+// Under lldb (both adapters) a `pause` that reaches lldb as the program stops
+// at a breakpoint is answered only at lldb's interrupt timeout, and the
+// adapter reports no stop after it (docs/adapters/lldb.md): the hot-loop case
+// runs under debugpy only; `dap_lldb.rs::pause_is_reported_as_a_pause_request`
+// covers a plain Pause.
 
 // ----- defect: log points with conditions -----------------------------------
 
