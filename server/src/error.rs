@@ -260,6 +260,23 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
+impl From<crate::store::WriteError> for ApiError {
+    /// A write that did not become durable: logged here, once, with the data
+    /// directory (which the client is not told).
+    fn from(err: crate::store::WriteError) -> Self {
+        tracing::warn!(
+            data_dir = %err.data_dir.display(),
+            error = %err.source,
+            "could not store {}; the request is refused and nothing changed",
+            err.what
+        );
+        ApiError::new(
+            ErrorReason::StoreUnavailable,
+            format!("store: could not store {}: {}", err.what, err.source),
+        )
+    }
+}
+
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({})", self.message, reason_str(self.reason))

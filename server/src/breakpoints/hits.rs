@@ -3,11 +3,16 @@
 //! counts reach the database, and the event stream as `HIT` updates, in
 //! batches: a hot loop whose hits are auto-continued would otherwise write a
 //! row and publish an event per hit.
+//!
+//! A batch the store refuses (a full disk) is kept and written again later
+//! with the hits counted since, so counts are late rather than lost; the
+//! failure is logged at once and then at most every `WARN_EVERY` while it
+//! lasts.
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use stepd_proto::v1::{BreakpointChange, BreakpointUpdated, event::Payload};
@@ -17,6 +22,23 @@ use crate::{events::EventBus, store::Store};
 
 /// How long counted hits may wait before they are written and published.
 const FLUSH_DELAY: Duration = Duration::from_millis(200);
+
+/// The first wait before hits the store refused are written again; it
+/// doubles up to `RETRY_MAX` while the store keeps refusing.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// While writes of hits keep failing, a warning at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// Writes of hits failing since `since`.
+struct Failing {
+    since: Instant,
+    attempts: u64,
+    warned_at: Instant,
+    /// Failed attempts since the last warning.
+    unwarned: u64,
+}
 
 /// Hits counted in memory, not yet in the store or not yet published.
 pub struct HitWriter {
@@ -30,6 +52,8 @@ pub struct HitWriter {
     /// Breakpoint id → hits the event state does not know yet.
     unpublished: Mutex<HashMap<String, u64>>,
     counted: Notify,
+    /// Set while the store refuses hits.
+    failing: Mutex<Option<Failing>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -50,6 +74,7 @@ impl HitWriter {
             unwritten: Mutex::default(),
             unpublished: Mutex::default(),
             counted: Notify::new(),
+            failing: Mutex::default(),
         });
         tokio::spawn(writer.clone().run());
         writer
@@ -75,8 +100,9 @@ impl HitWriter {
     }
 
     /// Publishes and writes every counted hit now (the timer, and the daemon
-    /// at shutdown).
-    pub async fn flush(&self) {
+    /// at shutdown); false when the store refused the hits, which are kept
+    /// for the next write.
+    pub async fn flush(&self) -> bool {
         {
             let _order = self.order.lock().await;
             let batch = std::mem::take(&mut *lock(&self.unpublished));
@@ -96,19 +122,88 @@ impl HitWriter {
                 );
             }
         }
-        let batch = std::mem::take(&mut *lock(&self.unwritten));
-        for (row, hits) in batch {
-            if let Err(err) = self.store.add_hits(row, hits).await {
-                tracing::warn!(%err, breakpoint = row, hits, "could not store breakpoint hits");
+        let batch: Vec<(i64, u64)> = lock(&self.unwritten).drain().collect();
+        if batch.is_empty() {
+            return true;
+        }
+        match self.store.add_hits(&batch).await {
+            Ok(()) => {
+                self.recovered();
+                true
+            }
+            Err(err) => {
+                let mut unwritten = lock(&self.unwritten);
+                for (row, hits) in batch {
+                    *unwritten.entry(row).or_default() += hits;
+                }
+                let waiting: u64 = unwritten.values().sum();
+                drop(unwritten);
+                self.failed(&err, waiting);
+                false
             }
         }
     }
 
+    /// Logs a refused batch: the first at once, then at most every
+    /// `WARN_EVERY`.
+    fn failed(&self, err: &crate::store::WriteError, waiting: u64) {
+        let now = Instant::now();
+        let mut failing = lock(&self.failing);
+        let state = failing.get_or_insert(Failing {
+            since: now,
+            attempts: 0,
+            warned_at: now,
+            unwarned: 0,
+        });
+        state.attempts += 1;
+        state.unwarned += 1;
+        if state.attempts == 1 || now.duration_since(state.warned_at) >= WARN_EVERY {
+            tracing::warn!(
+                data_dir = %err.data_dir.display(),
+                error = %err.source,
+                hits = waiting,
+                attempts = state.attempts,
+                failed_since_last_warning = state.unwarned,
+                failing_for_s = now.duration_since(state.since).as_secs(),
+                "could not store breakpoint hits; they are kept and written again later"
+            );
+            state.warned_at = now;
+            state.unwarned = 0;
+        }
+    }
+
+    fn recovered(&self) {
+        if let Some(state) = lock(&self.failing).take() {
+            tracing::info!(
+                data_dir = %self.store.data_dir().display(),
+                attempts = state.attempts,
+                failing_for_s = state.since.elapsed().as_secs(),
+                "breakpoint hits stored again"
+            );
+        }
+    }
+
+    /// Hits not in the store yet (kept after a refused write, or counted
+    /// since the last one).
+    pub fn unwritten(&self) -> u64 {
+        lock(&self.unwritten).values().sum()
+    }
+
     async fn run(self: Arc<Self>) {
+        let mut retry: Option<Duration> = None;
         loop {
-            self.counted.notified().await;
+            match retry {
+                None => self.counted.notified().await,
+                // Refused hits are written again after a while even when no
+                // new hit comes.
+                Some(wait) => tokio::time::sleep(wait).await,
+            }
             tokio::time::sleep(FLUSH_DELAY).await;
-            self.flush().await;
+            retry = if self.flush().await {
+                None
+            } else {
+                Some(retry.map_or(RETRY_FIRST, |wait| (wait * 2).min(RETRY_MAX)))
+            };
         }
     }
 }

@@ -48,12 +48,19 @@ const MASK_PATHS: &[&str] = &[
     "hold_limit",
 ];
 
-/// Breakpoint operations: every change is stored, then published.
+/// Breakpoint operations: every change is stored, then published — and
+/// published only once the store has made it durable; a change the store
+/// refuses leaves memory and the event stream as they were.
 pub struct Breakpoints {
-    store: Store,
-    bus: Arc<EventBus>,
+    core: Arc<Core>,
     /// Serialises changes so the event order always matches the store's order.
     write: Arc<Mutex<()>>,
+}
+
+/// What a change touches, shared with the task each change runs on.
+struct Core {
+    store: Store,
+    bus: Arc<EventBus>,
     /// Hits counted, on their way to the store.
     hits: Arc<hits::HitWriter>,
     /// Wakes the expiry watch when a breakpoint with an expiry is added or
@@ -70,12 +77,34 @@ impl Breakpoints {
         expiry::watch(bus.clone(), expiries.clone());
         let write = Arc::new(Mutex::new(()));
         Ok(Self {
-            expiries,
-            hits: hits::HitWriter::start(store.clone(), bus.clone(), write.clone()),
-            store,
-            bus,
+            core: Arc::new(Core {
+                expiries,
+                hits: hits::HitWriter::start(store.clone(), bus.clone(), write.clone()),
+                store,
+                bus,
+            }),
             write,
         })
+    }
+
+    /// Runs a change — store, then publish — in the change order, on a task
+    /// of its own: once the store has a change the event stream gets it too,
+    /// even when the caller has gone away (a cancelled request).
+    async fn change<T, F, Fut>(&self, change: F) -> ApiResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Core>) -> Fut,
+        Fut: Future<Output = ApiResult<T>> + Send + 'static,
+    {
+        let order = self.write.clone().lock_owned().await;
+        let run = change(self.core.clone());
+        tokio::spawn(async move {
+            let done = run.await;
+            drop(order);
+            done
+        })
+        .await
+        .unwrap_or_else(|err| Err(ApiError::internal(format!("breakpoint change: {err}"))))
     }
 
     /// `ListBreakpoints`: every breakpoint in creation order, or, when
@@ -101,7 +130,8 @@ impl Breakpoints {
     /// every session start and every probe resume — never reads the database.
     fn listed(&self, keep: impl Fn(&BreakpointSpec) -> bool) -> Vec<Breakpoint> {
         let now = now_us();
-        self.bus
+        self.core
+            .bus
             .with_view(|v| v.breakpoints())
             .into_iter()
             .filter(|bp| keep(&bp.spec.clone().unwrap_or_default()))
@@ -112,7 +142,7 @@ impl Breakpoints {
                     .and_then(|s| s.expires_at.as_ref())
                     .is_some_and(|t| us_from_timestamp(t) <= now);
                 bp.spent |= expired;
-                bp.hit_count += self.hits.unpublished(&bp.id);
+                bp.hit_count += self.core.hits.unpublished(&bp.id);
                 bp
             })
             .collect()
@@ -123,23 +153,28 @@ impl Breakpoints {
         let mut spec = spec.ok_or_else(|| ApiError::invalid_field("spec", "is required"))?;
         check(&spec, true)?;
         spec.enabled.get_or_insert(true);
-        let _order = self.write.lock().await;
-        let stored = self.store.insert_breakpoint(&spec, now_us()).await?;
-        let added = self.publish(BreakpointChange::Added, to_proto(&stored));
-        self.watch_expiry(&added);
-        Ok(added)
+        self.change(|core| async move {
+            let stored = core.store.insert_breakpoint(&spec, now_us()).await?;
+            let added = core.publish(BreakpointChange::Added, to_proto(&stored));
+            core.watch_expiry(&added);
+            Ok(added)
+        })
+        .await
     }
 
     /// Removes a breakpoint.
     pub async fn remove(&self, id: &str) -> ApiResult<Breakpoint> {
         let row = parse_id(id)?;
-        let _order = self.write.lock().await;
-        let stored = self
-            .store
-            .delete_breakpoint(row)
-            .await?
-            .ok_or_else(|| not_found(id))?;
-        Ok(self.publish(BreakpointChange::Removed, self.with_counted_hits(&stored)))
+        let id = id.to_owned();
+        self.change(|core| async move {
+            let stored = core
+                .store
+                .delete_breakpoint(row)
+                .await?
+                .ok_or_else(|| not_found(&id))?;
+            Ok(core.publish(BreakpointChange::Removed, core.with_counted_hits(&stored)))
+        })
+        .await
     }
 
     /// Changes the fields of a breakpoint named by `mask` (all of them when empty).
@@ -162,25 +197,28 @@ impl Breakpoints {
                 ),
             ));
         }
-        let _order = self.write.lock().await;
-        let current = self
-            .store
-            .get_breakpoint(row)
-            .await?
-            .ok_or_else(|| not_found(id))?;
-        let merged = merge(current.spec, new, &paths);
-        check(
-            &merged,
-            paths.is_empty() || paths.iter().any(|p| p == "expires_at"),
-        )?;
-        let stored = self
-            .store
-            .update_breakpoint(row, &merged, now_us())
-            .await?
-            .ok_or_else(|| not_found(id))?;
-        let updated = self.publish(BreakpointChange::Updated, self.with_counted_hits(&stored));
-        self.watch_expiry(&updated);
-        Ok(updated)
+        let id = id.to_owned();
+        self.change(|core| async move {
+            let current = core
+                .store
+                .get_breakpoint(row)
+                .await?
+                .ok_or_else(|| not_found(&id))?;
+            let merged = merge(current.spec, new, &paths);
+            check(
+                &merged,
+                paths.is_empty() || paths.iter().any(|p| p == "expires_at"),
+            )?;
+            let stored = core
+                .store
+                .update_breakpoint(row, &merged, now_us())
+                .await?
+                .ok_or_else(|| not_found(&id))?;
+            let updated = core.publish(BreakpointChange::Updated, core.with_counted_hits(&stored));
+            core.watch_expiry(&updated);
+            Ok(updated)
+        })
+        .await
     }
 
     /// A hit of breakpoint `id` in some session: `decide` gets the breakpoint
@@ -197,10 +235,11 @@ impl Breakpoints {
         decide: impl FnOnce(Option<&Breakpoint>) -> Verdict,
     ) -> Verdict {
         let _order = self.write.lock().await;
-        let Some(mut breakpoint) = self.bus.with_view(|v| v.breakpoint(id)) else {
+        let core = &self.core;
+        let Some(mut breakpoint) = core.bus.with_view(|v| v.breakpoint(id)) else {
             return decide(None);
         };
-        breakpoint.hit_count += self.hits.unpublished(id) + 1;
+        breakpoint.hit_count += core.hits.unpublished(id) + 1;
         let verdict = decide(Some(&breakpoint));
         if !verdict.counts() {
             return verdict;
@@ -208,16 +247,30 @@ impl Breakpoints {
         let Ok(row) = parse_id(id) else {
             return verdict;
         };
-        self.hits.count(row, id);
+        core.hits.count(row, id);
         let spec = breakpoint.spec.clone().unwrap_or_default();
         if spec.max_hits > 0 && breakpoint.hit_count >= u64::from(spec.max_hits) {
             breakpoint.spent = true;
-            self.hits.take_unpublished(id);
-            self.publish(BreakpointChange::Hit, breakpoint);
+            core.hits.take_unpublished(id);
+            core.publish(BreakpointChange::Hit, breakpoint);
         }
         verdict
     }
 
+    /// Writes the hits counted so far to the store (at shutdown); hits the
+    /// store refuses now are lost, and the log says how many.
+    pub async fn flush_hits(&self) {
+        if !self.core.hits.flush().await {
+            tracing::warn!(
+                data_dir = %self.core.store.data_dir().display(),
+                hits = self.core.hits.unwritten(),
+                "breakpoint hits not stored at shutdown are lost"
+            );
+        }
+    }
+}
+
+impl Core {
     fn watch_expiry(&self, breakpoint: &Breakpoint) {
         if breakpoint
             .spec
@@ -226,11 +279,6 @@ impl Breakpoints {
         {
             self.expiries.notify_one();
         }
-    }
-
-    /// Writes the hits counted so far to the store (at shutdown).
-    pub async fn flush_hits(&self) {
-        self.hits.flush().await;
     }
 
     /// A stored breakpoint with the hits counted so far, some of which the
@@ -422,7 +470,7 @@ mod tests {
                 .await;
             assert!(decided.stops());
         }
-        let in_view = |bps: &Breakpoints| bps.bus.with_view(|v| v.breakpoint(&id)).unwrap();
+        let in_view = |bps: &Breakpoints| bps.core.bus.with_view(|v| v.breakpoint(&id)).unwrap();
         assert_eq!(in_view(&bps).hit_count, 0, "no event per hit");
         assert_eq!(bps.list(&none).await.unwrap()[0].hit_count, 5);
         bps.flush_hits().await;
@@ -446,5 +494,90 @@ mod tests {
         );
         drop(bps);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A tmpfs on a fresh directory, unmounted when dropped; `None` (the
+    /// test skips) where mounting is not permitted.
+    struct Tmpfs(std::path::PathBuf);
+
+    impl Tmpfs {
+        fn mount(tag: &str) -> Option<Self> {
+            let dir = std::env::temp_dir().join(format!("stepd-full-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+                .arg(&dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !mounted {
+                println!("skipped: mounting a tmpfs is not permitted here");
+                let _ = std::fs::remove_dir(&dir);
+                return None;
+            }
+            Some(Self(dir))
+        }
+
+        /// Fills it up; the file is removed to free the space.
+        fn fill(&self) -> std::path::PathBuf {
+            use std::io::Write as _;
+            let path = self.0.join("filler");
+            let mut file = std::fs::File::create(&path).unwrap();
+            for chunk in [1 << 16, 4096, 1] {
+                let block = vec![0u8; chunk];
+                while file.write_all(&block).is_ok() {}
+            }
+            path
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[tokio::test]
+    async fn hits_the_store_refuses_are_kept_and_written_later() {
+        let Some(tmpfs) = Tmpfs::mount("hits") else {
+            return;
+        };
+        let dir = tmpfs.0.join("data");
+        let store = Store::open(&dir).await.unwrap();
+        let bus = Arc::new(EventBus::new("test".into(), 1, 64, 64));
+        let bps = Breakpoints::load(store.clone(), bus).await.unwrap();
+        let id = bps.add(Some(probe(""))).await.unwrap().id;
+        let none = labels(&[]);
+        let known = Known {
+            labels: &none,
+            condition_holds: true,
+            adapter_logs: false,
+        };
+        let filler = tmpfs.fill();
+        for _ in 0..3 {
+            bps.hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
+                .await;
+        }
+        assert!(!bps.core.hits.flush().await, "the full disk refuses them");
+        assert_eq!(bps.core.hits.unwritten(), 3, "kept, not dropped");
+        bps.hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
+            .await;
+        assert!(!bps.core.hits.flush().await);
+        assert_eq!(bps.core.hits.unwritten(), 4, "and added to");
+        let stored = store.list_breakpoints().await.unwrap();
+        assert_eq!(stored[0].hit_count, 0);
+
+        std::fs::remove_file(filler).unwrap();
+        assert!(bps.core.hits.flush().await);
+        assert_eq!(bps.core.hits.unwritten(), 0);
+        drop(bps);
+        store.close().await;
+        let reopened = Store::open(&dir).await.unwrap();
+        assert_eq!(reopened.list_breakpoints().await.unwrap()[0].hit_count, 4);
+        reopened.close().await;
+        drop(tmpfs);
     }
 }

@@ -4,7 +4,7 @@ use prost::Message as _;
 use sqlx::Row as _;
 use stepd_proto::v1::BreakpointSpec;
 
-use super::Store;
+use super::{Store, WriteError};
 
 /// A breakpoint as stored.
 #[derive(Debug, Clone)]
@@ -38,22 +38,25 @@ fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<StoredBreakpoint, sqlx::Err
 }
 
 impl Store {
-    /// Inserts a breakpoint and returns it with its new id.
+    /// Inserts a breakpoint and returns it with its new id, once it is
+    /// durable.
     pub async fn insert_breakpoint(
         &self,
         spec: &BreakpointSpec,
         now_us: i64,
-    ) -> Result<StoredBreakpoint, sqlx::Error> {
-        let row = sqlx::query(
+    ) -> Result<StoredBreakpoint, WriteError> {
+        let statement = sqlx::query(
             "INSERT INTO breakpoints (spec, created_at_us, updated_at_us) VALUES (?, ?, ?) \
              RETURNING id, spec, hit_count, created_at_us, updated_at_us",
         )
         .bind(spec.encode_to_vec())
         .bind(now_us)
-        .bind(now_us)
-        .fetch_one(&self.pool)
-        .await?;
-        from_row(&row)
+        .bind(now_us);
+        let rows = self.write("the new breakpoint", vec![statement]).await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| self.write_error("the new breakpoint", sqlx::Error::RowNotFound))?;
+        from_row(row).map_err(|err| self.write_error("the new breakpoint", err))
     }
 
     /// Every breakpoint, in creation order.
@@ -79,41 +82,59 @@ impl Store {
         id: i64,
         spec: &BreakpointSpec,
         now_us: i64,
-    ) -> Result<Option<StoredBreakpoint>, sqlx::Error> {
-        let row = sqlx::query(
+    ) -> Result<Option<StoredBreakpoint>, WriteError> {
+        let statement = sqlx::query(
             "UPDATE breakpoints SET spec = ?, updated_at_us = ? WHERE id = ? \
              RETURNING id, spec, hit_count, created_at_us, updated_at_us",
         )
         .bind(spec.encode_to_vec())
         .bind(now_us)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(from_row).transpose()
+        .bind(id);
+        let rows = self
+            .write("the changed breakpoint", vec![statement])
+            .await?;
+        rows.first()
+            .map(from_row)
+            .transpose()
+            .map_err(|err| self.write_error("the changed breakpoint", err))
     }
 
     /// Deletes a breakpoint, returning it as it was; `None` when it did not exist.
-    pub async fn delete_breakpoint(
-        &self,
-        id: i64,
-    ) -> Result<Option<StoredBreakpoint>, sqlx::Error> {
-        let row = sqlx::query(
+    pub async fn delete_breakpoint(&self, id: i64) -> Result<Option<StoredBreakpoint>, WriteError> {
+        let statement = sqlx::query(
             "DELETE FROM breakpoints WHERE id = ? \
              RETURNING id, spec, hit_count, created_at_us, updated_at_us",
         )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(from_row).transpose()
+        .bind(id);
+        let rows = self
+            .write("the breakpoint's removal", vec![statement])
+            .await?;
+        rows.first()
+            .map(from_row)
+            .transpose()
+            .map_err(|err| self.write_error("the breakpoint's removal", err))
     }
 
-    /// Adds `hits` to a breakpoint's count (nothing when it is gone).
-    pub async fn add_hits(&self, id: i64, hits: u64) -> Result<(), sqlx::Error> {
-        sqlx::query("UPDATE breakpoints SET hit_count = hit_count + ? WHERE id = ?")
-            .bind(i64::try_from(hits).unwrap_or(i64::MAX))
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
+    /// Adds hits to breakpoints' counts, all or none (nothing for a
+    /// breakpoint that is gone).
+    pub async fn add_hits(&self, hits: &[(i64, u64)]) -> Result<(), WriteError> {
+        let statements = hits
+            .iter()
+            .map(|&(id, hits)| {
+                sqlx::query("UPDATE breakpoints SET hit_count = hit_count + ? WHERE id = ?")
+                    .bind(i64::try_from(hits).unwrap_or(i64::MAX))
+                    .bind(id)
+            })
+            .collect();
+        self.write("breakpoint hits", statements).await?;
         Ok(())
+    }
+
+    fn write_error(&self, what: &'static str, source: sqlx::Error) -> WriteError {
+        WriteError {
+            what,
+            data_dir: self.data_dir.clone(),
+            source,
+        }
     }
 }

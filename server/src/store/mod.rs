@@ -3,15 +3,51 @@
 
 mod breakpoints;
 
-use std::{borrow::Cow, path::Path, str::FromStr, time::Duration};
+use std::{borrow::Cow, path::Path, str::FromStr, sync::Arc, time::Duration};
 
 use sqlx::{
-    SqlitePool,
+    Sqlite, SqlitePool,
     migrate::{Migration, MigrationType, Migrator},
-    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+    query::Query,
+    sqlite::{
+        SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
+        SqliteSynchronous,
+    },
 };
 
 pub use breakpoints::StoredBreakpoint;
+
+/// One statement of a write, owning its SQL and its bound values.
+type Statement = Query<'static, Sqlite, SqliteArguments>;
+
+/// A write the store could not make durable: nothing of it was kept.
+#[derive(Debug)]
+pub struct WriteError {
+    /// What was being written ("the new breakpoint", "breakpoint hits").
+    pub what: &'static str,
+    /// The data directory holding the database.
+    pub data_dir: Arc<Path>,
+    /// SQLite's (or the pool's) error.
+    pub source: sqlx::Error,
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "could not store {} in {}: {}",
+            self.what,
+            self.data_dir.display(),
+            self.source
+        )
+    }
+}
+
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
 
 /// Migrations in order; each is applied once and recorded by sqlx.
 const MIGRATIONS: &[(i64, &str, &str)] = &[(
@@ -45,6 +81,7 @@ fn private_files(db: &Path) -> anyhow::Result<()> {
 pub struct Store {
     pool: SqlitePool,
     path: String,
+    data_dir: Arc<Path>,
 }
 
 impl Store {
@@ -57,7 +94,10 @@ impl Store {
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            // A write is acknowledged once it is on disk, not merely in the
+            // WAL file's page cache (NORMAL would only survive a crash of
+            // the daemon, not of the machine); see docs/decisions.md.
+            .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(5));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
@@ -76,12 +116,69 @@ impl Store {
             })
             .collect();
         Migrator::with_migrations(migrations).run(&pool).await?;
-        Ok(Self { pool, path })
+        Ok(Self {
+            pool,
+            path,
+            data_dir: Arc::from(data_dir.to_path_buf().into_boxed_path()),
+        })
     }
 
     /// Where the database lives.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The data directory holding the database.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The one way anything is written: `statements` run in a transaction of
+    /// their own (`BEGIN IMMEDIATE` … `COMMIT`), each to its end, and their
+    /// rows are handed back only once the commit succeeded, so an error of
+    /// any step — the commit's WAL write on a full disk (`SQLITE_FULL`), an
+    /// I/O error, a busy database — reaches the caller and nothing of the
+    /// write is kept. (A statement run by itself commits when it is reset;
+    /// sqlx's `fetch_one`/`fetch_optional` reset it after the first row and
+    /// drop that commit's error, so `… RETURNING` would report a write that
+    /// was rolled back.)
+    ///
+    /// The transaction runs on a task of its own: a caller that goes away
+    /// (a cancelled request) never leaves it half done on a pooled
+    /// connection. A connection whose write failed is closed rather than
+    /// returned to the pool: after a failed `COMMIT` SQLite has rolled back
+    /// by itself and the connection's transaction state is not to be trusted.
+    async fn write(
+        &self,
+        what: &'static str,
+        statements: Vec<Statement>,
+    ) -> Result<Vec<SqliteRow>, WriteError> {
+        let pool = self.pool.clone();
+        let outcome = tokio::spawn(async move {
+            let mut conn = pool.acquire().await?;
+            let result = async {
+                sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+                let mut rows = Vec::new();
+                for statement in statements {
+                    rows.extend(statement.fetch_all(&mut *conn).await?);
+                }
+                sqlx::query("COMMIT").execute(&mut *conn).await?;
+                Ok::<_, sqlx::Error>(rows)
+            }
+            .await;
+            if result.is_err() {
+                // Closing rolls back whatever is still open.
+                let _ = conn.close().await;
+            }
+            result
+        })
+        .await
+        .unwrap_or(Err(sqlx::Error::WorkerCrashed));
+        outcome.map_err(|source| WriteError {
+            what,
+            data_dir: self.data_dir.clone(),
+            source,
+        })
     }
 
     /// The highest applied migration, as a health check of the store.
