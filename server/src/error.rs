@@ -80,6 +80,11 @@ impl ApiError {
     pub fn reason(&self) -> ErrorReason {
         self.reason
     }
+
+    /// The whole message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 /// How many characters of a client-supplied value an error quotes: enough to

@@ -10,6 +10,7 @@ use std::{
     time::Duration,
 };
 
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncBufRead, AsyncWrite},
@@ -57,6 +58,9 @@ pub enum DapError {
     /// The adapter answered `success: false`.
     #[error("{0}")]
     Failed(String),
+    /// The adapter answered with a body the protocol does not allow.
+    #[error("{0}")]
+    Malformed(String),
     /// No answer in time.
     #[error("the debug adapter did not answer {0} within {1:?}")]
     Timeout(String, Duration),
@@ -148,6 +152,26 @@ impl DapClient {
     pub async fn request(&self, command: &str, arguments: Value) -> Result<Value, DapError> {
         let rx = self.send(command, arguments);
         self.answer(command, rx).await
+    }
+
+    /// Sends a request and waits for its body, typed.
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        arguments: Value,
+    ) -> Result<T, DapError> {
+        let rx = self.send(command, arguments);
+        self.answer_as(command, rx).await
+    }
+
+    /// The typed body of the answer to a request made with `send`.
+    pub async fn answer_as<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        rx: oneshot::Receiver<Value>,
+    ) -> Result<T, DapError> {
+        let body = self.answer(command, rx).await?;
+        super::messages::parse(&format!("{command} response"), body).map_err(DapError::Malformed)
     }
 
     /// The body of the answer to a request made with `send`, within the

@@ -15,8 +15,11 @@ pub fn parse<T: DeserializeOwned>(what: &str, body: Value) -> Result<T, String> 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoppedEvent {
-    /// Why it stopped ("breakpoint", "step", "exception", …).
-    pub reason: String,
+    /// Why it stopped ("breakpoint", "step", "exception", …). Required by
+    /// the protocol, but lldb leaves it out of the stop that ends an
+    /// interrupt that timed out; that stop is still a stop.
+    #[serde(default)]
+    pub reason: Option<String>,
     /// The thread that stopped, when the adapter names one.
     #[serde(default)]
     pub thread_id: Option<i64>,
@@ -120,6 +123,270 @@ pub struct Breakpoint {
     /// Why it is not verified, or a note.
     #[serde(default)]
     pub message: Option<String>,
+}
+
+/// What stepd reads of the `initialize` response beyond its boolean
+/// capabilities (those are looked up by name).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// The exception filters the adapter offers.
+    #[serde(default)]
+    pub exception_breakpoint_filters: Vec<ExceptionFilterInfo>,
+}
+
+/// An exception filter an adapter offers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExceptionFilterInfo {
+    /// Its id, as `setExceptionBreakpoints` takes it.
+    pub filter: String,
+    /// Its name for people.
+    pub label: String,
+    /// Whether it is on unless turned off.
+    #[serde(default)]
+    pub default: bool,
+    /// Whether it takes a condition.
+    #[serde(default)]
+    pub supports_condition: bool,
+}
+
+/// The `setBreakpoints` / `setFunctionBreakpoints` /
+/// `setExceptionBreakpoints` response: one breakpoint per one asked for.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BreakpointsResponse {
+    /// In the order of the request (absent from older adapters' answers to
+    /// `setExceptionBreakpoints`).
+    #[serde(default)]
+    pub breakpoints: Vec<Breakpoint>,
+}
+
+/// The `threads` response.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ThreadsResponse {
+    /// Every thread.
+    pub threads: Vec<ThreadInfo>,
+}
+
+/// A thread in a `threads` response.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ThreadInfo {
+    /// Its id.
+    pub id: i64,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// The `stackTrace` response.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackTraceResponse {
+    /// The frames asked for, innermost first.
+    pub stack_frames: Vec<StackFrame>,
+    /// How many frames the thread has, when the adapter knows.
+    #[serde(default)]
+    pub total_frames: Option<u64>,
+}
+
+/// A stack frame.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackFrame {
+    /// The adapter's id, valid while the thread stays stopped.
+    pub id: i64,
+    /// The function's name.
+    pub name: String,
+    /// Where its code is, if anywhere.
+    #[serde(default)]
+    pub source: Option<Source>,
+    /// Line (1-based; 0 when there is no source).
+    pub line: i64,
+    /// Column (1-based).
+    #[serde(default)]
+    pub column: i64,
+    /// The module, as a number or a string.
+    #[serde(default)]
+    pub module_id: Option<Value>,
+    /// "normal", "label" or "subtle".
+    #[serde(default)]
+    pub presentation_hint: Option<String>,
+}
+
+/// A source file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    /// Its path on the adapter's machine.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Its short name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A reference to fetch its text with `source` (0 = read `path`).
+    #[serde(default)]
+    pub source_reference: Option<i64>,
+}
+
+/// The `scopes` response.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ScopesResponse {
+    /// The frame's scopes.
+    pub scopes: Vec<ScopeInfo>,
+}
+
+/// A scope of a frame.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeInfo {
+    /// "Locals", "Globals", …
+    pub name: String,
+    /// Its variables (0 = none).
+    pub variables_reference: i64,
+    /// How many named children.
+    #[serde(default)]
+    pub named_variables: Option<u64>,
+    /// How many indexed children.
+    #[serde(default)]
+    pub indexed_variables: Option<u64>,
+    /// Whether reading it is costly.
+    #[serde(default)]
+    pub expensive: bool,
+}
+
+/// The `variables` response.
+#[derive(Debug, Clone, Deserialize)]
+pub struct VariablesResponse {
+    /// The children asked for.
+    pub variables: Vec<VariableInfo>,
+}
+
+/// A variable.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VariableInfo {
+    /// Its name.
+    pub name: String,
+    /// Its value, as the adapter shows it.
+    pub value: String,
+    /// Its type, when the adapter says.
+    #[serde(default, rename = "type")]
+    pub type_name: Option<String>,
+    /// Its children (0 = none).
+    #[serde(default)]
+    pub variables_reference: i64,
+    /// How many named children.
+    #[serde(default)]
+    pub named_variables: Option<u64>,
+    /// How many indexed children.
+    #[serde(default)]
+    pub indexed_variables: Option<u64>,
+    /// An expression that evaluates to it.
+    #[serde(default)]
+    pub evaluate_name: Option<String>,
+}
+
+/// The `evaluate` response.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvaluateResponse {
+    /// The value.
+    pub result: String,
+    /// Its type, when the adapter says.
+    #[serde(default, rename = "type")]
+    pub type_name: Option<String>,
+    /// Its children (0 = none).
+    #[serde(default)]
+    pub variables_reference: i64,
+    /// How many named children.
+    #[serde(default)]
+    pub named_variables: Option<u64>,
+    /// How many indexed children.
+    #[serde(default)]
+    pub indexed_variables: Option<u64>,
+}
+
+impl EvaluateResponse {
+    /// The result as a variable named `name` (the expression).
+    pub fn into_variable(self, name: &str) -> VariableInfo {
+        VariableInfo {
+            name: name.to_owned(),
+            value: self.result,
+            type_name: self.type_name,
+            variables_reference: self.variables_reference,
+            named_variables: self.named_variables,
+            indexed_variables: self.indexed_variables,
+            evaluate_name: None,
+        }
+    }
+}
+
+/// The `setVariable` response.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetVariableResponse {
+    /// The new value.
+    pub value: String,
+    /// Its type, when the adapter says.
+    #[serde(default, rename = "type")]
+    pub type_name: Option<String>,
+    /// Its children (0 = none).
+    #[serde(default)]
+    pub variables_reference: i64,
+    /// How many named children.
+    #[serde(default)]
+    pub named_variables: Option<u64>,
+    /// How many indexed children.
+    #[serde(default)]
+    pub indexed_variables: Option<u64>,
+}
+
+impl SetVariableResponse {
+    /// The new value as the variable `name`.
+    pub fn into_variable(self, name: &str) -> VariableInfo {
+        VariableInfo {
+            name: name.to_owned(),
+            value: self.value,
+            type_name: self.type_name,
+            variables_reference: self.variables_reference,
+            named_variables: self.named_variables,
+            indexed_variables: self.indexed_variables,
+            evaluate_name: None,
+        }
+    }
+}
+
+/// The `exceptionInfo` response.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExceptionInfoResponse {
+    /// The exception's id (its type, for most languages).
+    pub exception_id: String,
+    /// Its text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// More, when the adapter has it.
+    #[serde(default)]
+    pub details: Option<ExceptionDetails>,
+}
+
+/// An exception's details.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExceptionDetails {
+    /// Its message.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Its type's short name.
+    #[serde(default)]
+    pub type_name: Option<String>,
+    /// Its type's full name.
+    #[serde(default)]
+    pub full_type_name: Option<String>,
+    /// The exceptions that caused it, innermost last.
+    #[serde(default)]
+    pub inner_exception: Vec<ExceptionDetails>,
 }
 
 #[cfg(test)]

@@ -2,45 +2,47 @@
 //! output. These talk to the adapter directly, in parallel with execution;
 //! handles are checked against the current stop so a stale one is refused.
 
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use stepd_proto::v1::{
     EvaluateContext, Frame, ReadOutputResponse, Scope, Thread, Variable, VariableFilter,
 };
 
-use super::{Shared, actor::dap_error, handles, stop};
-use crate::error::{ApiError, ApiResult};
+use super::{Shared, dap_error, handles, stop};
+use crate::{
+    dap::messages::{
+        EvaluateResponse, ScopesResponse, SetVariableResponse, StackTraceResponse, ThreadsResponse,
+        VariableInfo, VariablesResponse,
+    },
+    error::{ApiError, ApiResult},
+};
 
-fn count(v: &Value) -> u32 {
-    u32::try_from(v.as_u64().unwrap_or(0)).unwrap_or(u32::MAX)
+fn count(n: Option<u64>) -> u32 {
+    n.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 impl Shared {
-    fn variable(&self, epoch: u64, v: &Value, fallback_name: &str) -> Variable {
-        let reference = v["variablesReference"].as_i64().unwrap_or(0);
+    fn variable(&self, epoch: u64, v: VariableInfo) -> Variable {
         Variable {
-            name: v["name"].as_str().unwrap_or(fallback_name).to_owned(),
-            value: v["value"]
-                .as_str()
-                .or_else(|| v["result"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
-            r#type: v["type"].as_str().unwrap_or_default().to_owned(),
-            variables_ref: if reference > 0 {
-                handles::make(epoch, reference)
+            name: v.name,
+            value: v.value,
+            r#type: v.type_name.unwrap_or_default(),
+            variables_ref: if v.variables_reference > 0 {
+                handles::make(epoch, v.variables_reference)
             } else {
                 String::new()
             },
-            named_variables: count(&v["namedVariables"]),
-            indexed_variables: count(&v["indexedVariables"]),
-            evaluate_name: v["evaluateName"].as_str().unwrap_or_default().to_owned(),
+            named_variables: count(v.named_variables),
+            indexed_variables: count(v.indexed_variables),
+            evaluate_name: v.evaluate_name.unwrap_or_default(),
         }
     }
 
     /// Threads, marked with their pending pause.
     pub async fn threads(&self) -> ApiResult<Vec<Thread>> {
-        let body = self
+        let body: ThreadsResponse = self
             .client()?
-            .request("threads", json!({}))
+            .call("threads", json!({}))
             .await
             .map_err(|e| dap_error(&e))?;
         let stopped = self
@@ -48,24 +50,19 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        Ok(body["threads"]
-            .as_array()
-            .map(|threads| {
-                threads
-                    .iter()
-                    .map(|t| {
-                        let id = t["id"].as_i64().unwrap_or(0);
-                        let pause_key = stopped.get(&id).cloned().unwrap_or_default();
-                        Thread {
-                            id,
-                            name: t["name"].as_str().unwrap_or_default().to_owned(),
-                            stopped: !pause_key.is_empty(),
-                            pause_key,
-                        }
-                    })
-                    .collect()
+        Ok(body
+            .threads
+            .into_iter()
+            .map(|t| {
+                let pause_key = stopped.get(&t.id).cloned().unwrap_or_default();
+                Thread {
+                    id: t.id,
+                    name: t.name,
+                    stopped: !pause_key.is_empty(),
+                    pause_key,
+                }
             })
-            .unwrap_or_default())
+            .collect())
     }
 
     fn require_stopped(&self, thread_id: i64) -> ApiResult<()> {
@@ -121,14 +118,14 @@ impl Shared {
         if levels > 0 {
             args["levels"] = json!(levels);
         }
-        let body = self
+        let body: StackTraceResponse = self
             .client()?
-            .request("stackTrace", args)
+            .call("stackTrace", args)
             .await
             .map_err(|e| dap_error(&e))?;
         let frames: Vec<Frame> = stop::frames(&body, epoch);
-        let total = body["totalFrames"]
-            .as_u64()
+        let total = body
+            .total_frames
             .map(|t| u32::try_from(t).unwrap_or(u32::MAX))
             .unwrap_or(start + frames.len() as u32);
         Ok((frames, total))
@@ -141,33 +138,26 @@ impl Shared {
         let body = {
             let _selection = self.scope_selection.lock().await;
             self.client()?
-                .request("scopes", json!({"frameId": frame_id}))
+                .call::<ScopesResponse>("scopes", json!({"frameId": frame_id}))
                 .await
                 .map_err(|e| dap_error(&e))?
         };
         let follows_frame = self.kind.scope_references_follow_frame();
-        Ok(body["scopes"]
-            .as_array()
-            .map(|scopes| {
-                scopes
-                    .iter()
-                    .map(|s| Scope {
-                        name: s["name"].as_str().unwrap_or_default().to_owned(),
-                        variables_ref: {
-                            let reference = s["variablesReference"].as_i64().unwrap_or(0);
-                            if follows_frame {
-                                handles::make_scoped(epoch, reference, frame_id)
-                            } else {
-                                handles::make(epoch, reference)
-                            }
-                        },
-                        named_variables: count(&s["namedVariables"]),
-                        indexed_variables: count(&s["indexedVariables"]),
-                        expensive: s["expensive"].as_bool().unwrap_or(false),
-                    })
-                    .collect()
+        Ok(body
+            .scopes
+            .into_iter()
+            .map(|s| Scope {
+                name: s.name,
+                variables_ref: if follows_frame {
+                    handles::make_scoped(epoch, s.variables_reference, frame_id)
+                } else {
+                    handles::make(epoch, s.variables_reference)
+                },
+                named_variables: count(s.named_variables),
+                indexed_variables: count(s.indexed_variables),
+                expensive: s.expensive,
             })
-            .unwrap_or_default())
+            .collect())
     }
 
     /// Children of a container, paged with start/count.
@@ -190,43 +180,40 @@ impl Shared {
             args["start"] = json!(start);
             args["count"] = json!(count_);
         }
-        let body = self
+        let body: VariablesResponse = self
             .scoped_request(frame, reference, "variables", args)
             .await?;
-        Ok(body["variables"]
-            .as_array()
-            .map(|vars| vars.iter().map(|v| self.variable(epoch, v, "")).collect())
-            .unwrap_or_default())
+        Ok(body
+            .variables
+            .into_iter()
+            .map(|v| self.variable(epoch, v))
+            .collect())
     }
 
     /// Sends a request about a variables reference. For a scope's handle
     /// that names its frame, that frame's scopes are asked for first, under
     /// the selection lock, so the reference means that frame's scope and not
     /// the last frame another request looked at.
-    async fn scoped_request(
+    async fn scoped_request<T: DeserializeOwned>(
         &self,
         frame: Option<i64>,
         reference: i64,
         command: &str,
         args: Value,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<T> {
         let client = self.client()?;
         let Some(frame) = frame else {
-            return client
-                .request(command, args)
-                .await
-                .map_err(|e| dap_error(&e));
+            return client.call(command, args).await.map_err(|e| dap_error(&e));
         };
         let _selection = self.scope_selection.lock().await;
-        let scopes = client
-            .request("scopes", json!({"frameId": frame}))
+        let scopes: ScopesResponse = client
+            .call("scopes", json!({"frameId": frame}))
             .await
             .map_err(|e| dap_error(&e))?;
-        let still_named = scopes["scopes"].as_array().is_some_and(|scopes| {
-            scopes
-                .iter()
-                .any(|s| s["variablesReference"].as_i64() == Some(reference))
-        });
+        let still_named = scopes
+            .scopes
+            .iter()
+            .any(|s| s.variables_reference == reference);
         if !still_named {
             return Err(ApiError::new(
                 stepd_proto::v1::ErrorReason::StaleHandle,
@@ -234,10 +221,7 @@ impl Shared {
             )
             .with("variables_ref", reference.to_string()));
         }
-        client
-            .request(command, args)
-            .await
-            .map_err(|e| dap_error(&e))
+        client.call(command, args).await.map_err(|e| dap_error(&e))
     }
 
     /// Assigns a child of a container.
@@ -251,10 +235,10 @@ impl Shared {
         let epoch = self.epoch();
         let (reference, frame) = handles::resolve_scoped(reference, "variables_ref", epoch)?;
         let args = json!({"variablesReference": reference, "name": name, "value": value});
-        let body = self
+        let body: SetVariableResponse = self
             .scoped_request(frame, reference, "setVariable", args)
             .await?;
-        Ok(self.variable(epoch, &body, name))
+        Ok(self.variable(epoch, body.into_variable(name)))
     }
 
     /// Evaluates an expression, in a frame when given.
@@ -287,12 +271,12 @@ impl Shared {
             // Without a frame, evaluate where the program last stopped.
             args["frameId"] = json!(latest);
         }
-        let body = self
+        let body: EvaluateResponse = self
             .client()?
-            .request("evaluate", args)
+            .call("evaluate", args)
             .await
             .map_err(|e| dap_error(&e))?;
-        Ok(self.variable(epoch, &body, expression))
+        Ok(self.variable(epoch, body.into_variable(expression)))
     }
 
     /// The context of an evaluation that names none (`AdapterKind::default_eval_context`).

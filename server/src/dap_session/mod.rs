@@ -30,7 +30,10 @@ pub use launch::{LaunchOutcome, Request as LaunchRequest};
 pub use port::DapPort;
 
 use crate::{
-    dap::{client::DapClient, kind::AdapterKind},
+    dap::{
+        client::{DapClient, DapError},
+        kind::AdapterKind,
+    },
     error::{ApiError, ApiResult},
     session::{Context, Sessions, output::OutputBuffer},
 };
@@ -164,5 +167,15 @@ impl Shared {
     /// The current stop epoch.
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
+    }
+}
+
+/// A failed DAP request as an API error.
+pub(crate) fn dap_error(err: &DapError) -> ApiError {
+    match err {
+        DapError::Closed => ApiError::new(ErrorReason::AdapterDied, err.to_string()),
+        DapError::Timeout(..) => ApiError::new(ErrorReason::ProtocolError, err.to_string()),
+        DapError::Failed(message) => ApiError::new(ErrorReason::AdapterError, message.clone()),
+        DapError::Malformed(problem) => ApiError::new(ErrorReason::ProtocolError, problem.clone()),
     }
 }

@@ -4,6 +4,8 @@
 use serde_json::Value;
 use stepd_proto::v1::{CodeExcerpt, Local, Location, PauseReason};
 
+use crate::dap::messages::{StackFrame, StackTraceResponse, VariablesResponse};
+
 pub use crate::session::pause::display::display;
 
 /// Most locals shown in a pause.
@@ -31,74 +33,65 @@ pub fn reason(raw: &str, entry_expected: bool) -> PauseReason {
     }
 }
 
-/// Locals from a DAP `variables` body.
-pub fn locals(variables: &Value) -> Vec<Local> {
-    variables["variables"]
-        .as_array()
-        .map(|vars| {
-            vars.iter()
-                .filter(|v| {
-                    // debugpy groups specials and function variables under these names.
-                    !matches!(
-                        v["name"].as_str(),
-                        Some("special variables" | "function variables" | "class variables")
-                    )
-                })
-                .take(MAX_LOCALS)
-                .map(|v| Local {
-                    name: v["name"].as_str().unwrap_or_default().to_owned(),
-                    value: Some(display(
-                        v["value"].as_str().unwrap_or_default(),
-                        v["type"].as_str().unwrap_or_default(),
-                    )),
-                })
-                .collect()
+/// Locals from a DAP `variables` answer.
+pub fn locals(variables: &VariablesResponse) -> Vec<Local> {
+    variables
+        .variables
+        .iter()
+        .filter(|v| {
+            // debugpy groups specials and function variables under these names.
+            !matches!(
+                v.name.as_str(),
+                "special variables" | "function variables" | "class variables"
+            )
         })
-        .unwrap_or_default()
+        .take(MAX_LOCALS)
+        .map(|v| Local {
+            name: v.name.clone(),
+            value: Some(display(
+                &v.value,
+                v.type_name.as_deref().unwrap_or_default(),
+            )),
+        })
+        .collect()
 }
 
 /// A Location from a DAP stack frame, with an excerpt when the file is readable.
-pub fn location(frame: &Value) -> Location {
-    let path = frame["source"]["path"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let line = u32::try_from(frame["line"].as_u64().unwrap_or(0)).unwrap_or(0);
-    let column = u32::try_from(frame["column"].as_u64().unwrap_or(0)).unwrap_or(0);
+pub fn location(frame: &StackFrame) -> Location {
+    let path = frame
+        .source
+        .as_ref()
+        .and_then(|s| s.path.clone())
+        .unwrap_or_default();
+    let line = u32::try_from(frame.line).unwrap_or(0);
+    let column = u32::try_from(frame.column).unwrap_or(0);
     let excerpt = excerpt(&path, line);
     Location {
         path,
         line,
         column,
-        function: frame["name"].as_str().unwrap_or_default().to_owned(),
-        module: frame["moduleId"]
-            .as_str()
-            .map(str::to_owned)
-            .or_else(|| frame["moduleId"].as_i64().map(|m| m.to_string()))
-            .unwrap_or_default(),
+        function: frame.name.clone(),
+        module: match &frame.module_id {
+            Some(Value::String(m)) => m.clone(),
+            Some(Value::Number(m)) => m.to_string(),
+            _ => String::new(),
+        },
         excerpt,
     }
 }
 
 /// The frames of a DAP `stackTrace` answer, with handles of `epoch`.
-pub fn frames(stack: &Value, epoch: u64) -> Vec<stepd_proto::v1::Frame> {
-    stack["stackFrames"]
-        .as_array()
-        .map(|frames| {
-            frames
-                .iter()
-                .map(|f| stepd_proto::v1::Frame {
-                    id: super::handles::make(epoch, f["id"].as_i64().unwrap_or(0)),
-                    name: f["name"].as_str().unwrap_or_default().to_owned(),
-                    location: Some(location(f)),
-                    presentation_hint: f["presentationHint"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                })
-                .collect()
+pub fn frames(stack: &StackTraceResponse, epoch: u64) -> Vec<stepd_proto::v1::Frame> {
+    stack
+        .stack_frames
+        .iter()
+        .map(|f| stepd_proto::v1::Frame {
+            id: super::handles::make(epoch, f.id),
+            name: f.name.clone(),
+            location: Some(location(f)),
+            presentation_hint: f.presentation_hint.clone().unwrap_or_default(),
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// Lines around `line` of the file at `path`.

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use serde_json::json;
 use stepd_proto::v1::{ErrorReason, EvaluateContext, Variable, VariableFilter};
 
-use super::Shared;
+use super::{Shared, dap_error};
 use crate::{
-    dap::{client::DapError, kind::AdapterKind},
+    dap::kind::AdapterKind,
     error::{ApiError, ApiResult},
     inspector::{
         json_source::JsonNode,
@@ -34,14 +34,6 @@ const DEBUGPY_CAP: u64 = 100;
 const PRINT_MAX_CHILDREN: usize = 10_000;
 /// Deepest nesting printed by PrintValue in that case.
 const PRINT_MAX_DEPTH: usize = 8;
-
-fn dap_error(err: &DapError) -> ApiError {
-    match err {
-        DapError::Closed => ApiError::new(ErrorReason::AdapterDied, err.to_string()),
-        DapError::Timeout(..) => ApiError::new(ErrorReason::ProtocolError, err.to_string()),
-        DapError::Failed(message) => ApiError::new(ErrorReason::AdapterError, message.clone()),
-    }
-}
 
 /// STALE_HANDLE unless the session is still at the stop `epoch`.
 pub fn still_at(shared: &Shared, epoch: u64) -> ApiResult<()> {

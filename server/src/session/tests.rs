@@ -123,7 +123,9 @@ impl World {
 // ----- the scripted adapter ----------------------------------------------
 
 /// A DAP adapter that stops at line 3 of /app/main.py, evaluates any
-/// expression to itself except `boom`, and stops again after every `next`.
+/// expression to itself except `boom` (refused) and `malformed` (a number
+/// where the protocol has a string), and stops again after every step; the
+/// stop after `stepIn` names no reason.
 async fn scripted_adapter(stream: tokio::io::DuplexStream) {
     let (read, mut write) = tokio::io::split(stream);
     let mut read = BufReader::new(read);
@@ -164,6 +166,7 @@ async fn scripted_adapter(stream: tokio::io::DuplexStream) {
             "evaluate" if args["expression"] == "boom" => {
                 (false, Value::Null, "NameError: name 'boom' is not defined")
             }
+            "evaluate" if args["expression"] == "malformed" => (true, json!({"result": 42}), ""),
             "evaluate" => (
                 true,
                 json!({"result": args["expression"], "variablesReference": 0}),
@@ -180,7 +183,9 @@ async fn scripted_adapter(stream: tokio::io::DuplexStream) {
         let after = match command.as_str() {
             "launch" => vec![json!({"type": "event", "event": "initialized"})],
             "configurationDone" => vec![stopped("breakpoint")],
-            "next" | "stepIn" | "stepOut" => vec![stopped("step")],
+            "next" | "stepOut" => vec![stopped("step")],
+            "stepIn" => vec![json!({"type": "event", "event": "stopped",
+                                    "body": {"threadId": 1, "allThreadsStopped": true}})],
             "disconnect" | "terminate" => {
                 vec![json!({"type": "event", "event": "terminated"})]
             }
@@ -525,4 +530,43 @@ async fn a_pause_of_an_ended_session_was_answered_by_nobody() {
         assert_eq!(late.reason(), ErrorReason::SessionEnded, "{late}");
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_malformed_adapter_answer_is_reported_not_read_as_empty() {
+    let mut world = world().await;
+    let s = dap_session(&mut world).await;
+    let failed = world
+        .answer(
+            &s.pause.key,
+            Command::Eval(EvalCommand {
+                code: "malformed".into(),
+            }),
+        )
+        .await;
+    let err = failed.expect_err("a malformed evaluate answer fails the EVAL");
+    assert_eq!(err.reason(), ErrorReason::ProtocolError);
+    assert!(
+        err.message().contains("malformed evaluate response"),
+        "{}",
+        err.message()
+    );
+    // The pause is as it was: the next answer moves the program.
+    world
+        .answer(
+            &s.pause.key,
+            Command::StepIn(stepd_proto::v1::StepInCommand {}),
+        )
+        .await
+        .unwrap();
+    // A stop without a reason is still a stop, and the fault is said.
+    let warned = world
+        .wait("the adapter's fault", |e| {
+            matches!(&e.payload, Some(Payload::Notification(n)) if n.message.contains("without a reason"))
+        })
+        .await;
+    assert_eq!(warned.session_id, s.handle.id());
+    let next = world.pause(None).await;
+    assert_ne!(next.key, s.pause.key);
+    assert_eq!(next.location.unwrap().line, 3);
 }

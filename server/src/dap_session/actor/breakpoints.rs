@@ -14,7 +14,10 @@ use crate::breakpoints::log_message;
 use crate::dap_session::stop;
 use crate::{
     breakpoints::{Action, Known, Verdict, verdict},
-    dap::client::DapError,
+    dap::{
+        client::DapError,
+        messages::{self, BreakpointsResponse, EvaluateResponse, StackTraceResponse},
+    },
     time::now_us,
 };
 
@@ -114,9 +117,9 @@ impl Actor {
                 self.delegate(&mut entry, members, conditions, log_points);
                 requested.push(entry);
             }
-            let result = self
+            let result: Result<BreakpointsResponse, _> = self
                 .client
-                .request(
+                .call(
                     "setBreakpoints",
                     json!({"source": {"path": path}, "breakpoints": requested}),
                 )
@@ -125,7 +128,7 @@ impl Actor {
                 let placed = result
                     .as_ref()
                     .ok()
-                    .and_then(|b| b["breakpoints"].get(i).cloned());
+                    .and_then(|b| b.breakpoints.get(i).cloned());
                 for bp in members {
                     placements.push(self.placement(
                         bp,
@@ -152,7 +155,10 @@ impl Actor {
                     requested.push(entry);
                 }
                 self.client
-                    .request("setFunctionBreakpoints", json!({"breakpoints": requested}))
+                    .call::<BreakpointsResponse>(
+                        "setFunctionBreakpoints",
+                        json!({"breakpoints": requested}),
+                    )
                     .await
             } else {
                 Err(DapError::Failed(format!(
@@ -164,7 +170,7 @@ impl Actor {
                 let placed = result
                     .as_ref()
                     .ok()
-                    .and_then(|b| b["breakpoints"].get(i).cloned());
+                    .and_then(|b| b.breakpoints.get(i).cloned());
                 for bp in members {
                     placements.push(self.placement(bp, 0, placed.clone(), result.as_ref().err()));
                 }
@@ -201,7 +207,10 @@ impl Actor {
                 placements.push(self.placement(
                     bp,
                     0,
-                    Some(json!({"verified": error.is_none()})),
+                    Some(messages::Breakpoint {
+                        verified: error.is_none(),
+                        ..Default::default()
+                    }),
                     error.as_ref(),
                 ));
             }
@@ -213,11 +222,11 @@ impl Actor {
         &mut self,
         bp: &stepd_proto::v1::Breakpoint,
         requested_line: u32,
-        placed: Option<Value>,
+        placed: Option<messages::Breakpoint>,
         error: Option<&DapError>,
     ) -> BreakpointPlacement {
-        let placed = placed.unwrap_or(Value::Null);
-        if let Some(id) = placed["id"].as_i64() {
+        let placed = placed.unwrap_or_default();
+        if let Some(id) = placed.id {
             self.retired.remove(&id);
             let ids = self.dap_breakpoints.entry(id).or_default();
             if !ids.contains(&bp.id) {
@@ -225,10 +234,7 @@ impl Actor {
             }
         }
         if let Some(Location::Source(src)) = bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
-            let line = placed["line"]
-                .as_u64()
-                .and_then(|l| u32::try_from(l).ok())
-                .unwrap_or(src.line);
+            let line = placed.line.unwrap_or(src.line);
             let ids = self
                 .placed_lines
                 .entry((src.path.clone(), line))
@@ -239,15 +245,15 @@ impl Actor {
         }
         let message = match error {
             Some(err) => err.to_string(),
-            None => placed["message"].as_str().unwrap_or_default().to_owned(),
+            None => placed.message.clone().unwrap_or_default(),
         };
         BreakpointPlacement {
             breakpoint_id: bp.id.clone(),
             requested_line,
             status: Some(BreakpointStatus {
                 session_id: self.shared.id.clone(),
-                verified: error.is_none() && placed["verified"].as_bool().unwrap_or(false),
-                actual_line: u32::try_from(placed["line"].as_u64().unwrap_or(0)).unwrap_or(0),
+                verified: error.is_none() && placed.verified,
+                actual_line: placed.line.unwrap_or(0),
                 message,
                 breakpoint_id: bp.id.clone(),
             }),
@@ -376,8 +382,8 @@ impl Actor {
         if let Some(frame) = frame_id {
             args["frameId"] = json!(frame);
         }
-        match self.client.request("evaluate", args).await {
-            Ok(body) => truthy(body["result"].as_str().unwrap_or_default()),
+        match self.client.call::<EvaluateResponse>("evaluate", args).await {
+            Ok(body) => truthy(&body.result),
             Err(err) => {
                 if self.condition_errors.insert(id.to_owned()) {
                     self.publish(Payload::Notification(Notification {
@@ -406,8 +412,8 @@ impl Actor {
                     if let Some(frame) = frame_id {
                         args["frameId"] = json!(frame);
                     }
-                    match self.client.request("evaluate", args).await {
-                        Ok(body) => text.push_str(body["result"].as_str().unwrap_or_default()),
+                    match self.client.call::<EvaluateResponse>("evaluate", args).await {
+                        Ok(body) => text.push_str(&body.result),
                         Err(err) => text.push_str(&format!("<{expr}: {err}>")),
                     }
                 }
@@ -429,17 +435,19 @@ impl Actor {
     pub(super) async fn snapshot(&mut self, id: &str, thread_id: i64, frame_id: Option<i64>) {
         let stack = self
             .client
-            .request(
+            .call::<StackTraceResponse>(
                 "stackTrace",
                 json!({"threadId": thread_id, "startFrame": 0, "levels": SNAPSHOT_FRAMES}),
             )
-            .await
-            .unwrap_or(Value::Null);
-        let frames: Vec<_> = stack["stackFrames"]
-            .as_array()
-            .map(|f| f.iter().map(stop::location).collect())
+            .await;
+        let stack = self.reported(stack);
+        let frames: Vec<_> = stack
+            .as_ref()
+            .map(|s| s.stack_frames.iter().map(stop::location).collect())
             .unwrap_or_default();
-        let total = stack["totalFrames"].as_u64().unwrap_or(frames.len() as u64);
+        let total = stack
+            .and_then(|s| s.total_frames)
+            .unwrap_or(frames.len() as u64);
         let locals = self
             .top_locals(thread_id, frame_id)
             .await

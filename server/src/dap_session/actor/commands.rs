@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use stepd_proto::v1::{
     Cause, CommandKind, ErrorReason, Frame, Local, Location, Notification, NotificationLevel,
     PauseReason, Rendering, StepKind, Trace, event::Payload, inject_command::Replacement,
@@ -12,6 +12,7 @@ use stepd_proto::v1::{
 
 use super::{Actor, PauseCtx, dap_error};
 use crate::{
+    dap::messages::{EvaluateResponse, ExceptionInfoResponse, ScopesResponse, StackTraceResponse},
     dap_session::{stop, values},
     error::{ApiError, ApiResult},
     session::{
@@ -511,10 +512,9 @@ impl Actor {
     async fn locals_reference(&self, frame_id: Option<i64>) -> Option<i64> {
         let scopes = self
             .client
-            .request("scopes", json!({"frameId": frame_id?}))
-            .await
-            .ok()?;
-        super::locals::locals_scope(&scopes)
+            .call::<ScopesResponse>("scopes", json!({"frameId": frame_id?}))
+            .await;
+        super::locals::locals_scope(&self.reported(scopes)?)
     }
 
     /// The frames of `thread` (and the exception's causes at an exception
@@ -523,23 +523,25 @@ impl Actor {
         let epoch = self.shared.epoch();
         let stack = self
             .client
-            .request(
+            .call::<StackTraceResponse>(
                 "stackTrace",
                 json!({"threadId": thread, "startFrame": 0, "levels": STACKTRACE_FRAMES}),
             )
-            .await
-            .unwrap_or(Value::Null);
-        let frames = stop::frames(&stack, epoch);
+            .await;
+        let frames = self
+            .reported(stack)
+            .map(|stack| stop::frames(&stack, epoch))
+            .unwrap_or_default();
         let is_exception = self
             .book
             .get(key)
             .is_some_and(|e| e.pause.reason == PauseReason::Exception as i32);
         let causes = if is_exception && self.shared.supports("supportsExceptionInfoRequest") {
-            self.client
-                .request("exceptionInfo", json!({"threadId": thread}))
-                .await
-                .map(|info| causes(&info))
-                .unwrap_or_default()
+            let info = self
+                .client
+                .call::<ExceptionInfoResponse>("exceptionInfo", json!({"threadId": thread}))
+                .await;
+            self.reported(info).map(|i| causes(&i)).unwrap_or_default()
         } else {
             Vec::new()
         };
@@ -624,14 +626,9 @@ impl PauseOwner for Actor {
         }
         let result = self
             .client
-            .request("evaluate", args)
+            .call::<EvaluateResponse>("evaluate", args)
             .await
-            .map(|body| {
-                stop::display(
-                    body["result"].as_str().unwrap_or_default(),
-                    body["type"].as_str().unwrap_or_default(),
-                )
-            })
+            .map(|body| stop::display(&body.result, body.type_name.as_deref().unwrap_or_default()))
             .map_err(|e| dap_error(&e));
         let _ = reply.send(self.book.evaluated(key, result));
     }
@@ -653,34 +650,34 @@ impl PauseOwner for Actor {
 }
 
 /// The causes in an `exceptionInfo` answer, outermost first.
-fn causes(info: &Value) -> Vec<Cause> {
+fn causes(info: &ExceptionInfoResponse) -> Vec<Cause> {
     let mut out = Vec::new();
-    let mut details = Some(&info["details"]);
+    let mut details = info.details.as_ref();
     let mut first = true;
-    while let Some(d) = details.filter(|d| d.is_object()) {
-        let message = d["message"]
-            .as_str()
-            .or_else(|| first.then(|| info["description"].as_str()).flatten())
+    while let Some(d) = details {
+        let message = d
+            .message
+            .as_deref()
+            .or_else(|| first.then_some(info.description.as_deref()).flatten())
             .unwrap_or_default();
         out.push(Cause {
-            r#type: d["typeName"]
-                .as_str()
-                .or_else(|| d["fullTypeName"].as_str())
-                .or_else(|| first.then(|| info["exceptionId"].as_str()).flatten())
+            r#type: d
+                .type_name
+                .as_deref()
+                .or(d.full_type_name.as_deref())
+                .or_else(|| first.then_some(info.exception_id.as_str()))
                 .unwrap_or_default()
                 .to_owned(),
             message: message.to_owned(),
             location: None,
         });
         first = false;
-        details = d["innerException"]
-            .as_array()
-            .and_then(|inner| inner.first());
+        details = d.inner_exception.first();
     }
-    if out.is_empty() && info["exceptionId"].is_string() {
+    if out.is_empty() {
         out.push(Cause {
-            r#type: info["exceptionId"].as_str().unwrap_or_default().to_owned(),
-            message: info["description"].as_str().unwrap_or_default().to_owned(),
+            r#type: info.exception_id.clone(),
+            message: info.description.clone().unwrap_or_default(),
             location: None,
         });
     }
@@ -788,7 +785,7 @@ mod tests {
             "details": {"typeName": "ValueError", "message": "bad value 42",
                         "innerException": [{"typeName": "KeyError", "message": "'k'"}]}
         });
-        let c = causes(&info);
+        let c = causes(&serde_json::from_value(info).unwrap());
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].r#type, "ValueError");
         assert_eq!(c[1].message, "'k'");

@@ -2,10 +2,13 @@
 //! the exception breakpoints it came from, and the signal a crash is, so
 //! that the session's end can name it.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use stepd_proto::v1::breakpoint_spec::Location;
 
 use super::Actor;
+use crate::dap::messages::{
+    EvaluateResponse, ExceptionInfoResponse, StackTraceResponse, StoppedEvent,
+};
 
 /// What exceptionInfo (or the stopped event) says about an exception stop.
 #[derive(Debug, Default)]
@@ -21,18 +24,23 @@ impl Actor {
     /// of a C++ throw with the filter's label ("C++ Throw"), so there the
     /// thrown object is read instead; a signal's description ("signal
     /// SIGSEGV: …") is kept and the signal remembered for the end.
-    pub(super) async fn exception_message(&mut self, thread_id: i64, body: &Value) -> String {
-        let caught = self.caught(thread_id, body).await;
+    pub(super) async fn exception_message(
+        &mut self,
+        thread_id: i64,
+        stop: &StoppedEvent,
+    ) -> String {
+        let caught = self.caught(thread_id, stop).await;
         self.crash_signal = signal_of(&caught.message);
         self.exception_id = caught.exception_id;
         caught.message
     }
 
-    async fn caught(&self, thread_id: i64, body: &Value) -> Caught {
-        let from_event = body["text"]
-            .as_str()
+    async fn caught(&self, thread_id: i64, stop: &StoppedEvent) -> Caught {
+        let from_event = stop
+            .text
+            .as_deref()
             .filter(|t| !t.is_empty())
-            .or_else(|| body["description"].as_str())
+            .or(stop.description.as_deref())
             .unwrap_or_default()
             .to_owned();
         if !self.shared.supports("supportsExceptionInfoRequest") {
@@ -41,18 +49,18 @@ impl Actor {
                 exception_id: String::new(),
             };
         }
-        let Ok(info) = self
+        let info = self
             .client
-            .request("exceptionInfo", json!({"threadId": thread_id}))
-            .await
-        else {
+            .call::<ExceptionInfoResponse>("exceptionInfo", json!({"threadId": thread_id}))
+            .await;
+        let Some(info) = self.reported(info) else {
             return Caught {
                 message: from_event,
                 exception_id: String::new(),
             };
         };
-        let id = info["exceptionId"].as_str().unwrap_or_default().to_owned();
-        let description = info["description"].as_str().unwrap_or_default();
+        let id = info.exception_id;
+        let description = info.description.as_deref().unwrap_or_default();
         if self.adapter.kind.names_exception_stops_by_filter()
             && self.is_filter_label(&id, description)
         {
@@ -95,22 +103,21 @@ impl Actor {
     async fn thrown_cpp_exception(&self, thread_id: i64) -> Option<String> {
         let frames = self
             .client
-            .request(
+            .call::<StackTraceResponse>(
                 "stackTrace",
                 json!({"threadId": thread_id, "startFrame": 0, "levels": 1}),
             )
-            .await
-            .ok()?;
-        let frame = frames["stackFrames"][0]["id"].as_i64()?;
+            .await;
+        let frame = self.reported(frames)?.stack_frames.first()?.id;
         let eval = |expression: String| async move {
-            self.client
-                .request(
+            let answer = self
+                .client
+                .call::<EvaluateResponse>(
                     "evaluate",
                     json!({"expression": expression, "frameId": frame, "context": "watch"}),
                 )
-                .await
-                .ok()
-                .and_then(|b| b["result"].as_str().map(str::to_owned))
+                .await;
+            self.reported(answer).map(|b| b.result)
         };
         // An Itanium type_info is {vtable, name}; a single-inheritance class's
         // (__si_class_type_info) adds the base's type_info.

@@ -12,7 +12,10 @@
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::dap::client::DapClient;
+use crate::dap::{
+    client::{DapClient, DapError},
+    messages::{ScopesResponse, VariablesResponse},
+};
 
 /// The handles that led to the locals at a stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,58 +48,68 @@ impl Guess {
     }
 }
 
-/// The `variables` body of `frame_id`'s first inexpensive scope, and the
-/// handles to guess with at the next stop; `None` when the adapter gives none.
+/// The `variables` answer for `frame_id`'s first inexpensive scope, and the
+/// handles to guess with at the next stop; `None` when the frame has no such
+/// scope. A guess the adapter refuses is asked again without guessing.
 pub async fn fetch(
     client: &DapClient,
     thread_id: i64,
     frame_id: i64,
     guess: Option<Guess>,
-) -> Option<(Value, TopHandles)> {
+) -> Result<Option<(VariablesResponse, TopHandles)>, DapError> {
     let (guessed_scopes, guessed_variables) = match guess {
         Some(g) if g.handles.frame_id == frame_id => (
-            client.answer("scopes", g.scopes).await.ok(),
+            refused_as_none(client.answer_as("scopes", g.scopes).await)?,
             Some((g.handles.locals_ref, g.variables)),
         ),
         _ => (None, None),
     };
-    let scopes = match guessed_scopes {
+    let scopes: ScopesResponse = match guessed_scopes {
         Some(scopes) => scopes,
-        None => client
-            .request("scopes", json!({"frameId": frame_id}))
-            .await
-            .ok()?,
+        None => client.call("scopes", json!({"frameId": frame_id})).await?,
     };
-    let locals_ref = locals_scope(&scopes)?;
+    let Some(locals_ref) = locals_scope(&scopes) else {
+        return Ok(None);
+    };
     let guessed = match guessed_variables {
         Some((reference, rx)) if reference == locals_ref => {
-            client.answer("variables", rx).await.ok()
+            refused_as_none(client.answer_as("variables", rx).await)?
         }
         _ => None,
     };
     let variables = match guessed {
         Some(variables) => variables,
-        None => client
-            .request("variables", json!({"variablesReference": locals_ref}))
-            .await
-            .ok()?,
+        None => {
+            client
+                .call("variables", json!({"variablesReference": locals_ref}))
+                .await?
+        }
     };
-    Some((
+    Ok(Some((
         variables,
         TopHandles {
             thread_id,
             frame_id,
             locals_ref,
         },
-    ))
+    )))
+}
+
+/// A guessed request's answer: a refusal only means the guess was wrong.
+fn refused_as_none<T>(answer: Result<T, DapError>) -> Result<Option<T>, DapError> {
+    match answer {
+        Ok(body) => Ok(Some(body)),
+        Err(DapError::Failed(_)) => Ok(None),
+        Err(other) => Err(other),
+    }
 }
 
 /// The `variablesReference` of the locals in a `scopes` answer: its first
 /// scope that is not marked expensive.
-pub fn locals_scope(scopes: &Value) -> Option<i64> {
-    scopes["scopes"]
-        .as_array()?
+pub fn locals_scope(scopes: &ScopesResponse) -> Option<i64> {
+    scopes
+        .scopes
         .iter()
-        .find(|s| s["expensive"].as_bool() != Some(true))?["variablesReference"]
-        .as_i64()
+        .find(|s| !s.expensive)
+        .map(|s| s.variables_reference)
 }

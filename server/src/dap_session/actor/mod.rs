@@ -31,6 +31,7 @@ mod start;
 
 use commands::{Mode, Steering, StopHere};
 
+pub(crate) use super::dap_error;
 use super::{LaunchOutcome, LaunchRequest, Shared, handles, stop};
 use crate::{
     dap::{
@@ -234,13 +235,31 @@ impl Actor {
         }
     }
 
-    /// The `variables` body of the top frame's first inexpensive scope at
+    /// The `variables` answer for the top frame's first inexpensive scope at
     /// this stop (see `locals` for the requests sent ahead).
-    async fn top_locals(&mut self, thread_id: i64, frame_id: Option<i64>) -> Option<Value> {
+    async fn top_locals(
+        &mut self,
+        thread_id: i64,
+        frame_id: Option<i64>,
+    ) -> Option<messages::VariablesResponse> {
         let guess = self.guess.take();
-        let (variables, handles) = locals::fetch(&self.client, thread_id, frame_id?, guess).await?;
+        let fetched = locals::fetch(&self.client, thread_id, frame_id?, guess).await;
+        let (variables, handles) = self.reported(fetched)??;
         self.last_top = Some(handles);
         Some(variables)
+    }
+
+    /// An answer the session can do without: a malformed one is reported as
+    /// the adapter's fault, a refusal or a timeout just leaves it out.
+    pub(super) fn reported<T>(&self, answer: Result<T, DapError>) -> Option<T> {
+        match answer {
+            Ok(body) => Some(body),
+            Err(DapError::Malformed(problem)) => {
+                self.adapter_fault(&problem);
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     fn bump_epoch(&self) {
@@ -505,7 +524,7 @@ impl Actor {
     }
 
     /// Tells clients the adapter broke the protocol in a way stepd survives.
-    fn adapter_fault(&self, problem: &str) {
+    pub(super) fn adapter_fault(&self, problem: &str) {
         tracing::warn!(session = %self.shared.id, problem, "adapter fault");
         self.publish(Payload::Notification(stepd_proto::v1::Notification {
             level: stepd_proto::v1::NotificationLevel::Warning.into(),
@@ -516,7 +535,7 @@ impl Actor {
     /// The adapter's `process` event names the debuggee. debugpy sends it
     /// only after session_started, so a pid learnt then is published as a
     /// session_updated; the same pid again publishes nothing.
-    fn on_process(&mut self, process: &messages::ProcessEvent) {
+    pub(super) fn on_process(&mut self, process: &messages::ProcessEvent) {
         let Some(pid) = process
             .system_process_id
             .and_then(|p| u32::try_from(p).ok())
@@ -557,29 +576,39 @@ impl Actor {
     /// the stop was not shown (a breakpoint that does not stop, a step going
     /// on through one, a mode's silent step).
     async fn on_stopped(&mut self, body: &Value) -> Option<StableState> {
-        if let Err(problem) =
-            messages::parse::<messages::StoppedEvent>("stopped event", body.clone())
-        {
-            // The program did stop: it is shown, and the fault said.
-            self.adapter_fault(&problem);
-        }
-        let raw_reason = body["reason"].as_str().unwrap_or_default().to_owned();
+        // The program did stop, whatever the adapter got wrong in saying so:
+        // the stop is shown, and the fault said.
+        let event = match messages::parse::<messages::StoppedEvent>("stopped event", body.clone()) {
+            Ok(event) => event,
+            Err(problem) => {
+                self.adapter_fault(&problem);
+                messages::StoppedEvent::default()
+            }
+        };
+        let raw_reason = event.reason.clone().unwrap_or_else(|| {
+            self.adapter_fault("the adapter sent a stopped event without a reason");
+            String::new()
+        });
         // debugpy answers a Pause request that reached it while it was
         // already stopped with a second stop: nothing new happened.
         if raw_reason == "pause"
-            && body["threadId"]
-                .as_i64()
+            && event
+                .thread_id
                 .is_some_and(|t| self.book.entries().any(|e| e.pause.thread_id == t))
         {
             return None;
         }
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         let mut reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
-        let mut thread_id = body["threadId"].as_i64().unwrap_or(0);
-        if thread_id == 0
-            && let Ok(threads) = self.client.request("threads", json!({})).await
-        {
-            thread_id = threads["threads"][0]["id"].as_i64().unwrap_or(0);
+        let mut thread_id = event.thread_id.unwrap_or(0);
+        if thread_id == 0 {
+            let threads = self.client.call("threads", json!({})).await;
+            if let Some(first) = self
+                .reported::<messages::ThreadsResponse>(threads)
+                .and_then(|t| t.threads.first().map(|t| t.id))
+            {
+                thread_id = first;
+            }
         }
         let stack = self.client.send(
             "stackTrace",
@@ -591,28 +620,27 @@ impl Actor {
         } else {
             None
         };
-        let stack = self
-            .client
-            .answer("stackTrace", stack)
-            .await
-            .unwrap_or(Value::Null);
-        let top = stack["stackFrames"][0].clone();
-        let frame_id = top["id"].as_i64();
-        let location = (!top.is_null()).then(|| stop::location(&top));
-        let known_depth = stack["totalFrames"]
-            .as_u64()
+        let stack = self.client.answer_as("stackTrace", stack).await;
+        let stack: Option<messages::StackTraceResponse> = self.reported(stack);
+        let top = stack.as_ref().and_then(|s| s.stack_frames.first());
+        let frame_id = top.map(|f| f.id);
+        let location = top.map(stop::location);
+        let top_name = top.map(|f| f.name.clone()).unwrap_or_default();
+        let top_hint = top
+            .and_then(|f| f.presentation_hint.clone())
+            .unwrap_or_default();
+        let known_depth = stack
+            .as_ref()
+            .and_then(|s| s.total_frames)
             .and_then(|d| u32::try_from(d).ok());
         let depth = known_depth.unwrap_or(1);
-        let mut breakpoint_ids: Vec<String> = body["hitBreakpointIds"]
-            .as_array()
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(|id| id.as_i64().and_then(|id| self.dap_breakpoints.get(&id)))
-                    .flatten()
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut breakpoint_ids: Vec<String> = event
+            .hit_breakpoint_ids
+            .iter()
+            .filter_map(|id| self.dap_breakpoints.get(id))
+            .flatten()
+            .cloned()
+            .collect();
         // A step that lands on a breakpoint's line executes it: lldb reports
         // that as a breakpoint stop, debugpy as the step's end; both count.
         // Not when back on the starting line after stepd stepped out of a
@@ -646,12 +674,11 @@ impl Actor {
         // hit that raced their removal (an expiry, a change) applies nowhere.
         let stale = reason == PauseReason::Breakpoint
             && breakpoint_ids.is_empty()
-            && body["hitBreakpointIds"].as_array().is_some_and(|ids| {
-                !ids.is_empty()
-                    && ids
-                        .iter()
-                        .all(|id| id.as_i64().is_some_and(|id| self.retired.contains(&id)))
-            });
+            && !event.hit_breakpoint_ids.is_empty()
+            && event
+                .hit_breakpoint_ids
+                .iter()
+                .all(|id| self.retired.contains(id));
         // A stop that names breakpoints none of which stop.
         let silent = stale
             || (reason == PauseReason::Breakpoint
@@ -716,7 +743,7 @@ impl Actor {
         let locals_available = top_locals.is_some();
         let locals = top_locals.map(|v| stop::locals(&v)).unwrap_or_default();
         let caught_msg = if reason == PauseReason::Exception {
-            self.exception_message(thread_id, body).await
+            self.exception_message(thread_id, &event).await
         } else {
             String::new()
         };
@@ -783,7 +810,7 @@ impl Actor {
         self.book.open(
             pause.clone(),
             PauseCtx { frame_id, depth },
-            body["allThreadsStopped"].as_bool().unwrap_or(false),
+            event.all_threads_stopped,
         );
         Some(StableState {
             state: SessionState::Stopped.into(),
@@ -793,12 +820,9 @@ impl Actor {
             thread_id,
             top_frame: frame_id.map(|id| stepd_proto::v1::Frame {
                 id: handles::make(self.shared.epoch(), id),
-                name: top["name"].as_str().unwrap_or_default().to_owned(),
+                name: top_name,
                 location,
-                presentation_hint: top["presentationHint"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
+                presentation_hint: top_hint,
             }),
             hit_breakpoint_ids: breakpoint_ids,
             pause: Some(pause),
@@ -1010,12 +1034,12 @@ impl Actor {
                 let target = if thread != 0 {
                     thread
                 } else {
-                    let threads = self
+                    let threads: messages::ThreadsResponse = self
                         .client
-                        .request("threads", json!({}))
+                        .call("threads", json!({}))
                         .await
                         .map_err(|e| dap_error(&e))?;
-                    threads["threads"][0]["id"].as_i64().unwrap_or(0)
+                    threads.threads.first().map_or(0, |t| t.id)
                 };
                 // The answer is not waited for: lldb may hold it back until
                 // stepd has taken the stop that raced the request (a hot
@@ -1168,14 +1192,5 @@ fn kill(pid: u32) {
         unsafe {
             libc::kill(pid, libc::SIGKILL);
         }
-    }
-}
-
-/// A failed DAP request as an API error.
-pub fn dap_error(err: &DapError) -> ApiError {
-    match err {
-        DapError::Closed => ApiError::new(ErrorReason::AdapterDied, err.to_string()),
-        DapError::Timeout(..) => ApiError::new(ErrorReason::ProtocolError, err.to_string()),
-        DapError::Failed(message) => ApiError::new(ErrorReason::AdapterError, message.clone()),
     }
 }

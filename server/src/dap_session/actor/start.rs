@@ -10,6 +10,7 @@ use stepd_proto::v1::{
 use tokio::time::sleep_until;
 
 use super::Actor;
+use crate::dap::messages;
 use crate::dap_session::LaunchOutcome;
 use crate::{
     dap::{
@@ -47,7 +48,14 @@ impl Actor {
             .map_err(start_error)?;
         let _ = self.shared.capabilities.set(capabilities.clone());
         self.session.capabilities = capabilities.as_object().map(crate::json::to_struct);
-        self.session.exception_filters = exception_filters(&capabilities);
+        let typed = match messages::parse("initialize response", capabilities.clone()) {
+            Ok(typed) => typed,
+            Err(problem) => {
+                self.adapter_fault(&problem);
+                messages::Capabilities::default()
+            }
+        };
+        self.session.exception_filters = exception_filters(&typed);
 
         let (command, arguments) = self.start_arguments();
         let mut started = self.client.send(command, arguments);
@@ -111,10 +119,10 @@ impl Actor {
         while let Ok(message) = self.incoming.try_recv() {
             if let Incoming::Event { event, body } = &message
                 && event == "process"
-                && let Some(pid) = body["systemProcessId"].as_i64()
+                && let Ok(process) = messages::parse("process event", body.clone())
             {
-                self.session.pid = pid;
-                self.debuggee_pid = u32::try_from(pid).ok();
+                // A malformed one is reported when it is handled in turn.
+                self.on_process(&process);
             }
             queued.push(message);
         }
@@ -236,21 +244,19 @@ impl Actor {
     }
 }
 
-pub(super) fn exception_filters(capabilities: &Value) -> Vec<stepd_proto::v1::ExceptionFilter> {
-    capabilities["exceptionBreakpointFilters"]
-        .as_array()
-        .map(|filters| {
-            filters
-                .iter()
-                .map(|f| stepd_proto::v1::ExceptionFilter {
-                    id: f["filter"].as_str().unwrap_or_default().to_owned(),
-                    label: f["label"].as_str().unwrap_or_default().to_owned(),
-                    default: f["default"].as_bool().unwrap_or(false),
-                    supports_condition: f["supportsCondition"].as_bool().unwrap_or(false),
-                })
-                .collect()
+pub(super) fn exception_filters(
+    capabilities: &messages::Capabilities,
+) -> Vec<stepd_proto::v1::ExceptionFilter> {
+    capabilities
+        .exception_breakpoint_filters
+        .iter()
+        .map(|f| stepd_proto::v1::ExceptionFilter {
+            id: f.filter.clone(),
+            label: f.label.clone(),
+            default: f.default,
+            supports_condition: f.supports_condition,
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 pub(super) fn start_error(err: DapError) -> ApiError {
