@@ -13,6 +13,10 @@ use serde::Deserialize;
 
 /// The default TCP address; `stepctl` looks here first.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7701";
+/// Holds one probe may have pending unless configured.
+pub const DEFAULT_MAX_PROBE_PAUSES: usize = 1024;
+/// Pauses the daemon keeps pending unless configured.
+pub const DEFAULT_MAX_PAUSES: usize = 16 * 1024;
 
 /// Command line of `stepd`. Every flag can also be set as `STEPD_<NAME>` or in
 /// the TOML file under the same name with underscores.
@@ -61,6 +65,12 @@ pub struct Cli {
     /// Default limit of a probe hold, e.g. "30m".
     #[arg(long, env = "STEPD_HOLD_LIMIT")]
     pub hold_limit: Option<String>,
+    /// Most holds one probe may have pending; a Hit past it is refused (LIMIT_EXCEEDED) and does not hold.
+    #[arg(long, env = "STEPD_MAX_PROBE_PAUSES")]
+    pub max_probe_pauses: Option<usize>,
+    /// Most pauses pending in the daemon; a probe Hit past it is refused (LIMIT_EXCEEDED) and does not hold.
+    #[arg(long, env = "STEPD_MAX_PAUSES")]
+    pub max_pauses: Option<usize>,
     /// Largest DAP message accepted from a debug adapter, in bytes.
     #[arg(long, env = "STEPD_MAX_DAP_FRAME_BYTES")]
     pub max_dap_frame_bytes: Option<usize>,
@@ -97,6 +107,8 @@ struct FileConfig {
     max_message_bytes: Option<usize>,
     drain_timeout: Option<String>,
     hold_limit: Option<String>,
+    max_probe_pauses: Option<usize>,
+    max_pauses: Option<usize>,
     max_dap_frame_bytes: Option<usize>,
     adapter_timeout: Option<String>,
     inspector_idle: Option<String>,
@@ -143,6 +155,10 @@ pub struct Config {
     pub drain_timeout: Duration,
     /// Default probe hold limit.
     pub hold_limit: Duration,
+    /// Pending holds cap per probe session.
+    pub max_probe_pauses: usize,
+    /// Pending pauses cap of the daemon (enforced on probe holds).
+    pub max_pauses: usize,
     /// DAP frame size cap.
     pub max_dap_frame_bytes: usize,
     /// Adapter request timeout.
@@ -245,6 +261,16 @@ impl Config {
                 "hold-limit",
                 cli.hold_limit.or(file.hold_limit),
                 Duration::from_secs(30 * 60),
+            )?,
+            max_probe_pauses: positive(
+                "max-probe-pauses",
+                cli.max_probe_pauses.or(file.max_probe_pauses),
+                DEFAULT_MAX_PROBE_PAUSES,
+            )?,
+            max_pauses: positive(
+                "max-pauses",
+                cli.max_pauses.or(file.max_pauses),
+                DEFAULT_MAX_PAUSES,
             )?,
             max_dap_frame_bytes: positive(
                 "max-dap-frame-bytes",
@@ -361,6 +387,8 @@ mod tests {
         assert_eq!(config.heartbeat_interval, Duration::from_secs(2));
         assert_eq!(config.subscriber_buffer, 4096);
         assert_eq!(config.max_connections, 512);
+        assert_eq!(config.max_probe_pauses, 1024);
+        assert_eq!(config.max_pauses, 16384);
         assert_eq!(config.first_request_timeout, Duration::from_secs(10));
         assert_eq!(config.config_file, Some(dir.join("stepd.toml")));
         std::fs::write(dir.join("stepd.toml"), "no_such_setting = 1\n").unwrap();

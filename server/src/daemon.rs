@@ -77,7 +77,7 @@ impl Daemon {
             config.ring_capacity,
         ));
         let breakpoints = Arc::new(Breakpoints::load(store.clone(), bus.clone()).await?);
-        let pauses = Arc::new(PauseRegistry::new(bus.clone()));
+        let pauses = Arc::new(PauseRegistry::new(bus.clone()).with_max_pending(config.max_pauses));
         let inspectors = Arc::new(Inspectors::new(
             bus.clone(),
             config.inspector_idle,
@@ -91,6 +91,7 @@ impl Daemon {
             max_frame_bytes: config.max_dap_frame_bytes,
             request_timeout: config.adapter_timeout,
             hold_limit: config.hold_limit,
+            max_probe_pauses: config.max_probe_pauses,
         };
         let sessions = Sessions::new();
         sessions.follow(bus.clone());

@@ -35,6 +35,22 @@ use crate::{
     malformed::remap_decode_refusal,
 };
 
+/// HTTP/2 flow-control window of each stream the daemon receives, in bytes.
+///
+/// A peer that sends faster than the daemon reads (a probe writing one small
+/// message per point) fills this window and then waits for the daemon. The
+/// HTTP/2 layer also closes a connection (GOAWAY `ENHANCE_YOUR_CALM`,
+/// `too_many_data_frames`) whose unread small DATA frames cost more than half
+/// the connection window, counting each frame as at least 256 bytes. So the
+/// window must fill first: 16 KiB of the smallest frames a whole gRPC
+/// message makes (5 bytes) counts as 16384 / 5 × 251 ≈ 0.8 MiB, within the
+/// 1 MiB allowance of a 2 MiB connection window. With hyper's default 1 MiB
+/// stream window a probe was dropped after about 2,300 unread messages.
+const STREAM_WINDOW: u32 = 16 * 1024;
+/// HTTP/2 flow-control window of each connection, in bytes (see
+/// [`STREAM_WINDOW`]; half of it is the allowance for unread small frames).
+const CONNECTION_WINDOW: u32 = 2 * 1024 * 1024;
+
 /// Runs the daemon until a signal or a Shutdown RPC, then drains.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     // Held until run returns, after the store is closed: a second daemon on
@@ -191,6 +207,8 @@ fn router(
         };
     }
     Ok(Server::builder()
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         // A peer that stops answering pings is gone; its connection is freed.
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))

@@ -71,6 +71,7 @@ type Probe struct {
 	conn      *conn
 	sessionID string
 	changed   chan struct{} // closed and replaced when the connection state changes
+	refused   uint64        // holds the daemon refused
 
 	reports reportBuffer
 	kick    chan struct{}
@@ -159,6 +160,17 @@ func (p *Probe) Close() error {
 		p.client.Close()
 	})
 	return nil
+}
+
+// Refused is how many holds the daemon refused (its limits on pending
+// holds); those points went on at once, as if not armed.
+func (p *Probe) Refused() uint64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
 }
 
 // Connected reports whether the probe has a live session.
@@ -344,6 +356,18 @@ func (p *Probe) handle(c *conn, m *stepdv1.ConnectResponse) {
 		p.mu.Unlock()
 		if w != nil {
 			w.ch <- r
+		}
+	case *stepdv1.ConnectResponse_Refused:
+		// The daemon did not hold it (too many holds pending): the point
+		// goes on with its value, as if it were not armed.
+		r := msg.Refused
+		p.mu.Lock()
+		w := c.waiters[r.GetHitId()]
+		delete(c.waiters, r.GetHitId())
+		p.refused++
+		p.mu.Unlock()
+		if w != nil {
+			w.ch <- &stepdv1.Resume{HitId: r.GetHitId(), Decision: stepdv1.ResumeDecision_RESUME_DECISION_CONTINUE}
 		}
 	case *stepdv1.ConnectResponse_Eval:
 		e := msg.Eval

@@ -166,3 +166,33 @@ def test_inject_violations_are_field_violations(probe: Probe, client: stepd.Clie
     client.send_debug_input(pause.key, "inject", value={"cmd": "pwd", "notify": "me@example.com", "mode": 2})
     t.join(DEADLINE)
     assert out == {"result": {"cmd": "pwd", "notify": "me@example.com", "mode": 2}}
+
+
+def test_a_hold_past_the_daemons_limit_goes_on_at_once(tmp_path: Path) -> None:
+    d = Daemon(tmp_path / "stepd", "--max-probe-pauses", "1", unix_socket=False)
+    try:
+        p = stepd.probe.connect(name="limits-test", labels={"run": uuid.uuid4().hex[:12]}, addr=d.tcp)
+        try:
+            assert p.wait_connected(DEADLINE), "the probe connected"
+            with d.client() as c:
+                arm(c, p, probe_kind="tool")
+                w = Watcher(c)
+                try:
+                    first: dict[str, Any] = {}
+                    t = threading.Thread(target=lambda: first.update(value=p.hold("tool", name="a", value=1)), daemon=True)
+                    t.start()
+                    pause = w.pause(p.labels["run"], name="a")
+                    # The second hold is refused by the daemon: the program goes on with its value.
+                    with pytest.warns(RuntimeWarning, match="did not hold"):
+                        assert p.hold("tool", name="b", value=2) == 2
+                    assert p.refused_total == 1
+                    # The first is still held, and answered as usual.
+                    c.send_debug_input(pause.key, "continue")
+                    t.join(DEADLINE)
+                    assert first == {"value": 1}
+                finally:
+                    w.close()
+        finally:
+            p.close()
+    finally:
+        d.stop()

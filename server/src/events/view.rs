@@ -2,7 +2,7 @@
 //! event here under the same lock that numbers it, so a snapshot and a
 //! subscription can start at exactly the same instant.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use stepd_proto::v1::{
     Breakpoint, BreakpointChange, BreakpointStatus, Event, Pause, Session, SessionState, Snapshot,
@@ -19,9 +19,57 @@ const ENDED_SESSIONS_KEPT: usize = 64;
 pub struct StateView {
     sessions: BTreeMap<String, Session>,
     ended: VecDeque<String>,
-    pauses: Vec<Pause>,
+    pauses: Pauses,
     breakpoints: BTreeMap<u64, Breakpoint>,
     statuses: BTreeMap<(String, String), BreakpointStatus>,
+}
+
+/// Pending pauses in the order they stopped, found by key without a scan:
+/// a session that ends with thousands pending resolves each of them, and
+/// each resolution must not scan the others.
+#[derive(Debug, Default)]
+struct Pauses {
+    by_order: BTreeMap<u64, Pause>,
+    order_of: HashMap<String, u64>,
+    next: u64,
+}
+
+impl Pauses {
+    /// Adds a pause, or replaces the one with its key where it stands.
+    fn upsert(&mut self, pause: Pause) {
+        if let Some(order) = self.order_of.get(&pause.key) {
+            self.by_order.insert(*order, pause);
+            return;
+        }
+        self.next += 1;
+        self.order_of.insert(pause.key.clone(), self.next);
+        self.by_order.insert(self.next, pause);
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(order) = self.order_of.remove(key) {
+            self.by_order.remove(&order);
+        }
+    }
+
+    fn retain(&mut self, keep: impl Fn(&Pause) -> bool) {
+        let order_of = &mut self.order_of;
+        self.by_order.retain(|_, p| {
+            let kept = keep(p);
+            if !kept {
+                order_of.remove(&p.key);
+            }
+            kept
+        });
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Pause> {
+        self.by_order.values()
+    }
+
+    fn len(&self) -> usize {
+        self.by_order.len()
+    }
 }
 
 fn bp_order(id: &str) -> u64 {
@@ -106,13 +154,10 @@ impl StateView {
                         t.pause_key.clone_from(&pause.key);
                     }
                 }
-                match self.pauses.iter_mut().find(|p| p.key == pause.key) {
-                    Some(existing) => *existing = pause,
-                    None => self.pauses.push(pause),
-                }
+                self.pauses.upsert(pause);
             }
             Payload::PauseResolved(resolved) => {
-                self.pauses.retain(|p| p.key != resolved.key);
+                self.pauses.remove(&resolved.key);
             }
             Payload::Continued(cont) => {
                 if let Some(s) = self.sessions.get_mut(sid) {

@@ -4,17 +4,17 @@
 //! actor only tells it how (`Armed`) and answers the holds (`Resume`).
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeSet, HashMap},
     sync::{Arc, Mutex},
     time::Duration,
 };
 
 use stepd_proto::v1::{
     Armed, ArmedMatcher, Cause, CommandKind, ConnectRequest, ConnectResponse, Continued,
-    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, Hello, Hit, Notification,
-    NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Rendering, Resume, ResumeDecision,
-    SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted, SessionState,
-    StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
+    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, Hello, Hit, HitRefused,
+    Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Rendering, Resume,
+    ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted,
+    SessionState, StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
     connect_response::Message as Out, event::Payload, inject_command::Replacement,
 };
 use tokio::{
@@ -103,6 +103,10 @@ pub struct ProbeSession {
     mode: Mode,
     /// The held points, each a pause.
     book: PauseBook<Held>,
+    /// The pause key of each held point, by hit id.
+    held_hits: HashMap<String, String>,
+    /// When each held point reaches its limit, soonest first.
+    hold_deadlines: BTreeSet<(Instant, String)>,
     evals: HashMap<String, PendingEval>,
     waiters: Vec<Waiter>,
     hold_limit: Duration,
@@ -167,6 +171,8 @@ impl ProbeSession {
             answers,
             mode: Mode::Breakpoints,
             book,
+            held_hits: HashMap::new(),
+            hold_deadlines: BTreeSet::new(),
             evals: HashMap::new(),
             waiters: Vec::new(),
             hold_limit,
@@ -228,10 +234,10 @@ impl ProbeSession {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let holds = self.book.entries().map(|e| e.data.deadline);
+        let holds = self.hold_deadlines.first().map(|(d, _)| *d);
         let evals = self.evals.values().map(|e| e.deadline);
         let waits = self.waiters.iter().filter_map(|w| w.deadline);
-        holds.chain(evals).chain(waits).min()
+        holds.into_iter().chain(evals).chain(waits).min()
     }
 
     // ----- arming ---------------------------------------------------------
@@ -346,7 +352,31 @@ impl ProbeSession {
         );
     }
 
+    /// Answers a Hit that does not hold with why; the stream goes on.
+    fn refuse(&self, hit_id: &str, error: &ApiError) {
+        tracing::debug!(session = %self.id, hit_id, %error, "hit refused");
+        send_now(
+            &self.out,
+            Out::Refused(HitRefused {
+                hit_id: hit_id.to_owned(),
+                error: Some(error.to_stream_error("")),
+            }),
+        );
+    }
+
     async fn on_hit(&mut self, hit: Hit) {
+        // Refused before anything counts it: the earlier hold with this id
+        // and every breakpoint's hit count stay as they were.
+        if self.held_hits.contains_key(&hit.hit_id) {
+            let error = ApiError::invalid_field(
+                "hit.hit_id",
+                format!(
+                    "hit {} is already held; a Hit needs an id no pending hold has",
+                    crate::error::quote(&hit.hit_id)
+                ),
+            );
+            return self.refuse(&hit.hit_id, &error);
+        }
         let point = hit.point.clone().unwrap_or_default();
         // Whether the mode alone makes this point hold: the step's end, the
         // HERE target, a point outside the scope being left.
@@ -499,7 +529,16 @@ impl ProbeSession {
             ..Default::default()
         };
         let deadline = Instant::now() + limit;
-        self.book.open(pause.clone(), Held { hit, deadline }, false);
+        let hit_id = hit.hit_id.clone();
+        let max = self.ctx.max_probe_pauses;
+        if let Err(error) = self
+            .book
+            .try_open(pause.clone(), Held { hit, deadline }, max)
+        {
+            return self.refuse(&hit_id, &error);
+        }
+        self.held_hits.insert(hit_id, key.clone());
+        self.hold_deadlines.insert((deadline, key));
         self.session.state = SessionState::Stopped.into();
         for waiter in self.waiters.drain(..) {
             let _ = waiter.reply.send(Ok(StableState {
@@ -743,25 +782,26 @@ impl ProbeSession {
         // The probe hears first: it is the one waiting.
         let armed = self.armed().await;
         self.resume(&hit_id, decision, value, Some(armed));
-        self.book.resolve(key, command, by);
+        if let Some(entry) = self.book.resolve(key, command, by) {
+            self.forget(&entry);
+        }
         self.after_release();
     }
 
     /// The probe gave up a hold (its context ended, its task was cancelled):
     /// the pause resolves like a release, but nobody is waiting for a Resume.
     fn withdraw(&mut self, hit_id: &str) {
-        let Some(key) = self
-            .book
-            .entries()
-            .find(|e| e.data.hit.hit_id == hit_id)
-            .map(|e| e.pause.key.clone())
-        else {
+        let Some(key) = self.held_hits.get(hit_id).cloned() else {
             // Usually a hold that was answered while the probe gave up on it.
             tracing::debug!(hit_id, "withdraw for a hit that is not held; ignored");
             return;
         };
-        self.book
-            .resolve(&key, CommandKind::Unspecified, "withdrawn");
+        if let Some(entry) = self
+            .book
+            .resolve(&key, CommandKind::Unspecified, "withdrawn")
+        {
+            self.forget(&entry);
+        }
         // An evaluation in flight at this hold can no longer be answered.
         let evals: Vec<String> = self
             .evals
@@ -775,6 +815,13 @@ impl ProbeSession {
             }
         }
         self.after_release();
+    }
+
+    /// A hold that ended leaves the indexes beside the book.
+    fn forget(&mut self, entry: &book::Entry<Held>) {
+        self.held_hits.remove(&entry.data.hit.hit_id);
+        self.hold_deadlines
+            .remove(&(entry.data.deadline, entry.pause.key.clone()));
     }
 
     /// Once the last hold ended, the session runs again.
@@ -871,12 +918,14 @@ impl ProbeSession {
 
     async fn on_deadline(&mut self) {
         let now = Instant::now();
-        let expired: Vec<String> = self
-            .book
-            .entries()
-            .filter(|e| e.data.deadline <= now)
-            .map(|e| e.pause.key.clone())
-            .collect();
+        let mut expired = Vec::new();
+        while let Some((deadline, _)) = self.hold_deadlines.first()
+            && *deadline <= now
+        {
+            if let Some((_, key)) = self.hold_deadlines.pop_first() {
+                expired.push(key);
+            }
+        }
         for key in expired {
             self.notify(
                 NotificationLevel::Warning,
@@ -933,6 +982,8 @@ impl ProbeSession {
         };
         self.book
             .resolve_where(|_| true, CommandKind::Unspecified, by);
+        self.held_hits.clear();
+        self.hold_deadlines.clear();
         for (_, e) in self.evals.drain() {
             let _ = e.reply.send(Err(ApiError::new(
                 ErrorReason::SessionEnded,

@@ -48,6 +48,8 @@ pub struct Context {
     pub request_timeout: Duration,
     /// How long a probe hold lasts unless its breakpoint says otherwise.
     pub hold_limit: Duration,
+    /// How many holds one probe may have pending.
+    pub max_probe_pauses: usize,
 }
 
 /// Execution requests, serialised by the actor.

@@ -67,6 +67,7 @@ async fn world() -> World {
         max_frame_bytes: 1 << 20,
         request_timeout: DEADLINE,
         hold_limit: Duration::from_secs(600),
+        max_probe_pauses: 1024,
     };
     World {
         ctx,

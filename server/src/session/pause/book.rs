@@ -10,8 +10,8 @@
 use std::{collections::HashMap, sync::Arc};
 
 use stepd_proto::v1::{
-    Cause, CommandKind, DisplayValue, EvalError, Frame, Pause, Rendering, SendDebugInputResponse,
-    Stack, Stopped, event::Payload,
+    Cause, CommandKind, DisplayValue, ErrorReason, EvalError, Frame, Pause, Rendering,
+    SendDebugInputResponse, Stack, Stopped, event::Payload,
 };
 use tokio::sync::mpsc;
 
@@ -92,6 +92,11 @@ impl<T> PauseBook<T> {
     /// Opens a pause: registered for answers and sent to every subscriber.
     pub fn open(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
         self.registry.register(pause.clone(), self.answers.clone());
+        self.opened(pause, data, all_threads_stopped);
+    }
+
+    /// A registered pause: sent to every subscriber and kept.
+    fn opened(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
         self.publish(Payload::Stopped(Stopped {
             pause: Some(pause.clone()),
             all_threads_stopped,
@@ -104,6 +109,33 @@ impl<T> PauseBook<T> {
                 prompt: None,
             },
         );
+    }
+
+    /// Opens a pause unless this book already holds `max` pauses
+    /// (`LIMIT_EXCEEDED`, `limit: max_probe_pauses`) or the daemon is at its
+    /// own cap (`limit: max_pauses`); refused, nothing changes and no event
+    /// is sent.
+    pub fn try_open(&mut self, pause: Pause, data: T, max: usize) -> ApiResult<()> {
+        if self.entries.len() >= max {
+            return Err(ApiError::new(
+                ErrorReason::LimitExceeded,
+                format!(
+                    "{max} holds of this probe are pending, the configured maximum; \
+                     answer some first"
+                ),
+            )
+            .with("limit", "max_probe_pauses")
+            .with("max", max.to_string()));
+        }
+        self.registry
+            .try_register(pause.clone(), self.answers.clone())?;
+        self.opened(pause, data, false);
+        Ok(())
+    }
+
+    /// How many pauses are pending.
+    pub fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// A pending pause.

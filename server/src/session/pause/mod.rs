@@ -72,6 +72,8 @@ struct Inner {
 pub struct PauseRegistry {
     inner: Mutex<Inner>,
     bus: Arc<EventBus>,
+    /// Most pauses [`Self::try_register`] lets be pending.
+    max_pending: usize,
 }
 
 /// The kind of a command message.
@@ -104,7 +106,15 @@ impl PauseRegistry {
         Self {
             inner: Mutex::new(Inner::default()),
             bus,
+            max_pending: usize::MAX,
         }
+    }
+
+    /// The registry with a cap on pending pauses that [`Self::try_register`]
+    /// enforces.
+    pub fn with_max_pending(mut self, max: usize) -> Self {
+        self.max_pending = max;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -115,6 +125,29 @@ impl PauseRegistry {
     pub fn register(&self, pause: Pause, owner: mpsc::Sender<Answer>) {
         let key = pause.key.clone();
         self.lock().pending.insert(key, Pending { pause, owner });
+    }
+
+    /// Registers a pause unless the daemon's cap on pending pauses is
+    /// reached (`LIMIT_EXCEEDED`, `limit: max_pauses`); checked under the
+    /// same lock that registers it, so concurrent sessions cannot overshoot.
+    pub fn try_register(&self, pause: Pause, owner: mpsc::Sender<Answer>) -> ApiResult<()> {
+        let mut inner = self.lock();
+        if inner.pending.len() >= self.max_pending {
+            return Err(ApiError::new(
+                ErrorReason::LimitExceeded,
+                format!(
+                    "{} pauses are pending in the daemon, the configured maximum; \
+                     answer some first",
+                    self.max_pending
+                ),
+            )
+            .with("limit", "max_pauses")
+            .with("max", self.max_pending.to_string()));
+        }
+        inner
+            .pending
+            .insert(pause.key.clone(), Pending { pause, owner });
+        Ok(())
     }
 
     /// Pending pauses, oldest first, optionally of one session.

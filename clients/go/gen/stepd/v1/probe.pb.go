@@ -1235,6 +1235,64 @@ func (x *TraceReport) GetLocation() *Location {
 	return nil
 }
 
+// A Hit the daemon did not hold. No Resume follows for it: the program goes
+// on with its value, as at a point that is not armed. When the hit_id is that
+// of a hold still pending (INVALID_ARGUMENT), that earlier hold is unchanged.
+type HitRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The refused Hit's id.
+	HitId string `protobuf:"bytes,1,opt,name=hit_id,json=hitId,proto3" json:"hit_id,omitempty"`
+	// Why, as a unary call would fail: code, reason and ErrorInfo metadata
+	// (for LIMIT_EXCEEDED, `limit` names the setting and `max` its value).
+	Error         *StreamError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HitRefused) Reset() {
+	*x = HitRefused{}
+	mi := &file_stepd_v1_probe_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HitRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HitRefused) ProtoMessage() {}
+
+func (x *HitRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_probe_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HitRefused.ProtoReflect.Descriptor instead.
+func (*HitRefused) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HitRefused) GetHitId() string {
+	if x != nil {
+		return x.HitId
+	}
+	return ""
+}
+
+func (x *HitRefused) GetError() *StreamError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // A message from a probe.
 type ConnectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1254,7 +1312,7 @@ type ConnectRequest struct {
 
 func (x *ConnectRequest) Reset() {
 	*x = ConnectRequest{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[14]
+	mi := &file_stepd_v1_probe_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1324,7 @@ func (x *ConnectRequest) String() string {
 func (*ConnectRequest) ProtoMessage() {}
 
 func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[14]
+	mi := &file_stepd_v1_probe_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1337,7 @@ func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
 func (*ConnectRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{14}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConnectRequest) GetMessage() isConnectRequest_Message {
@@ -1384,6 +1442,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Armed
 	//	*ConnectResponse_Resume
 	//	*ConnectResponse_Eval
+	//	*ConnectResponse_Refused
 	Message       isConnectResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1391,7 +1450,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_stepd_v1_probe_proto_msgTypes[15]
+	mi := &file_stepd_v1_probe_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1462,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_probe_proto_msgTypes[15]
+	mi := &file_stepd_v1_probe_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1475,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{15}
+	return file_stepd_v1_probe_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConnectResponse) GetMessage() isConnectResponse_Message {
@@ -1462,6 +1521,15 @@ func (x *ConnectResponse) GetEval() *Eval {
 	return nil
 }
 
+func (x *ConnectResponse) GetRefused() *HitRefused {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Refused); ok {
+			return x.Refused
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Message interface {
 	isConnectResponse_Message()
 }
@@ -1486,6 +1554,11 @@ type ConnectResponse_Eval struct {
 	Eval *Eval `protobuf:"bytes,4,opt,name=eval,proto3,oneof"`
 }
 
+type ConnectResponse_Refused struct {
+	// A Hit that does not hold.
+	Refused *HitRefused `protobuf:"bytes,5,opt,name=refused,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Armed) isConnectResponse_Message() {}
@@ -1494,11 +1567,13 @@ func (*ConnectResponse_Resume) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Eval) isConnectResponse_Message() {}
 
+func (*ConnectResponse_Refused) isConnectResponse_Message() {}
+
 var File_stepd_v1_probe_proto protoreflect.FileDescriptor
 
 const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\n" +
-	"\x14stepd/v1/probe.proto\x12\bstepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14stepd/v1/pause.proto\x1a\x15stepd/v1/source.proto\"O\n" +
+	"\x14stepd/v1/probe.proto\x12\bstepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14stepd/v1/event.proto\x1a\x14stepd/v1/pause.proto\x1a\x15stepd/v1/source.proto\"O\n" +
 	"\x11ProbeCapabilities\x12\x12\n" +
 	"\x04eval\x18\x01 \x01(\bR\x04eval\x12\x12\n" +
 	"\x04skip\x18\x02 \x01(\bR\x04skip\x12\x12\n" +
@@ -1586,7 +1661,11 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x05point\x18\x01 \x01(\v2\x13.stepd.v1.PointInfoR\x05point\x12\x12\n" +
 	"\x04coor\x18\x02 \x03(\x05R\x04coor\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12.\n" +
-	"\blocation\x18\x04 \x01(\v2\x12.stepd.v1.LocationR\blocation\"\x81\x02\n" +
+	"\blocation\x18\x04 \x01(\v2\x12.stepd.v1.LocationR\blocation\"P\n" +
+	"\n" +
+	"HitRefused\x12\x15\n" +
+	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12+\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.stepd.v1.StreamErrorR\x05error\"\x81\x02\n" +
 	"\x0eConnectRequest\x12'\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0f.stepd.v1.HelloH\x00R\x05hello\x12!\n" +
 	"\x03hit\x18\x02 \x01(\v2\r.stepd.v1.HitH\x00R\x03hit\x127\n" +
@@ -1594,12 +1673,13 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"evalResult\x12-\n" +
 	"\areports\x18\x04 \x01(\v2\x11.stepd.v1.ReportsH\x00R\areports\x120\n" +
 	"\bwithdraw\x18\x05 \x01(\v2\x12.stepd.v1.WithdrawH\x00R\bwithdrawB\t\n" +
-	"\amessage\"\xc6\x01\n" +
+	"\amessage\"\xf8\x01\n" +
 	"\x0fConnectResponse\x12-\n" +
 	"\awelcome\x18\x01 \x01(\v2\x11.stepd.v1.WelcomeH\x00R\awelcome\x12'\n" +
 	"\x05armed\x18\x02 \x01(\v2\x0f.stepd.v1.ArmedH\x00R\x05armed\x12*\n" +
 	"\x06resume\x18\x03 \x01(\v2\x10.stepd.v1.ResumeH\x00R\x06resume\x12$\n" +
-	"\x04eval\x18\x04 \x01(\v2\x0e.stepd.v1.EvalH\x00R\x04evalB\t\n" +
+	"\x04eval\x18\x04 \x01(\v2\x0e.stepd.v1.EvalH\x00R\x04eval\x120\n" +
+	"\arefused\x18\x05 \x01(\v2\x14.stepd.v1.HitRefusedH\x00R\arefusedB\t\n" +
 	"\amessage*\x99\x01\n" +
 	"\tProbeMode\x12\x1a\n" +
 	"\x16PROBE_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -1630,7 +1710,7 @@ func file_stepd_v1_probe_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_probe_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_stepd_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_stepd_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_stepd_v1_probe_proto_goTypes = []any{
 	(ProbeMode)(0),                // 0: stepd.v1.ProbeMode
 	(ResumeDecision)(0),           // 1: stepd.v1.ResumeDecision
@@ -1648,55 +1728,59 @@ var file_stepd_v1_probe_proto_goTypes = []any{
 	(*ObservedReport)(nil),        // 13: stepd.v1.ObservedReport
 	(*EnlightenReport)(nil),       // 14: stepd.v1.EnlightenReport
 	(*TraceReport)(nil),           // 15: stepd.v1.TraceReport
-	(*ConnectRequest)(nil),        // 16: stepd.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 17: stepd.v1.ConnectResponse
-	nil,                           // 18: stepd.v1.Hello.LabelsEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*PointInfo)(nil),             // 20: stepd.v1.PointInfo
-	(*Local)(nil),                 // 21: stepd.v1.Local
-	(*Location)(nil),              // 22: stepd.v1.Location
-	(*structpb.Value)(nil),        // 23: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*HitRefused)(nil),            // 16: stepd.v1.HitRefused
+	(*ConnectRequest)(nil),        // 17: stepd.v1.ConnectRequest
+	(*ConnectResponse)(nil),       // 18: stepd.v1.ConnectResponse
+	nil,                           // 19: stepd.v1.Hello.LabelsEntry
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*PointInfo)(nil),             // 21: stepd.v1.PointInfo
+	(*Local)(nil),                 // 22: stepd.v1.Local
+	(*Location)(nil),              // 23: stepd.v1.Location
+	(*structpb.Value)(nil),        // 24: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*StreamError)(nil),           // 26: stepd.v1.StreamError
 }
 var file_stepd_v1_probe_proto_depIdxs = []int32{
-	18, // 0: stepd.v1.Hello.labels:type_name -> stepd.v1.Hello.LabelsEntry
+	19, // 0: stepd.v1.Hello.labels:type_name -> stepd.v1.Hello.LabelsEntry
 	2,  // 1: stepd.v1.Hello.capabilities:type_name -> stepd.v1.ProbeCapabilities
 	0,  // 2: stepd.v1.Armed.mode:type_name -> stepd.v1.ProbeMode
 	4,  // 3: stepd.v1.Armed.matchers:type_name -> stepd.v1.ArmedMatcher
 	5,  // 4: stepd.v1.Welcome.armed:type_name -> stepd.v1.Armed
-	19, // 5: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
-	20, // 6: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
-	21, // 7: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
-	22, // 8: stepd.v1.Hit.location:type_name -> stepd.v1.Location
-	22, // 9: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
+	20, // 5: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
+	21, // 6: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
+	22, // 7: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
+	23, // 8: stepd.v1.Hit.location:type_name -> stepd.v1.Location
+	23, // 9: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
 	1,  // 10: stepd.v1.Resume.decision:type_name -> stepd.v1.ResumeDecision
-	23, // 11: stepd.v1.Resume.value:type_name -> google.protobuf.Value
+	24, // 11: stepd.v1.Resume.value:type_name -> google.protobuf.Value
 	5,  // 12: stepd.v1.Resume.armed:type_name -> stepd.v1.Armed
-	23, // 13: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
+	24, // 13: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
 	13, // 14: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
 	14, // 15: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
 	15, // 16: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
-	23, // 17: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
-	24, // 18: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
-	20, // 19: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
-	24, // 20: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
-	22, // 21: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
-	3,  // 22: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
-	7,  // 23: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
-	11, // 24: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
-	12, // 25: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
-	10, // 26: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
-	6,  // 27: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
-	5,  // 28: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
-	8,  // 29: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
-	9,  // 30: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
-	16, // 31: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
-	17, // 32: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
-	32, // [32:33] is the sub-list for method output_type
-	31, // [31:32] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	24, // 17: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
+	25, // 18: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
+	21, // 19: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
+	25, // 20: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
+	23, // 21: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
+	26, // 22: stepd.v1.HitRefused.error:type_name -> stepd.v1.StreamError
+	3,  // 23: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
+	7,  // 24: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
+	11, // 25: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
+	12, // 26: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
+	10, // 27: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
+	6,  // 28: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
+	5,  // 29: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
+	8,  // 30: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
+	9,  // 31: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
+	16, // 32: stepd.v1.ConnectResponse.refused:type_name -> stepd.v1.HitRefused
+	17, // 33: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
+	18, // 34: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
+	34, // [34:35] is the sub-list for method output_type
+	33, // [33:34] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_probe_proto_init() }
@@ -1704,20 +1788,22 @@ func file_stepd_v1_probe_proto_init() {
 	if File_stepd_v1_probe_proto != nil {
 		return
 	}
+	file_stepd_v1_event_proto_init()
 	file_stepd_v1_pause_proto_init()
 	file_stepd_v1_source_proto_init()
-	file_stepd_v1_probe_proto_msgTypes[14].OneofWrappers = []any{
+	file_stepd_v1_probe_proto_msgTypes[15].OneofWrappers = []any{
 		(*ConnectRequest_Hello)(nil),
 		(*ConnectRequest_Hit)(nil),
 		(*ConnectRequest_EvalResult)(nil),
 		(*ConnectRequest_Reports)(nil),
 		(*ConnectRequest_Withdraw)(nil),
 	}
-	file_stepd_v1_probe_proto_msgTypes[15].OneofWrappers = []any{
+	file_stepd_v1_probe_proto_msgTypes[16].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
 		(*ConnectResponse_Armed)(nil),
 		(*ConnectResponse_Resume)(nil),
 		(*ConnectResponse_Eval)(nil),
+		(*ConnectResponse_Refused)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1725,7 +1811,7 @@ func file_stepd_v1_probe_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_probe_proto_rawDesc), len(file_stepd_v1_probe_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

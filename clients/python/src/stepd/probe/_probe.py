@@ -295,6 +295,9 @@ class Probe:
         self.connections = 0
         #: Reports dropped because the buffer was full, in all.
         self.dropped_total = 0
+        #: Holds the daemon refused (its limits on pending holds): those
+        #: points went on at once, as if not armed.
+        self.refused_total = 0
         self._metadata = ((_build.CLIENT_HEADER, client_name or f"probe:{self.name}"),)
         self._arming = _DISARMED
         self._armed_changed = threading.Condition()
@@ -889,6 +892,16 @@ class Probe:
                 waiter = self._hits.pop(resume.hit_id, None)
             if waiter is not None:
                 waiter.deliver(resume)
+        elif kind == "refused":
+            # The daemon did not hold it (too many holds pending): the
+            # point goes on with its value, as if it were not armed.
+            refused = response.refused
+            with self._lock:
+                waiter = self._hits.pop(refused.hit_id, None)
+                self.refused_total += 1
+            warnings.warn(f"stepd: the daemon did not hold a point: {refused.error.message}", RuntimeWarning, stacklevel=2)
+            if waiter is not None:
+                waiter.deliver(_RELEASE)
         elif kind == "armed":
             self._set_armed(response.armed)
         elif kind == "eval":

@@ -11,6 +11,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from stepd.v1 import event_pb2 as _event_pb2
 from stepd.v1 import pause_pb2 as _pause_pb2
 from stepd.v1 import source_pb2 as _source_pb2
 import builtins as _builtins
@@ -679,6 +680,39 @@ class TraceReport(_message.Message):
 Global___TraceReport: _TypeAlias = TraceReport  # noqa: Y015
 
 @_typing.final
+class HitRefused(_message.Message):
+    """A Hit the daemon did not hold. No Resume follows for it: the program goes
+    on with its value, as at a point that is not armed. When the hit_id is that
+    of a hold still pending (INVALID_ARGUMENT), that earlier hold is unchanged.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HIT_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    hit_id: _builtins.str
+    """The refused Hit's id."""
+    @_builtins.property
+    def error(self) -> _event_pb2.StreamError:
+        """Why, as a unary call would fail: code, reason and ErrorInfo metadata
+        (for LIMIT_EXCEEDED, `limit` names the setting and `max` its value).
+        """
+
+    def __init__(
+        self,
+        *,
+        hit_id: _builtins.str = ...,
+        error: _event_pb2.StreamError | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "hit_id", b"hit_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HitRefused: _TypeAlias = HitRefused  # noqa: Y015
+
+@_typing.final
 class ConnectRequest(_message.Message):
     """A message from a probe."""
 
@@ -738,6 +772,7 @@ class ConnectResponse(_message.Message):
     ARMED_FIELD_NUMBER: _builtins.int
     RESUME_FIELD_NUMBER: _builtins.int
     EVAL_FIELD_NUMBER: _builtins.int
+    REFUSED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -754,6 +789,10 @@ class ConnectResponse(_message.Message):
     def eval(self) -> Global___Eval:
         """Evaluate while held."""
 
+    @_builtins.property
+    def refused(self) -> Global___HitRefused:
+        """A Hit that does not hold."""
+
     def __init__(
         self,
         *,
@@ -761,12 +800,13 @@ class ConnectResponse(_message.Message):
         armed: Global___Armed | None = ...,
         resume: Global___Resume | None = ...,
         eval: Global___Eval | None = ...,
+        refused: Global___HitRefused | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "eval", b"eval", "message", b"message", "resume", b"resume", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "eval", b"eval", "message", b"message", "refused", b"refused", "resume", b"resume", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "eval", b"eval", "message", b"message", "resume", b"resume", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "eval", b"eval", "message", b"message", "refused", b"refused", "resume", b"resume", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "armed", "resume", "eval"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "armed", "resume", "eval", "refused"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 

@@ -62,6 +62,12 @@ class ProbeServiceServicer:
         never answered.
         - A probe that stops waiting for a hold sends Withdraw; the pause
         resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
+        - A Hit the daemon does not hold is answered HitRefused instead of
+        Resume: past the daemon's limits on pending holds (LIMIT_EXCEEDED),
+        or with the hit_id of a hold still pending (INVALID_ARGUMENT, and the
+        earlier hold stays). The stream goes on.
+        - The daemon reads the stream as fast as it handles messages; a probe
+        that sends faster waits for HTTP/2 flow-control window.
         - When the stream ends, the session ends; held points resolve as
         `pause_resolved{by: "disconnect"}`.
         """

@@ -49,6 +49,12 @@ class ProbeServiceStub:
       never answered.
     - A probe that stops waiting for a hold sends Withdraw; the pause
       resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
+    - A Hit the daemon does not hold is answered HitRefused instead of
+      Resume: past the daemon's limits on pending holds (LIMIT_EXCEEDED),
+      or with the hit_id of a hold still pending (INVALID_ARGUMENT, and the
+      earlier hold stays). The stream goes on.
+    - The daemon reads the stream as fast as it handles messages; a probe
+      that sends faster waits for HTTP/2 flow-control window.
     - When the stream ends, the session ends; held points resolve as
       `pause_resolved{by: "disconnect"}`.
     """
@@ -74,6 +80,12 @@ class ProbeServiceAsyncStub(ProbeServiceStub):
       never answered.
     - A probe that stops waiting for a hold sends Withdraw; the pause
       resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
+    - A Hit the daemon does not hold is answered HitRefused instead of
+      Resume: past the daemon's limits on pending holds (LIMIT_EXCEEDED),
+      or with the hit_id of a hold still pending (INVALID_ARGUMENT, and the
+      earlier hold stays). The stream goes on.
+    - The daemon reads the stream as fast as it handles messages; a probe
+      that sends faster waits for HTTP/2 flow-control window.
     - When the stream ends, the session ends; held points resolve as
       `pause_resolved{by: "disconnect"}`.
     """
@@ -102,6 +114,12 @@ class ProbeServiceServicer(metaclass=_abc_1.ABCMeta):
           never answered.
         - A probe that stops waiting for a hold sends Withdraw; the pause
           resolves as `pause_resolved{by: "withdrawn"}` and gets no Resume.
+        - A Hit the daemon does not hold is answered HitRefused instead of
+          Resume: past the daemon's limits on pending holds (LIMIT_EXCEEDED),
+          or with the hit_id of a hold still pending (INVALID_ARGUMENT, and the
+          earlier hold stays). The stream goes on.
+        - The daemon reads the stream as fast as it handles messages; a probe
+          that sends faster waits for HTTP/2 flow-control window.
         - When the stream ends, the session ends; held points resolve as
           `pause_resolved{by: "disconnect"}`.
         """
