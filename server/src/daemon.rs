@@ -1,5 +1,6 @@
 //! The daemon's shared state: what every API handler delegates to.
 
+use anyhow::Context as _;
 use std::{
     sync::{
         Arc, OnceLock,
@@ -76,7 +77,11 @@ impl Daemon {
             config.subscriber_buffer,
             config.ring_capacity,
         ));
-        let breakpoints = Arc::new(Breakpoints::load(store.clone(), bus.clone()).await?);
+        let breakpoints = Arc::new(
+            Breakpoints::load(store.clone(), bus.clone())
+                .await
+                .with_context(|| format!("loading breakpoints from {}", store.path()))?,
+        );
         let pauses = Arc::new(PauseRegistry::new(bus.clone()).with_max_pending(config.max_pauses));
         let inspectors = Arc::new(Inspectors::new(
             bus.clone(),

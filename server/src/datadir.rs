@@ -76,8 +76,9 @@ pub fn lock(dir: &Path) -> anyhow::Result<DataDirLock> {
             dir.display()
         );
     }
-    file.set_len(0)?;
-    file.rewind()?;
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .with_context(|| format!("truncating {}", path.display()))?;
     writeln!(file, "{}", std::process::id())
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(DataDirLock { _file: file, path })

@@ -59,7 +59,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let tcp = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
-    let tcp_addr = tcp.local_addr()?;
+    let tcp_addr = tcp
+        .local_addr()
+        .with_context(|| format!("reading the address bound for {}", config.listen))?;
     let unix = match &config.unix_socket {
         Some(path) => Some((bind_unix(path)?, path.clone())),
         None => None,
@@ -253,7 +255,8 @@ fn bind_unix(path: &Path) -> anyhow::Result<UnixListener> {
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("making {} private (0700)", dir.display()))?;
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             bail!("another stepd is serving on {}", path.display());
@@ -263,7 +266,8 @@ fn bind_unix(path: &Path) -> anyhow::Result<UnixListener> {
     }
     let listener =
         UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("making {} private (0600)", path.display()))?;
     Ok(listener)
 }
 

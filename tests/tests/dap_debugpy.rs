@@ -702,7 +702,7 @@ async fn an_oversized_frame_ends_the_session_not_the_daemon() {
         .await
         .unwrap_err();
     assert!(
-        matches!(reason(&err).as_str(), "ADAPTER_DIED" | "SESSION_ENDED"),
+        matches!(reason(&err).as_str(), "PROTOCOL_ERROR" | "SESSION_ENDED"),
         "{err:?}"
     );
     let ended = dap::ended(&mut sub, &session.id).await;

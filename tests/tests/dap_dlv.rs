@@ -3,8 +3,8 @@
 
 use stepd_e2e::{dap, fixture, line_of, source_spec, watched};
 use stepd_proto::v1::{
-    BreakpointAction, EndReason, EvaluateRequest, LaunchRequest, PauseReason, StepKind,
-    event::Payload,
+    BreakpointAction, EndReason, EvaluateRequest, LaunchRequest, PauseReason, SessionState,
+    StepKind, event::Payload,
 };
 
 #[tokio::test]
@@ -96,5 +96,74 @@ async fn a_go_binary_launched_without_an_adapter_runs_under_dlv() {
     let pause = dap::next_pause(&mut sub, &session.id).await;
     assert_eq!(pause.breakpoint_ids, std::slice::from_ref(&bp));
     assert_eq!(dap::local(&pause, "i"), "0");
+    daemon.stop().await;
+}
+
+/// The state letter of a process in /proc ('Z' for a zombie), or None once
+/// it is gone.
+fn proc_state(pid: i64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ...": the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+#[tokio::test]
+async fn a_debuggee_killed_while_stopped_ends_the_session_and_leaves_no_zombie() {
+    // dlv waits for its debuggee only while it runs it: a stopped debuggee
+    // that dies says nothing to dlv, which never reaps it.
+    let (daemon, mut sub) = watched().await;
+    let source = fixture("go/hello/main.go");
+    dap::add_breakpoint(
+        &daemon,
+        source_spec(source.to_str().unwrap(), line_of(&source, "step")),
+    )
+    .await;
+    let binary = fixture("build/go-hello");
+    assert!(binary.is_file(), "run scripts/build-fixtures");
+    let session = dap::launch_with(
+        &daemon,
+        LaunchRequest {
+            adapter: "dlv".into(),
+            program: binary.to_str().unwrap().into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .unwrap();
+    dap::next_pause(&mut sub, &session.id).await;
+    let pid = dap::published_pid(&daemon, &mut sub, &session).await;
+    assert!(pid > 0);
+    // SAFETY: kill(2) has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let ended = dap::ended(&mut sub, &session.id).await;
+    let Some(Payload::SessionEnded(end)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::Signaled as i32, "{end:?}");
+    assert_eq!(end.signal, "SIGKILL", "{end:?}");
+    let got = dap::sessions(&daemon)
+        .await
+        .get_session(stepd_proto::v1::GetSessionRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(got.state, SessionState::Ended as i32);
+    // Nobody is left to reap it but its debugger: it must not stay a zombie.
+    let reaped = tokio::time::timeout(stepd_e2e::DEADLINE, async {
+        while proc_state(pid).is_some() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        reaped.is_ok(),
+        "the debuggee {pid} is still there in state {:?}",
+        proc_state(pid)
+    );
     daemon.stop().await;
 }

@@ -257,3 +257,22 @@ async fn logs_can_be_json_lines() {
     assert!(record["message"].is_string(), "{record}");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn a_start_up_failure_names_the_file_it_is_about() {
+    let dir = TempDir::new("baddb");
+    let db = dir.path().join("stepd.db");
+    std::fs::write(&db, vec![0x5a_u8; 8192]).unwrap();
+    let out = std::process::Command::new(stepd_bin())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0", "--no-unix-socket"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.contains(&db.display().to_string()), "{stderr}");
+    assert!(last.contains("not a database"), "{stderr}");
+}

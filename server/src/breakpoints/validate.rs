@@ -40,6 +40,9 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
         Some(Location::Source(src)) => {
             if src.path.trim().is_empty() {
                 bad("source.path", "must not be empty".into());
+            } else if src.path.contains('\0') {
+                // An adapter's C side would cut the path there.
+                bad("source.path", "must not contain a NUL byte".into());
             }
             if src.line < 1 {
                 bad(
@@ -163,6 +166,11 @@ mod tests {
     #[test]
     fn a_good_spec_passes() {
         assert!(fields(&source("/a.py", 3)).is_empty());
+    }
+
+    #[test]
+    fn a_nul_in_a_source_path_is_refused() {
+        assert_eq!(fields(&source("/a.py\0.txt", 3)), ["spec.source.path"]);
     }
 
     #[test]

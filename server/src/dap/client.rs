@@ -64,6 +64,10 @@ pub enum DapError {
     /// No answer in time.
     #[error("the debug adapter did not answer {0} within {1:?}")]
     Timeout(String, Duration),
+    /// The adapter broke the protocol (framing, JSON, flooding), so stepd
+    /// stopped reading it; the text says how.
+    #[error("the debug adapter broke the protocol: {0}")]
+    Protocol(String),
 }
 
 /// Requests waiting for their response, by seq; `None` once the adapter's
@@ -71,11 +75,15 @@ pub enum DapError {
 /// waiting out its timeout.
 type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Value>>>>>;
 
+/// Why the reader stopped, when the adapter broke the protocol.
+type Fault = Arc<std::sync::OnceLock<String>>;
+
 /// The client half: send requests, answer reverse requests.
 #[derive(Debug)]
 pub struct DapClient {
     out: mpsc::UnboundedSender<Value>,
     pending: Pending,
+    fault: Fault,
     next_seq: AtomicI64,
     timeout: Duration,
 }
@@ -95,6 +103,7 @@ impl DapClient {
         let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
         let (in_tx, in_rx) = mpsc::channel(INCOMING_QUEUE);
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
+        let fault: Fault = Arc::default();
         tokio::spawn(async move {
             let mut writer = writer;
             while let Some(message) = out_rx.recv().await {
@@ -108,11 +117,13 @@ impl DapClient {
             max_frame,
             timeout,
             pending.clone(),
+            fault.clone(),
             in_tx,
         ));
         let client = Arc::new(Self {
             out,
             pending,
+            fault,
             next_seq: AtomicI64::new(1),
             timeout,
         });
@@ -135,7 +146,7 @@ impl DapClient {
         };
         let message =
             json!({"seq": seq, "type": "request", "command": command, "arguments": arguments});
-        tracing::trace!(%message, "to adapter");
+        tracing::trace!(message = %loggable(&message), "to adapter");
         if self.out.send(message).is_err()
             && let Some(waiting) = self
                 .pending
@@ -184,8 +195,22 @@ impl DapClient {
         let response = tokio::time::timeout(self.timeout, rx)
             .await
             .map_err(|_| DapError::Timeout(command.to_owned(), self.timeout))?
-            .map_err(|_| DapError::Closed)?;
+            .map_err(|_| self.gone())?;
         body_of(response)
+    }
+
+    /// Why the adapter's output ended, when it broke the protocol.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.get().cloned()
+    }
+
+    /// The error of a request the adapter will never answer: a protocol
+    /// error when stepd stopped reading because of one, else `Closed`.
+    pub fn gone(&self) -> DapError {
+        match self.fault() {
+            Some(fault) => DapError::Protocol(fault),
+            None => DapError::Closed,
+        }
     }
 
     /// Answers a reverse request.
@@ -214,6 +239,49 @@ pub fn body_of(response: Value) -> Result<Value, DapError> {
             .to_owned();
         Err(DapError::Failed(message))
     }
+}
+
+/// A DAP message as it may be logged: the environment, arguments and
+/// command line of a launch (and of `runInTerminal`, and a child's
+/// `startDebugging` configuration) carry secrets, so the log shows the
+/// environment's names and how many arguments, never their values.
+pub fn loggable(message: &Value) -> Value {
+    fn scrub(args: &mut Value) {
+        let Some(obj) = args.as_object_mut() else {
+            return;
+        };
+        for key in ["env", "environment"] {
+            if let Some(env) = obj.get_mut(key) {
+                let names: Vec<Value> = match env {
+                    Value::Object(map) => map.keys().map(|k| json!(k)).collect(),
+                    // dlv and lldb also take ["NAME=value", …].
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|i| {
+                            let text = i.as_str().unwrap_or_default();
+                            json!(text.split_once('=').map_or(text, |(name, _)| name))
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                *env = json!({ "names": names });
+            }
+        }
+        for key in ["args", "arguments"] {
+            if let Some(Value::Array(items)) = obj.get(key) {
+                let count = items.len();
+                obj.insert(key.into(), json!({ "count": count }));
+            }
+        }
+        if let Some(configuration) = obj.get_mut("configuration") {
+            scrub(configuration);
+        }
+    }
+    let mut message = message.clone();
+    if let Some(arguments) = message.get_mut("arguments") {
+        scrub(arguments);
+    }
+    message
 }
 
 /// Hands adapter messages to the session, never letting the adapter grow
@@ -265,6 +333,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
     max_frame: usize,
     patience: Duration,
     pending: Pending,
+    fault: Fault,
     incoming: mpsc::Sender<Incoming>,
 ) {
     let mut handoff = Handoff {
@@ -279,7 +348,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
             Err(FrameError::Io(err)) => break Some(format!("reading from the adapter: {err}")),
             Err(FrameError::Protocol(err)) => break Some(err),
         };
-        tracing::trace!(%message, "from adapter");
+        tracing::trace!(message = %loggable(&message), "from adapter");
         match message["type"].as_str() {
             Some("response") => {
                 let Some(seq) = message["request_seq"].as_i64() else {
@@ -319,7 +388,10 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
         }
     };
     // Dropping the waiters fails every request still in flight, and every
-    // one sent from now on.
+    // one sent from now on; they learn why from the fault, set first.
+    if let Some(why) = &closed {
+        let _ = fault.set(why.clone());
+    }
     *pending.lock().unwrap_or_else(|e| e.into_inner()) = None;
     let _ = handoff.other(Incoming::Closed(closed)).await;
 }

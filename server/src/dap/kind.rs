@@ -101,6 +101,14 @@ impl AdapterKind {
         if self == Self::Lldb { "watch" } else { "repl" }
     }
 
+    /// Whether a debuggee that ends while stopped goes unreported: dlv
+    /// waits for its debuggee only while it runs it, so one killed at a
+    /// stop stays a zombie of dlv's and the session would stay stopped.
+    /// stepd watches such a debuggee itself (by /proc) while stopped.
+    pub fn misses_debuggee_death_while_stopped(self) -> bool {
+        self == Self::Dlv
+    }
+
     /// Whether its exception stops are named after the exception filter that
     /// caught them ("cpp_throw: C++ Throw") rather than the exception, so
     /// the exception's text is looked for elsewhere (`actor/exception.rs`).

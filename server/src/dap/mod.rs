@@ -7,5 +7,6 @@ pub mod client;
 pub mod codec;
 pub mod kind;
 pub mod messages;
+pub mod process;
 pub mod registry;
 pub mod transport;

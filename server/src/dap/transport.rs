@@ -48,6 +48,9 @@ pub async fn start_command(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own process group, so that the adapter and what it starts can
+        // be killed together (`process::kill_tree`) without touching stepd.
+        .process_group(0)
         .kill_on_drop(true);
     if !cwd.is_empty() {
         command.current_dir(cwd);

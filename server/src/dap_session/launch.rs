@@ -1,13 +1,14 @@
 //! Starting a DAP session: find the adapter, start it, and hand it to a new
 //! actor, which runs the configuration sequence and answers when it is done.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, path::Path, sync::Arc};
 
 use stepd_proto::v1::{BreakpointPlacement, ErrorReason, Session, StableState};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     sync::{mpsc, oneshot},
 };
+use tonic_types::FieldViolation;
 
 use super::{
     DapPort, Shared,
@@ -83,10 +84,67 @@ fn guess_from(request: &Request) -> String {
     request.program.clone()
 }
 
+/// Refuses what no adapter should be given, naming every field at fault: a
+/// NUL byte in a path, an argument, the environment or the adapter command
+/// (the OS would cut the string there, so lldb would launch another file),
+/// a relative `cwd`, and a relative program path without a `cwd` (stepd's
+/// own working directory means nothing to a client). A relative program
+/// path with a `cwd` is resolved against it here, so every adapter gets
+/// the same absolute path and the session names it. A bare name (no `/`)
+/// stays a command name, looked up by `check_program`.
+fn check_paths(request: &mut Request) -> ApiResult<()> {
+    const NUL: &str = "must not contain a NUL byte";
+    let nul = |text: &str| text.contains('\0');
+    let mut violations = Vec::new();
+    let mut bad = |field: &str, description: &str| {
+        violations.push(FieldViolation::new(field, description));
+    };
+    if nul(&request.program) {
+        bad("program", NUL);
+    }
+    if nul(&request.cwd) {
+        bad("cwd", NUL);
+    } else if !request.cwd.is_empty() && !Path::new(&request.cwd).is_absolute() {
+        bad(
+            "cwd",
+            "must be an absolute path: stepd's own working directory means nothing to a client",
+        );
+    }
+    if request.args.iter().any(|a| nul(a)) {
+        bad("args", NUL);
+    }
+    if request.env.iter().any(|(k, v)| nul(k) || nul(v)) {
+        bad("env", NUL);
+    }
+    if request.adapter_command.iter().any(|a| nul(a)) {
+        bad("adapter_command", NUL);
+    }
+    let program = request.program.trim();
+    let relative_path = !request.attach
+        && request.configuration.is_none()
+        && program.contains('/')
+        && !Path::new(program).is_absolute()
+        && !nul(program);
+    if relative_path && request.cwd.is_empty() {
+        bad(
+            "program",
+            "is a relative path: give an absolute path, or a cwd to resolve it against",
+        );
+    }
+    if !violations.is_empty() {
+        return Err(ApiError::invalid(violations));
+    }
+    if relative_path {
+        request.program = Path::new(&request.cwd).join(program).display().to_string();
+    }
+    Ok(())
+}
+
 /// Refuses a launch whose program does not exist, before any adapter starts:
 /// debugpy would report the session running and exited 0, lldb fails only
-/// after its own start. A relative program is looked for in the launch's
-/// working directory, a bare name also on PATH. Launches whose adapter
+/// after its own start. A program path is absolute by now (`check_paths`);
+/// a bare name is looked for in the launch's working directory, when it has
+/// one, and on PATH. Launches whose adapter
 /// options name the program or a module (debugpy's `module`) are left to
 /// the adapter, and so are custom adapters' programs that are not paths.
 fn check_program(request: &Request) -> ApiResult<()> {
@@ -107,13 +165,10 @@ fn check_program(request: &Request) -> ApiResult<()> {
     {
         return Ok(());
     }
-    let path = std::path::Path::new(program);
-    let base = if request.cwd.is_empty() {
-        std::env::current_dir().unwrap_or_default()
-    } else {
-        std::path::PathBuf::from(&request.cwd)
-    };
-    let found = base.join(path).exists()
+    let path = Path::new(program);
+    let base = (!request.cwd.is_empty()).then(|| Path::new(&request.cwd));
+    let found = (path.is_absolute() && path.exists())
+        || base.is_some_and(|base| base.join(path).exists())
         || (bare
             && std::env::var_os("PATH")
                 .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(path).is_file())));
@@ -123,9 +178,13 @@ fn check_program(request: &Request) -> ApiResult<()> {
     Err(ApiError::new(
         ErrorReason::LaunchFailed,
         format!(
-            "the program {} does not exist (looked in {})",
+            "the program {} does not exist (looked {})",
             crate::error::quote(program),
-            base.display()
+            match (base, bare) {
+                (Some(base), true) => format!("in {} and on PATH", base.display()),
+                (Some(base), false) => format!("in {}", base.display()),
+                (None, _) => "on PATH".to_owned(),
+            }
         ),
     )
     .with("program", crate::error::clip(program)))
@@ -148,13 +207,14 @@ pub async fn start(
     {
         return Err(ApiError::invalid_field("pid", "give a pid or connect"));
     }
+    let mut request = request;
+    check_paths(&mut request)?;
     let name = match (request.adapter.as_str(), request.adapter_command.is_empty()) {
         ("", true) => adapters::guess(&guess_from(&request)).name().to_owned(),
         ("", false) => AdapterKind::Custom.name().to_owned(),
         (named, _) => named.to_owned(),
     };
     check_program(&request)?;
-    let mut request = request;
     let kind = AdapterKind::named(&name);
     if request.attach
         && kind.is_some_and(AdapterKind::program_serves_dap)

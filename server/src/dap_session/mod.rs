@@ -174,7 +174,9 @@ impl Shared {
 pub(crate) fn dap_error(err: &DapError) -> ApiError {
     match err {
         DapError::Closed => ApiError::new(ErrorReason::AdapterDied, err.to_string()),
-        DapError::Timeout(..) => ApiError::new(ErrorReason::ProtocolError, err.to_string()),
+        DapError::Timeout(..) | DapError::Protocol(_) => {
+            ApiError::new(ErrorReason::ProtocolError, err.to_string())
+        }
         DapError::Failed(message) => ApiError::new(ErrorReason::AdapterError, message.clone()),
         DapError::Malformed(problem) => ApiError::new(ErrorReason::ProtocolError, problem.clone()),
     }

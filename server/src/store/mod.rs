@@ -5,6 +5,8 @@ mod breakpoints;
 
 use std::{borrow::Cow, path::Path, str::FromStr, sync::Arc, time::Duration};
 
+use anyhow::Context;
+
 use sqlx::{
     Sqlite, SqlitePool,
     migrate::{Migration, MigrationType, Migrator},
@@ -87,11 +89,13 @@ pub struct Store {
 impl Store {
     /// Opens (creating if needed) `<data_dir>/stepd.db` and applies migrations.
     pub async fn open(data_dir: &Path) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(data_dir)?;
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("creating data directory {}", data_dir.display()))?;
         let file = data_dir.join("stepd.db");
         private_files(&file)?;
         let path = file.display().to_string();
-        let options = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))
+            .with_context(|| format!("the database path {path}"))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             // A write is acknowledged once it is on disk, not merely in the
@@ -102,7 +106,8 @@ impl Store {
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
-            .await?;
+            .await
+            .with_context(|| format!("opening database {path}"))?;
         let migrations = MIGRATIONS
             .iter()
             .map(|(version, name, sql)| {
@@ -115,7 +120,10 @@ impl Store {
                 )
             })
             .collect();
-        Migrator::with_migrations(migrations).run(&pool).await?;
+        Migrator::with_migrations(migrations)
+            .run(&pool)
+            .await
+            .with_context(|| format!("migrating database {path}"))?;
         Ok(Self {
             pool,
             path,

@@ -209,6 +209,19 @@ pub(super) fn signal_of(message: &str) -> Option<String> {
     (name.starts_with("SIG") && signal_number(&name).is_some()).then_some(name)
 }
 
+/// The name of a signal by number, on this system.
+pub(super) fn signal_name(number: i32) -> Option<&'static str> {
+    SIGNALS
+        .into_iter()
+        .find(|name| signal_number(name) == Some(number))
+}
+
+/// The signals named in stops and ends.
+const SIGNALS: [&str; 16] = [
+    "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL",
+    "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSYS",
+];
+
 /// The number of a signal by name, on this system.
 pub(super) fn signal_number(name: &str) -> Option<i32> {
     Some(match name {

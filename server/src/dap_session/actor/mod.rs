@@ -37,7 +37,7 @@ use crate::{
     dap::{
         adapters::Adapter,
         client::{DapClient, DapError, Incoming},
-        messages,
+        messages, process,
     },
     error::{ApiError, ApiResult},
     session::pause::{
@@ -108,6 +108,9 @@ pub struct Actor {
     applied_functions: bool,
     applied_exceptions: bool,
     debuggee_pid: Option<u32>,
+    /// The debuggee watched for an end its adapter would not report
+    /// (`AdapterKind::misses_debuggee_death_while_stopped`).
+    debuggee_watch: Option<process::ExitWatch>,
     exit_code: Option<i32>,
     /// The next stop is the entry stop asked for (lldb reports it as "exception").
     expect_entry: bool,
@@ -230,6 +233,7 @@ impl Actor {
             applied_functions: false,
             applied_exceptions: false,
             debuggee_pid: None,
+            debuggee_watch: None,
             exit_code: None,
             ended: false,
         }
@@ -272,21 +276,104 @@ impl Actor {
         }
     }
 
+    /// Kills the adapter with everything it started, the debuggee first:
+    /// for a session that failed to start or whose Launch was abandoned, and
+    /// one whose adapter died or broke the protocol. Never for an attached
+    /// program, which stepd did not start.
+    fn kill_everything(&mut self) {
+        if self.request.attach {
+            self.kill_adapter();
+            return;
+        }
+        if let Some(pid) = self.debuggee_pid {
+            process::kill(pid);
+        }
+        if let Some(pid) = self.child.as_ref().and_then(Child::id) {
+            process::kill_tree(pid);
+        }
+        self.kill_adapter();
+    }
+
+    /// The debuggee's pid, from the adapter; watched where its adapter may
+    /// not report its end.
+    fn learn_debuggee(&mut self, pid: u32) {
+        self.debuggee_pid = Some(pid);
+        if self.adapter.kind.misses_debuggee_death_while_stopped()
+            && self.debuggee_watch.as_ref().map(process::ExitWatch::pid) != Some(pid)
+        {
+            self.debuggee_watch = Some(process::ExitWatch::new(pid));
+        }
+    }
+
+    /// The watched debuggee ended while the session was stopped, and its
+    /// adapter said nothing (dlv waits for the debuggee only while it runs
+    /// it, so it would hold the zombie and the session "stopped" forever).
+    /// How it ended is read from the zombie, then the session ends, which
+    /// kills the adapter. dlv cannot be asked to let go of the zombie (a
+    /// `disconnect` is refused: "process must be stopped in order to kill
+    /// it"), so it goes with dlv: re-parented to init, which reaps it.
+    async fn on_debuggee_gone(&mut self) {
+        let Some(pid) = self.debuggee_watch.take().map(|w| w.pid()) else {
+            return;
+        };
+        match process::zombie_status(pid) {
+            Some(process::Ended::Signaled(number)) => {
+                self.end_signal = Some(
+                    exception::signal_name(number)
+                        .map_or_else(|| format!("signal {number}"), str::to_owned),
+                );
+                self.exit_code = None;
+            }
+            Some(process::Ended::Exited(code)) => self.exit_code = Some(code),
+            None => {}
+        }
+        tracing::info!(session = %self.shared.id, pid, "the debuggee ended while stopped");
+        let reason = self.exit_reason().unwrap_or(EndReason::Terminated);
+        self.end(
+            reason,
+            format!("the program (pid {pid}) ended while stopped; the adapter did not report it"),
+        )
+        .await;
+    }
+
     fn publish(&self, payload: Payload) {
         self.ctx.bus.publish(&self.shared.id, payload);
     }
 
     /// Configures the session, answers `ready`, then serves until it ends.
-    pub async fn run(mut self, ready: oneshot::Sender<ApiResult<LaunchOutcome>>) {
-        let outcome = self.configure().await;
+    /// A Launch whose caller goes away (the call cancelled, its deadline
+    /// passed) is abandoned: the adapter and the debuggee are killed then,
+    /// not left running where no client can see them.
+    pub async fn run(mut self, mut ready: oneshot::Sender<ApiResult<LaunchOutcome>>) {
+        let outcome = tokio::select! {
+            outcome = self.configure() => Some(outcome),
+            () = ready.closed() => None,
+        };
+        let Some(outcome) = outcome else {
+            tracing::info!(session = %self.shared.id, "the Launch call went away; its adapter is killed");
+            self.shared.ended.store(true, Ordering::Release);
+            self.kill_everything();
+            return;
+        };
         let failed = outcome.is_err();
         if let Err(err) = &outcome {
             tracing::info!(session = %self.shared.id, %err, "session failed to start");
         }
-        let _ = ready.send(outcome);
         if failed {
+            let _ = ready.send(outcome);
             self.shared.ended.store(true, Ordering::Release);
-            self.kill_adapter();
+            self.kill_everything();
+            return;
+        }
+        if ready.send(outcome).is_err() {
+            // Configured just as its caller went away: never registered, so
+            // no client could reach it.
+            self.kill_everything();
+            self.end(
+                EndReason::Terminated,
+                "the Launch call went away before it was answered".into(),
+            )
+            .await;
             return;
         }
         while !self.ended {
@@ -298,6 +385,9 @@ impl Actor {
                 () = sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
                     self.finish_inflight(true);
                     self.start_next().await;
+                }
+                () = process::watch_ended(self.debuggee_watch.as_ref()), if !self.book.is_empty() => {
+                    self.on_debuggee_gone().await;
                 }
                 status = wait_for(&mut self.child) => {
                     // The adapter exited; its output may still hold events, so
@@ -362,7 +452,12 @@ impl Actor {
     /// becomes a child session; `runInTerminal` is refused: stepd captures
     /// output itself and has no terminal to offer.
     fn on_reverse_request(&mut self, seq: i64, command: &str, arguments: Value) {
-        tracing::debug!(session = %self.shared.id, command, %arguments, "reverse request");
+        tracing::debug!(
+            session = %self.shared.id,
+            command,
+            arguments = %crate::dap::client::loggable(&json!({"arguments": arguments}))["arguments"],
+            "reverse request"
+        );
         if command != "startDebugging" {
             self.client.respond(
                 seq,
@@ -542,7 +637,7 @@ impl Actor {
         else {
             return;
         };
-        self.debuggee_pid = Some(pid);
+        self.learn_debuggee(pid);
         if self.session.pid == i64::from(pid) {
             return;
         }
@@ -1134,9 +1229,7 @@ impl Actor {
         self.shared.ended.store(true, Ordering::Release);
         if reason == EndReason::AdapterDied || reason == EndReason::ProtocolError {
             // Never leave a debuggee running without its debugger.
-            if let Some(pid) = self.debuggee_pid.filter(|_| !self.request.attach) {
-                kill(pid);
-            }
+            self.kill_everything();
         }
         self.kill_adapter();
         self.book
@@ -1186,11 +1279,3 @@ async fn wait_for(child: &mut Option<Child>) -> std::io::Result<std::process::Ex
     }
 }
 
-fn kill(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: kill(2) has no memory effects; a stale pid only fails.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
-    }
-}

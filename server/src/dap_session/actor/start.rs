@@ -69,17 +69,12 @@ impl Actor {
             tokio::select! {
                 message = self.incoming.recv() => match message {
                     Some(Incoming::Event { event, .. }) if event == "initialized" => break,
-                    Some(Incoming::Closed(reason)) => {
-                        return Err(ApiError::new(
-                            ErrorReason::AdapterDied,
-                            format!("the adapter ended during configuration{}", reason.map(|r| format!(": {r}")).unwrap_or_default()),
-                        ));
-                    }
+                    Some(Incoming::Closed(reason)) => return Err(closed_while_starting(reason)),
                     Some(other) => early.push(other),
-                    None => return Err(ApiError::new(ErrorReason::AdapterDied, "the adapter is gone")),
+                    None => return Err(start_error(self.client.gone())),
                 },
                 answer = &mut started, if start_answer.is_none() => {
-                    let answer = answer.map_err(|_| ApiError::new(ErrorReason::AdapterDied, "the adapter is gone"))?;
+                    let answer = answer.map_err(|_| start_error(self.client.gone()))?;
                     body_of(answer.clone()).map_err(|e| launch_refused(&e))?;
                     start_answer = Some(answer);
                 }
@@ -108,9 +103,7 @@ impl Actor {
                         "the adapter never answered launch",
                     )
                 })?
-                .map_err(|_| {
-                    ApiError::new(ErrorReason::AdapterDied, "the adapter ended during launch")
-                })?;
+                .map_err(|_| start_error(self.client.gone()))?;
             body_of(answer).map_err(|e| launch_refused(&e))?;
         }
         // The debuggee's pid usually arrives (a `process` event) around the
@@ -220,9 +213,14 @@ impl Actor {
                     }
                 }
                 Some(Incoming::Closed(reason)) => {
-                    let detail = reason.unwrap_or_else(|| "the adapter closed".into());
-                    self.end(EndReason::AdapterDied, detail.clone()).await;
-                    return Err(ApiError::new(ErrorReason::AdapterDied, detail));
+                    let err = closed_while_starting(reason);
+                    let end = if err.reason() == ErrorReason::ProtocolError {
+                        EndReason::ProtocolError
+                    } else {
+                        EndReason::AdapterDied
+                    };
+                    self.end(end, err.to_string()).await;
+                    return Err(err);
                 }
                 Some(other) => {
                     self.on_incoming(other).await;
@@ -233,12 +231,7 @@ impl Actor {
                         ));
                     }
                 }
-                None => {
-                    return Err(ApiError::new(
-                        ErrorReason::AdapterDied,
-                        "the adapter is gone",
-                    ));
-                }
+                None => return Err(start_error(self.client.gone())),
             }
         }
     }
@@ -259,13 +252,26 @@ pub(super) fn exception_filters(
         .collect()
 }
 
+/// A request of the start sequence that failed. A fault in what the adapter
+/// sent (framing, JSON) is a `PROTOCOL_ERROR` naming the fault, as it is
+/// once the session runs; only an adapter that ended is `ADAPTER_DIED`.
 pub(super) fn start_error(err: DapError) -> ApiError {
     match err {
         DapError::Closed => {
             ApiError::new(ErrorReason::AdapterDied, "the adapter ended while starting")
         }
+        DapError::Protocol(fault) => ApiError::new(
+            ErrorReason::ProtocolError,
+            format!("the adapter broke the protocol while starting: {fault}"),
+        ),
         other => ApiError::new(ErrorReason::ProtocolError, other.to_string()),
     }
+}
+
+/// The adapter's output ended during the start sequence; `Some` says which
+/// fault made stepd stop reading it.
+fn closed_while_starting(fault: Option<String>) -> ApiError {
+    start_error(fault.map_or(DapError::Closed, DapError::Protocol))
 }
 
 pub(super) fn launch_refused(err: &DapError) -> ApiError {
