@@ -161,12 +161,17 @@ impl EventBus {
             && after <= state.last_seq
             && rings.iter().all(|r| r.evicted_through <= after);
         if !replayable {
-            let why = if same_instance {
-                "resume point no longer held"
-            } else {
+            let why = if !same_instance {
                 "the cursor is from another daemon instance"
+            } else if after > state.last_seq {
+                "the cursor is ahead of this daemon's events"
+            } else {
+                "resume point no longer held"
             };
-            let gap = self.gap_event(after + 1, state.last_seq, why);
+            // A cursor this daemon's numbering never reached says nothing of
+            // what the client has seen: all of it may be news.
+            let from = if after < state.last_seq { after + 1 } else { 1 };
+            let gap = self.gap_event(from, state.last_seq, why);
             let snapshot = self.snapshot_event(&state, filter);
             return (
                 Start::Resync {
@@ -295,5 +300,15 @@ mod tests {
         assert!(matches!(start, Start::Resync { .. }));
         let (start, _rx) = bus.subscribe(&Filter::default(), Some(99), "i");
         assert!(matches!(start, Start::Resync { .. }));
+        for ahead in [5, u64::MAX] {
+            let (start, _rx) = bus.subscribe(&Filter::default(), Some(ahead), "i");
+            let Start::Resync { gap, .. } = start else {
+                panic!("a cursor ahead of the daemon resyncs")
+            };
+            assert!(
+                matches!(gap.payload, Some(Payload::Gap(ref g)) if g.from_seq == 1 && g.to_seq == 4),
+                "{gap:?}"
+            );
+        }
     }
 }

@@ -1278,4 +1278,3 @@ async fn wait_for(child: &mut Option<Child>) -> std::io::Result<std::process::Ex
         None => std::future::pending().await,
     }
 }
-
