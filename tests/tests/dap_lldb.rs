@@ -566,3 +566,94 @@ async fn get_stack_trace_of_thread_zero_is_the_latest_pauses_thread() {
     assert_eq!(frames, explicit);
     daemon.stop().await;
 }
+
+/// The parent of a process, from /proc.
+fn parent_of(pid: i64) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command sits in parentheses and may hold spaces: skip past it.
+    let after = &stat[stat.rfind(')')? + 2..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether a process still runs (a zombie has ended).
+fn running(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .is_some_and(|end| !stat[end + 2..].starts_with('Z'))
+    })
+}
+
+#[tokio::test]
+async fn an_adapter_that_hangs_when_told_to_terminate_takes_its_debuggee_along() {
+    let daemon = Daemon::start(&[]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    let source = fixture("c/busy.c");
+    dap::add_breakpoint(
+        &daemon,
+        source_spec(source.to_str().unwrap(), line_of(&source, "busy")),
+    )
+    .await;
+    let stop_file = stepd_e2e::TempDir::new("stop");
+    let stop = stop_file.path().join("stop");
+    let session = launch_fixture(&daemon, "lldb-dap-19", "busy", &[stop.to_str().unwrap()]).await;
+    dap::next_pause(&mut sub, &session.id).await;
+    let debuggee = dap::published_pid(&daemon, &mut sub, &session).await;
+    assert!(running(debuggee));
+    // lldb-dap runs lldb-server, which runs the program: stop lldb-dap so it
+    // answers nothing, as a wedged adapter does.
+    let adapter = parent_of(parent_of(debuggee).unwrap()).unwrap();
+    // SAFETY: kill(2) has no memory effects.
+    unsafe {
+        libc::kill(adapter as i32, libc::SIGSTOP);
+    }
+    dap::sessions(&daemon)
+        .await
+        .disconnect(stepd_proto::v1::DisconnectRequest {
+            session_id: session.id.clone(),
+            mode: stepd_proto::v1::DisconnectMode::Terminate.into(),
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + stepd_e2e::DEADLINE;
+    while running(debuggee) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the debuggee {debuggee} outlived its session"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    std::fs::write(&stop, "").unwrap();
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_daemon_leaves_no_debuggee_behind() {
+    for adapter in ADAPTERS {
+        let mut daemon = Daemon::start(&[]).await;
+        let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+        sub.next().await;
+        let source = fixture("c/busy.c");
+        dap::add_breakpoint(
+            &daemon,
+            source_spec(source.to_str().unwrap(), line_of(&source, "busy")),
+        )
+        .await;
+        let stop_file = stepd_e2e::TempDir::new("stop");
+        let stop = stop_file.path().join("stop");
+        let session = launch_fixture(&daemon, adapter, "busy", &[stop.to_str().unwrap()]).await;
+        dap::next_pause(&mut sub, &session.id).await;
+        let debuggee = dap::published_pid(&daemon, &mut sub, &session).await;
+        daemon.child.start_kill().unwrap();
+        daemon.wait_exit(stepd_e2e::DEADLINE).await;
+        let deadline = tokio::time::Instant::now() + stepd_e2e::DEADLINE;
+        while running(debuggee) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{adapter}: the debuggee {debuggee} outlived the daemon"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        std::fs::write(&stop, "").unwrap();
+    }
+}
