@@ -71,6 +71,9 @@ pub struct Cli {
     /// Most pauses pending in the daemon; a probe Hit past it is refused (LIMIT_EXCEEDED) and does not hold.
     #[arg(long, env = "STEPD_MAX_PAUSES")]
     pub max_pauses: Option<usize>,
+    /// Mask the values of names matching this case-insensitive glob (a pattern without `*` or `?` matches names containing it), in pauses, snapshots, traces, variables and the inspector; repeatable, or comma-separated in the variable.
+    #[arg(long = "redact", env = "STEPD_REDACT", value_delimiter = ',')]
+    pub redact: Vec<String>,
     /// Largest DAP message accepted from a debug adapter, in bytes.
     #[arg(long, env = "STEPD_MAX_DAP_FRAME_BYTES")]
     pub max_dap_frame_bytes: Option<usize>,
@@ -109,6 +112,7 @@ struct FileConfig {
     hold_limit: Option<String>,
     max_probe_pauses: Option<usize>,
     max_pauses: Option<usize>,
+    redact: Option<Vec<String>>,
     max_dap_frame_bytes: Option<usize>,
     adapter_timeout: Option<String>,
     inspector_idle: Option<String>,
@@ -159,6 +163,8 @@ pub struct Config {
     pub max_probe_pauses: usize,
     /// Pending pauses cap of the daemon (enforced on probe holds).
     pub max_pauses: usize,
+    /// Name patterns whose values are masked.
+    pub redact: Vec<String>,
     /// DAP frame size cap.
     pub max_dap_frame_bytes: usize,
     /// Adapter request timeout.
@@ -272,6 +278,11 @@ impl Config {
                 cli.max_pauses.or(file.max_pauses),
                 DEFAULT_MAX_PAUSES,
             )?,
+            redact: if cli.redact.is_empty() {
+                file.redact.unwrap_or_default()
+            } else {
+                cli.redact
+            },
             max_dap_frame_bytes: positive(
                 "max-dap-frame-bytes",
                 cli.max_dap_frame_bytes.or(file.max_dap_frame_bytes),

@@ -83,11 +83,11 @@ impl Daemon {
                 .with_context(|| format!("loading breakpoints from {}", store.path()))?,
         );
         let pauses = Arc::new(PauseRegistry::new(bus.clone()).with_max_pending(config.max_pauses));
-        let inspectors = Arc::new(Inspectors::new(
-            bus.clone(),
-            config.inspector_idle,
-            config.max_inspectors,
-        ));
+        let redactor = Arc::new(crate::redact::Redactor::new(&config.redact));
+        let inspectors = Arc::new(
+            Inspectors::new(bus.clone(), config.inspector_idle, config.max_inspectors)
+                .with_redactor(redactor.clone()),
+        );
         let context = Context {
             bus: bus.clone(),
             pauses: pauses.clone(),
@@ -97,6 +97,7 @@ impl Daemon {
             request_timeout: config.adapter_timeout,
             hold_limit: config.hold_limit,
             max_probe_pauses: config.max_probe_pauses,
+            redactor: redactor.clone(),
         };
         let sessions = Sessions::new();
         sessions.follow(bus.clone());

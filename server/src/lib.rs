@@ -21,6 +21,7 @@ pub mod json;
 pub mod limits;
 pub mod malformed;
 pub mod probe;
+pub mod redact;
 pub mod server;
 pub mod session;
 pub mod store;

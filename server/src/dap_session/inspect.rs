@@ -23,7 +23,7 @@ fn count(n: Option<u64>) -> u32 {
 
 impl Shared {
     fn variable(&self, epoch: u64, v: VariableInfo) -> Variable {
-        Variable {
+        let mut variable = Variable {
             name: v.name,
             value: v.value,
             r#type: v.type_name.unwrap_or_default(),
@@ -35,7 +35,9 @@ impl Shared {
             named_variables: count(v.named_variables),
             indexed_variables: count(v.indexed_variables),
             evaluate_name: v.evaluate_name.unwrap_or_default(),
-        }
+        };
+        self.redactor.variable(&mut variable);
+        variable
     }
 
     /// Threads, marked with their pending pause.

@@ -269,7 +269,7 @@ pub(crate) async fn run(
         ctx.request_timeout,
     );
     let id = uuid::Uuid::now_v7().to_string();
-    let shared = Arc::new(Shared::new(id.clone(), adapter.kind));
+    let shared = Arc::new(Shared::new(id.clone(), adapter.kind, ctx.redactor.clone()));
     let _ = shared.client.set(client);
     if let Some(stderr) = transport.stderr.take() {
         // The adapter's own diagnostics are kept with the session's output.

@@ -106,13 +106,16 @@ pub struct Shared {
     /// two frames' requests cannot interleave where the adapter's scope
     /// references follow the last frame asked for.
     pub scope_selection: tokio::sync::Mutex<()>,
+    /// Masks secrets in what inspection answers.
+    pub redactor: Arc<crate::redact::Redactor>,
 }
 
 impl Shared {
     /// State for a new session; the adapter connection is set once started.
-    pub fn new(id: String, kind: AdapterKind) -> Self {
+    pub fn new(id: String, kind: AdapterKind, redactor: Arc<crate::redact::Redactor>) -> Self {
         Self {
             id,
+            redactor,
             client: OnceLock::new(),
             capabilities: OnceLock::new(),
             kind,

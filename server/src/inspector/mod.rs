@@ -13,6 +13,7 @@
 
 pub mod analytics;
 pub mod json_source;
+mod redacted;
 pub mod render;
 pub mod settings;
 pub mod state;
@@ -62,6 +63,8 @@ pub struct Inspectors {
     idle: Duration,
     max: usize,
     bus: Arc<EventBus>,
+    /// Masks secrets in everything an inspector shows.
+    redactor: Arc<crate::redact::Redactor>,
     inner: Mutex<Inner>,
 }
 
@@ -84,8 +87,15 @@ impl Inspectors {
             idle,
             max,
             bus,
+            redactor: Arc::default(),
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// The same registry, masking what `redactor` masks.
+    pub fn with_redactor(mut self, redactor: Arc<crate::redact::Redactor>) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -146,6 +156,7 @@ impl Inspectors {
             None => None,
         };
         let id = format!("i-{}", uuid::Uuid::now_v7().simple());
+        let root = redacted::wrap(root, &self.redactor);
         let mut inspector = Inspector::new(id.clone(), session_id, root, settings);
         if let Some(view) = view {
             inspector.set_view(view)?;

@@ -77,6 +77,8 @@ pub(crate) struct Held {
 /// An EVAL sent to the probe, waiting for its result.
 struct PendingEval {
     key: String,
+    /// The expression, which decides whether its value is masked.
+    code: String,
     reply: oneshot::Sender<ApiResult<SendDebugInputResponse>>,
     deadline: Instant,
 }
@@ -143,7 +145,12 @@ impl ProbeSession {
         output: Arc<Mutex<OutputBuffer>>,
     ) -> Self {
         let hold_limit = ctx.hold_limit;
-        let (book, answers) = PauseBook::new(id.clone(), ctx.pauses.clone(), ctx.bus.clone());
+        let (book, answers) = PauseBook::new(
+            id.clone(),
+            ctx.pauses.clone(),
+            ctx.bus.clone(),
+            ctx.redactor.clone(),
+        );
         let session = Session {
             id: id.clone(),
             kind: SessionKind::Probe.into(),
@@ -184,7 +191,8 @@ impl ProbeSession {
         }
     }
 
-    fn publish(&self, payload: Payload) {
+    fn publish(&self, mut payload: Payload) {
+        self.ctx.redactor.payload(&mut payload);
         self.ctx.bus.publish(&self.id, payload);
     }
 
@@ -589,7 +597,7 @@ impl ProbeSession {
         };
         let _ = pending
             .reply
-            .send(self.book.evaluated(&pending.key, evaluated));
+            .send(self.book.evaluated(&pending.key, &pending.code, evaluated));
     }
 
     async fn on_reports(&mut self, reports: stepd_proto::v1::Reports) {
@@ -1049,7 +1057,7 @@ impl PauseOwner for ProbeSession {
             Out::Eval(Eval {
                 hit_id,
                 eval_id: eval_id.clone(),
-                code,
+                code: code.clone(),
             }),
         );
         if !sent {
@@ -1063,6 +1071,7 @@ impl PauseOwner for ProbeSession {
             eval_id,
             PendingEval {
                 key: key.to_owned(),
+                code,
                 reply,
                 deadline: Instant::now() + EVAL_DEADLINE,
             },

@@ -50,6 +50,8 @@ pub struct Context {
     pub hold_limit: Duration,
     /// How many holds one probe may have pending.
     pub max_probe_pauses: usize,
+    /// Masks secrets before anything leaves the daemon.
+    pub redactor: Arc<crate::redact::Redactor>,
 }
 
 /// Execution requests, serialised by the actor.

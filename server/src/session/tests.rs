@@ -68,6 +68,7 @@ async fn world() -> World {
         request_timeout: DEADLINE,
         hold_limit: Duration::from_secs(600),
         max_probe_pauses: 1024,
+        redactor: Default::default(),
     };
     World {
         ctx,

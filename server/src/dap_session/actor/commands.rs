@@ -630,7 +630,7 @@ impl PauseOwner for Actor {
             .await
             .map(|body| stop::display(&body.result, body.type_name.as_deref().unwrap_or_default()))
             .map_err(|e| dap_error(&e));
-        let _ = reply.send(self.book.evaluated(key, result));
+        let _ = reply.send(self.book.evaluated(key, &code, result));
     }
 
     async fn render(&mut self, key: &str, target: PauseTarget) -> ApiResult<Rendering> {

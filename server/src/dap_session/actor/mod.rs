@@ -158,8 +158,12 @@ impl Actor {
         children: mpsc::UnboundedSender<LaunchRequest>,
     ) -> Self {
         let Connection { child, incoming } = connection;
-        let (book, answers) =
-            PauseBook::new(shared.id.clone(), ctx.pauses.clone(), ctx.bus.clone());
+        let (book, answers) = PauseBook::new(
+            shared.id.clone(),
+            ctx.pauses.clone(),
+            ctx.bus.clone(),
+            ctx.redactor.clone(),
+        );
         let client = shared
             .client
             .get()
@@ -336,7 +340,8 @@ impl Actor {
         .await;
     }
 
-    fn publish(&self, payload: Payload) {
+    fn publish(&self, mut payload: Payload) {
+        self.ctx.redactor.payload(&mut payload);
         self.ctx.bus.publish(&self.shared.id, payload);
     }
 

@@ -241,11 +241,11 @@ mod tests {
                 Err(ApiError::new(ErrorReason::AdapterError, "no such name"))
             } else {
                 Ok(stepd_proto::v1::DisplayValue {
-                    text: code,
+                    text: code.clone(),
                     ..Default::default()
                 })
             };
-            let _ = reply.send(self.book.evaluated(key, result));
+            let _ = reply.send(self.book.evaluated(key, &code, result));
         }
 
         async fn render(&mut self, _: &str, _: PauseTarget) -> ApiResult<Rendering> {
@@ -270,7 +270,8 @@ mod tests {
     ) {
         let bus = Arc::new(EventBus::new("i".into(), 1, 64, 64));
         let registry = Arc::new(PauseRegistry::new(bus.clone()));
-        let (mut book, inbox) = PauseBook::new("s".into(), registry.clone(), bus);
+        let (mut book, inbox) =
+            PauseBook::new("s".into(), registry.clone(), bus, Default::default());
         book.open(
             Pause {
                 key: "k".into(),

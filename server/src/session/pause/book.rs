@@ -19,6 +19,7 @@ use super::{ANSWER_QUEUE, Answer, PauseRegistry};
 use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
+    redact::{Redactor, last_name, masked},
 };
 
 /// What a pause waits for after EVAL or INSPECT_PROMPT came without code.
@@ -53,6 +54,8 @@ pub struct PauseBook<T> {
     session_id: String,
     registry: Arc<PauseRegistry>,
     bus: Arc<EventBus>,
+    /// Masks secrets before a pause is kept or sent.
+    redactor: Arc<Redactor>,
     answers: mpsc::Sender<Answer>,
     entries: HashMap<String, Entry<T>>,
 }
@@ -73,12 +76,14 @@ impl<T> PauseBook<T> {
         session_id: String,
         registry: Arc<PauseRegistry>,
         bus: Arc<EventBus>,
+        redactor: Arc<Redactor>,
     ) -> (Self, mpsc::Receiver<Answer>) {
         let (answers, inbox) = mpsc::channel(ANSWER_QUEUE);
         let book = Self {
             session_id,
             registry,
             bus,
+            redactor,
             answers,
             entries: HashMap::new(),
         };
@@ -90,7 +95,9 @@ impl<T> PauseBook<T> {
     }
 
     /// Opens a pause: registered for answers and sent to every subscriber.
-    pub fn open(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
+    pub fn open(&mut self, mut pause: Pause, data: T, all_threads_stopped: bool) {
+        // Masked before it is kept anywhere, so no copy holds the secret.
+        self.redactor.pause(&mut pause);
         self.registry.register(pause.clone(), self.answers.clone());
         self.opened(pause, data, all_threads_stopped);
     }
@@ -199,6 +206,7 @@ impl<T> PauseBook<T> {
     pub fn revise(&mut self, key: &str, change: impl FnOnce(&mut Pause)) -> Option<Pause> {
         let entry = self.entries.get_mut(key)?;
         change(&mut entry.pause);
+        self.redactor.pause(&mut entry.pause);
         entry.pause.revision += 1;
         let pause = entry.pause.clone();
         self.registry.update(pause.clone());
@@ -249,13 +257,18 @@ impl<T> PauseBook<T> {
     pub fn evaluated(
         &mut self,
         key: &str,
+        expression: &str,
         result: ApiResult<DisplayValue>,
     ) -> ApiResult<SendDebugInputResponse> {
         match result {
-            Ok(value) => Ok(response(
-                CommandKind::Eval,
-                self.revise(key, |p| p.debug_value = Some(value)),
-            )),
+            Ok(value) => Ok(response(CommandKind::Eval, {
+                let value = if self.redactor.name(last_name(expression)) {
+                    masked()
+                } else {
+                    value
+                };
+                self.revise(key, |p| p.debug_value = Some(value))
+            })),
             Err(error) => Err(self.failed(key, error)),
         }
     }
