@@ -299,62 +299,56 @@ impl StateView {
 /// snapshot's seq and instance; all but the last have `more` set. A snapshot
 /// within the budget is one part, as it was.
 pub fn snapshot_parts(snapshot: Snapshot, budget: usize) -> Vec<Snapshot> {
-    enum Item {
-        Session(Session),
-        Pause(Pause),
-        Breakpoint(Breakpoint),
-        Status(BreakpointStatus),
-    }
-    use crate::limits::framed_len;
     let (seq, instance_id) = (snapshot.seq, snapshot.instance_id.clone());
     let empty = move || Snapshot {
         seq,
         instance_id: instance_id.clone(),
         ..Default::default()
     };
-    // The fixed fields, with room for `more` and `part`.
-    let base = empty().encoded_len() + 8;
-    let mut parts = vec![empty()];
-    let mut bytes = base;
-    let Snapshot {
-        sessions,
-        pauses,
-        breakpoints,
-        breakpoint_statuses,
-        ..
-    } = snapshot;
-    let items = sessions
-        .into_iter()
-        .map(Item::Session)
-        .chain(pauses.into_iter().map(Item::Pause))
-        .chain(breakpoints.into_iter().map(Item::Breakpoint))
-        .chain(breakpoint_statuses.into_iter().map(Item::Status));
-    for item in items {
-        let size = match &item {
-            Item::Session(x) => framed_len(x),
-            Item::Pause(x) => framed_len(x),
-            Item::Breakpoint(x) => framed_len(x),
-            Item::Status(x) => framed_len(x),
-        };
-        if bytes + size > budget && bytes > base {
-            parts.push(empty());
-            bytes = base;
-        }
-        bytes += size;
-        let part = parts.last_mut().expect("there is always a part");
-        match item {
-            Item::Session(x) => part.sessions.push(x),
-            Item::Pause(x) => part.pauses.push(x),
-            Item::Breakpoint(x) => part.breakpoints.push(x),
-            Item::Status(x) => part.breakpoint_statuses.push(x),
-        }
-    }
+    let mut parts = Parts {
+        // The fixed fields, with room for `more` and `part`.
+        base: empty().encoded_len() + 8,
+        bytes: 0,
+        budget,
+        parts: vec![empty()],
+        empty: Box::new(empty),
+    };
+    parts.bytes = parts.base;
+    parts.place(snapshot.sessions, |p| &mut p.sessions);
+    parts.place(snapshot.pauses, |p| &mut p.pauses);
+    parts.place(snapshot.breakpoints, |p| &mut p.breakpoints);
+    parts.place(snapshot.breakpoint_statuses, |p| &mut p.breakpoint_statuses);
+    let mut parts = parts.parts;
     let count = parts.len();
     for (i, part) in parts.iter_mut().enumerate() {
         part.part = u32::try_from(i).unwrap_or(u32::MAX);
         part.more = i + 1 < count;
     }
     parts
+}
+
+/// Snapshot parts being filled.
+struct Parts {
+    base: usize,
+    bytes: usize,
+    budget: usize,
+    parts: Vec<Snapshot>,
+    empty: Box<dyn Fn() -> Snapshot>,
+}
+
+impl Parts {
+    fn place<T: Message>(&mut self, items: Vec<T>, list: impl Fn(&mut Snapshot) -> &mut Vec<T>) {
+        for item in items {
+            let size = crate::limits::framed_len(&item);
+            if self.bytes + size > self.budget && self.bytes > self.base {
+                self.parts.push((self.empty)());
+                self.bytes = self.base;
+            }
+            self.bytes += size;
+            let part = self.parts.last_mut().expect("there is always a part");
+            list(part).push(item);
+        }
+    }
 }
 
 #[cfg(test)]
