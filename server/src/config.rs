@@ -18,6 +18,13 @@ pub const DEFAULT_MAX_PROBE_PAUSES: usize = 1024;
 /// Pauses the daemon keeps pending unless configured.
 pub const DEFAULT_MAX_PAUSES: usize = 16 * 1024;
 
+/// Bytes of events one subscriber may hold unread by default: its share of
+/// memory stays at 16 MiB (plus one snapshot) however slowly it reads.
+pub const DEFAULT_SUBSCRIBER_BUFFER_BYTES: usize = 16 << 20;
+
+/// Bytes of events one ring keeps by default: 4,096 events of 2 KiB.
+pub const DEFAULT_RING_BYTES: usize = 8 << 20;
+
 /// Command line of `stepd`. Every flag can also be set as `STEPD_<NAME>` or in
 /// the TOML file under the same name with underscores.
 #[derive(Debug, Parser, Default)]
@@ -50,9 +57,15 @@ pub struct Cli {
     /// Events a subscriber may lag behind before it gets a gap and a fresh snapshot.
     #[arg(long, env = "STEPD_SUBSCRIBER_BUFFER")]
     pub subscriber_buffer: Option<usize>,
+    /// Bytes of events a subscriber may hold unread before it gets a gap and a fresh snapshot.
+    #[arg(long, env = "STEPD_SUBSCRIBER_BUFFER_BYTES")]
+    pub subscriber_buffer_bytes: Option<usize>,
     /// Events kept per session (and for daemon-level events) for resuming subscribers.
     #[arg(long, env = "STEPD_RING_CAPACITY")]
     pub ring_capacity: Option<usize>,
+    /// Bytes of events kept per session (and for daemon-level events) for resuming subscribers.
+    #[arg(long, env = "STEPD_RING_BYTES")]
+    pub ring_bytes: Option<usize>,
     /// Most Subscribe streams open at once.
     #[arg(long, env = "STEPD_MAX_SUBSCRIBERS")]
     pub max_subscribers: Option<usize>,
@@ -105,7 +118,9 @@ struct FileConfig {
     log_format: Option<String>,
     heartbeat_interval: Option<String>,
     subscriber_buffer: Option<usize>,
+    subscriber_buffer_bytes: Option<usize>,
     ring_capacity: Option<usize>,
+    ring_bytes: Option<usize>,
     max_subscribers: Option<usize>,
     max_message_bytes: Option<usize>,
     drain_timeout: Option<String>,
@@ -149,8 +164,12 @@ pub struct Config {
     pub heartbeat_interval: Duration,
     /// Subscriber lag bound, in events.
     pub subscriber_buffer: usize,
+    /// Subscriber lag bound, in bytes.
+    pub subscriber_buffer_bytes: usize,
     /// Ring capacity per session, in events.
     pub ring_capacity: usize,
+    /// Ring capacity per session, in bytes.
+    pub ring_bytes: usize,
     /// Subscribe streams cap.
     pub max_subscribers: usize,
     /// gRPC message size cap.
@@ -243,10 +262,20 @@ impl Config {
                 cli.subscriber_buffer.or(file.subscriber_buffer),
                 4096,
             )?,
+            subscriber_buffer_bytes: positive(
+                "subscriber-buffer-bytes",
+                cli.subscriber_buffer_bytes.or(file.subscriber_buffer_bytes),
+                DEFAULT_SUBSCRIBER_BUFFER_BYTES,
+            )?,
             ring_capacity: positive(
                 "ring-capacity",
                 cli.ring_capacity.or(file.ring_capacity),
                 4096,
+            )?,
+            ring_bytes: positive(
+                "ring-bytes",
+                cli.ring_bytes.or(file.ring_bytes),
+                DEFAULT_RING_BYTES,
             )?,
             max_subscribers: positive(
                 "max-subscribers",
@@ -397,6 +426,11 @@ mod tests {
         assert_eq!(config.ring_capacity, 9);
         assert_eq!(config.heartbeat_interval, Duration::from_secs(2));
         assert_eq!(config.subscriber_buffer, 4096);
+        assert_eq!(
+            config.subscriber_buffer_bytes,
+            DEFAULT_SUBSCRIBER_BUFFER_BYTES
+        );
+        assert_eq!(config.ring_bytes, DEFAULT_RING_BYTES);
         assert_eq!(config.max_connections, 512);
         assert_eq!(config.max_probe_pauses, 1024);
         assert_eq!(config.max_pauses, 16384);

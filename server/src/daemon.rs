@@ -71,12 +71,15 @@ impl Daemon {
         // Sequence numbers start at the start time in microseconds, so cursors
         // from an earlier instance always fall below this one's.
         let first_seq = u64::try_from(crate::time::now_us()).unwrap_or(1).max(1);
-        let bus = Arc::new(EventBus::new(
-            instance_id.clone(),
-            first_seq,
-            config.subscriber_buffer,
-            config.ring_capacity,
-        ));
+        let bus = Arc::new(
+            EventBus::new(
+                instance_id.clone(),
+                first_seq,
+                config.subscriber_buffer,
+                config.ring_capacity,
+            )
+            .with_ring_bytes(config.ring_bytes),
+        );
         let breakpoints = Arc::new(
             Breakpoints::load(store.clone(), bus.clone())
                 .await

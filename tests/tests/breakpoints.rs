@@ -57,6 +57,7 @@ async fn create_list_update_remove() {
     let for_prod = client
         .list_breakpoints(ListBreakpointsRequest {
             for_labels: [("env".to_string(), "prod".to_string())].into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -260,7 +261,8 @@ async fn oversized_messages_are_refused_with_limit_exceeded() {
 /// The inputs that overflowed the recursive condition parser's stack and
 /// aborted the daemon (4 KB of parentheses, 10 KB of `!`), and each other
 /// parser's input over its limit, are refused with the field named, and the
-/// daemon goes on serving.
+/// daemon goes on serving: too deep is INVALID_ARGUMENT, too long is
+/// LIMIT_EXCEEDED (checked before parsing).
 #[tokio::test]
 async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
     let mut daemon = Daemon::start(&[]).await;
@@ -275,17 +277,26 @@ async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
     };
     let parens = format!("{}name{}", "(".repeat(2000), ")".repeat(2000));
     assert_eq!(parens.len(), 4004);
-    let cases: Vec<(&str, BreakpointSpec, &str)> = vec![
-        ("2,000 parentheses", probe(parens.clone()), "spec.condition"),
+    const DEEP: &str = "INVALID_ARGUMENT";
+    const LONG: &str = "LIMIT_EXCEEDED";
+    let cases: Vec<(&str, BreakpointSpec, &str, &str)> = vec![
+        (
+            "2,000 parentheses",
+            probe(parens.clone()),
+            "spec.condition",
+            DEEP,
+        ),
         (
             "10,000 '!'",
             probe(format!("{}name", "!".repeat(10_000))),
             "spec.condition",
+            LONG,
         ),
         (
             "4,000 '!'",
             probe(format!("{}name", "!".repeat(4_000))),
             "spec.condition",
+            DEEP,
         ),
         (
             "a 4 KB glob",
@@ -297,6 +308,7 @@ async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
                 ..Default::default()
             },
             "spec.probe.name_glob",
+            LONG,
         ),
         (
             "a 4 KB hit condition",
@@ -305,6 +317,7 @@ async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
                 ..source_spec("/a.py", 1)
             },
             "spec.hit_condition",
+            LONG,
         ),
         (
             "a 10 KB label selector",
@@ -313,6 +326,7 @@ async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
                 ..source_spec("/a.py", 1)
             },
             "spec.label_selector",
+            LONG,
         ),
         (
             "a log message nesting 2,000 braces in one expression",
@@ -322,15 +336,21 @@ async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
                 ..source_spec("/a.py", 1)
             },
             "spec.log_message",
+            DEEP,
         ),
     ];
-    for (what, spec, field) in cases {
+    for (what, spec, field, why) in cases {
         let err = client
             .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })
             .await
             .expect_err(what);
-        assert_eq!(err.code(), Code::InvalidArgument, "{what}");
-        assert_eq!(reason(&err), "INVALID_ARGUMENT", "{what}");
+        let code = if why == DEEP {
+            Code::InvalidArgument
+        } else {
+            Code::ResourceExhausted
+        };
+        assert_eq!(err.code(), code, "{what}");
+        assert_eq!(reason(&err), why, "{what}");
         assert_eq!(violated_fields(&err), [field], "{what}");
         assert!(err.message().len() < 1024, "{what}: {}", err.message());
     }

@@ -249,10 +249,17 @@ pub async fn run(channel: Channel, command: BreakCommand, json: bool) -> Result<
             }
         }
         BreakCommand::List => {
-            let r: ListBreakpointsResponse = client
-                .list_breakpoints(ListBreakpointsRequest::default())
-                .await?
-                .into_inner();
+            // Every page, so the listing is whole however large it is.
+            let mut r = ListBreakpointsResponse::default();
+            let mut request = ListBreakpointsRequest::default();
+            loop {
+                let page = client.list_breakpoints(request.clone()).await?.into_inner();
+                r.breakpoints.extend(page.breakpoints);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                request.page_token = page.next_page_token;
+            }
             if json {
                 print_json(&r);
             } else if r.breakpoints.is_empty() {

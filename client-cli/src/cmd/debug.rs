@@ -156,6 +156,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         stream,
         terminal,
         pending: Vec::new(),
+        snapshot_parts: None,
         current: None,
         expression_for: None,
         waiting: false,
@@ -178,12 +179,39 @@ async fn subscribe(
         .into_inner())
 }
 
+/// A large snapshot comes in parts (`more` set on all but the last): the
+/// whole snapshot once its last part is in, `None` while parts are missing.
+pub fn merge_part(
+    parts: &mut Option<stepd_proto::v1::Snapshot>,
+    part: stepd_proto::v1::Snapshot,
+) -> Option<stepd_proto::v1::Snapshot> {
+    let more = part.more;
+    match parts {
+        Some(whole) if part.part > 0 && part.seq == whole.seq => {
+            whole.sessions.extend(part.sessions);
+            whole.pauses.extend(part.pauses);
+            whole.breakpoints.extend(part.breakpoints);
+            whole.breakpoint_statuses.extend(part.breakpoint_statuses);
+        }
+        _ => *parts = Some(part),
+    }
+    if more {
+        return None;
+    }
+    let mut whole = parts.take()?;
+    whole.more = false;
+    Some(whole)
+}
+
 async fn first_snapshot(
     events: &mut Streaming<SubscribeResponse>,
 ) -> Result<stepd_proto::v1::Snapshot, Failure> {
+    let mut parts = None;
     while let Some(response) = events.next().await {
-        if let Some(Payload::Snapshot(s)) = response?.event.and_then(|e| e.payload) {
-            return Ok(s);
+        if let Some(Payload::Snapshot(s)) = response?.event.and_then(|e| e.payload)
+            && let Some(whole) = merge_part(&mut parts, s)
+        {
+            return Ok(whole);
         }
     }
     Err(Failure::Other(anyhow::anyhow!(
@@ -193,11 +221,17 @@ async fn first_snapshot(
 
 /// The id of the only live session; a usage error listing them otherwise.
 async fn only_live_session(channel: Channel) -> Result<String, Failure> {
-    let sessions = client!(SessionServiceClient, channel)
-        .list_sessions(ListSessionsRequest::default())
-        .await?
-        .into_inner()
-        .sessions;
+    let mut client = client!(SessionServiceClient, channel);
+    let mut sessions = Vec::new();
+    let mut request = ListSessionsRequest::default();
+    loop {
+        let page = client.list_sessions(request.clone()).await?.into_inner();
+        sessions.extend(page.sessions);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = page.next_page_token;
+    }
     let live: Vec<_> = sessions
         .iter()
         .filter(|s| s.state != SessionState::Ended as i32)
@@ -541,6 +575,8 @@ struct Debugger {
     terminal: Terminal,
     /// Pending pauses of the session, in arrival order.
     pending: Vec<Pause>,
+    /// The parts of a snapshot that came so far, when it comes in parts.
+    snapshot_parts: Option<stepd_proto::v1::Snapshot>,
     /// The pause commands go to.
     current: Option<String>,
     /// `e` alone was sent to this pause: the next line is the expression.
@@ -643,7 +679,10 @@ impl Debugger {
         }
         let ours = event.session_id == self.session_id;
         match event.payload {
-            Some(Payload::Snapshot(snapshot)) => {
+            Some(Payload::Snapshot(part)) => {
+                let Some(snapshot) = merge_part(&mut self.snapshot_parts, part) else {
+                    return Flow::Go;
+                };
                 self.stream.cursor = snapshot.seq;
                 if let Some(session) = snapshot.sessions.iter().find(|s| s.id == self.session_id)
                     && session.state == SessionState::Ended as i32

@@ -398,13 +398,22 @@ pub async fn disconnect(channel: Channel, args: DisconnectArgs, json: bool) -> R
 
 /// `stepctl sessions`.
 pub async fn list(channel: Channel, args: SessionsArgs, json: bool) -> Result<(), Failure> {
-    let r = sessions_client(channel)
-        .list_sessions(ListSessionsRequest {
-            include_ended: args.all,
-            label_selector: args.labels.unwrap_or_default(),
-        })
-        .await?
-        .into_inner();
+    // Every page, so the listing is whole however large it is.
+    let mut client = sessions_client(channel);
+    let mut request = ListSessionsRequest {
+        include_ended: args.all,
+        label_selector: args.labels.unwrap_or_default(),
+        ..Default::default()
+    };
+    let mut r = stepd_proto::v1::ListSessionsResponse::default();
+    loop {
+        let page = client.list_sessions(request.clone()).await?.into_inner();
+        r.sessions.extend(page.sessions);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = page.next_page_token;
+    }
     if json {
         print_json(&r);
     } else if r.sessions.is_empty() {

@@ -115,11 +115,20 @@ fn human(event: &Event) -> String {
     };
     let text = match &event.payload {
         Some(Payload::Snapshot(s)) => format!(
-            "snapshot at seq {}: {} sessions, {} pauses, {} breakpoints",
+            "snapshot at seq {}: {} sessions, {} pauses, {} breakpoints{}",
             s.seq,
             s.sessions.len(),
             s.pauses.len(),
-            s.breakpoints.len()
+            s.breakpoints.len(),
+            if s.more || s.part > 0 {
+                format!(
+                    " (part {}{})",
+                    s.part + 1,
+                    if s.more { ", more follow" } else { ", last" }
+                )
+            } else {
+                String::new()
+            }
         ),
         Some(Payload::BreakpointUpdated(u)) => {
             let change = BreakpointChange::try_from(u.change)

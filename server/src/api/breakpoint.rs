@@ -9,7 +9,12 @@ use stepd_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::daemon::Daemon;
+use crate::{daemon::Daemon, error::ApiError, limits};
+
+/// The number of a breakpoint id such as "bp-7".
+fn breakpoint_number(id: &str) -> Option<u64> {
+    id.strip_prefix("bp-")?.parse().ok()
+}
 
 /// Handler of BreakpointService.
 pub struct BreakpointApi {
@@ -30,8 +35,44 @@ impl BreakpointService for BreakpointApi {
         request: Request<ListBreakpointsRequest>,
     ) -> Result<Response<ListBreakpointsResponse>, Status> {
         let req = request.into_inner();
-        let breakpoints = self.daemon.breakpoints.list(&req.for_labels).await?;
-        Ok(Response::new(ListBreakpointsResponse { breakpoints }))
+        limits::Sizes::default()
+            .labels("for_labels", &req.for_labels)
+            .text("page_token", &req.page_token, limits::TOKEN_BYTES)
+            .check()?;
+        // The token is the id of the last breakpoint of the page before; ids
+        // grow in creation order and are never reused, so it stays a valid
+        // place to resume however breakpoints come and go.
+        let after = match req.page_token.as_str() {
+            "" => 0,
+            token => breakpoint_number(token).ok_or_else(|| {
+                ApiError::invalid_field(
+                    "page_token",
+                    format!(
+                        "{} is not a page token from ListBreakpoints",
+                        crate::error::quote(token)
+                    ),
+                )
+            })?,
+        };
+        let all = self.daemon.breakpoints.list(&req.for_labels).await?;
+        let (breakpoints, more) = limits::page(
+            all.into_iter()
+                .filter(|bp| breakpoint_number(&bp.id).is_some_and(|n| n > after)),
+            req.page_size as usize,
+            limits::page_bytes(self.daemon.config.max_message_bytes),
+        );
+        let next_page_token = if more {
+            breakpoints
+                .last()
+                .map(|bp| bp.id.clone())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(ListBreakpointsResponse {
+            breakpoints,
+            next_page_token,
+        }))
     }
 
     async fn add_breakpoint(

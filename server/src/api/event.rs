@@ -9,9 +9,10 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::{daemon::Daemon, events::Subscriber};
 
-/// Events queued for a client's HTTP/2 stream before the subscriber task waits;
-/// beyond this the shared broadcast buffer absorbs the lag.
-const STREAM_QUEUE: usize = 64;
+/// Events handed to a client's HTTP/2 stream and not yet taken by it. The
+/// subscriber holds the rest in its own queue, bounded in bytes, so this is
+/// kept small: what sits here is outside that bound.
+const STREAM_QUEUE: usize = 2;
 
 /// Handler of EventService.
 pub struct EventApi {
@@ -43,12 +44,18 @@ impl EventService for EventApi {
                 let pauses = self.daemon.pauses.clone();
                 Arc::new(move |input, by| {
                     let pauses = pauses.clone();
-                    Box::pin(async move { pauses.answer(input, by).await.map(|_| ()) })
+                    Box::pin(async move {
+                        crate::limits::debug_input(&input, "debug_input.")?;
+                        pauses.answer(input, by).await.map(|_| ())
+                    })
                 })
             },
             shutdown: self.daemon.shutdown.clone(),
             heartbeat: self.daemon.config.heartbeat_interval,
             client_name,
+            buffer_events: self.daemon.config.subscriber_buffer,
+            buffer_bytes: self.daemon.config.subscriber_buffer_bytes,
+            part_bytes: crate::limits::page_bytes(self.daemon.config.max_message_bytes),
         };
         tokio::spawn(async move {
             let _slot = slot;

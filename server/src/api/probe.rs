@@ -49,6 +49,7 @@ impl ProbeService for ProbeApi {
         else {
             return Err(ApiError::invalid_field("hello", "the first message must be Hello").into());
         };
+        crate::limits::hello(&hello)?;
         let (out, rx) = mpsc::channel(PROBE_QUEUE);
         // A malformed message ends the stream with a status saying so, not
         // with the OK that means the daemon went away.

@@ -23,6 +23,7 @@ use crate::{
     daemon::Daemon,
     dap_session::LaunchRequest as Start,
     error::ApiError,
+    limits,
     session::{ExecOp, WaitMode},
 };
 
@@ -68,6 +69,7 @@ impl SessionService for SessionApi {
         request: Request<LaunchRequest>,
     ) -> Result<Response<LaunchResponse>, Status> {
         let r = request.into_inner();
+        limits::launch(&r)?;
         let outcome = self
             .daemon
             .launcher
@@ -99,6 +101,7 @@ impl SessionService for SessionApi {
         request: Request<AttachRequest>,
     ) -> Result<Response<AttachResponse>, Status> {
         let r = request.into_inner();
+        limits::attach(&r)?;
         let outcome = self
             .daemon
             .launcher
@@ -140,17 +143,42 @@ impl SessionService for SessionApi {
         request: Request<ListSessionsRequest>,
     ) -> Result<Response<ListSessionsResponse>, Status> {
         let req = request.into_inner();
+        limits::Sizes::default()
+            .text(
+                "label_selector",
+                &req.label_selector,
+                limits::SELECTOR_BYTES,
+            )
+            .text("page_token", &req.page_token, limits::TOKEN_BYTES)
+            .check()?;
         let selector = LabelSelector::parse(&req.label_selector).map_err(|e| {
             ApiError::invalid_field("label_selector", format!("malformed label selector: {e}"))
         })?;
-        let sessions = self
-            .daemon
-            .bus
-            .with_view(|v| v.sessions(req.include_ended))
-            .into_iter()
-            .filter(|s| selector.matches(&s.labels))
-            .collect();
-        Ok(Response::new(ListSessionsResponse { sessions }))
+        let after = req.page_token.as_str();
+        let budget = limits::page_bytes(self.daemon.config.max_message_bytes);
+        let sessions = self.daemon.bus.with_view(|v| {
+            // Ids are UUIDv7, so id order is start order, and a page token
+            // (the last id of the page before) stays a valid place to resume
+            // however sessions come and go.
+            limits::page(
+                v.sessions(req.include_ended)
+                    .into_iter()
+                    .filter(|s| after.is_empty() || s.id.as_str() > after)
+                    .filter(|s| selector.matches(&s.labels)),
+                req.page_size as usize,
+                budget,
+            )
+        });
+        let (sessions, more) = sessions;
+        let next_page_token = if more {
+            sessions.last().map(|s| s.id.clone()).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(ListSessionsResponse {
+            sessions,
+            next_page_token,
+        }))
     }
 
     async fn get_session(
@@ -281,6 +309,10 @@ impl SessionService for SessionApi {
         request: Request<SetVariableRequest>,
     ) -> Result<Response<SetVariableResponse>, Status> {
         let r = request.into_inner();
+        limits::Sizes::default()
+            .text("name", &r.name, limits::NAME_BYTES)
+            .text("value", &r.value, limits::VALUE_BYTES)
+            .check()?;
         let handle = self.daemon.sessions.get(&r.session_id)?;
         let variable = handle
             .port
@@ -296,6 +328,9 @@ impl SessionService for SessionApi {
         request: Request<EvaluateRequest>,
     ) -> Result<Response<EvaluateResponse>, Status> {
         let r = request.into_inner();
+        limits::Sizes::default()
+            .text("expression", &r.expression, limits::EXPRESSION_BYTES)
+            .check()?;
         let context = EvaluateContext::try_from(r.context).map_err(|_| {
             ApiError::invalid_field("context", format!("unknown EvaluateContext {}", r.context))
         })?;
@@ -331,6 +366,7 @@ impl SessionService for SessionApi {
             .into_inner()
             .input
             .ok_or_else(|| ApiError::invalid_field("input", "is required"))?;
+        limits::debug_input(&input, "input.")?;
         let by = if input.client_name.is_empty() {
             default_by
         } else {

@@ -23,9 +23,10 @@ use serde_json::Value;
 use super::Glob;
 use crate::error::{ParseError, quote};
 
-/// The longest condition accepted, in bytes of UTF-8. The probe libraries
+/// The longest condition accepted, in bytes of UTF-8 (checked first as a
+/// size limit, see `crate::limits`; here again as a backstop). The probe libraries
 /// refuse longer ones too.
-pub const MAX_CONDITION_BYTES: usize = 4096;
+pub const MAX_CONDITION_BYTES: usize = crate::limits::CONDITION_BYTES.max;
 
 /// The deepest nesting of `(` and `!` accepted: the parser and the probe
 /// libraries' evaluators recurse once per level, so it bounds their stacks.

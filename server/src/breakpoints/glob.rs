@@ -6,7 +6,7 @@ use crate::error::ParseError;
 /// The longest glob accepted, in bytes of UTF-8: matching costs at most the
 /// glob's length times the name's, so this bounds it. The probe libraries
 /// refuse longer ones too.
-pub const MAX_GLOB_BYTES: usize = 1024;
+pub const MAX_GLOB_BYTES: usize = crate::limits::GLOB_BYTES.max;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token {

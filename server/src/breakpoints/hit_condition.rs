@@ -5,7 +5,7 @@ use crate::error::{ParseError, quote};
 
 /// The longest hit condition accepted, in bytes: an operator, spaces and a
 /// 64-bit count fit many times over.
-pub const MAX_HIT_CONDITION_BYTES: usize = 64;
+pub const MAX_HIT_CONDITION_BYTES: usize = crate::limits::HIT_CONDITION_BYTES.max;
 
 /// A parsed hit condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

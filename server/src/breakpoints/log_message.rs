@@ -6,7 +6,7 @@
 use crate::error::ParseError;
 
 /// The longest log message template accepted, in bytes of UTF-8.
-pub const MAX_LOG_MESSAGE_BYTES: usize = 4096;
+pub const MAX_LOG_MESSAGE_BYTES: usize = crate::limits::LOG_MESSAGE_BYTES.max;
 
 /// The most `{expression}` parts a log message may have: each is one
 /// evaluation at every hit.

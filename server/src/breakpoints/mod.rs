@@ -310,7 +310,10 @@ impl Core {
     }
 }
 
+/// Sizes first (`LIMIT_EXCEEDED`, before anything is parsed), then shape
+/// and the small languages (`INVALID_ARGUMENT`).
 fn check(spec: &BreakpointSpec, check_expiry: bool) -> ApiResult<()> {
+    crate::limits::breakpoint_spec(spec, "spec").check()?;
     let checks = validate::Checks {
         expiry_after_us: check_expiry.then(now_us),
     };

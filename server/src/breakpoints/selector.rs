@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use crate::error::{ParseError, quote};
 
 /// The longest selector accepted, in bytes of UTF-8.
-pub const MAX_SELECTOR_BYTES: usize = 4096;
+pub const MAX_SELECTOR_BYTES: usize = crate::limits::SELECTOR_BYTES.max;
 
 /// One requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]

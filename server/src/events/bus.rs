@@ -21,6 +21,8 @@ const DAEMON_RING: &str = "";
 #[derive(Debug, Default)]
 struct Ring {
     events: VecDeque<Arc<Event>>,
+    /// Encoded bytes of `events`.
+    bytes: usize,
     /// Highest seq pushed out of the ring; a cursor below it cannot be replayed.
     evicted_through: u64,
 }
@@ -56,6 +58,7 @@ pub struct EventBus {
     state: Mutex<BusState>,
     live: broadcast::Sender<Arc<Event>>,
     ring_capacity: usize,
+    ring_bytes: usize,
     instance_id: String,
 }
 
@@ -82,8 +85,17 @@ impl EventBus {
             }),
             live,
             ring_capacity,
+            ring_bytes: usize::MAX,
             instance_id,
         }
+    }
+
+    /// Bounds each ring in bytes (encoded events) as well as in events: the
+    /// oldest events go first, and a cursor before them resynchronises as
+    /// for a ring that is full by count.
+    pub fn with_ring_bytes(mut self, ring_bytes: usize) -> Self {
+        self.ring_bytes = ring_bytes;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, BusState> {
@@ -116,10 +128,13 @@ impl EventBus {
                 session_id.to_owned()
             })
             .or_default();
+        ring.bytes += prost::Message::encoded_len(&*event);
         ring.events.push_back(event.clone());
-        if ring.events.len() > self.ring_capacity
-            && let Some(old) = ring.events.pop_front()
-        {
+        while ring.events.len() > self.ring_capacity || ring.bytes > self.ring_bytes {
+            let Some(old) = ring.events.pop_front() else {
+                break;
+            };
+            ring.bytes -= prost::Message::encoded_len(&*old);
             ring.evicted_through = old.seq;
         }
         if let Some(old) = forgotten
@@ -257,6 +272,50 @@ mod tests {
     fn note(bus: &EventBus, sid: &str) -> u64 {
         bus.publish(sid, Payload::Notification(Notification::default()))
             .seq
+    }
+
+    #[test]
+    fn rings_are_bounded_in_bytes_too() {
+        let bus = EventBus::new("i".into(), 1, 16, 100).with_ring_bytes(10_000);
+        let big = |bus: &EventBus| {
+            bus.publish(
+                "a",
+                Payload::Notification(Notification {
+                    message: "x".repeat(3_000),
+                    ..Default::default()
+                }),
+            )
+            .seq
+        };
+        let first = big(&bus);
+        let second = big(&bus);
+        for _ in 0..3 {
+            big(&bus);
+        }
+        let state = bus.lock();
+        let ring = &state.rings["a"];
+        assert_eq!(ring.events.len(), 3, "three 3 KB events fit 10 KB");
+        assert!(ring.bytes <= 10_000);
+        assert_eq!(ring.evicted_through, second);
+        drop(state);
+        // A cursor before the evicted events resynchronises; one after replays.
+        let (start, _rx) = bus.subscribe(&Filter::default(), Some(first), "i");
+        assert!(matches!(start, Start::Resync { .. }));
+        let (start, _rx) = bus.subscribe(&Filter::default(), Some(second), "i");
+        assert!(matches!(start, Start::Replay(ref m) if m.len() == 3));
+        // An event larger than the whole ring is not kept at all.
+        let huge = bus
+            .publish(
+                "a",
+                Payload::Notification(Notification {
+                    message: "x".repeat(20_000),
+                    ..Default::default()
+                }),
+            )
+            .seq;
+        let state = bus.lock();
+        assert!(state.rings["a"].events.is_empty());
+        assert_eq!(state.rings["a"].evicted_through, huge);
     }
 
     #[test]

@@ -1,7 +1,19 @@
 //! One Subscribe stream: reads the client's Watch / DebugInput / Heartbeat
 //! messages and writes events, resynchronising when the client falls behind.
+//!
+//! What waits for the client is held here, in one queue bounded in events and
+//! in bytes, and the task never waits on the client: it keeps reading the live
+//! broadcast (so the shared buffer never holds anything for it) and the
+//! client's messages. When the queue overflows, the events in it are dropped
+//! and, once what is already on its way has gone, the client gets a `gap` and
+//! a fresh snapshot. The answer to a Watch (a snapshot, a replay, or a gap and
+//! a snapshot) is made only once the queue is empty, and a Watch replaces an
+//! answer that has not started to leave; so the queue holds at most one
+//! snapshot, however many Watches a client sends without reading.
 
-use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{collections::VecDeque, future::Future, pin::Pin, sync::Arc, time::Duration};
+
+use prost::Message as _;
 
 use stepd_proto::v1::{
     DebugInput, Event, HeartbeatEvent, SubscribeRequest, SubscribeResponse, Watch, event::Payload,
@@ -15,7 +27,7 @@ use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use super::{EventBus, Filter, Start};
+use super::{EventBus, Filter, Start, view::snapshot_parts};
 use crate::{
     error::{ApiError, ApiResult},
     time::now_timestamp,
@@ -43,36 +55,174 @@ pub struct Subscriber {
     pub heartbeat: Duration,
     /// Default name of this client in `pause_resolved.by`.
     pub client_name: String,
+    /// Most events held for the client before it is resynchronised.
+    pub buffer_events: usize,
+    /// Most bytes of events held for the client before it is resynchronised
+    /// (one event larger than this is still held, alone).
+    pub buffer_bytes: usize,
+    /// Largest part of a snapshot, in bytes.
+    pub part_bytes: usize,
 }
 
 type Out = mpsc::Sender<Result<SubscribeResponse, Status>>;
 
-/// The writing half: sends to the client unless it left or the daemon stops.
-struct Outbox {
-    out: Out,
-    shutdown: CancellationToken,
-    last_sent: Instant,
+/// What a queued event is, for what may be dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A numbered event (live or replayed): dropped on overflow.
+    Live,
+    /// Part of the answer to a Watch or of a resynchronisation (`gap`,
+    /// snapshot parts): dropped when superseded before it started to leave.
+    Start,
+    /// A stream-local message (`error`, `heartbeat`): always sent.
+    Local,
 }
 
-impl Outbox {
-    /// Sends one event; false when the stream is over.
-    async fn send(&mut self, event: Event) -> bool {
-        let message = Ok(SubscribeResponse { event: Some(event) });
-        let sent = tokio::select! {
-            biased;
-            _ = self.shutdown.cancelled() => false,
-            r = self.out.send(message) => r.is_ok(),
-        };
-        self.last_sent = Instant::now();
-        sent
+struct Queued {
+    event: Event,
+    kind: Kind,
+    bytes: usize,
+}
+
+impl Outbound {
+    /// The next item to send, making what is pending when nothing is queued.
+    fn next_item(&mut self, subscriber: &Subscriber) -> Option<Queued> {
+        if self.queue.is_empty()
+            && let Some(pending) = self.pending.take()
+        {
+            subscriber.begin(self, pending);
+        }
+        self.queue.pop_front()
     }
 }
 
-/// The last seq a snapshot covers.
-fn snapshot_seq(event: &Event) -> u64 {
-    match &event.payload {
-        Some(Payload::Snapshot(s)) => s.seq,
-        _ => 0,
+/// What the stream will do once its queue is empty.
+enum Pending {
+    /// Answer this Watch.
+    Watch(Watch),
+    /// Resynchronise: a gap after this seq, then a fresh snapshot.
+    Resync(u64),
+}
+
+/// The writing half of one stream and what it holds for the client.
+struct Outbound {
+    queue: VecDeque<Queued>,
+    /// Count and bytes of the `Live` events in `queue`.
+    live_count: usize,
+    live_bytes: usize,
+    /// A start group (gap, snapshot parts) has begun to leave and not ended.
+    mid_start: bool,
+    last_sent: Instant,
+    filter: Filter,
+    live: Option<broadcast::Receiver<Arc<Event>>>,
+    pending: Option<Pending>,
+    /// Highest seq this stream has accounted for (queued or filtered out).
+    cursor: u64,
+    buffer_events: usize,
+    buffer_bytes: usize,
+}
+
+impl Outbound {
+    fn push(&mut self, event: Event, kind: Kind) {
+        let bytes = event.encoded_len();
+        if kind == Kind::Live {
+            self.live_count += 1;
+            self.live_bytes += bytes;
+        }
+        self.queue.push_back(Queued { event, kind, bytes });
+    }
+
+    /// Queues a numbered event, or overflows.
+    fn push_live(&mut self, event: Event) {
+        let bytes = event.encoded_len();
+        if self.live_count > 0
+            && (self.live_count >= self.buffer_events
+                || self.live_bytes + bytes > self.buffer_bytes)
+        {
+            tracing::info!(
+                held = self.live_count,
+                bytes = self.live_bytes,
+                "subscriber too slow; resynchronising"
+            );
+            let lost_from = self.drop_queued(true).unwrap_or(event.seq);
+            self.resync_after(lost_from.saturating_sub(1));
+            return;
+        }
+        self.push(event, Kind::Live);
+    }
+
+    /// Stops following live events; a gap after `after` and a snapshot
+    /// follow once the queue is empty.
+    fn resync_after(&mut self, after: u64) {
+        self.live = None;
+        self.pending = Some(Pending::Resync(after));
+    }
+
+    /// Drops the start group that has not begun to leave (and the events
+    /// queued after it, which follow from it), and with `live` every
+    /// numbered event. Returns the seq of the first numbered event dropped.
+    fn drop_queued(&mut self, live: bool) -> Option<u64> {
+        let mut keep_start = self.mid_start;
+        let mut dropping = false;
+        let mut first_lost = None;
+        let queue = std::mem::take(&mut self.queue);
+        for item in queue {
+            let keep = match item.kind {
+                Kind::Local => true,
+                Kind::Start if keep_start => true,
+                Kind::Start => {
+                    dropping = true;
+                    false
+                }
+                Kind::Live => !(live || dropping),
+            };
+            if item.kind != Kind::Start {
+                keep_start = false;
+            }
+            if keep {
+                self.queue.push_back(item);
+            } else if item.kind == Kind::Live {
+                first_lost = first_lost.or(Some(item.event.seq));
+                self.live_count -= 1;
+                self.live_bytes -= item.bytes;
+            }
+        }
+        first_lost
+    }
+
+    /// Queues a live event the client's filter admits.
+    fn take_live(&mut self, event: &Event) {
+        if event.seq <= self.cursor {
+            return;
+        }
+        self.cursor = event.seq;
+        if self.filter.admits(event) {
+            self.push_live(Event::clone(event));
+        }
+    }
+
+    /// Queues a snapshot, in parts; the cursor goes on from it.
+    fn push_snapshot(&mut self, snapshot: Event, part_bytes: usize) {
+        let Event {
+            time,
+            payload: Some(Payload::Snapshot(snapshot)),
+            ..
+        } = snapshot
+        else {
+            return;
+        };
+        self.cursor = snapshot.seq;
+        for part in snapshot_parts(snapshot, part_bytes) {
+            self.push(
+                Event {
+                    seq: 0,
+                    session_id: String::new(),
+                    time,
+                    payload: Some(Payload::Snapshot(part)),
+                },
+                Kind::Start,
+            );
+        }
     }
 }
 
@@ -91,15 +241,19 @@ impl Subscriber {
     where
         S: Stream<Item = Result<SubscribeRequest, Status>> + Unpin,
     {
-        let mut outbox = Outbox {
-            out,
-            shutdown: self.shutdown.clone(),
+        let mut st = Outbound {
+            queue: VecDeque::new(),
+            live_count: 0,
+            live_bytes: 0,
+            mid_start: false,
             last_sent: Instant::now(),
+            filter: Filter::default(),
+            live: None,
+            pending: None,
+            cursor: 0,
+            buffer_events: self.buffer_events.max(1),
+            buffer_bytes: self.buffer_bytes.max(1),
         };
-        let mut filter = Filter::default();
-        let mut live: Option<broadcast::Receiver<Arc<Event>>> = None;
-        // Highest seq this stream has accounted for (delivered or filtered out).
-        let mut cursor = 0u64;
         let mut client_name = self.client_name.clone();
         // A client may half-close its side (grpcurl does at the end of its
         // input) and still want events, so only stop reading, not writing.
@@ -109,20 +263,49 @@ impl Subscriber {
         let (failures_tx, mut failures) = mpsc::unbounded_channel::<Event>();
         let in_flight = Arc::new(tokio::sync::Semaphore::new(INPUTS_IN_FLIGHT));
         loop {
-            let heartbeat_at = outbox.last_sent + self.heartbeat;
+            let heartbeat_at = st.last_sent + self.heartbeat;
             let open = tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => false,
-                () = outbox.out.closed() => false,
+                () = out.closed() => false,
+                // What is pending is made only when the client can take
+                // something and nothing is queued before it: Watches sent to
+                // a stream that does not read replace each other for free.
+                permit = out.reserve(), if !st.queue.is_empty() || st.pending.is_some() => match (permit, st.next_item(&self)) {
+                    (Ok(permit), Some(item)) => {
+                        if item.kind == Kind::Live {
+                            st.live_count -= 1;
+                            st.live_bytes -= item.bytes;
+                        }
+                        if item.kind == Kind::Start {
+                            st.mid_start = match &item.event.payload {
+                                Some(Payload::Snapshot(s)) => s.more,
+                                _ => true,
+                            };
+                        }
+                        permit.send(Ok(SubscribeResponse { event: Some(item.event) }));
+                        st.last_sent = Instant::now();
+                        true
+                    }
+                    (Ok(_), None) => true,
+                    (Err(_), _) => false,
+                },
                 message = inbound.next(), if reading => match message {
                     Some(Ok(SubscribeRequest { message: Some(Message::Watch(watch)) })) => {
-                        if !watch.client_name.is_empty() {
-                            client_name.clone_from(&watch.client_name);
+                        match crate::limits::watch(&watch) {
+                            Err(err) => st.push(local(Payload::Error(err.to_stream_error(""))), Kind::Local),
+                            Ok(()) => {
+                                if !watch.client_name.is_empty() {
+                                    client_name.clone_from(&watch.client_name);
+                                }
+                                // The answer to an earlier Watch that has not
+                                // started to leave is replaced by this one's.
+                                st.drop_queued(false);
+                                st.live = None;
+                                st.pending = Some(Pending::Watch(watch));
+                            }
                         }
-                        filter = Filter::from_watch(&watch);
-                        let (start, rx) = self.start(&filter, &watch);
-                        live = Some(rx);
-                        self.send_start(&mut outbox, start, &mut cursor, watch.resume_after_seq).await
+                        true
                     }
                     Some(Ok(SubscribeRequest { message: Some(Message::DebugInput(input)) })) => {
                         let key = input.key.clone();
@@ -143,7 +326,8 @@ impl Subscriber {
                                     stepd_proto::v1::ErrorReason::LimitExceeded,
                                     format!("{INPUTS_IN_FLIGHT} debug inputs of this stream are still being answered"),
                                 )
-                                .with("limit", "inputs_in_flight");
+                                .with("limit", "inputs_in_flight")
+                                .with("max", INPUTS_IN_FLIGHT.to_string());
                                 let _ = failures_tx.send(local(Payload::Error(err.to_stream_error(&key))));
                             }
                         }
@@ -155,7 +339,7 @@ impl Subscriber {
                         // Ending with OK would read as a daemon shutdown; a
                         // malformed message ends the stream saying so.
                         if crate::malformed::is_decode_failure(&status) {
-                            let _ = outbox.out.send(Err(crate::malformed::refusal(&status))).await;
+                            let _ = out.send(Err(crate::malformed::refusal(&status))).await;
                         }
                         false
                     }
@@ -164,28 +348,30 @@ impl Subscriber {
                         true
                     }
                 },
-                Some(failure) = failures.recv() => outbox.send(failure).await,
-                received = next_live(&mut live) => match received {
+                Some(failure) = failures.recv() => {
+                    st.push(failure, Kind::Local);
+                    true
+                }
+                received = next_live(&mut st.live) => match received {
                     Ok(event) => {
-                        if event.seq <= cursor {
-                            true
-                        } else {
-                            cursor = event.seq;
-                            !filter.admits(&event) || outbox.send(Event::clone(&event)).await
-                        }
+                        st.take_live(&event);
+                        true
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::info!(missed, client = %client_name, "subscriber lagged; resynchronising");
-                        let (gap, snapshot, rx) = self.bus.resync(&filter, cursor);
-                        live = Some(rx);
-                        cursor = snapshot_seq(&snapshot);
-                        outbox.send(gap).await && outbox.send(snapshot).await
+                        let after = st.cursor;
+                        st.resync_after(after);
+                        true
                     }
                     Err(broadcast::error::RecvError::Closed) => false,
                 },
-                () = sleep_until(heartbeat_at) => {
+                () = sleep_until(heartbeat_at), if st.queue.is_empty() => {
                     let last_seq = self.bus.last_seq();
-                    outbox.send(local(Payload::Heartbeat(HeartbeatEvent { last_seq }))).await
+                    st.push(local(Payload::Heartbeat(HeartbeatEvent { last_seq })), Kind::Local);
+                    // A heartbeat counts as sent once queued, so a stream
+                    // that cannot take it does not queue another.
+                    st.last_sent = Instant::now();
+                    true
                 }
             };
             if !open {
@@ -194,37 +380,40 @@ impl Subscriber {
         }
     }
 
-    fn start(&self, filter: &Filter, watch: &Watch) -> (Start, broadcast::Receiver<Arc<Event>>) {
-        let resume = (watch.resume_after_seq > 0).then_some(watch.resume_after_seq);
-        self.bus
-            .subscribe(filter, resume, &watch.resume_instance_id)
-    }
-
-    async fn send_start(
-        &self,
-        outbox: &mut Outbox,
-        start: Start,
-        cursor: &mut u64,
-        resume_after: u64,
-    ) -> bool {
-        match start {
-            Start::Snapshot(snapshot) => {
-                *cursor = snapshot_seq(&snapshot);
-                outbox.send(*snapshot).await
-            }
-            Start::Replay(missed) => {
-                *cursor = resume_after;
-                for event in missed {
-                    *cursor = event.seq;
-                    if !outbox.send(Event::clone(&event)).await {
-                        return false;
+    /// Makes what was pending: the answer to a Watch, or a resynchronisation.
+    fn begin(&self, st: &mut Outbound, pending: Pending) {
+        match pending {
+            Pending::Watch(watch) => {
+                st.filter = Filter::from_watch(&watch);
+                let resume = (watch.resume_after_seq > 0).then_some(watch.resume_after_seq);
+                let (start, rx) = self
+                    .bus
+                    .subscribe(&st.filter, resume, &watch.resume_instance_id);
+                st.live = Some(rx);
+                match start {
+                    Start::Snapshot(snapshot) => st.push_snapshot(*snapshot, self.part_bytes),
+                    Start::Replay(missed) => {
+                        st.cursor = watch.resume_after_seq;
+                        for event in missed {
+                            st.cursor = event.seq;
+                            st.push_live(Event::clone(&event));
+                            if st.live.is_none() {
+                                // Overflowed: a resynchronisation follows.
+                                break;
+                            }
+                        }
+                    }
+                    Start::Resync { gap, snapshot } => {
+                        st.push(*gap, Kind::Start);
+                        st.push_snapshot(*snapshot, self.part_bytes);
                     }
                 }
-                true
             }
-            Start::Resync { gap, snapshot } => {
-                *cursor = snapshot_seq(&snapshot);
-                outbox.send(*gap).await && outbox.send(*snapshot).await
+            Pending::Resync(after) => {
+                let (gap, snapshot, rx) = self.bus.resync(&st.filter, after);
+                st.live = Some(rx);
+                st.push(gap, Kind::Start);
+                st.push_snapshot(snapshot, self.part_bytes);
             }
         }
     }
@@ -237,5 +426,132 @@ fn local(payload: Payload) -> Event {
         session_id: String::new(),
         time: Some(now_timestamp()),
         payload: Some(payload),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stepd_proto::v1::{Notification, Snapshot};
+    use tokio_stream::wrappers::ReceiverStream;
+
+    use super::*;
+
+    fn subscriber(bus: Arc<EventBus>, buffer_bytes: usize) -> Subscriber {
+        Subscriber {
+            bus,
+            answer: Arc::new(|_, _| Box::pin(async { Ok(()) })),
+            shutdown: CancellationToken::new(),
+            heartbeat: Duration::from_secs(3600),
+            client_name: "test".into(),
+            buffer_events: 1000,
+            buffer_bytes,
+            part_bytes: 1 << 20,
+        }
+    }
+
+    fn watch() -> Result<SubscribeRequest, Status> {
+        Ok(SubscribeRequest {
+            message: Some(Message::Watch(Watch::default())),
+        })
+    }
+
+    fn note(bus: &EventBus, bytes: usize) -> u64 {
+        bus.publish(
+            "",
+            Payload::Notification(Notification {
+                message: "x".repeat(bytes),
+                ..Default::default()
+            }),
+        )
+        .seq
+    }
+
+    async fn next(rx: &mut mpsc::Receiver<Result<SubscribeResponse, Status>>) -> Payload {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("an event in time")
+            .expect("the stream is open")
+            .expect("not an error")
+            .event
+            .and_then(|e| e.payload)
+            .expect("a payload")
+    }
+
+    /// Waits until the subscriber has taken every client message.
+    async fn drained(tx: &mpsc::Sender<Result<SubscribeRequest, Status>>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tx.capacity() < tx.max_capacity() {
+            assert!(Instant::now() < deadline, "the subscriber stopped reading");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn watches_a_client_does_not_read_replace_each_others_snapshots() {
+        let bus = Arc::new(EventBus::new("i".into(), 1, 64, 64));
+        let (in_tx, in_rx) = mpsc::channel(128);
+        let (out, mut rx) = mpsc::channel(1);
+        tokio::spawn(subscriber(bus.clone(), 1 << 20).run(ReceiverStream::new(in_rx), out));
+        for _ in 0..100 {
+            in_tx.send(watch()).await.unwrap();
+        }
+        drained(&in_tx).await;
+        let last = note(&bus, 10);
+        // The first answer was already on its way; of the 99 others only the
+        // last is made, once the client reads, so it already holds the event.
+        let Payload::Snapshot(Snapshot { seq: first, .. }) = next(&mut rx).await else {
+            panic!("expected the first Watch's snapshot")
+        };
+        assert!(first < last);
+        let Payload::Snapshot(Snapshot { seq, .. }) = next(&mut rx).await else {
+            panic!("expected the last Watch's snapshot")
+        };
+        assert_eq!(seq, last);
+        let after = note(&bus, 10);
+        let Payload::Notification(_) = next(&mut rx).await else {
+            panic!("expected the event after the snapshot")
+        };
+        assert!(after > seq);
+        assert!(rx.try_recv().is_err(), "nothing more");
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_over_its_bytes_gets_a_gap_then_a_snapshot() {
+        let bus = Arc::new(EventBus::new("i".into(), 1, 4096, 64));
+        let (in_tx, in_rx) = mpsc::channel(8);
+        let (out, mut rx) = mpsc::channel(1);
+        tokio::spawn(subscriber(bus.clone(), 10_000).run(ReceiverStream::new(in_rx), out));
+        in_tx.send(watch()).await.unwrap();
+        let Payload::Snapshot(snapshot) = next(&mut rx).await else {
+            panic!("expected a snapshot")
+        };
+        // Ten 3 KB events: the first fills the channel, three fit 10 KB, the
+        // fifth overflows and everything held is dropped.
+        let seqs: Vec<u64> = (0..10).map(|_| note(&bus, 3_000)).collect();
+        assert!(seqs[0] > snapshot.seq);
+        let mut seen = Vec::new();
+        let gap = loop {
+            match next(&mut rx).await {
+                Payload::Notification(_) => seen.push(()),
+                Payload::Gap(gap) => break gap,
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert!(!seen.is_empty() && seen.len() < 10, "{}", seen.len());
+        assert_eq!(
+            gap.from_seq,
+            seqs[seen.len()],
+            "the gap starts at the first event dropped"
+        );
+        assert_eq!(gap.to_seq, *seqs.last().unwrap());
+        let Payload::Snapshot(after) = next(&mut rx).await else {
+            panic!("expected a snapshot after the gap")
+        };
+        assert_eq!(after.seq, gap.to_seq);
+        let later = note(&bus, 10);
+        let Payload::Notification(_) = next(&mut rx).await else {
+            panic!("the stream goes on after the resync")
+        };
+        assert!(later > after.seq);
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use prost::Message;
 use stepd_proto::v1::{
     Breakpoint, BreakpointChange, BreakpointStatus, Event, Pause, Session, SessionState, Snapshot,
     event::Payload,
@@ -211,6 +212,8 @@ impl StateView {
                 .filter(|((sid, _), _)| wanted(sid))
                 .map(|(_, status)| status.clone())
                 .collect(),
+            more: false,
+            part: 0,
         }
     }
 
@@ -287,5 +290,141 @@ impl StateView {
             .filter(|((sid, _), _)| sid == session_id)
             .map(|(_, s)| s.clone())
             .collect()
+    }
+}
+
+/// Splits a snapshot into parts of at most `budget` bytes each (a single
+/// session, pause or breakpoint larger than that is a part of its own), in
+/// order: sessions, pauses, breakpoints, placements. Every part has the
+/// snapshot's seq and instance; all but the last have `more` set. A snapshot
+/// within the budget is one part, as it was.
+pub fn snapshot_parts(snapshot: Snapshot, budget: usize) -> Vec<Snapshot> {
+    let (seq, instance_id) = (snapshot.seq, snapshot.instance_id.clone());
+    let empty = move || Snapshot {
+        seq,
+        instance_id: instance_id.clone(),
+        ..Default::default()
+    };
+    let mut parts = Parts {
+        // The fixed fields, with room for `more` and `part`.
+        base: empty().encoded_len() + 8,
+        bytes: 0,
+        budget,
+        parts: vec![empty()],
+        empty: Box::new(empty),
+    };
+    parts.bytes = parts.base;
+    parts.place(snapshot.sessions, |p| &mut p.sessions);
+    parts.place(snapshot.pauses, |p| &mut p.pauses);
+    parts.place(snapshot.breakpoints, |p| &mut p.breakpoints);
+    parts.place(snapshot.breakpoint_statuses, |p| &mut p.breakpoint_statuses);
+    let mut parts = parts.parts;
+    let count = parts.len();
+    for (i, part) in parts.iter_mut().enumerate() {
+        part.part = u32::try_from(i).unwrap_or(u32::MAX);
+        part.more = i + 1 < count;
+    }
+    parts
+}
+
+/// Snapshot parts being filled.
+struct Parts {
+    base: usize,
+    bytes: usize,
+    budget: usize,
+    parts: Vec<Snapshot>,
+    empty: Box<dyn Fn() -> Snapshot>,
+}
+
+impl Parts {
+    fn place<T: Message>(&mut self, items: Vec<T>, list: impl Fn(&mut Snapshot) -> &mut Vec<T>) {
+        for item in items {
+            let size = crate::limits::framed_len(&item);
+            if self.bytes + size > self.budget && self.bytes > self.base {
+                self.parts.push((self.empty)());
+                self.bytes = self.base;
+            }
+            self.bytes += size;
+            let part = self.parts.last_mut().expect("there is always a part");
+            list(part).push(item);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stepd_proto::v1::{BreakpointSpec, FunctionLocation, breakpoint_spec::Location};
+
+    use super::*;
+
+    fn breakpoint(id: u64, name_bytes: usize) -> Breakpoint {
+        Breakpoint {
+            id: format!("bp-{id}"),
+            spec: Some(BreakpointSpec {
+                location: Some(Location::Function(FunctionLocation {
+                    name: "f".repeat(name_bytes),
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_small_snapshot_is_one_part() {
+        let snapshot = Snapshot {
+            seq: 7,
+            instance_id: "i".into(),
+            breakpoints: vec![breakpoint(1, 10)],
+            ..Default::default()
+        };
+        let parts = snapshot_parts(snapshot.clone(), 1 << 20);
+        assert_eq!(parts, [snapshot]);
+    }
+
+    #[test]
+    fn a_large_snapshot_comes_in_parts_within_the_budget() {
+        let snapshot = Snapshot {
+            seq: 7,
+            instance_id: "i".into(),
+            sessions: vec![Session {
+                id: "s".into(),
+                ..Default::default()
+            }],
+            breakpoints: (1..=10).map(|i| breakpoint(i, 300)).collect(),
+            breakpoint_statuses: vec![BreakpointStatus::default()],
+            ..Default::default()
+        };
+        let budget = 1000;
+        let parts = snapshot_parts(snapshot.clone(), budget);
+        assert!(parts.len() > 3, "{}", parts.len());
+        for (i, part) in parts.iter().enumerate() {
+            assert!(
+                part.encoded_len() <= budget,
+                "part {i}: {}",
+                part.encoded_len()
+            );
+            assert_eq!((part.seq, part.instance_id.as_str()), (7, "i"));
+            assert_eq!(part.part as usize, i);
+            assert_eq!(part.more, i + 1 < parts.len());
+        }
+        let merged: Vec<_> = parts.iter().flat_map(|p| p.breakpoints.clone()).collect();
+        assert_eq!(merged, snapshot.breakpoints);
+        assert_eq!(parts.iter().map(|p| p.sessions.len()).sum::<usize>(), 1);
+        assert_eq!(
+            parts
+                .iter()
+                .map(|p| p.breakpoint_statuses.len())
+                .sum::<usize>(),
+            1
+        );
+        // One breakpoint larger than the budget is a part of its own.
+        let big = Snapshot {
+            breakpoints: vec![breakpoint(1, 10), breakpoint(2, 5000), breakpoint(3, 10)],
+            ..Default::default()
+        };
+        let parts = snapshot_parts(big, budget);
+        let sizes: Vec<_> = parts.iter().map(|p| p.breakpoints.len()).collect();
+        assert_eq!(sizes, [1, 1, 1]);
     }
 }

@@ -672,7 +672,14 @@ func (x *BreakpointStatus) GetBreakpointId() string {
 type ListBreakpointsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only breakpoints whose label selector would apply to a session with these labels; empty = all.
-	ForLabels     map[string]string `protobuf:"bytes,1,rep,name=for_labels,json=forLabels,proto3" json:"for_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ForLabels map[string]string `protobuf:"bytes,1,rep,name=for_labels,json=forLabels,proto3" json:"for_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Most breakpoints in one answer; 0 = as many as fit the page's byte budget.
+	// Whatever it says, an answer stops at that budget (2 MiB, or half the
+	// daemon's --max-message-bytes when that is smaller) and always holds at
+	// least one breakpoint.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to go on: a previous answer's `next_page_token`; empty = from the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -714,11 +721,29 @@ func (x *ListBreakpointsRequest) GetForLabels() map[string]string {
 	return nil
 }
 
+func (x *ListBreakpointsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBreakpointsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // Response of BreakpointService.ListBreakpoints.
 type ListBreakpointsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Breakpoints in creation order.
-	Breakpoints   []*Breakpoint `protobuf:"bytes,1,rep,name=breakpoints,proto3" json:"breakpoints,omitempty"`
+	Breakpoints []*Breakpoint `protobuf:"bytes,1,rep,name=breakpoints,proto3" json:"breakpoints,omitempty"`
+	// Set when more breakpoints follow: pass it as `page_token` to get them.
+	// Empty on the last page. Opaque; it stays valid while breakpoints change
+	// (a page resumes after the last breakpoint of the page before).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +783,13 @@ func (x *ListBreakpointsResponse) GetBreakpoints() []*Breakpoint {
 		return x.Breakpoints
 	}
 	return nil
+}
+
+func (x *ListBreakpointsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // Request of BreakpointService.AddBreakpoint.
@@ -1112,15 +1144,19 @@ const file_stepd_v1_breakpoint_proto_rawDesc = "" +
 	"\vactual_line\x18\x03 \x01(\rR\n" +
 	"actualLine\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12#\n" +
-	"\rbreakpoint_id\x18\x05 \x01(\tR\fbreakpointId\"\xa6\x01\n" +
+	"\rbreakpoint_id\x18\x05 \x01(\tR\fbreakpointId\"\xe2\x01\n" +
 	"\x16ListBreakpointsRequest\x12N\n" +
 	"\n" +
-	"for_labels\x18\x01 \x03(\v2/.stepd.v1.ListBreakpointsRequest.ForLabelsEntryR\tforLabels\x1a<\n" +
+	"for_labels\x18\x01 \x03(\v2/.stepd.v1.ListBreakpointsRequest.ForLabelsEntryR\tforLabels\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x1a<\n" +
 	"\x0eForLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"y\n" +
 	"\x17ListBreakpointsResponse\x126\n" +
-	"\vbreakpoints\x18\x01 \x03(\v2\x14.stepd.v1.BreakpointR\vbreakpoints\"D\n" +
+	"\vbreakpoints\x18\x01 \x03(\v2\x14.stepd.v1.BreakpointR\vbreakpoints\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"D\n" +
 	"\x14AddBreakpointRequest\x12,\n" +
 	"\x04spec\x18\x01 \x01(\v2\x18.stepd.v1.BreakpointSpecR\x04spec\"M\n" +
 	"\x15AddBreakpointResponse\x124\n" +

@@ -34,7 +34,7 @@ const (
 // and applied to every session that matches their label selector. Every change
 // is published as a `breakpoint_updated` event without a session id.
 type BreakpointServiceClient interface {
-	// Lists breakpoints, in creation order.
+	// Lists breakpoints, in creation order, a page at a time (see ListBreakpointsRequest.page_token).
 	ListBreakpoints(ctx context.Context, in *ListBreakpointsRequest, opts ...grpc.CallOption) (*ListBreakpointsResponse, error)
 	// Validates and stores a new breakpoint.
 	AddBreakpoint(ctx context.Context, in *AddBreakpointRequest, opts ...grpc.CallOption) (*AddBreakpointResponse, error)
@@ -101,7 +101,7 @@ func (c *breakpointServiceClient) UpdateBreakpoint(ctx context.Context, in *Upda
 // and applied to every session that matches their label selector. Every change
 // is published as a `breakpoint_updated` event without a session id.
 type BreakpointServiceServer interface {
-	// Lists breakpoints, in creation order.
+	// Lists breakpoints, in creation order, a page at a time (see ListBreakpointsRequest.page_token).
 	ListBreakpoints(context.Context, *ListBreakpointsRequest) (*ListBreakpointsResponse, error)
 	// Validates and stores a new breakpoint.
 	AddBreakpoint(context.Context, *AddBreakpointRequest) (*AddBreakpointResponse, error)

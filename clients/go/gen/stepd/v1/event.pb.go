@@ -511,8 +511,17 @@ type Snapshot struct {
 	Breakpoints []*Breakpoint `protobuf:"bytes,5,rep,name=breakpoints,proto3" json:"breakpoints,omitempty"`
 	// Per-session breakpoint placement.
 	BreakpointStatuses []*BreakpointStatus `protobuf:"bytes,6,rep,name=breakpoint_statuses,json=breakpointStatuses,proto3" json:"breakpoint_statuses,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// True when this is one part of a snapshot too large for one message and
+	// more parts follow. Parts are sent back to back, nothing between them;
+	// each carries the same `seq` and `instance_id` and some of the lists
+	// above, in order. The state is the lists of all parts concatenated, up to
+	// and including the first part with `more` false. A snapshot that fits one
+	// message (the common case) is one part with `more` false.
+	More bool `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`
+	// Which part this is, from 0.
+	Part          uint32 `protobuf:"varint,8,opt,name=part,proto3" json:"part,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -585,6 +594,20 @@ func (x *Snapshot) GetBreakpointStatuses() []*BreakpointStatus {
 		return x.BreakpointStatuses
 	}
 	return nil
+}
+
+func (x *Snapshot) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *Snapshot) GetPart() uint32 {
+	if x != nil {
+		return x.Part
+	}
+	return 0
 }
 
 // A session began.
@@ -2411,7 +2434,7 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\theartbeat\x18\x03 \x01(\v2\x13.stepd.v1.HeartbeatH\x00R\theartbeatB\t\n" +
 	"\amessage\":\n" +
 	"\x11SubscribeResponse\x12%\n" +
-	"\x05event\x18\x01 \x01(\v2\x0f.stepd.v1.EventR\x05event\"\x9a\x02\n" +
+	"\x05event\x18\x01 \x01(\v2\x0f.stepd.v1.EventR\x05event\"\xc2\x02\n" +
 	"\bSnapshot\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2419,7 +2442,9 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\bsessions\x18\x03 \x03(\v2\x11.stepd.v1.SessionR\bsessions\x12'\n" +
 	"\x06pauses\x18\x04 \x03(\v2\x0f.stepd.v1.PauseR\x06pauses\x126\n" +
 	"\vbreakpoints\x18\x05 \x03(\v2\x14.stepd.v1.BreakpointR\vbreakpoints\x12K\n" +
-	"\x13breakpoint_statuses\x18\x06 \x03(\v2\x1a.stepd.v1.BreakpointStatusR\x12breakpointStatuses\"=\n" +
+	"\x13breakpoint_statuses\x18\x06 \x03(\v2\x1a.stepd.v1.BreakpointStatusR\x12breakpointStatuses\x12\x12\n" +
+	"\x04more\x18\a \x01(\bR\x04more\x12\x12\n" +
+	"\x04part\x18\b \x01(\rR\x04part\"=\n" +
 	"\x0eSessionStarted\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.stepd.v1.SessionR\asession\"\x9b\x01\n" +
 	"\fSessionEnded\x12+\n" +

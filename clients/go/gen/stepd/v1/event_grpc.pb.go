@@ -35,8 +35,17 @@ type EventServiceClient interface {
 	//     (sessions, threads, pending pauses, breakpoints) taken at the same instant
 	//     the subscription starts, so nothing falls between "state now" and "tell me
 	//     when it changes"; then it sends events as they happen.
+	//   - A snapshot larger than one page (2 MiB, or half the daemon's
+	//     --max-message-bytes when that is smaller) comes in parts: consecutive
+	//     `snapshot` events with the same seq, `Snapshot.more` set on all but the
+	//     last. Merge them (concatenate their lists) before using the state.
 	//   - A later Watch replaces the filter (it does not add to it) and is answered
-	//     the same way.
+	//     the same way. A Watch that arrives while the answer to an earlier one has
+	//     not started to leave the daemon replaces that answer: the earlier
+	//     snapshot is never sent, so a client that does not read pins at most one
+	//     snapshot beside the one already on its way.
+	//   - A Watch over its size limits (docs/reliability.md) is answered with an
+	//     `error` event (LIMIT_EXCEEDED) and changes nothing.
 	//   - Every event carries `seq` from one daemon-wide counter: within any session
 	//     and in the daemon-level stream the numbers strictly increase. A client's
 	//     cursor is the highest seq it has seen, whatever its filter.
@@ -45,8 +54,11 @@ type EventServiceClient interface {
 	//     events instead of a snapshot; otherwise it sends `gap` (what was lost) and
 	//     then a fresh snapshot. Cursors from an earlier daemon instance always take
 	//     the gap path.
-	//   - A subscriber that reads too slowly is never waited for: when its bounded
-	//     buffer overflows it receives `gap` and then a fresh snapshot. Loss is
+	//   - A subscriber that reads too slowly is never waited for: its buffer is
+	//     bounded in events and in bytes (--subscriber-buffer,
+	//     --subscriber-buffer-bytes); when it overflows, the events it holds are
+	//     dropped, and once it has read what was already on its way it receives
+	//     `gap` (from the first event dropped) and then a fresh snapshot. Loss is
 	//     never silent.
 	//   - `heartbeat` events are sent when the stream has been quiet for the
 	//     configured interval (default 30 s).
@@ -91,8 +103,17 @@ type EventServiceServer interface {
 	//     (sessions, threads, pending pauses, breakpoints) taken at the same instant
 	//     the subscription starts, so nothing falls between "state now" and "tell me
 	//     when it changes"; then it sends events as they happen.
+	//   - A snapshot larger than one page (2 MiB, or half the daemon's
+	//     --max-message-bytes when that is smaller) comes in parts: consecutive
+	//     `snapshot` events with the same seq, `Snapshot.more` set on all but the
+	//     last. Merge them (concatenate their lists) before using the state.
 	//   - A later Watch replaces the filter (it does not add to it) and is answered
-	//     the same way.
+	//     the same way. A Watch that arrives while the answer to an earlier one has
+	//     not started to leave the daemon replaces that answer: the earlier
+	//     snapshot is never sent, so a client that does not read pins at most one
+	//     snapshot beside the one already on its way.
+	//   - A Watch over its size limits (docs/reliability.md) is answered with an
+	//     `error` event (LIMIT_EXCEEDED) and changes nothing.
 	//   - Every event carries `seq` from one daemon-wide counter: within any session
 	//     and in the daemon-level stream the numbers strictly increase. A client's
 	//     cursor is the highest seq it has seen, whatever its filter.
@@ -101,8 +122,11 @@ type EventServiceServer interface {
 	//     events instead of a snapshot; otherwise it sends `gap` (what was lost) and
 	//     then a fresh snapshot. Cursors from an earlier daemon instance always take
 	//     the gap path.
-	//   - A subscriber that reads too slowly is never waited for: when its bounded
-	//     buffer overflows it receives `gap` and then a fresh snapshot. Loss is
+	//   - A subscriber that reads too slowly is never waited for: its buffer is
+	//     bounded in events and in bytes (--subscriber-buffer,
+	//     --subscriber-buffer-bytes); when it overflows, the events it holds are
+	//     dropped, and once it has read what was already on its way it receives
+	//     `gap` (from the first event dropped) and then a fresh snapshot. Loss is
 	//     never silent.
 	//   - `heartbeat` events are sent when the stream has been quiet for the
 	//     configured interval (default 30 s).

@@ -1921,6 +1921,13 @@ type ListSessionsRequest struct {
 	IncludeEnded bool `protobuf:"varint,1,opt,name=include_ended,json=includeEnded,proto3" json:"include_ended,omitempty"`
 	// Only sessions whose labels match this selector (BreakpointSpec.label_selector syntax).
 	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// Most sessions in one answer; 0 = as many as fit the page's byte budget.
+	// Whatever it says, an answer stops at that budget (2 MiB, or half the
+	// daemon's --max-message-bytes when that is smaller) and always holds at
+	// least one session.
+	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to go on: a previous answer's `next_page_token`; empty = from the first.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1969,11 +1976,28 @@ func (x *ListSessionsRequest) GetLabelSelector() string {
 	return ""
 }
 
+func (x *ListSessionsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSessionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // Response of SessionService.ListSessions.
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sessions, oldest first.
-	Sessions      []*Session `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Sessions []*Session `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Set when more sessions follow: pass it as `page_token` to get them.
+	// Empty on the last page. Opaque; it stays valid while sessions come and go.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2013,6 +2037,13 @@ func (x *ListSessionsResponse) GetSessions() []*Session {
 		return x.Sessions
 	}
 	return nil
+}
+
+func (x *ListSessionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // Request of SessionService.GetSession.
@@ -3778,12 +3809,16 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x18.stepd.v1.DisconnectModeR\x04mode\"A\n" +
 	"\x12DisconnectResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.stepd.v1.SessionR\asession\"a\n" +
+	"\asession\x18\x01 \x01(\v2\x11.stepd.v1.SessionR\asession\"\x9d\x01\n" +
 	"\x13ListSessionsRequest\x12#\n" +
 	"\rinclude_ended\x18\x01 \x01(\bR\fincludeEnded\x12%\n" +
-	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\"E\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"m\n" +
 	"\x14ListSessionsResponse\x12-\n" +
-	"\bsessions\x18\x01 \x03(\v2\x11.stepd.v1.SessionR\bsessions\"2\n" +
+	"\bsessions\x18\x01 \x03(\v2\x11.stepd.v1.SessionR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\xa8\x01\n" +

@@ -54,7 +54,7 @@ type SessionServiceClient interface {
 	Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (*AttachResponse, error)
 	// Ends a session: terminates or detaches the debuggee.
 	Disconnect(ctx context.Context, in *DisconnectRequest, opts ...grpc.CallOption) (*DisconnectResponse, error)
-	// Lists sessions.
+	// Lists sessions, oldest first, a page at a time (see ListSessionsRequest.page_token).
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// One session with its capabilities, threads and exception filters.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
@@ -278,7 +278,7 @@ type SessionServiceServer interface {
 	Attach(context.Context, *AttachRequest) (*AttachResponse, error)
 	// Ends a session: terminates or detaches the debuggee.
 	Disconnect(context.Context, *DisconnectRequest) (*DisconnectResponse, error)
-	// Lists sessions.
+	// Lists sessions, oldest first, a page at a time (see ListSessionsRequest.page_token).
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// One session with its capabilities, threads and exception filters.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)

@@ -356,6 +356,16 @@ class ListBreakpointsRequest(_message.Message):
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     FOR_LABELS_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """Most breakpoints in one answer; 0 = as many as fit the page's byte budget.
+    Whatever it says, an answer stops at that budget (2 MiB, or half the
+    daemon's --max-message-bytes when that is smaller) and always holds at
+    least one breakpoint.
+    """
+    page_token: _builtins.str
+    """Where to go on: a previous answer's `next_page_token`; empty = from the first."""
     @_builtins.property
     def for_labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Only breakpoints whose label selector would apply to a session with these labels; empty = all."""
@@ -364,10 +374,12 @@ class ListBreakpointsRequest(_message.Message):
         self,
         *,
         for_labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["for_labels", b"for_labels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["for_labels", b"for_labels", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -380,6 +392,12 @@ class ListBreakpointsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     BREAKPOINTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Set when more breakpoints follow: pass it as `page_token` to get them.
+    Empty on the last page. Opaque; it stays valid while breakpoints change
+    (a page resumes after the last breakpoint of the page before).
+    """
     @_builtins.property
     def breakpoints(self) -> _containers.RepeatedCompositeFieldContainer[Global___Breakpoint]:
         """Breakpoints in creation order."""
@@ -388,10 +406,11 @@ class ListBreakpointsResponse(_message.Message):
         self,
         *,
         breakpoints: _abc.Iterable[Global___Breakpoint] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoints", b"breakpoints"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoints", b"breakpoints", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

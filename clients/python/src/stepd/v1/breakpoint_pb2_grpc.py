@@ -68,7 +68,7 @@ class BreakpointServiceServicer:
     """
 
     def ListBreakpoints(self, request, context):
-        """Lists breakpoints, in creation order.
+        """Lists breakpoints, in creation order, a page at a time (see ListBreakpointsRequest.page_token).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

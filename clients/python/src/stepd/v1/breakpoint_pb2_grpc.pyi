@@ -38,7 +38,7 @@ class BreakpointServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> BreakpointServiceAsyncStub: ...
     ListBreakpoints: _grpc.UnaryUnaryMultiCallable[_breakpoint_pb2.ListBreakpointsRequest, _breakpoint_pb2.ListBreakpointsResponse]
-    """Lists breakpoints, in creation order."""
+    """Lists breakpoints, in creation order, a page at a time (see ListBreakpointsRequest.page_token)."""
     AddBreakpoint: _grpc.UnaryUnaryMultiCallable[_breakpoint_pb2.AddBreakpointRequest, _breakpoint_pb2.AddBreakpointResponse]
     """Validates and stores a new breakpoint."""
     RemoveBreakpoint: _grpc.UnaryUnaryMultiCallable[_breakpoint_pb2.RemoveBreakpointRequest, _breakpoint_pb2.RemoveBreakpointResponse]
@@ -56,7 +56,7 @@ class BreakpointServiceAsyncStub(BreakpointServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListBreakpoints: _aio.UnaryUnaryMultiCallable[_breakpoint_pb2.ListBreakpointsRequest, _breakpoint_pb2.ListBreakpointsResponse]  # type: ignore[assignment]
-    """Lists breakpoints, in creation order."""
+    """Lists breakpoints, in creation order, a page at a time (see ListBreakpointsRequest.page_token)."""
     AddBreakpoint: _aio.UnaryUnaryMultiCallable[_breakpoint_pb2.AddBreakpointRequest, _breakpoint_pb2.AddBreakpointResponse]  # type: ignore[assignment]
     """Validates and stores a new breakpoint."""
     RemoveBreakpoint: _aio.UnaryUnaryMultiCallable[_breakpoint_pb2.RemoveBreakpointRequest, _breakpoint_pb2.RemoveBreakpointResponse]  # type: ignore[assignment]
@@ -77,7 +77,7 @@ class BreakpointServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _breakpoint_pb2.ListBreakpointsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_breakpoint_pb2.ListBreakpointsResponse, _abc.Awaitable[_breakpoint_pb2.ListBreakpointsResponse]]:
-        """Lists breakpoints, in creation order."""
+        """Lists breakpoints, in creation order, a page at a time (see ListBreakpointsRequest.page_token)."""
 
     @_abc_1.abstractmethod
     def AddBreakpoint(

@@ -279,6 +279,8 @@ class Snapshot(_message.Message):
     PAUSES_FIELD_NUMBER: _builtins.int
     BREAKPOINTS_FIELD_NUMBER: _builtins.int
     BREAKPOINT_STATUSES_FIELD_NUMBER: _builtins.int
+    MORE_FIELD_NUMBER: _builtins.int
+    PART_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The state includes every event up to and including this seq; continue
     your cursor from it. Never 0: sequences start at the daemon's start time
@@ -286,6 +288,16 @@ class Snapshot(_message.Message):
     """
     instance_id: _builtins.str
     """The daemon instance, so a client can tell a restart."""
+    more: _builtins.bool
+    """True when this is one part of a snapshot too large for one message and
+    more parts follow. Parts are sent back to back, nothing between them;
+    each carries the same `seq` and `instance_id` and some of the lists
+    above, in order. The state is the lists of all parts concatenated, up to
+    and including the first part with `more` false. A snapshot that fits one
+    message (the common case) is one part with `more` false.
+    """
+    part: _builtins.int
+    """Which part this is, from 0."""
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[_session_pb2.Session]:
         """Sessions (live ones and recently ended ones), with their threads."""
@@ -311,10 +323,12 @@ class Snapshot(_message.Message):
         pauses: _abc.Iterable[_pause_pb2.Pause] | None = ...,
         breakpoints: _abc.Iterable[_breakpoint_pb2.Breakpoint] | None = ...,
         breakpoint_statuses: _abc.Iterable[_breakpoint_pb2.BreakpointStatus] | None = ...,
+        more: _builtins.bool = ...,
+        part: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_statuses", b"breakpoint_statuses", "breakpoints", b"breakpoints", "instance_id", b"instance_id", "pauses", b"pauses", "seq", b"seq", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_statuses", b"breakpoint_statuses", "breakpoints", b"breakpoints", "instance_id", b"instance_id", "more", b"more", "part", b"part", "pauses", b"pauses", "seq", b"seq", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -41,8 +41,17 @@ class EventServiceStub:
       (sessions, threads, pending pauses, breakpoints) taken at the same instant
       the subscription starts, so nothing falls between "state now" and "tell me
       when it changes"; then it sends events as they happen.
+    - A snapshot larger than one page (2 MiB, or half the daemon's
+      --max-message-bytes when that is smaller) comes in parts: consecutive
+      `snapshot` events with the same seq, `Snapshot.more` set on all but the
+      last. Merge them (concatenate their lists) before using the state.
     - A later Watch replaces the filter (it does not add to it) and is answered
-      the same way.
+      the same way. A Watch that arrives while the answer to an earlier one has
+      not started to leave the daemon replaces that answer: the earlier
+      snapshot is never sent, so a client that does not read pins at most one
+      snapshot beside the one already on its way.
+    - A Watch over its size limits (docs/reliability.md) is answered with an
+      `error` event (LIMIT_EXCEEDED) and changes nothing.
     - Every event carries `seq` from one daemon-wide counter: within any session
       and in the daemon-level stream the numbers strictly increase. A client's
       cursor is the highest seq it has seen, whatever its filter.
@@ -51,8 +60,11 @@ class EventServiceStub:
       events instead of a snapshot; otherwise it sends `gap` (what was lost) and
       then a fresh snapshot. Cursors from an earlier daemon instance always take
       the gap path.
-    - A subscriber that reads too slowly is never waited for: when its bounded
-      buffer overflows it receives `gap` and then a fresh snapshot. Loss is
+    - A subscriber that reads too slowly is never waited for: its buffer is
+      bounded in events and in bytes (--subscriber-buffer,
+      --subscriber-buffer-bytes); when it overflows, the events it holds are
+      dropped, and once it has read what was already on its way it receives
+      `gap` (from the first event dropped) and then a fresh snapshot. Loss is
       never silent.
     - `heartbeat` events are sent when the stream has been quiet for the
       configured interval (default 30 s).
@@ -75,8 +87,17 @@ class EventServiceAsyncStub(EventServiceStub):
       (sessions, threads, pending pauses, breakpoints) taken at the same instant
       the subscription starts, so nothing falls between "state now" and "tell me
       when it changes"; then it sends events as they happen.
+    - A snapshot larger than one page (2 MiB, or half the daemon's
+      --max-message-bytes when that is smaller) comes in parts: consecutive
+      `snapshot` events with the same seq, `Snapshot.more` set on all but the
+      last. Merge them (concatenate their lists) before using the state.
     - A later Watch replaces the filter (it does not add to it) and is answered
-      the same way.
+      the same way. A Watch that arrives while the answer to an earlier one has
+      not started to leave the daemon replaces that answer: the earlier
+      snapshot is never sent, so a client that does not read pins at most one
+      snapshot beside the one already on its way.
+    - A Watch over its size limits (docs/reliability.md) is answered with an
+      `error` event (LIMIT_EXCEEDED) and changes nothing.
     - Every event carries `seq` from one daemon-wide counter: within any session
       and in the daemon-level stream the numbers strictly increase. A client's
       cursor is the highest seq it has seen, whatever its filter.
@@ -85,8 +106,11 @@ class EventServiceAsyncStub(EventServiceStub):
       events instead of a snapshot; otherwise it sends `gap` (what was lost) and
       then a fresh snapshot. Cursors from an earlier daemon instance always take
       the gap path.
-    - A subscriber that reads too slowly is never waited for: when its bounded
-      buffer overflows it receives `gap` and then a fresh snapshot. Loss is
+    - A subscriber that reads too slowly is never waited for: its buffer is
+      bounded in events and in bytes (--subscriber-buffer,
+      --subscriber-buffer-bytes); when it overflows, the events it holds are
+      dropped, and once it has read what was already on its way it receives
+      `gap` (from the first event dropped) and then a fresh snapshot. Loss is
       never silent.
     - `heartbeat` events are sent when the stream has been quiet for the
       configured interval (default 30 s).
@@ -112,8 +136,17 @@ class EventServiceServicer(metaclass=_abc_1.ABCMeta):
           (sessions, threads, pending pauses, breakpoints) taken at the same instant
           the subscription starts, so nothing falls between "state now" and "tell me
           when it changes"; then it sends events as they happen.
+        - A snapshot larger than one page (2 MiB, or half the daemon's
+          --max-message-bytes when that is smaller) comes in parts: consecutive
+          `snapshot` events with the same seq, `Snapshot.more` set on all but the
+          last. Merge them (concatenate their lists) before using the state.
         - A later Watch replaces the filter (it does not add to it) and is answered
-          the same way.
+          the same way. A Watch that arrives while the answer to an earlier one has
+          not started to leave the daemon replaces that answer: the earlier
+          snapshot is never sent, so a client that does not read pins at most one
+          snapshot beside the one already on its way.
+        - A Watch over its size limits (docs/reliability.md) is answered with an
+          `error` event (LIMIT_EXCEEDED) and changes nothing.
         - Every event carries `seq` from one daemon-wide counter: within any session
           and in the daemon-level stream the numbers strictly increase. A client's
           cursor is the highest seq it has seen, whatever its filter.
@@ -122,8 +155,11 @@ class EventServiceServicer(metaclass=_abc_1.ABCMeta):
           events instead of a snapshot; otherwise it sends `gap` (what was lost) and
           then a fresh snapshot. Cursors from an earlier daemon instance always take
           the gap path.
-        - A subscriber that reads too slowly is never waited for: when its bounded
-          buffer overflows it receives `gap` and then a fresh snapshot. Loss is
+        - A subscriber that reads too slowly is never waited for: its buffer is
+          bounded in events and in bytes (--subscriber-buffer,
+          --subscriber-buffer-bytes); when it overflows, the events it holds are
+          dropped, and once it has read what was already on its way it receives
+          `gap` (from the first event dropped) and then a fresh snapshot. Loss is
           never silent.
         - `heartbeat` events are sent when the stream has been quiet for the
           configured interval (default 30 s).

@@ -1080,19 +1080,31 @@ class ListSessionsRequest(_message.Message):
 
     INCLUDE_ENDED_FIELD_NUMBER: _builtins.int
     LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     include_ended: _builtins.bool
     """Include ended sessions still remembered."""
     label_selector: _builtins.str
     """Only sessions whose labels match this selector (BreakpointSpec.label_selector syntax)."""
+    page_size: _builtins.int
+    """Most sessions in one answer; 0 = as many as fit the page's byte budget.
+    Whatever it says, an answer stops at that budget (2 MiB, or half the
+    daemon's --max-message-bytes when that is smaller) and always holds at
+    least one session.
+    """
+    page_token: _builtins.str
+    """Where to go on: a previous answer's `next_page_token`; empty = from the first."""
     def __init__(
         self,
         *,
         include_ended: _builtins.bool = ...,
         label_selector: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_ended", b"include_ended", "label_selector", b"label_selector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_ended", b"include_ended", "label_selector", b"label_selector", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1105,6 +1117,11 @@ class ListSessionsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SESSIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Set when more sessions follow: pass it as `page_token` to get them.
+    Empty on the last page. Opaque; it stays valid while sessions come and go.
+    """
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Session]:
         """Sessions, oldest first."""
@@ -1113,10 +1130,11 @@ class ListSessionsResponse(_message.Message):
         self,
         *,
         sessions: _abc.Iterable[Global___Session] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -156,7 +156,7 @@ class SessionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSessions(self, request, context):
-        """Lists sessions.
+        """Lists sessions, oldest first, a page at a time (see ListSessionsRequest.page_token).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

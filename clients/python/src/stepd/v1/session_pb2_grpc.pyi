@@ -45,7 +45,7 @@ class SessionServiceStub:
     Disconnect: _grpc.UnaryUnaryMultiCallable[_session_pb2.DisconnectRequest, _session_pb2.DisconnectResponse]
     """Ends a session: terminates or detaches the debuggee."""
     ListSessions: _grpc.UnaryUnaryMultiCallable[_session_pb2.ListSessionsRequest, _session_pb2.ListSessionsResponse]
-    """Lists sessions."""
+    """Lists sessions, oldest first, a page at a time (see ListSessionsRequest.page_token)."""
     GetSession: _grpc.UnaryUnaryMultiCallable[_session_pb2.GetSessionRequest, _session_pb2.GetSessionResponse]
     """One session with its capabilities, threads and exception filters."""
     Continue: _grpc.UnaryUnaryMultiCallable[_session_pb2.ContinueRequest, _session_pb2.ContinueResponse]
@@ -90,7 +90,7 @@ class SessionServiceAsyncStub(SessionServiceStub):
     Disconnect: _aio.UnaryUnaryMultiCallable[_session_pb2.DisconnectRequest, _session_pb2.DisconnectResponse]  # type: ignore[assignment]
     """Ends a session: terminates or detaches the debuggee."""
     ListSessions: _aio.UnaryUnaryMultiCallable[_session_pb2.ListSessionsRequest, _session_pb2.ListSessionsResponse]  # type: ignore[assignment]
-    """Lists sessions."""
+    """Lists sessions, oldest first, a page at a time (see ListSessionsRequest.page_token)."""
     GetSession: _aio.UnaryUnaryMultiCallable[_session_pb2.GetSessionRequest, _session_pb2.GetSessionResponse]  # type: ignore[assignment]
     """One session with its capabilities, threads and exception filters."""
     Continue: _aio.UnaryUnaryMultiCallable[_session_pb2.ContinueRequest, _session_pb2.ContinueResponse]  # type: ignore[assignment]
@@ -156,7 +156,7 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _session_pb2.ListSessionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_session_pb2.ListSessionsResponse, _abc.Awaitable[_session_pb2.ListSessionsResponse]]:
-        """Lists sessions."""
+        """Lists sessions, oldest first, a page at a time (see ListSessionsRequest.page_token)."""
 
     @_abc_1.abstractmethod
     def GetSession(
