@@ -27,7 +27,7 @@ use stepd_e2e::{Daemon, TempDir, reason};
 use stepd_proto::v1::{
     ConnectRequest, ErrorReason, Hello, PingRequest, SubscribeRequest, Watch,
     connect_request::Message as ProbeMessage, daemon_service_client::DaemonServiceClient,
-    subscribe_request::Message as SubscribeMessage,
+    event::Payload, subscribe_request::Message as SubscribeMessage,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_stream::StreamExt as _;
@@ -310,6 +310,9 @@ async fn call(
     .expect("a method path");
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.map_err(|e| e.to_string())?;
+    // Errors a stream reports as messages (a Subscribe `error` event, a
+    // probe's `HitRefused`) rather than by ending.
+    let mut stream_errors: Vec<i32> = Vec::new();
     let answer = tokio::time::timeout(PATIENCE, async {
         if method.is_client_streaming() {
             // The bad message first, then the same after a good one.
@@ -340,7 +343,10 @@ async fn call(
                             tokio::time::timeout(PATIENCE / 3, inbound.message()).await
                         {
                             match next {
-                                Ok(Some(_)) => {}
+                                Ok(Some(bytes)) => {
+                                    stream_errors
+                                        .extend(stream_error(method.output().full_name(), &bytes));
+                                }
                                 Ok(None) => break,
                                 Err(status) => return Some(Err(status)),
                             }
@@ -376,12 +382,51 @@ async fn call(
         }
     })
     .await;
+    for reason in &stream_errors {
+        let named = ErrorReason::try_from(*reason)
+            .map(|r| {
+                r.as_str_name()
+                    .trim_start_matches("ERROR_REASON_")
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        if !reasons.contains(&named) {
+            return Err(format!("a stream error with reason {reason} ({named:?})"));
+        }
+    }
+    if let (Ok(Some(Ok(()))) | Err(_), Some(first)) = (&answer, stream_errors.first()) {
+        let named = ErrorReason::try_from(*first).map(|r| {
+            r.as_str_name()
+                .trim_start_matches("ERROR_REASON_")
+                .to_owned()
+        });
+        return Ok(Outcome::Refused(named.unwrap_or_default()));
+    }
     match answer {
         Err(_) => Ok(Outcome::StillWaiting),
         Ok(None) => Err("the connection broke".into()),
         Ok(Some(Ok(()))) => Ok(Outcome::Answered),
         Ok(Some(Err(status))) => judge(&status, reasons),
     }
+}
+
+/// The reason of an error a stream sent as a message, if this is one.
+fn stream_error(output: &str, bytes: &[u8]) -> Option<i32> {
+    use stepd_proto::v1::{ConnectResponse, SubscribeResponse, connect_response::Message as Out};
+    if output == "stepd.v1.SubscribeResponse"
+        && let Ok(response) = SubscribeResponse::decode(bytes)
+        && let Some(Payload::Error(error)) = response.event.and_then(|e| e.payload)
+    {
+        return Some(error.reason);
+    }
+    if output == "stepd.v1.ConnectResponse"
+        && let Ok(ConnectResponse {
+            message: Some(Out::Refused(refused)),
+        }) = ConnectResponse::decode(bytes)
+    {
+        return Some(refused.error.map_or(0, |e| e.reason));
+    }
+    None
 }
 
 async fn alive(channel: Channel) {

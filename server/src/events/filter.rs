@@ -4,6 +4,8 @@ use std::collections::HashSet;
 
 use stepd_proto::v1::{Event, EventChannel, Watch, event::Payload};
 
+use crate::error::{ApiError, ApiResult};
+
 /// A subscriber's filter: sessions and channels; empty sets mean "all".
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -13,7 +15,23 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// The filter a Watch asks for. Unknown channel numbers are ignored.
+    /// Refuses a Watch naming a channel stepd does not have: watching only
+    /// an unknown channel would otherwise read as watching every channel.
+    pub fn check(watch: &Watch) -> ApiResult<()> {
+        match watch
+            .channels
+            .iter()
+            .find(|c| EventChannel::try_from(**c).is_err())
+        {
+            Some(unknown) => Err(ApiError::invalid_field(
+                "watch.channels",
+                format!("no event channel {unknown}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The filter a Watch asks for (one [`Filter::check`] let through).
     pub fn from_watch(watch: &Watch) -> Self {
         let channels = watch
             .channels
@@ -101,5 +119,16 @@ mod tests {
         assert!(!f.admits(&event("s1", Payload::Output(Output::default()))));
         assert!(f.admits(&event("s1", Payload::Gap(Default::default()))));
         assert!(Filter::default().admits(&event("s9", Payload::Output(Output::default()))));
+    }
+
+    #[test]
+    fn an_unknown_channel_is_refused_rather_than_read_as_all() {
+        let unknown = Watch {
+            channels: vec![EventChannel::Execution as i32, 999],
+            ..Default::default()
+        };
+        let err = Filter::check(&unknown).unwrap_err();
+        assert_eq!(err.reason(), stepd_proto::v1::ErrorReason::InvalidArgument);
+        assert!(Filter::check(&Watch::default()).is_ok());
     }
 }

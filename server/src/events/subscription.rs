@@ -292,7 +292,7 @@ impl Subscriber {
                 },
                 message = inbound.next(), if reading => match message {
                     Some(Ok(SubscribeRequest { message: Some(Message::Watch(watch)) })) => {
-                        match crate::limits::watch(&watch) {
+                        match crate::limits::watch(&watch).and_then(|()| Filter::check(&watch)) {
                             Err(err) => st.push(local(Payload::Error(err.to_stream_error(""))), Kind::Local),
                             Ok(()) => {
                                 if !watch.client_name.is_empty() {
