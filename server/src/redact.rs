@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use stepd_proto::v1::{DisplayValue, Local, Location, Pause, Variable, event::Payload};
+use stepd_proto::v1::{DisplayValue, Local, Location, Pause, PointInfo, Variable, event::Payload};
 
 /// What a masked value reads as: it says that it is a mask.
 pub const MASK: &str = "<redacted>";
@@ -96,6 +96,39 @@ impl Redactor {
         if let Some(location) = &mut pause.location {
             self.location(location);
         }
+        if let Some(point) = &mut pause.point {
+            self.point(point);
+        }
+    }
+
+    /// A probe point's payload: values under matching keys are masked.
+    pub fn point(&self, point: &mut PointInfo) {
+        if let Some(payload) = &mut point.payload {
+            self.value(payload);
+        }
+    }
+
+    /// A structured value, in place.
+    pub fn value(&self, value: &mut prost_types::Value) {
+        use prost_types::value::Kind;
+        match &mut value.kind {
+            Some(Kind::StructValue(object)) => {
+                for (key, field) in &mut object.fields {
+                    if self.name(key) {
+                        field.kind = Some(Kind::StringValue(MASK.to_owned()));
+                    } else {
+                        self.value(field);
+                    }
+                }
+            }
+            Some(Kind::ListValue(list)) => list.values.iter_mut().for_each(|v| self.value(v)),
+            Some(Kind::StringValue(text)) => {
+                if let Cow::Owned(masked) = self.text(text) {
+                    *text = masked;
+                }
+            }
+            _ => {}
+        }
     }
 
     /// A location: the source shown with it can hold a secret written there.
@@ -128,6 +161,9 @@ impl Redactor {
                 trace.changed_locals.iter_mut().for_each(|l| self.local(l));
                 if let Some(location) = &mut trace.location {
                     self.location(location);
+                }
+                if let Some(point) = &mut trace.point {
+                    self.point(point);
                 }
                 if let Some(value) = &mut trace.value {
                     self.display("", value);

@@ -1081,3 +1081,85 @@ async fn an_ended_session_is_forgotten_everywhere_at_once() {
         .unwrap();
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn a_redacted_key_never_leaves_the_daemon_from_a_probe() {
+    use stepd_proto::v1::{
+        DisplayValue, InspectRequest, InspectSource, Local, inspect_source::Source,
+        inspector_service_client::InspectorServiceClient,
+    };
+    let daemon = Daemon::start(&["--redact", "api_key"]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    let (mut probe, _) = Probe::connect(&daemon, &[]).await;
+    let bp = dap::add_breakpoint(&daemon, probe_spec("tool_call", "*")).await;
+    let Out::Armed(_) = next(&mut probe.rx).await else {
+        panic!("expected Armed")
+    };
+    let args = object(&[
+        ("url", string("https://api.example.com")),
+        ("API_KEY", string("sk-s3cr3t")),
+        ("headers", object(&[("x-api_key", string("sk-s3cr3t"))])),
+    ]);
+    probe
+        .send(In::Hit(Hit {
+            hit_id: "h1".into(),
+            point: Some(PointInfo {
+                kind: "tool_call".into(),
+                name: "http".into(),
+                payload: Some(args),
+                scope_path: vec!["turn".into()],
+                ..Default::default()
+            }),
+            coor: vec![0, 1],
+            breakpoint_ids: vec![bp],
+            locals: vec![Local {
+                name: "api_key".into(),
+                value: Some(DisplayValue {
+                    text: "'sk-s3cr3t'".into(),
+                    r#type: "str".into(),
+                    truncated: false,
+                }),
+            }],
+            ..Default::default()
+        }))
+        .await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    assert_eq!(dap::local(&pause, "api_key"), "<redacted>");
+    let root = InspectorServiceClient::new(daemon.channel().await)
+        .inspect(InspectRequest {
+            session_id: probe.session_id.clone(),
+            source: Some(InspectSource {
+                source: Some(Source::PauseValue(pause.key.clone())),
+            }),
+            config: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let evaluating = answer(
+        &daemon,
+        &pause.key,
+        Command::Eval(EvalCommand {
+            code: "api_key".into(),
+        }),
+    );
+    let evaluating_at_probe = async {
+        let Out::Eval(eval) = next(&mut probe.rx).await else {
+            panic!("expected Eval")
+        };
+        probe
+            .send(In::EvalResult(EvalResult {
+                eval_id: eval.eval_id,
+                value: "'sk-s3cr3t'".into(),
+                ..Default::default()
+            }))
+            .await;
+    };
+    let (eval, ()) = tokio::join!(evaluating, evaluating_at_probe);
+    let eval = eval.unwrap();
+    let shown = format!("{pause:?}\n{root:?}\n{eval:?}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+    daemon.stop().await;
+}

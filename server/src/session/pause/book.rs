@@ -95,11 +95,17 @@ impl<T> PauseBook<T> {
     }
 
     /// Opens a pause: registered for answers and sent to every subscriber.
-    pub fn open(&mut self, mut pause: Pause, data: T, all_threads_stopped: bool) {
-        // Masked before it is kept anywhere, so no copy holds the secret.
-        self.redactor.pause(&mut pause);
+    pub fn open(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
+        let pause = self.masked(pause);
         self.registry.register(pause.clone(), self.answers.clone());
         self.opened(pause, data, all_threads_stopped);
+    }
+
+    /// A new pause as it may be kept: masked before the registry, the
+    /// event ring or any subscriber holds a copy.
+    fn masked(&self, mut pause: Pause) -> Pause {
+        self.redactor.pause(&mut pause);
+        pause
     }
 
     /// A registered pause: sent to every subscriber and kept.
@@ -134,6 +140,7 @@ impl<T> PauseBook<T> {
             .with("limit", "max_probe_pauses")
             .with("max", max.to_string()));
         }
+        let pause = self.masked(pause);
         self.registry
             .try_register(pause.clone(), self.answers.clone())?;
         self.opened(pause, data, false);
