@@ -307,6 +307,40 @@ mod tests {
     }
 
     #[test]
+    fn field_rules_ask_more_than_their_method() {
+        use stepd_proto::v1::{FrameExpression, InspectSource};
+        let who = |role| Identity {
+            name: format!("token:{role}"),
+            role,
+            how: super::super::How::Token,
+        };
+        let (viewer, controller, admin) =
+            (who(Role::Viewer), who(Role::Controller), who(Role::Admin));
+        let custom = vec!["my-adapter".to_owned()];
+        let err = adapter_command(&controller, &custom).unwrap_err();
+        assert_eq!(err.reason(), ErrorReason::PermissionDenied);
+        assert!(
+            err.message().contains("adapter_command"),
+            "{}",
+            err.message()
+        );
+        assert!(adapter_command(&admin, &custom).is_ok());
+        assert!(adapter_command(&controller, &[]).is_ok());
+        let expression = InspectRequest {
+            source: Some(InspectSource {
+                source: Some(Source::Expression(FrameExpression::default())),
+            }),
+            ..Default::default()
+        };
+        assert!(inspect(&viewer, &expression).is_err());
+        assert!(inspect(&controller, &expression).is_ok());
+        assert!(inspect(&viewer, &InspectRequest::default()).is_ok());
+        assert!(answer_pause(&viewer).is_err());
+        assert!(answer_pause(&controller).is_ok());
+        assert!(answer_pause(&who(Role::Probe)).is_err());
+    }
+
+    #[test]
     fn roles_nest_and_probe_stands_apart() {
         use Role as R;
         let may = |r: R| {
