@@ -8,7 +8,11 @@
 //!   debugpy and lldb-dap 19; then a traced pass showing where stepd's time goes.
 //! - `stepd-bench launch [RUNS]`: Launch → first stop of a hello world, through
 //!   stepd and straight to the adapter.
+//! - `stepd-bench auth [CALLS] [ROUNDS]`: Ping as the daemon's own user, with
+//!   a token and with the local token (and before authentication, given
+//!   `STEPD_BASE_BIN`).
 
+mod auth;
 mod direct;
 mod fanout;
 mod inspect;
@@ -20,7 +24,8 @@ mod via_stepd;
 
 const USAGE: &str = "usage: stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]
        stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]
-       stepd-bench launch [RUNS]";
+       stepd-bench launch [RUNS]
+       stepd-bench auth [CALLS] [ROUNDS]";
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> anyhow::Result<T>
 where
@@ -50,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
             step::run(arg(&args, 2, 200)?, arg(&args, 3, 10)?, arg(&args, 4, 50)?).await
         }
         Some("launch") => launch::run(arg(&args, 2, 10)?).await,
+        Some("auth") => auth::run(arg(&args, 2, 500)?, arg(&args, 3, 10)?).await,
         Some("inspect") => inspect::run(arg(&args, 2, 30)?).await,
         _ => {
             eprintln!("{USAGE}");

@@ -105,6 +105,18 @@ pub struct Cli {
     /// How long a new TCP connection may stay without sending a request before it is closed, e.g. "10s".
     #[arg(long, env = "STEPD_FIRST_REQUEST_TIMEOUT")]
     pub first_request_timeout: Option<String>,
+    /// Bearer tokens file: `NAME ROLE sha256:HEX` a line (see `stepd token add`); re-read when it changes and on SIGHUP.
+    #[arg(long, env = "STEPD_AUTH_TOKENS")]
+    pub auth_tokens: Option<PathBuf>,
+    /// Most Subscribe streams one identity may have open.
+    #[arg(long, env = "STEPD_MAX_SUBSCRIBERS_PER_IDENTITY")]
+    pub max_subscribers_per_identity: Option<usize>,
+    /// Most inspectors one identity may have open through Inspect.
+    #[arg(long, env = "STEPD_MAX_INSPECTORS_PER_IDENTITY")]
+    pub max_inspectors_per_identity: Option<usize>,
+    /// Manage tokens instead of serving.
+    #[command(subcommand)]
+    pub command: Option<crate::auth::cli::Command>,
 }
 
 /// The TOML file: the same settings as the flags.
@@ -134,6 +146,9 @@ struct FileConfig {
     max_inspectors: Option<usize>,
     max_connections: Option<usize>,
     first_request_timeout: Option<String>,
+    auth_tokens: Option<PathBuf>,
+    max_subscribers_per_identity: Option<usize>,
+    max_inspectors_per_identity: Option<usize>,
 }
 
 /// Log output format.
@@ -196,6 +211,12 @@ pub struct Config {
     pub max_connections: usize,
     /// Time a new connection has to send its first request.
     pub first_request_timeout: Duration,
+    /// The bearer tokens file, if any.
+    pub auth_tokens: Option<PathBuf>,
+    /// Subscribe streams cap per identity.
+    pub max_subscribers_per_identity: usize,
+    /// Inspectors cap per identity (those opened by Inspect).
+    pub max_inspectors_per_identity: usize,
 }
 
 impl Config {
@@ -341,6 +362,19 @@ impl Config {
                 "first-request-timeout",
                 cli.first_request_timeout.or(file.first_request_timeout),
                 Duration::from_secs(10),
+            )?,
+            auth_tokens: cli.auth_tokens.or(file.auth_tokens),
+            max_subscribers_per_identity: positive(
+                "max-subscribers-per-identity",
+                cli.max_subscribers_per_identity
+                    .or(file.max_subscribers_per_identity),
+                256,
+            )?,
+            max_inspectors_per_identity: positive(
+                "max-inspectors-per-identity",
+                cli.max_inspectors_per_identity
+                    .or(file.max_inspectors_per_identity),
+                64,
             )?,
         })
     }

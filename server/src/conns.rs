@@ -318,10 +318,12 @@ impl Drop for Conn {
 }
 
 impl Connected for Conn {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = crate::auth::peer::TcpPeer;
 
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.connect_info()
+    /// Called once per connection: the peer's uid is looked up here, not
+    /// per request.
+    fn connect_info(&self) -> crate::auth::peer::TcpPeer {
+        crate::auth::peer::TcpPeer::of(&self.stream)
     }
 }
 

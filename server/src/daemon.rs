@@ -13,6 +13,7 @@ use stepd_proto::v1::ErrorReason;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    auth::limits::PerIdentity,
     breakpoints::Breakpoints,
     config::Config,
     dap_session::Launcher,
@@ -51,6 +52,10 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     /// Addresses actually served (known once bound).
     pub listen: OnceLock<Vec<String>>,
+    /// Subscribe streams held by each identity.
+    pub subscribers_per_identity: Arc<PerIdentity>,
+    /// Inspectors opened by Inspect, held by each identity.
+    pub inspectors_per_identity: Arc<PerIdentity>,
     subscribers: Arc<AtomicUsize>,
 }
 
@@ -119,6 +124,16 @@ impl Daemon {
             shutdown: CancellationToken::new(),
             listen: OnceLock::new(),
             subscribers: Arc::new(AtomicUsize::new(0)),
+            subscribers_per_identity: PerIdentity::new(
+                "max_subscribers_per_identity",
+                "subscribers",
+                config.max_subscribers_per_identity,
+            ),
+            inspectors_per_identity: PerIdentity::new(
+                "max_inspectors_per_identity",
+                "inspectors",
+                config.max_inspectors_per_identity,
+            ),
             config,
         })
     }

@@ -85,6 +85,11 @@ impl ApiError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// The gRPC code it is sent with.
+    pub fn code(&self) -> Code {
+        self.code
+    }
 }
 
 /// How many characters of a client-supplied value an error quotes: enough to

@@ -7,6 +7,7 @@
 //! `dap_session` and `probe` (the two kinds of session), `inspector`.
 
 pub mod api;
+pub mod auth;
 pub mod breakpoints;
 pub mod config;
 pub mod conns;

@@ -5,7 +5,11 @@ use stepd::config::{Cli, Config};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let config = match Config::resolve(Cli::parse()) {
+    let mut cli = Cli::parse();
+    if let Some(command) = cli.command.take() {
+        return stepd::auth::cli::run(command);
+    }
+    let config = match Config::resolve(cli) {
         Ok(config) => config,
         Err(err) => {
             eprintln!("stepd: {err:#}");

@@ -28,6 +28,7 @@ use crate::{
         breakpoint::BreakpointApi, daemon::DaemonApi, event::EventApi, inspector::InspectorApi,
         probe::ProbeApi, session::SessionApi,
     },
+    auth::layer::AuthLayer,
     config::Config,
     conns::{Conns, SeenLayer},
     daemon::Daemon,
@@ -66,6 +67,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         Some(path) => Some((bind_unix(path)?, path.clone())),
         None => None,
     };
+    let auth = Arc::new(crate::auth::Auth::new(
+        &config.data_dir,
+        config.auth_tokens.as_deref(),
+        config.insecure,
+    )?);
     let daemon = Arc::new(Daemon::open(config).await?);
     let mut listen = vec![tcp_addr.to_string()];
     if let Some((_, path)) = &unix {
@@ -79,10 +85,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         daemon.config.max_connections,
         daemon.config.first_request_timeout,
     );
-    let router = router(&daemon, health_service, &conns)?;
+    let router = router(&daemon, health_service, &conns, &auth)?;
 
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(on_signal(shutdown.clone()));
+    tokio::spawn(reload_on_hangup(auth.clone()));
     tokio::spawn({
         let shutdown = shutdown.clone();
         let health = health.clone();
@@ -169,8 +176,11 @@ type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
 type Layered = tower::layer::util::Stack<
     SeenLayer,
     tower::layer::util::Stack<
-        tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
-        tower::layer::util::Identity,
+        AuthLayer,
+        tower::layer::util::Stack<
+            tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
+            tower::layer::util::Identity,
+        >,
     >,
 >;
 
@@ -186,6 +196,7 @@ fn router(
         impl tonic_health::pb::health_server::Health,
     >,
     conns: &Conns,
+    auth: &Arc<crate::auth::Auth>,
 ) -> anyhow::Result<Router<Layered>> {
     let max = daemon.config.max_message_bytes;
     // Every served service is described, health and reflection included, so
@@ -218,6 +229,9 @@ fn router(
         .layer(tower::util::MapResponseLayer::new(
             remap_refusals as fn(HttpResponse) -> HttpResponse,
         ))
+        // Before the registry sees a request: a connection whose requests
+        // are all refused stays silent and is closed as such.
+        .layer(AuthLayer(auth.clone()))
         .layer(SeenLayer(conns.clone()))
         .add_service(health)
         .add_service(reflection_v1)
@@ -269,6 +283,19 @@ fn bind_unix(path: &Path) -> anyhow::Result<UnixListener> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("making {} private (0600)", path.display()))?;
     Ok(listener)
+}
+
+/// SIGHUP re-reads the tokens file.
+async fn reload_on_hangup(auth: Arc<crate::auth::Auth>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("could not install the SIGHUP handler");
+        return;
+    };
+    while hangup.recv().await.is_some() {
+        tracing::info!("SIGHUP: re-reading the tokens file");
+        auth.reload();
+    }
 }
 
 async fn on_signal(shutdown: tokio_util::sync::CancellationToken) {

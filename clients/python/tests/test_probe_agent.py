@@ -292,7 +292,7 @@ def test_two_clients_racing_to_answer(daemon: Daemon, client: stepd.Client, watc
     for t in threads:
         t.join(10)
     assert sorted(results) == ["ALREADY_ANSWERED", "ok"]
-    assert watch.resolved(pause.key).by.startswith("racer-")
+    assert watch.resolved(pause.key).by.startswith("uid:")  # the identity, not the name chosen
     rc, out = go(run)
     assert rc == 0, out
 

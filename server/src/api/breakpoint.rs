@@ -9,7 +9,12 @@ use stepd_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::{daemon::Daemon, error::ApiError, limits};
+use crate::{
+    auth::{audit::Note, identity},
+    daemon::Daemon,
+    error::ApiError,
+    limits,
+};
 
 /// The number of a breakpoint id such as "bp-7".
 fn breakpoint_number(id: &str) -> Option<u64> {
@@ -79,11 +84,13 @@ impl BreakpointService for BreakpointApi {
         &self,
         request: Request<AddBreakpointRequest>,
     ) -> Result<Response<AddBreakpointResponse>, Status> {
+        let (who, note) = (identity(&request), Note::of(&request));
         let breakpoint = self
             .daemon
             .breakpoints
-            .add(request.into_inner().spec)
+            .add(request.into_inner().spec, &who.name)
             .await?;
+        note.set("breakpoint", &breakpoint.id);
         Ok(Response::new(AddBreakpointResponse {
             breakpoint: Some(breakpoint),
         }))
@@ -93,11 +100,10 @@ impl BreakpointService for BreakpointApi {
         &self,
         request: Request<RemoveBreakpointRequest>,
     ) -> Result<Response<RemoveBreakpointResponse>, Status> {
-        let breakpoint = self
-            .daemon
-            .breakpoints
-            .remove(&request.into_inner().id)
-            .await?;
+        let note = Note::of(&request);
+        let id = request.into_inner().id;
+        note.set("breakpoint", &id);
+        let breakpoint = self.daemon.breakpoints.remove(&id).await?;
         Ok(Response::new(RemoveBreakpointResponse {
             breakpoint: Some(breakpoint),
         }))
@@ -107,11 +113,13 @@ impl BreakpointService for BreakpointApi {
         &self,
         request: Request<UpdateBreakpointRequest>,
     ) -> Result<Response<UpdateBreakpointResponse>, Status> {
+        let (who, note) = (identity(&request), Note::of(&request));
         let req = request.into_inner();
+        note.set("breakpoint", &req.id);
         let breakpoint = self
             .daemon
             .breakpoints
-            .update(&req.id, req.spec, req.update_mask)
+            .update(&req.id, req.spec, req.update_mask, &who.name)
             .await?;
         Ok(Response::new(UpdateBreakpointResponse {
             breakpoint: Some(breakpoint),

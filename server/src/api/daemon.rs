@@ -132,7 +132,7 @@ impl DaemonService for DaemonApi {
         &self,
         request: Request<ShutdownRequest>,
     ) -> Result<Response<ShutdownResponse>, Status> {
-        tracing::info!(by = %super::client_name(&request), "shutdown requested");
+        tracing::info!(by = %crate::auth::identity(&request).name, client = %super::client_name(&request), "shutdown requested");
         self.daemon.shutdown.cancel();
         Ok(Response::new(ShutdownResponse {}))
     }

@@ -35,6 +35,8 @@ impl EventService for EventApi {
         request: Request<Streaming<SubscribeRequest>>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
         let slot = self.daemon.subscriber_slot()?;
+        let who = crate::auth::identity(&request);
+        let own_slot = self.daemon.subscribers_per_identity.take(&who.name)?;
         let client_name = super::client_name(&request);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
@@ -42,11 +44,30 @@ impl EventService for EventApi {
             bus: self.daemon.bus.clone(),
             answer: {
                 let pauses = self.daemon.pauses.clone();
-                Arc::new(move |input, by| {
+                // A DebugInput on the stream is a call of its own: the same
+                // role rule as SendDebugInput, `by` the authenticated
+                // identity (the client's name only in the audit line).
+                Arc::new(move |input, client: String| {
                     let pauses = pauses.clone();
+                    let who = who.clone();
                     Box::pin(async move {
-                        crate::limits::debug_input(&input, "debug_input.")?;
-                        pauses.answer(input, by).await.map(|_| ())
+                        let key = input.key.clone();
+                        let result = match crate::auth::roles::answer_pause(&who)
+                            .and_then(|()| crate::limits::debug_input(&input, "debug_input."))
+                        {
+                            Ok(()) => pauses.answer(input, who.name.clone()).await.map(|_| ()),
+                            Err(err) => Err(err),
+                        };
+                        crate::auth::audit::write(
+                            Some(&who),
+                            "stepd.v1.EventService/Subscribe:DebugInput",
+                            &format!("pause={}", crate::error::clip(&key)),
+                            &client,
+                            result
+                                .as_ref()
+                                .map_or_else(|e| e.code(), |()| tonic::Code::Ok),
+                        );
+                        result
                     })
                 })
             },
@@ -58,7 +79,7 @@ impl EventService for EventApi {
             part_bytes: crate::limits::page_bytes(self.daemon.config.max_message_bytes),
         };
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slots = (slot, own_slot);
             subscriber.run(inbound, tx).await;
         });
         Ok(Response::new(ReceiverStream::new(rx)))

@@ -49,6 +49,9 @@ impl InspectorService for InspectorApi {
         &self,
         request: Request<InspectRequest>,
     ) -> Result<Response<InspectResponse>, Status> {
+        let who = crate::auth::identity(&request);
+        crate::auth::roles::inspect(&who, request.get_ref())?;
+        let held = self.daemon.inspectors_per_identity.take(&who.name)?;
         let r = request.into_inner();
         let d = &self.daemon;
         let (session_id, root) = crate::session::values::resolve(
@@ -61,7 +64,7 @@ impl InspectorService for InspectorApi {
         .await?;
         let rendering = d
             .inspectors
-            .open(session_id, root, r.config.as_ref())
+            .open_held(session_id, root, r.config.as_ref(), Some(held))
             .await?;
         Ok(Response::new(InspectResponse {
             rendering: Some(rendering),
@@ -179,7 +182,9 @@ impl InspectorService for InspectorApi {
         &self,
         request: Request<PinValueRequest>,
     ) -> Result<Response<PinValueResponse>, Status> {
+        let note = crate::auth::audit::Note::of(&request);
         let r = request.into_inner();
+        note.set("inspector", &r.inspector_id);
         let valid = r
             .name
             .chars()

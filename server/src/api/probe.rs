@@ -37,6 +37,10 @@ impl ProbeService for ProbeApi {
         &self,
         request: Request<Streaming<ConnectRequest>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
+        let (who, note) = (
+            crate::auth::identity(&request),
+            crate::auth::audit::Note::of(&request),
+        );
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(HELLO_DEADLINE, inbound.message())
             .await
@@ -63,13 +67,15 @@ impl ProbeService for ProbeApi {
             message
         });
         let daemon = &self.daemon;
-        crate::probe::start(
+        let session_id = crate::probe::start(
             daemon.context.clone(),
             &daemon.sessions,
             hello,
+            &who.name,
             out,
             inbound,
         );
+        note.set("session", session_id);
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }

@@ -19,6 +19,7 @@ use stepd_proto::v1::{
 use tonic::{Request, Response, Status};
 
 use crate::{
+    auth::{audit::Note, identity},
     breakpoints::LabelSelector,
     daemon::Daemon,
     dap_session::LaunchRequest as Start,
@@ -68,6 +69,8 @@ impl SessionService for SessionApi {
         &self,
         request: Request<LaunchRequest>,
     ) -> Result<Response<LaunchResponse>, Status> {
+        let (who, note) = (identity(&request), Note::of(&request));
+        crate::auth::roles::adapter_command(&who, &request.get_ref().adapter_command)?;
         let r = request.into_inner();
         limits::launch(&r)?;
         let outcome = self
@@ -86,9 +89,11 @@ impl SessionService for SessionApi {
                 name: r.name,
                 adapter_options: r.adapter_options,
                 request_id: r.request_id,
+                started_by: who.name.clone(),
                 ..Default::default()
             })
             .await?;
+        note.set("session", &outcome.session.id);
         Ok(Response::new(LaunchResponse {
             session: Some(outcome.session),
             breakpoints: outcome.placements,
@@ -100,6 +105,8 @@ impl SessionService for SessionApi {
         &self,
         request: Request<AttachRequest>,
     ) -> Result<Response<AttachResponse>, Status> {
+        let (who, note) = (identity(&request), Note::of(&request));
+        crate::auth::roles::adapter_command(&who, &request.get_ref().adapter_command)?;
         let r = request.into_inner();
         limits::attach(&r)?;
         let outcome = self
@@ -115,9 +122,11 @@ impl SessionService for SessionApi {
                 name: r.name,
                 adapter_options: r.adapter_options,
                 request_id: r.request_id,
+                started_by: who.name.clone(),
                 ..Default::default()
             })
             .await?;
+        note.set("session", &outcome.session.id);
         Ok(Response::new(AttachResponse {
             session: Some(outcome.session),
             breakpoints: outcome.placements,
@@ -128,7 +137,9 @@ impl SessionService for SessionApi {
         &self,
         request: Request<DisconnectRequest>,
     ) -> Result<Response<DisconnectResponse>, Status> {
+        let note = Note::of(&request);
         let r = request.into_inner();
+        note.set("session", &r.session_id);
         let mode = DisconnectMode::try_from(r.mode).map_err(|_| {
             ApiError::invalid_field("mode", format!("unknown DisconnectMode {}", r.mode))
         })?;
@@ -203,7 +214,9 @@ impl SessionService for SessionApi {
         request: Request<ContinueRequest>,
     ) -> Result<Response<ContinueResponse>, Status> {
         use stepd_proto::v1::continue_request::Wait as W;
+        let note = Note::of(&request);
         let r = request.into_inner();
+        note.set("session", &r.session_id);
         let wait = match &r.wait {
             Some(W::NoWait(_)) => wait_mode(true, None),
             Some(W::UntilStable(w)) => wait_mode(false, Some(w)),
@@ -216,7 +229,9 @@ impl SessionService for SessionApi {
 
     async fn step(&self, request: Request<StepRequest>) -> Result<Response<StepResponse>, Status> {
         use stepd_proto::v1::step_request::Wait as W;
+        let note = Note::of(&request);
         let r = request.into_inner();
+        note.set("session", &r.session_id);
         let kind = StepKind::try_from(r.kind)
             .map_err(|_| ApiError::invalid_field("kind", format!("unknown StepKind {}", r.kind)))?;
         let wait = match &r.wait {
@@ -234,7 +249,9 @@ impl SessionService for SessionApi {
         request: Request<PauseRequest>,
     ) -> Result<Response<PauseResponse>, Status> {
         use stepd_proto::v1::pause_request::Wait as W;
+        let note = Note::of(&request);
         let r = request.into_inner();
+        note.set("session", &r.session_id);
         let wait = match &r.wait {
             Some(W::NoWait(_)) => wait_mode(true, None),
             Some(W::UntilStable(w)) => wait_mode(false, Some(w)),
@@ -308,7 +325,9 @@ impl SessionService for SessionApi {
         &self,
         request: Request<SetVariableRequest>,
     ) -> Result<Response<SetVariableResponse>, Status> {
+        let note = Note::of(&request);
         let r = request.into_inner();
+        note.set("session", &r.session_id);
         limits::Sizes::default()
             .text("name", &r.name, limits::NAME_BYTES)
             .text("value", &r.value, limits::VALUE_BYTES)
@@ -327,7 +346,9 @@ impl SessionService for SessionApi {
         &self,
         request: Request<EvaluateRequest>,
     ) -> Result<Response<EvaluateResponse>, Status> {
+        let note = Note::of(&request);
         let r = request.into_inner();
+        note.set("session", &r.session_id);
         limits::Sizes::default()
             .text("expression", &r.expression, limits::EXPRESSION_BYTES)
             .check()?;
@@ -361,18 +382,21 @@ impl SessionService for SessionApi {
         &self,
         request: Request<SendDebugInputRequest>,
     ) -> Result<Response<SendDebugInputResponse>, Status> {
-        let default_by = super::client_name(&request);
+        let (who, note) = (identity(&request), Note::of(&request));
         let input = request
             .into_inner()
             .input
             .ok_or_else(|| ApiError::invalid_field("input", "is required"))?;
         limits::debug_input(&input, "input.")?;
-        let by = if input.client_name.is_empty() {
-            default_by
-        } else {
-            input.client_name.clone()
-        };
-        Ok(Response::new(self.daemon.pauses.answer(input, by).await?))
+        note.set("pause", &input.key);
+        // `pause_resolved.by` is who was authenticated; the name a client
+        // gives itself goes to the audit line only.
+        if !input.client_name.is_empty() {
+            note.set("client_name", &input.client_name);
+        }
+        Ok(Response::new(
+            self.daemon.pauses.answer(input, who.name.clone()).await?,
+        ))
     }
 
     async fn list_pauses(

@@ -149,12 +149,14 @@ impl Breakpoints {
     }
 
     /// Validates and stores a new breakpoint.
-    pub async fn add(&self, spec: Option<BreakpointSpec>) -> ApiResult<Breakpoint> {
+    /// `by` is the caller's authenticated identity, kept as `created_by`.
+    pub async fn add(&self, spec: Option<BreakpointSpec>, by: &str) -> ApiResult<Breakpoint> {
         let mut spec = spec.ok_or_else(|| ApiError::invalid_field("spec", "is required"))?;
         check(&spec, true)?;
         spec.enabled.get_or_insert(true);
+        let by = by.to_owned();
         self.change(|core| async move {
-            let stored = core.store.insert_breakpoint(&spec, now_us()).await?;
+            let stored = core.store.insert_breakpoint(&spec, now_us(), &by).await?;
             let added = core.publish(BreakpointChange::Added, to_proto(&stored));
             core.watch_expiry(&added);
             Ok(added)
@@ -183,6 +185,7 @@ impl Breakpoints {
         id: &str,
         new: Option<BreakpointSpec>,
         mask: Option<FieldMask>,
+        by: &str,
     ) -> ApiResult<Breakpoint> {
         let row = parse_id(id)?;
         let new = new.ok_or_else(|| ApiError::invalid_field("spec", "is required"))?;
@@ -198,6 +201,7 @@ impl Breakpoints {
             ));
         }
         let id = id.to_owned();
+        let by = by.to_owned();
         self.change(|core| async move {
             let current = core
                 .store
@@ -211,7 +215,7 @@ impl Breakpoints {
             )?;
             let stored = core
                 .store
-                .update_breakpoint(row, &merged, now_us())
+                .update_breakpoint(row, &merged, now_us(), &by)
                 .await?
                 .ok_or_else(|| not_found(&id))?;
             let updated = core.publish(BreakpointChange::Updated, core.with_counted_hits(&stored));
@@ -392,6 +396,8 @@ fn to_proto(stored: &StoredBreakpoint) -> Breakpoint {
         created_at: Some(timestamp_from_us(stored.created_at_us)),
         updated_at: Some(timestamp_from_us(stored.updated_at_us)),
         spent: expired || exhausted,
+        created_by: stored.created_by.clone(),
+        updated_by: stored.updated_by.clone(),
     }
 }
 
@@ -430,9 +436,9 @@ mod tests {
     #[tokio::test]
     async fn listing_filters_and_applying_match_labels() {
         let (bps, dir) = breakpoints("labels").await;
-        let all = bps.add(Some(probe(""))).await.unwrap().id;
-        let sub = bps.add(Some(probe("agent=sub"))).await.unwrap().id;
-        let bare = bps.add(Some(probe("!agent"))).await.unwrap().id;
+        let all = bps.add(Some(probe("")), "test").await.unwrap().id;
+        let sub = bps.add(Some(probe("agent=sub")), "test").await.unwrap().id;
+        let bare = bps.add(Some(probe("!agent")), "test").await.unwrap().id;
         let ids = |list: Vec<Breakpoint>| list.into_iter().map(|b| b.id).collect::<Vec<_>>();
         // ListBreakpoints: no labels means no filter.
         let none = labels(&[]);
@@ -457,7 +463,7 @@ mod tests {
         let (bps, dir) = breakpoints("hits").await;
         let mut spec = probe("");
         spec.max_hits = 7;
-        let id = bps.add(Some(spec)).await.unwrap().id;
+        let id = bps.add(Some(spec), "test").await.unwrap().id;
         let none = labels(&[]);
         let known = Known {
             labels: &none,
@@ -552,7 +558,7 @@ mod tests {
         let store = Store::open(&dir).await.unwrap();
         let bus = Arc::new(EventBus::new("test".into(), 1, 64, 64));
         let bps = Breakpoints::load(store.clone(), bus).await.unwrap();
-        let id = bps.add(Some(probe(""))).await.unwrap().id;
+        let id = bps.add(Some(probe("")), "test").await.unwrap().id;
         let none = labels(&[]);
         let known = Known {
             labels: &none,

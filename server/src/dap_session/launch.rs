@@ -62,6 +62,9 @@ pub struct Request {
     /// A child session: "host:port" of the DAP server to talk to, instead of
     /// starting an adapter.
     pub dap_server: String,
+    /// The authenticated identity that asked for the session (a child's is
+    /// its parent's).
+    pub started_by: String,
 }
 
 /// What Launch and Attach answer.

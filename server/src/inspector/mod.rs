@@ -44,7 +44,13 @@ const TAP_DISPLAY_LIMIT: usize = 200;
 struct Slot {
     inspector: Arc<AsyncMutex<Inspector>>,
     last_used: Instant,
+    /// What the opener holds while the inspector lives (its share of a
+    /// per-identity cap); dropped with the slot.
+    _held: Option<Held>,
 }
+
+/// A guard kept as long as an inspector lives.
+pub type Held = Box<dyn std::any::Any + Send + Sync>;
 
 struct Tapped {
     seq: u64,
@@ -139,7 +145,22 @@ impl Inspectors {
         root: Arc<dyn Node>,
         config: Option<&InspectorConfig>,
     ) -> ApiResult<Rendering> {
-        self.open_at(session_id, root, config, Instant::now()).await
+        self.open_at(session_id, root, config, Instant::now(), None)
+            .await
+    }
+
+    /// As [`Inspectors::open`], keeping `held` until the inspector is
+    /// cleared or expires.
+    pub async fn open_held<H: Send + Sync + 'static>(
+        &self,
+        session_id: String,
+        root: Arc<dyn Node>,
+        config: Option<&InspectorConfig>,
+        held: Option<H>,
+    ) -> ApiResult<Rendering> {
+        let held = held.map(|h| Box::new(h) as Held);
+        self.open_at(session_id, root, config, Instant::now(), held)
+            .await
     }
 
     async fn open_at(
@@ -148,6 +169,7 @@ impl Inspectors {
         root: Arc<dyn Node>,
         config: Option<&InspectorConfig>,
         now: Instant,
+        held: Option<Held>,
     ) -> ApiResult<Rendering> {
         self.check_room(&mut self.lock(), now)?;
         let mut settings = settings::Settings::default();
@@ -169,6 +191,7 @@ impl Inspectors {
             Slot {
                 inspector: Arc::new(AsyncMutex::new(inspector)),
                 last_used: now,
+                _held: held,
             },
         );
         Ok(rendering)
@@ -288,7 +311,7 @@ mod tests {
         let r = registry(Duration::from_secs(60), 8);
         let t0 = Instant::now();
         let id = r
-            .open_at(String::new(), node(), None, t0)
+            .open_at(String::new(), node(), None, t0, None)
             .await
             .unwrap()
             .inspector_id;
@@ -307,19 +330,32 @@ mod tests {
     async fn the_cap_counts_live_inspectors_only() {
         let r = registry(Duration::from_secs(60), 2);
         let t0 = Instant::now();
-        let first = r.open_at(String::new(), node(), None, t0).await.unwrap();
-        r.open_at(String::new(), node(), None, t0).await.unwrap();
+        let first = r
+            .open_at(String::new(), node(), None, t0, None)
+            .await
+            .unwrap();
+        r.open_at(String::new(), node(), None, t0, None)
+            .await
+            .unwrap();
         let err = r
-            .open_at(String::new(), node(), None, t0)
+            .open_at(String::new(), node(), None, t0, None)
             .await
             .unwrap_err();
         assert_eq!(err.reason(), ErrorReason::LimitExceeded);
         r.clear(&first.inspector_id).unwrap();
-        r.open_at(String::new(), node(), None, t0).await.unwrap();
-        // Once the others expire there is room again.
-        r.open_at(String::new(), node(), None, t0 + Duration::from_secs(61))
+        r.open_at(String::new(), node(), None, t0, None)
             .await
             .unwrap();
+        // Once the others expire there is room again.
+        r.open_at(
+            String::new(),
+            node(),
+            None,
+            t0 + Duration::from_secs(61),
+            None,
+        )
+        .await
+        .unwrap();
         assert_eq!(
             r.clear(&first.inspector_id).unwrap_err().reason(),
             ErrorReason::InspectorNotFound

@@ -54,15 +54,18 @@ impl SessionPort for ProbePort {
     }
 }
 
-/// Starts the session of a probe that said Hello; its actor serves the rest
-/// of the probe's stream and writes to `out`.
+/// Starts the session of a probe that said Hello, connected by identity
+/// `started_by`; its actor serves the rest of the probe's stream and writes
+/// to `out`. Returns the session's id.
 pub fn start<S>(
     ctx: Context,
     sessions: &Sessions,
     hello: Hello,
+    started_by: &str,
     out: mpsc::Sender<Result<ConnectResponse, tonic::Status>>,
     inbound: S,
-) where
+) -> String
+where
     S: Stream<Item = Result<ConnectRequest, tonic::Status>> + Unpin + Send + 'static,
 {
     let id = uuid::Uuid::now_v7().to_string();
@@ -74,8 +77,11 @@ pub fn start<S>(
     };
     let (handle, mailbox) = session_mailbox(Arc::new(port));
     sessions.insert(handle);
-    let actor = session::ProbeSession::new(ctx, id, hello, previous, out, mailbox, output);
+    let mut actor =
+        session::ProbeSession::new(ctx, id.clone(), hello, previous, out, mailbox, output);
+    actor.set_started_by(started_by);
     tokio::spawn(actor.run(inbound));
+    id
 }
 
 /// The probe session a reconnecting probe had (`resume_session_id`), if the

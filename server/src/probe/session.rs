@@ -134,6 +134,12 @@ fn send_now(out: &Outbox, message: Out) -> bool {
 }
 
 impl ProbeSession {
+    /// Records who connected the probe (`Session.started_by`), before it
+    /// runs.
+    pub fn set_started_by(&mut self, who: &str) {
+        who.clone_into(&mut self.session.started_by);
+    }
+
     /// A session for a probe that said Hello.
     pub fn new(
         ctx: Context,

@@ -288,6 +288,7 @@ async fn probe_session(world: &mut World) -> Stopped {
         world.ctx.clone(),
         &world.sessions,
         hello,
+        "test",
         out,
         ReceiverStream::new(rx),
     );

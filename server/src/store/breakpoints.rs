@@ -19,6 +19,10 @@ pub struct StoredBreakpoint {
     pub created_at_us: i64,
     /// Last change, microseconds since the Unix epoch.
     pub updated_at_us: i64,
+    /// The identity that added it.
+    pub created_by: String,
+    /// The identity that last changed it.
+    pub updated_by: String,
 }
 
 fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<StoredBreakpoint, sqlx::Error> {
@@ -34,6 +38,8 @@ fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<StoredBreakpoint, sqlx::Err
         hit_count: u64::try_from(hits).unwrap_or(0),
         created_at_us: row.try_get("created_at_us")?,
         updated_at_us: row.try_get("updated_at_us")?,
+        created_by: row.try_get("created_by")?,
+        updated_by: row.try_get("updated_by")?,
     })
 }
 
@@ -44,14 +50,18 @@ impl Store {
         &self,
         spec: &BreakpointSpec,
         now_us: i64,
+        by: &str,
     ) -> Result<StoredBreakpoint, WriteError> {
         let statement = sqlx::query(
-            "INSERT INTO breakpoints (spec, created_at_us, updated_at_us) VALUES (?, ?, ?) \
-             RETURNING id, spec, hit_count, created_at_us, updated_at_us",
+            "INSERT INTO breakpoints (spec, created_at_us, updated_at_us, created_by, updated_by) \
+             VALUES (?, ?, ?, ?, ?) \
+             RETURNING id, spec, hit_count, created_at_us, updated_at_us, created_by, updated_by",
         )
         .bind(spec.encode_to_vec())
         .bind(now_us)
-        .bind(now_us);
+        .bind(now_us)
+        .bind(by)
+        .bind(by);
         let rows = self.write("the new breakpoint", vec![statement]).await?;
         let row = rows
             .first()
@@ -82,13 +92,15 @@ impl Store {
         id: i64,
         spec: &BreakpointSpec,
         now_us: i64,
+        by: &str,
     ) -> Result<Option<StoredBreakpoint>, WriteError> {
         let statement = sqlx::query(
-            "UPDATE breakpoints SET spec = ?, updated_at_us = ? WHERE id = ? \
-             RETURNING id, spec, hit_count, created_at_us, updated_at_us",
+            "UPDATE breakpoints SET spec = ?, updated_at_us = ?, updated_by = ? WHERE id = ? \
+             RETURNING id, spec, hit_count, created_at_us, updated_at_us, created_by, updated_by",
         )
         .bind(spec.encode_to_vec())
         .bind(now_us)
+        .bind(by)
         .bind(id);
         let rows = self
             .write("the changed breakpoint", vec![statement])
@@ -103,7 +115,7 @@ impl Store {
     pub async fn delete_breakpoint(&self, id: i64) -> Result<Option<StoredBreakpoint>, WriteError> {
         let statement = sqlx::query(
             "DELETE FROM breakpoints WHERE id = ? \
-             RETURNING id, spec, hit_count, created_at_us, updated_at_us",
+             RETURNING id, spec, hit_count, created_at_us, updated_at_us, created_by, updated_by",
         )
         .bind(id);
         let rows = self

@@ -52,11 +52,18 @@ impl std::error::Error for WriteError {
 }
 
 /// Migrations in order; each is applied once and recorded by sqlx.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "breakpoints",
-    include_str!("../../migrations/0001_breakpoints.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "breakpoints",
+        include_str!("../../migrations/0001_breakpoints.sql"),
+    ),
+    (
+        2,
+        "breakpoint_authors",
+        include_str!("../../migrations/0002_breakpoint_authors.sql"),
+    ),
+];
 
 /// Creates the database file 0600 before SQLite does (which would use the
 /// umask), and tightens it and its WAL files when they are open to others;

@@ -198,6 +198,7 @@ impl Actor {
             },
             started_at: Some(now_timestamp()),
             original_id: request.request_id.clone(),
+            started_by: request.started_by.clone(),
             ..Default::default()
         };
         Self {
@@ -496,6 +497,7 @@ impl Actor {
                 .unwrap_or_default()
                 .to_owned(),
             parent_session_id: self.shared.id.clone(),
+            started_by: self.request.started_by.clone(),
             dap_server: format!("{host}:{port}"),
             configuration: Some(configuration),
             ..Default::default()

@@ -508,7 +508,12 @@ type Breakpoint struct {
 	// When it last changed.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// True once `expires_at` passed or `max_hits` was reached; it then applies nowhere.
-	Spent         bool `protobuf:"varint,6,opt,name=spent,proto3" json:"spent,omitempty"`
+	Spent bool `protobuf:"varint,6,opt,name=spent,proto3" json:"spent,omitempty"`
+	// The authenticated identity that added it (see docs/security.md); empty
+	// for a breakpoint added before identities were recorded.
+	CreatedBy string `protobuf:"bytes,7,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// The authenticated identity that last changed it (added or updated).
+	UpdatedBy     string `protobuf:"bytes,8,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -583,6 +588,20 @@ func (x *Breakpoint) GetSpent() bool {
 		return x.Spent
 	}
 	return false
+}
+
+func (x *Breakpoint) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *Breakpoint) GetUpdatedBy() string {
+	if x != nil {
+		return x.UpdatedBy
+	}
+	return ""
 }
 
 // How one session placed a breakpoint (from the adapter's answer).
@@ -1126,7 +1145,7 @@ const file_stepd_v1_breakpoint_proto_rawDesc = "" +
 	"\n" +
 	"\blocationB\n" +
 	"\n" +
-	"\b_enabled\"\xf3\x01\n" +
+	"\b_enabled\"\xb1\x02\n" +
 	"\n" +
 	"Breakpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
@@ -1136,7 +1155,11 @@ const file_stepd_v1_breakpoint_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x14\n" +
-	"\x05spent\x18\x06 \x01(\bR\x05spent\"\xad\x01\n" +
+	"\x05spent\x18\x06 \x01(\bR\x05spent\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\a \x01(\tR\tcreatedBy\x12\x1d\n" +
+	"\n" +
+	"updated_by\x18\b \x01(\tR\tupdatedBy\"\xad\x01\n" +
 	"\x10BreakpointStatus\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +

@@ -233,7 +233,8 @@ type Watch struct {
 	Channels []EventChannel `protobuf:"varint,2,rep,packed,name=channels,proto3,enum=stepd.v1.EventChannel" json:"channels,omitempty"`
 	// 0 = start with a snapshot. N > 0 = resume after event N (see the stream contract).
 	ResumeAfterSeq uint64 `protobuf:"varint,3,opt,name=resume_after_seq,json=resumeAfterSeq,proto3" json:"resume_after_seq,omitempty"`
-	// Name shown as `by` in pause_resolved when this stream answers a pause.
+	// The client's own name for itself, written to the audit log when this
+	// stream answers a pause (`pause_resolved.by` is the authenticated identity).
 	ClientName string `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
 	// The Snapshot.instance_id the cursor belongs to. When it differs from the
 	// running daemon's, the resume takes the gap path. Empty = trust the cursor.
@@ -1051,7 +1052,8 @@ type PauseResolved struct {
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// The command that resolved it; UNSPECIFIED when it was dropped (disconnect, session end).
 	Command CommandKind `protobuf:"varint,2,opt,name=command,proto3,enum=stepd.v1.CommandKind" json:"command,omitempty"`
-	// Who resolved it: a client name, "disconnect", "hold-limit", "session-ended".
+	// Who resolved it: the authenticated identity of the client that answered
+	// (see docs/security.md), or "disconnect", "hold-limit", "session-ended".
 	By string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
 	// The thread it was on.
 	ThreadId      int64 `protobuf:"varint,4,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`

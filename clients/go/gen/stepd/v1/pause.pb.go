@@ -1775,7 +1775,8 @@ type DebugInput struct {
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// What to do.
 	Command *DebugCommand `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
-	// Who answers, shown in `pause_resolved.by`; empty = the stream's or connection's client name.
+	// The client's own name for itself, written to the audit log; `pause_resolved.by`
+	// carries the authenticated identity instead. Empty = the stream's or connection's client name.
 	ClientName    string `protobuf:"bytes,3,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -636,7 +636,11 @@ type Session struct {
 	PreviousSessionId string `protobuf:"bytes,20,opt,name=previous_session_id,json=previousSessionId,proto3" json:"previous_session_id,omitempty"`
 	// The signal that ended the debuggee, by name (e.g. "SIGSEGV"), when a
 	// signal ended it (end_reason SIGNALED).
-	Signal        string `protobuf:"bytes,21,opt,name=signal,proto3" json:"signal,omitempty"`
+	Signal string `protobuf:"bytes,21,opt,name=signal,proto3" json:"signal,omitempty"`
+	// Who started it: the authenticated identity of the Launch or Attach
+	// caller, or of the probe's Connect; a child session has its parent's
+	// (see docs/security.md for the forms of an identity).
+	StartedBy     string `protobuf:"bytes,22,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -814,6 +818,13 @@ func (x *Session) GetPreviousSessionId() string {
 func (x *Session) GetSignal() string {
 	if x != nil {
 		return x.Signal
+	}
+	return ""
+}
+
+func (x *Session) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
 	}
 	return ""
 }
@@ -3677,7 +3688,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\astopped\x18\x03 \x01(\bR\astopped\x12\x1b\n" +
-	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\x9a\a\n" +
+	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\xb9\a\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.stepd.v1.SessionKindR\x04kind\x12,\n" +
@@ -3705,7 +3716,9 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\vadapter_pid\x18\x13 \x01(\x03R\n" +
 	"adapterPid\x12.\n" +
 	"\x13previous_session_id\x18\x14 \x01(\tR\x11previousSessionId\x12\x16\n" +
-	"\x06signal\x18\x15 \x01(\tR\x06signal\x1a9\n" +
+	"\x06signal\x18\x15 \x01(\tR\x06signal\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\x16 \x01(\tR\tstartedBy\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +

@@ -253,12 +253,20 @@ class Breakpoint(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     SPENT_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    UPDATED_BY_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Stable id, e.g. "bp-7"; never reused."""
     hit_count: _builtins.int
     """Hits across all sessions since it was created."""
     spent: _builtins.bool
     """True once `expires_at` passed or `max_hits` was reached; it then applies nowhere."""
+    created_by: _builtins.str
+    """The authenticated identity that added it (see docs/security.md); empty
+    for a breakpoint added before identities were recorded.
+    """
+    updated_by: _builtins.str
+    """The authenticated identity that last changed it (added or updated)."""
     @_builtins.property
     def spec(self) -> Global___BreakpointSpec:
         """The breakpoint as last set."""
@@ -280,10 +288,12 @@ class Breakpoint(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         spent: _builtins.bool = ...,
+        created_by: _builtins.str = ...,
+        updated_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "spec", b"spec", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "hit_count", b"hit_count", "id", b"id", "spec", b"spec", "spent", b"spent", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "created_by", b"created_by", "hit_count", b"hit_count", "id", b"id", "spec", b"spec", "spent", b"spent", "updated_at", b"updated_at", "updated_by", b"updated_by"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -158,7 +158,9 @@ class Watch(_message.Message):
     resume_after_seq: _builtins.int
     """0 = start with a snapshot. N > 0 = resume after event N (see the stream contract)."""
     client_name: _builtins.str
-    """Name shown as `by` in pause_resolved when this stream answers a pause."""
+    """The client's own name for itself, written to the audit log when this
+    stream answers a pause (`pause_resolved.by` is the authenticated identity).
+    """
     resume_instance_id: _builtins.str
     """The Snapshot.instance_id the cursor belongs to. When it differs from the
     running daemon's, the resume takes the gap path. Empty = trust the cursor.
@@ -574,7 +576,9 @@ class PauseResolved(_message.Message):
     command: _pause_pb2.CommandKind.ValueType
     """The command that resolved it; UNSPECIFIED when it was dropped (disconnect, session end)."""
     by: _builtins.str
-    """Who resolved it: a client name, "disconnect", "hold-limit", "session-ended"."""
+    """Who resolved it: the authenticated identity of the client that answered
+    (see docs/security.md), or "disconnect", "hold-limit", "session-ended".
+    """
     thread_id: _builtins.int
     """The thread it was on."""
     def __init__(

@@ -900,7 +900,9 @@ class DebugInput(_message.Message):
     key: _builtins.str
     """The pause's key."""
     client_name: _builtins.str
-    """Who answers, shown in `pause_resolved.by`; empty = the stream's or connection's client name."""
+    """The client's own name for itself, written to the audit log; `pause_resolved.by`
+    carries the authenticated identity instead. Empty = the stream's or connection's client name.
+    """
     @_builtins.property
     def command(self) -> Global___DebugCommand:
         """What to do."""

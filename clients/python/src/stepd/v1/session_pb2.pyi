@@ -363,6 +363,7 @@ class Session(_message.Message):
     ADAPTER_PID_FIELD_NUMBER: _builtins.int
     PREVIOUS_SESSION_ID_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
+    STARTED_BY_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """UUIDv7."""
     kind: Global___SessionKind.ValueType
@@ -396,6 +397,11 @@ class Session(_message.Message):
     signal: _builtins.str
     """The signal that ended the debuggee, by name (e.g. "SIGSEGV"), when a
     signal ended it (end_reason SIGNALED).
+    """
+    started_by: _builtins.str
+    """Who started it: the authenticated identity of the Launch or Attach
+    caller, or of the probe's Connect; a child session has its parent's
+    (see docs/security.md for the forms of an identity).
     """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -445,10 +451,11 @@ class Session(_message.Message):
         adapter_pid: _builtins.int = ...,
         previous_session_id: _builtins.str = ...,
         signal: _builtins.str = ...,
+        started_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "capabilities", b"capabilities", "ended_at", b"ended_at", "exit_code", b"exit_code", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "signal", b"signal", "started_at", b"started_at", "state", b"state", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "signal", b"signal", "started_at", b"started_at", "started_by", b"started_by", "state", b"state", "threads", b"threads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015

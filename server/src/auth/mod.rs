@@ -1,0 +1,234 @@
+//! Who may talk to stepd, and as what (docs/security.md).
+//!
+//! Every request passes one tower layer ([`layer::AuthLayer`]) that
+//! establishes the caller's [`Identity`] — a bearer token when the request
+//! carries one, else the peer's Unix user as found when its connection was
+//! accepted — checks it against the role table ([`roles`]) and puts it in
+//! the request's extensions for the handlers, which record it (who started a
+//! session, who answered a pause, who changed a breakpoint). Mutating calls
+//! write one audit line each ([`audit`]).
+
+pub mod audit;
+pub mod cli;
+pub mod layer;
+pub mod limits;
+pub mod peer;
+pub mod roles;
+pub mod tokens;
+
+use std::{fmt, path::Path, sync::Arc};
+
+use stepd_proto::v1::ErrorReason;
+use tonic::codegen::http::{self, Extensions, HeaderMap};
+use tonic::transport::server::UdsConnectInfo;
+
+pub use roles::Role;
+
+use crate::error::ApiError;
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// What records and logs call it: `uid:1000(alice)` for a same-user
+    /// peer, `token:NAME` for a token from the tokens file, `local` for the
+    /// local token, `insecure` for an unauthenticated peer under
+    /// `--insecure`.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+    /// How it was established.
+    pub how: How,
+}
+
+/// How an identity was established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// The peer runs as the daemon's own user, on the Unix socket.
+    UnixPeer,
+    /// The peer runs as the daemon's own user, over TCP on this machine.
+    TcpPeer,
+    /// A token from the `--auth-tokens` file.
+    Token,
+    /// The local token (`<data-dir>/token`).
+    LocalToken,
+    /// No credentials, admitted because of `--insecure`.
+    Insecure,
+}
+
+impl How {
+    /// The name written in audit lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            How::UnixPeer => "unix-peer",
+            How::TcpPeer => "tcp-peer",
+            How::Token => "token",
+            How::LocalToken => "local-token",
+            How::Insecure => "insecure",
+        }
+    }
+}
+
+impl fmt::Display for How {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The identity a request was authenticated as. A request that did not
+/// pass the layer (only possible in tests that call handlers directly) is
+/// `unauthenticated` with role viewer, which the field rules refuse.
+pub fn identity<T>(request: &tonic::Request<T>) -> Arc<Identity> {
+    request
+        .extensions()
+        .get::<Arc<Identity>>()
+        .cloned()
+        .unwrap_or_else(|| {
+            Arc::new(Identity {
+                name: "unauthenticated".into(),
+                role: Role::Viewer,
+                how: How::Insecure,
+            })
+        })
+}
+
+/// Authenticates requests: the daemon's user, the local token, the tokens
+/// file.
+pub struct Auth {
+    own_uid: u32,
+    own_name: String,
+    unix_peer: Arc<Identity>,
+    tcp_peer: Arc<Identity>,
+    local: tokens::Hash,
+    local_identity: Arc<Identity>,
+    tokens: Option<tokens::TokenFile>,
+    insecure: bool,
+}
+
+impl Auth {
+    /// Sets up authentication for a daemon on `data_dir` (creating the local
+    /// token if absent) with the tokens file `tokens_file`, if any.
+    pub fn new(
+        data_dir: &Path,
+        tokens_file: Option<&Path>,
+        insecure: bool,
+    ) -> anyhow::Result<Self> {
+        let own_uid = peer::own_uid();
+        let own_name = same_user_name(own_uid);
+        let same = |how| {
+            Arc::new(Identity {
+                name: own_name.clone(),
+                role: Role::Admin,
+                how,
+            })
+        };
+        Ok(Self {
+            own_uid,
+            unix_peer: same(How::UnixPeer),
+            tcp_peer: same(How::TcpPeer),
+            own_name: own_name.clone(),
+            local: tokens::local_token(data_dir)?,
+            local_identity: Arc::new(Identity {
+                name: "local".into(),
+                role: Role::Admin,
+                how: How::LocalToken,
+            }),
+            tokens: tokens_file.map(tokens::TokenFile::open).transpose()?,
+            insecure,
+        })
+    }
+
+    /// Re-reads the tokens file (SIGHUP).
+    pub fn reload(&self) {
+        if let Some(file) = &self.tokens {
+            file.refresh(true);
+        }
+    }
+
+    /// The identity of a request with these headers on the connection these
+    /// extensions describe, or why there is none (UNAUTHENTICATED).
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+    ) -> Result<Arc<Identity>, ApiError> {
+        if let Some(value) = headers.get(http::header::AUTHORIZATION) {
+            return self.by_token(value.as_bytes());
+        }
+        let (uid, how, peer) = if let Some(tcp) = extensions.get::<peer::TcpPeer>() {
+            let remote = tcp.info.remote_addr;
+            if self.insecure && remote.is_some_and(|a| !a.ip().is_loopback()) && tcp.uid.is_none() {
+                return Ok(Arc::new(Identity {
+                    name: "insecure".into(),
+                    role: Role::Admin,
+                    how: How::Insecure,
+                }));
+            }
+            let peer = remote.map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
+            (tcp.uid, How::TcpPeer, peer)
+        } else if let Some(unix) = extensions.get::<UdsConnectInfo>() {
+            (
+                unix.peer_cred.map(|c| c.uid()),
+                How::UnixPeer,
+                "the Unix socket".to_owned(),
+            )
+        } else {
+            (None, How::TcpPeer, "an unknown transport".to_owned())
+        };
+        match uid {
+            Some(uid) if uid == self.own_uid => Ok(match how {
+                How::UnixPeer => self.unix_peer.clone(),
+                _ => self.tcp_peer.clone(),
+            }),
+            Some(uid) => Err(unauthenticated(format!(
+                "this stepd admits only its own user ({}) without a token, and the peer on {peer} runs as {}; \
+                 send a token as `authorization: Bearer <token>` (see docs/security.md)",
+                self.own_name,
+                same_user_name(uid),
+            ))
+            .with("peer_uid", uid.to_string())),
+            None => Err(unauthenticated(format!(
+                "the user of the peer on {peer} could not be established (not on this machine?); \
+                 send a token as `authorization: Bearer <token>` (see docs/security.md)"
+            ))),
+        }
+    }
+
+    fn by_token(&self, value: &[u8]) -> Result<Arc<Identity>, ApiError> {
+        let token = std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                unauthenticated("the authorization header must be `Bearer <token>`".to_owned())
+            })?;
+        let presented = tokens::hash(token);
+        let local = tokens::same(&self.local, &presented);
+        let from_file = self.tokens.as_ref().and_then(|f| f.find(&presented));
+        if local {
+            return Ok(self.local_identity.clone());
+        }
+        from_file.ok_or_else(|| {
+            unauthenticated(
+                "the bearer token is not valid: unknown, mistyped or revoked; \
+                 ask for a new one (stepd token add, see docs/security.md)"
+                    .to_owned(),
+            )
+        })
+    }
+}
+
+/// `uid:1000(alice)`, or `uid:1000` when the user has no name.
+pub fn same_user_name(uid: u32) -> String {
+    match peer::user_name(uid) {
+        Some(name) => format!("uid:{uid}({name})"),
+        None => format!("uid:{uid}"),
+    }
+}
+
+fn unauthenticated(message: String) -> ApiError {
+    ApiError::new(ErrorReason::Unauthenticated, message)
+}
