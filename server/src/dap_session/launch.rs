@@ -21,7 +21,7 @@ use crate::{
         transport,
     },
     error::{ApiError, ApiResult},
-    session::{Context, SessionHandle, mailbox},
+    session::{Context, Registration, mailbox},
 };
 
 /// A Launch or Attach request, adapter-independent.
@@ -199,7 +199,8 @@ pub async fn start(
     ctx: Context,
     children: mpsc::UnboundedSender<Request>,
     request: Request,
-) -> ApiResult<(SessionHandle, LaunchOutcome)> {
+    registration: &mut Registration,
+) -> ApiResult<LaunchOutcome> {
     if !request.attach && request.program.trim().is_empty() && request.adapter_command.is_empty() {
         return Err(ApiError::invalid_field("program", "is required"));
     }
@@ -252,19 +253,20 @@ pub async fn start(
         .with("adapter", adapter.name())
         .with("searched", adapter.command.join(" "))
     })?;
-    run(ctx, children, request, adapter, transport).await
+    run(ctx, children, request, adapter, transport, registration).await
 }
 
 /// Runs a session over a started adapter's transport: the actor, and the
-/// adapter's diagnostics kept with the session's output. Returns once
-/// configuration is done.
+/// adapter's diagnostics kept with the session's output. The session is
+/// registered before its actor runs; returns once configuration is done.
 pub(crate) async fn run(
     ctx: Context,
     children: mpsc::UnboundedSender<Request>,
     request: Request,
     adapter: adapters::Adapter,
     mut transport: transport::Transport,
-) -> ApiResult<(SessionHandle, LaunchOutcome)> {
+    registration: &mut Registration,
+) -> ApiResult<LaunchOutcome> {
     let (client, incoming) = DapClient::start(
         transport.reader,
         transport.writer,
@@ -310,9 +312,9 @@ pub(crate) async fn run(
         mailbox,
         children,
     );
+    registration.register(handle);
     tokio::spawn(actor.run(ready));
-    let outcome = outcome
+    outcome
         .await
-        .map_err(|_| ApiError::internal("the session ended before it was configured"))??;
-    Ok((handle, outcome))
+        .map_err(|_| ApiError::internal("the session ended before it was configured"))?
 }

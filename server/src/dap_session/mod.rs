@@ -35,7 +35,7 @@ use crate::{
         kind::AdapterKind,
     },
     error::{ApiError, ApiResult},
-    session::{Context, Sessions, output::OutputBuffer},
+    session::{Context, Registration, Sessions, output::OutputBuffer},
 };
 
 /// Starts DAP sessions into the registry. Child sessions that adapters ask
@@ -74,9 +74,15 @@ impl Launcher {
 
     /// Launches or attaches a DAP session; answers once configuration is done.
     pub async fn start(&self, request: LaunchRequest) -> ApiResult<LaunchOutcome> {
-        let (handle, outcome) =
-            launch::start(self.ctx.clone(), self.children.clone(), request).await?;
-        self.sessions.insert(handle);
+        let mut registration = Registration::new(self.sessions.clone());
+        let outcome = launch::start(
+            self.ctx.clone(),
+            self.children.clone(),
+            request,
+            &mut registration,
+        )
+        .await?;
+        registration.keep();
         Ok(outcome)
     }
 }

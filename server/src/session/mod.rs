@@ -8,6 +8,42 @@
 pub mod output;
 pub mod pause;
 mod port;
+/// A session entered in the registry before its actor runs, so the events
+/// its start publishes (`session_started`, a stop on entry, a first
+/// breakpoint) name a session a client can already reach. Dropped before
+/// [`Registration::keep`] (a start that failed, or whose caller left), the
+/// session is taken out again.
+pub struct Registration {
+    sessions: Arc<Sessions>,
+    id: Option<String>,
+}
+
+impl Registration {
+    /// Nothing registered yet.
+    pub fn new(sessions: Arc<Sessions>) -> Self {
+        Self { sessions, id: None }
+    }
+
+    /// Registers the session about to run.
+    pub fn register(&mut self, handle: SessionHandle) {
+        self.id = Some(handle.id().to_owned());
+        self.sessions.insert(handle);
+    }
+
+    /// The session started: it stays.
+    pub fn keep(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.sessions.remove(&id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
 pub mod values;
@@ -220,6 +256,11 @@ impl Sessions {
     /// Registers a started session.
     pub fn insert(&self, handle: SessionHandle) {
         self.lock().insert(handle.id().to_owned(), handle);
+    }
+
+    /// Takes a session out of the registry.
+    fn remove(&self, id: &str) {
+        self.lock().remove(id);
     }
 
     /// A session by id, or SESSION_NOT_FOUND.

@@ -259,11 +259,19 @@ async fn dap_session(world: &mut World) -> Stopped {
         ..Default::default()
     };
     let (children, _) = mpsc::unbounded_channel();
-    let (handle, _) =
-        dap_session::launch::run(world.ctx.clone(), children, request, adapter, transport)
-            .await
-            .unwrap();
-    world.sessions.insert(handle.clone());
+    let mut registration = super::Registration::new(world.sessions.clone());
+    let outcome = dap_session::launch::run(
+        world.ctx.clone(),
+        children,
+        request,
+        adapter,
+        transport,
+        &mut registration,
+    )
+    .await
+    .unwrap();
+    registration.keep();
+    let handle = world.sessions.get(&outcome.session.id).unwrap();
     let pause = world.pause(None).await;
     Stopped {
         handle,
