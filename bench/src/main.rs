@@ -8,6 +8,8 @@
 //!   debugpy and lldb-dap 19; then a traced pass showing where stepd's time goes.
 //! - `stepd-bench launch [RUNS]`: Launch → first stop of a hello world, through
 //!   stepd and straight to the adapter.
+//! - `stepd-bench tls [PINGS]`: a unary Ping over mutual TLS against the same
+//!   over plaintext, on warm connections.
 
 mod direct;
 mod fanout;
@@ -16,11 +18,13 @@ mod launch;
 mod profile;
 mod stats;
 mod step;
+mod tls;
 mod via_stepd;
 
 const USAGE: &str = "usage: stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]
        stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]
-       stepd-bench launch [RUNS]";
+       stepd-bench launch [RUNS]
+       stepd-bench tls [PINGS]";
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> anyhow::Result<T>
 where
@@ -51,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some("launch") => launch::run(arg(&args, 2, 10)?).await,
         Some("inspect") => inspect::run(arg(&args, 2, 30)?).await,
+        Some("tls") => tls::run(arg(&args, 2, 5000)?).await,
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);
