@@ -180,7 +180,12 @@ fn in_process(
 ) -> anyhow::Result<Vec<(&'static str, f64)>> {
     use stepd::auth::{Auth, peer::TcpPeer, roles};
     use tonic::codegen::http::{Extensions, HeaderMap};
-    let auth = Auth::new(&data_dir.join("inproc"), Some(tokens_file), false)?;
+    let auth = Auth::new(
+        &data_dir.join("inproc"),
+        Some(tokens_file),
+        &Default::default(),
+        false,
+    )?;
     let token = stepd::auth::tokens::add(tokens_file, "inproc", "viewer")?;
     let mut extensions = Extensions::new();
     extensions.insert(TcpPeer {

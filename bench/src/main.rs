@@ -11,6 +11,8 @@
 //! - `stepd-bench auth [CALLS] [ROUNDS]`: Ping as the daemon's own user, with
 //!   a token and with the local token (and before authentication, given
 //!   `STEPD_BASE_BIN`).
+//! - `stepd-bench tls [PINGS]`: a unary Ping over mutual TLS against the same
+//!   over plaintext, on warm connections.
 
 mod auth;
 mod direct;
@@ -20,12 +22,14 @@ mod launch;
 mod profile;
 mod stats;
 mod step;
+mod tls;
 mod via_stepd;
 
 const USAGE: &str = "usage: stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]
        stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]
        stepd-bench launch [RUNS]
-       stepd-bench auth [CALLS] [ROUNDS]";
+       stepd-bench auth [CALLS] [ROUNDS]
+       stepd-bench tls [PINGS]";
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> anyhow::Result<T>
 where
@@ -57,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
         Some("launch") => launch::run(arg(&args, 2, 10)?).await,
         Some("auth") => auth::run(arg(&args, 2, 500)?, arg(&args, 3, 10)?).await,
         Some("inspect") => inspect::run(arg(&args, 2, 30)?).await,
+        Some("tls") => tls::run(arg(&args, 2, 5000)?).await,
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

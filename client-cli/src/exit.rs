@@ -80,7 +80,18 @@ impl Failure {
                             .collect()
                     })
                     .unwrap_or_default();
-                (code, reason, status.message().to_owned(), violations)
+                // A transport failure's words are in its causes ("received
+                // fatal alert: CertificateRequired"), not in its message.
+                let mut message = status.message().to_owned();
+                let mut source = std::error::Error::source(status);
+                while let Some(cause) = source {
+                    let words = cause.to_string();
+                    if !message.contains(&words) {
+                        message = format!("{message}: {words}");
+                    }
+                    source = cause.source();
+                }
+                (code, reason, message, violations)
             }
             Failure::Unreachable(msg) => (UNREACHABLE, "UNREACHABLE".into(), msg.clone(), vec![]),
             Failure::Usage(msg) => (USAGE, "USAGE".into(), msg.clone(), vec![]),

@@ -34,8 +34,23 @@ use crate::{
 struct Cli {
     /// Daemon address: HOST:PORT or unix:PATH. Without it, 127.0.0.1:7701, and
     /// stepd is started there if it is not running.
+    /// HOST:PORT is plaintext unless --tls-ca or --tls-cert is given;
+    /// https://HOST:PORT is TLS (the system's roots without --tls-ca).
     #[arg(long, env = "STEPD_ADDR", global = true)]
     addr: Option<String>,
+    /// PEM CA certificate(s) that verify the daemon's TLS certificate.
+    #[arg(long, env = "STEPD_TLS_CA", global = true)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// PEM client certificate for mutual TLS (with --tls-key).
+    #[arg(long, env = "STEPD_TLS_CERT", global = true)]
+    tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "STEPD_TLS_KEY", global = true)]
+    tls_key: Option<std::path::PathBuf>,
+    /// Bearer token sent on every call. Without it and without --addr, the
+    /// local daemon's <data dir>/token is sent when it exists.
+    #[arg(long, env = "STEPD_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
     /// Print results in the protobuf JSON mapping (JSON lines for streams).
     #[arg(long, global = true)]
     json: bool,
@@ -100,7 +115,14 @@ enum Command {
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
-    let channel = connect::channel(cli.addr.as_deref()).await?;
+    let channel = connect::channel(&connect::Options {
+        addr: cli.addr,
+        tls_ca: cli.tls_ca,
+        tls_cert: cli.tls_cert,
+        tls_key: cli.tls_key,
+        token: cli.token,
+    })
+    .await?;
     let json = cli.json;
     match cli.command {
         Command::Ping => cmd::daemon::ping(channel, json).await,

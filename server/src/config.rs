@@ -48,6 +48,24 @@ pub struct Cli {
     /// Allow a non-loopback listen address without authentication (e.g. behind a mesh sidecar that enforces mTLS).
     #[arg(long, env = "STEPD_INSECURE")]
     pub insecure: bool,
+    /// Serve TLS on the TCP listener with this PEM certificate chain (needs --tls-key).
+    #[arg(long, env = "STEPD_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "STEPD_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: require a client certificate issued by a CA in this PEM file; the caller's identity is the certificate's URI or DNS name, else its common name.
+    #[arg(long, env = "STEPD_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// File of "IDENTITY ROLE" lines giving client-certificate identities their role (viewer, controller, admin, probe); an identity not listed has no role.
+    #[arg(long, env = "STEPD_TLS_CLIENT_ROLES")]
+    pub tls_client_roles: Option<PathBuf>,
+    /// Take the caller's identity from a mesh sidecar's x-forwarded-client-cert header when the connection has no client certificate. Only when nothing but the sidecar can reach stepd.
+    #[arg(long, env = "STEPD_TRUST_FORWARDED_CLIENT_CERT")]
+    pub trust_forwarded_client_cert: bool,
+    /// Also serve grpc.health.v1 alone, in plaintext, on this TCP address (for health probes of a TLS daemon).
+    #[arg(long, env = "STEPD_HEALTH_LISTEN")]
+    pub health_listen: Option<String>,
     /// Log format: "text" or "json". Filter with RUST_LOG.
     #[arg(long, env = "STEPD_LOG_FORMAT")]
     pub log_format: Option<String>,
@@ -127,6 +145,12 @@ struct FileConfig {
     unix_socket: Option<PathBuf>,
     no_unix_socket: Option<bool>,
     insecure: Option<bool>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_client_ca: Option<PathBuf>,
+    tls_client_roles: Option<PathBuf>,
+    trust_forwarded_client_cert: Option<bool>,
+    health_listen: Option<String>,
     log_format: Option<String>,
     heartbeat_interval: Option<String>,
     subscriber_buffer: Option<usize>,
@@ -173,6 +197,19 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// Non-loopback binding allowed without authentication.
     pub insecure: bool,
+    /// PEM certificate chain served on the TCP listener (TLS), with its key.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// CA whose client certificates are required (mutual TLS).
+    pub tls_client_ca: Option<PathBuf>,
+    /// Client identity → role name, from `--tls-client-roles` (see
+    /// [`crate::tls::parse_client_roles`]); an identity absent has no role.
+    pub tls_client_roles: std::collections::BTreeMap<String, String>,
+    /// Identity from `x-forwarded-client-cert` when there is no client certificate.
+    pub trust_forwarded_client_cert: bool,
+    /// Plaintext listener serving health alone.
+    pub health_listen: Option<SocketAddr>,
     /// Log format.
     pub log_format: LogFormat,
     /// Heartbeat interval on quiet streams.
@@ -232,15 +269,39 @@ impl Config {
             .listen
             .or(file.listen)
             .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-        let listen = parse_listen(&listen_text)?;
+        let listen = parse_listen(&listen_text, "--listen")?;
         let insecure = cli.insecure || file.insecure.unwrap_or(false);
-        if !listen.ip().is_loopback() && !insecure {
+        let tls_cert = cli.tls_cert.or(file.tls_cert);
+        let tls_key = cli.tls_key.or(file.tls_key);
+        let tls_client_ca = cli.tls_client_ca.or(file.tls_client_ca);
+        let tls_client_roles = cli.tls_client_roles.or(file.tls_client_roles);
+        let trust_forwarded_client_cert =
+            cli.trust_forwarded_client_cert || file.trust_forwarded_client_cert.unwrap_or(false);
+        match (&tls_cert, &tls_key) {
+            (Some(_), None) => bail!("--tls-cert needs --tls-key"),
+            (None, Some(_)) => bail!("--tls-key needs --tls-cert"),
+            _ => {}
+        }
+        if tls_client_ca.is_some() && tls_cert.is_none() {
+            bail!("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)");
+        }
+        if tls_client_roles.is_some() && tls_client_ca.is_none() && !trust_forwarded_client_cert {
             bail!(
-                "refusing to listen on non-loopback address {listen}: stepd runs arbitrary code for \
-                 whoever can reach it. Pass --insecure (STEPD_INSECURE=1) only behind something that \
-                 authenticates callers, such as a mesh sidecar enforcing mTLS"
+                "--tls-client-roles needs client identities: --tls-client-ca or \
+                 --trust-forwarded-client-cert"
             );
         }
+        let tls_client_roles = match &tls_client_roles {
+            Some(path) => crate::tls::load_client_roles(path)?,
+            None => Default::default(),
+        };
+        let tokens = cli.auth_tokens.is_some() || file.auth_tokens.is_some();
+        crate::tls::check_exposure(listen, tls_cert.is_some(), tokens, insecure)?;
+        let health_listen = cli
+            .health_listen
+            .or(file.health_listen)
+            .map(|text| parse_listen(&text, "--health-listen"))
+            .transpose()?;
         let no_unix = cli.no_unix_socket || file.no_unix_socket.unwrap_or(false);
         let unix_socket = if no_unix {
             None
@@ -272,6 +333,12 @@ impl Config {
             data_dir,
             config_file,
             insecure,
+            tls_cert,
+            tls_key,
+            tls_client_ca,
+            tls_client_roles,
+            trust_forwarded_client_cert,
+            health_listen,
             log_format,
             heartbeat_interval: duration(
                 "heartbeat-interval",
@@ -380,14 +447,14 @@ impl Config {
     }
 }
 
-fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
+fn parse_listen(text: &str, flag: &str) -> anyhow::Result<SocketAddr> {
     let normalised = match text.strip_prefix("localhost:") {
         Some(port) => format!("127.0.0.1:{port}"),
         None => text.to_owned(),
     };
     normalised
         .parse()
-        .with_context(|| format!("--listen: {text:?} is not an address like 127.0.0.1:7701"))
+        .with_context(|| format!("{flag}: {text:?} is not an address like 127.0.0.1:7701"))
 }
 
 fn default_data_dir() -> anyhow::Result<PathBuf> {

@@ -20,7 +20,7 @@ use tokio::{
     sync::mpsc,
 };
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 /// The shortest and longest pause of the accept loop after running out of
 /// file descriptors; it doubles while the error lasts.
@@ -402,11 +402,13 @@ where
     }
 
     fn call(&mut self, request: tonic::codegen::http::Request<B>) -> Self::Future {
-        if let Some(peer) = request
-            .extensions()
-            .get::<TcpConnectInfo>()
-            .and_then(|info| info.remote_addr)
-        {
+        let extensions = request.extensions();
+        let info = extensions.get::<TcpConnectInfo>().or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpConnectInfo>>()
+                .map(TlsConnectInfo::get_ref)
+        });
+        if let Some(peer) = info.and_then(|info| info.remote_addr) {
             self.conns.saw_request(peer);
         }
         self.inner.call(request)

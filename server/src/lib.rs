@@ -28,3 +28,4 @@ pub mod session;
 pub mod store;
 pub mod telemetry;
 pub mod time;
+pub mod tls;

@@ -57,6 +57,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // Held until run returns, after the store is closed: a second daemon on
     // this directory fails here, whatever addresses it listens on.
     let lock = crate::datadir::lock(&config.data_dir)?;
+    let tls = crate::tls::server_config(&config)?;
     let tcp = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -70,10 +71,27 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let auth = Arc::new(crate::auth::Auth::new(
         &config.data_dir,
         config.auth_tokens.as_deref(),
+        &config.tls_client_roles,
         config.insecure,
     )?);
+    let health_tcp = match config.health_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding --health-listen {addr}"))?,
+        ),
+        None => None,
+    };
+    let health_addr = health_tcp
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()
+        .context("reading the address bound for --health-listen")?;
     let daemon = Arc::new(Daemon::open(config).await?);
     let mut listen = vec![tcp_addr.to_string()];
+    if let Some(addr) = health_addr {
+        listen.push(format!("health:{addr}"));
+    }
     if let Some((_, path)) = &unix {
         listen.push(format!("unix:{}", path.display()));
     }
@@ -85,7 +103,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         daemon.config.max_connections,
         daemon.config.first_request_timeout,
     );
-    let router = router(&daemon, health_service, &conns, &auth)?;
+    // TLS is the TCP listener's; the Unix socket stays plaintext (only the
+    // daemon's user can open it).
+    let tls_router = router(&daemon, health_service.clone(), &conns, &auth, tls)?;
+    let router = router(&daemon, health_service.clone(), &conns, &auth, None)?;
 
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(on_signal(shutdown.clone()));
@@ -107,17 +128,36 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(listen = ?listen, instance = %daemon.instance_id, data_dir = %daemon.config.data_dir.display(), "stepd ready");
     // A machine-readable line on stdout for whoever started us (tests, stepctl).
     println!(
-        "stepd ready tcp={tcp_addr} unix={}",
+        "stepd ready tcp={tcp_addr} unix={}{}",
         unix.as_ref()
             .map(|(_, p)| p.display().to_string())
+            .unwrap_or_default(),
+        health_addr
+            .map(|addr| format!(" health={addr}"))
             .unwrap_or_default()
     );
 
     let tcp_incoming =
         ReceiverStream::new(conns.accept(tcp, shutdown.clone())).map(Ok::<_, std::io::Error>);
-    let tcp_server = router
-        .clone()
-        .serve_with_incoming_shutdown(tcp_incoming, shutdown.clone().cancelled_owned());
+    let tcp_server =
+        tls_router.serve_with_incoming_shutdown(tcp_incoming, shutdown.clone().cancelled_owned());
+    // Health alone, plaintext, for probes that cannot present a certificate.
+    let health_server = async {
+        match health_tcp {
+            Some(listener) => {
+                Server::builder()
+                    .layer(SeenLayer(conns.clone()))
+                    .add_service(health_service)
+                    .serve_with_incoming_shutdown(
+                        ReceiverStream::new(conns.accept(listener, shutdown.clone()))
+                            .map(Ok::<_, std::io::Error>),
+                        shutdown.clone().cancelled_owned(),
+                    )
+                    .await
+            }
+            None => Ok(()),
+        }
+    };
     let unix_path = unix.as_ref().map(|(_, p)| p.clone());
     let unix_server = async {
         match unix {
@@ -135,7 +175,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     };
     let drain = daemon.config.drain_timeout;
     tokio::select! {
-        result = async { tokio::try_join!(tcp_server, unix_server) } => { result?; }
+        result = async { tokio::try_join!(tcp_server, unix_server, health_server) } => { result?; }
         () = deadline_after(&shutdown, drain) => {
             tracing::warn!(?drain, "drain deadline passed; closing the remaining connections");
         }
@@ -178,8 +218,11 @@ type Layered = tower::layer::util::Stack<
     tower::layer::util::Stack<
         AuthLayer,
         tower::layer::util::Stack<
-            tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
-            tower::layer::util::Identity,
+            crate::tls::IdentityLayer,
+            tower::layer::util::Stack<
+                tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
+                tower::layer::util::Identity,
+            >,
         >,
     >,
 >;
@@ -197,6 +240,7 @@ fn router(
     >,
     conns: &Conns,
     auth: &Arc<crate::auth::Auth>,
+    tls: Option<tonic::transport::ServerTlsConfig>,
 ) -> anyhow::Result<Router<Layered>> {
     let max = daemon.config.max_message_bytes;
     // Every served service is described, health and reflection included, so
@@ -219,7 +263,13 @@ fn router(
                 .max_encoding_message_size(max)
         };
     }
-    Ok(Server::builder()
+    let mut server = Server::builder();
+    if let Some(tls) = tls {
+        server = server
+            .tls_config(tls)
+            .context("configuring TLS from --tls-cert and --tls-key")?;
+    }
+    Ok(server
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
@@ -229,8 +279,13 @@ fn router(
         .layer(tower::util::MapResponseLayer::new(
             remap_refusals as fn(HttpResponse) -> HttpResponse,
         ))
-        // Before the registry sees a request: a connection whose requests
-        // are all refused stays silent and is closed as such.
+        // The certificate's (or the proxy's) identity first, for the one
+        // authentication layer; then the registry, which only sees requests
+        // that passed, so a connection whose requests are all refused stays
+        // silent and is closed as such.
+        .layer(crate::tls::IdentityLayer {
+            trust_forwarded: daemon.config.trust_forwarded_client_cert,
+        })
         .layer(AuthLayer(auth.clone()))
         .layer(SeenLayer(conns.clone()))
         .add_service(health)

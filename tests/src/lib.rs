@@ -99,6 +99,8 @@ pub struct Daemon {
     pub addr: String,
     /// Its Unix socket, when it has one.
     pub unix: Option<PathBuf>,
+    /// Its plaintext health-only address (`--health-listen`), when it has one.
+    pub health: Option<String>,
     /// Its data directory (kept for restarts).
     pub data_dir: PathBuf,
     /// The data directory this daemon owns (removed when dropped).
@@ -139,17 +141,21 @@ impl Daemon {
         .expect("stepd exited before it was ready");
         let mut addr = String::new();
         let mut unix = None;
+        let mut health = None;
         for part in ready.split_whitespace() {
             if let Some(a) = part.strip_prefix("tcp=") {
                 addr = a.to_owned();
             } else if let Some(u) = part.strip_prefix("unix=").filter(|u| !u.is_empty()) {
                 unix = Some(PathBuf::from(u));
+            } else if let Some(h) = part.strip_prefix("health=") {
+                health = Some(h.to_owned());
             }
         }
         Self {
             child,
             addr,
             unix,
+            health,
             data_dir: data_dir.to_path_buf(),
             owned_dir: None,
         }

@@ -3,6 +3,7 @@
 use crate::connect::client;
 use std::path::Path;
 
+use crate::connect::Channel;
 use clap::{Args, Subcommand};
 use prost_types::FieldMask;
 use stepd_proto::v1::{
@@ -11,7 +12,6 @@ use stepd_proto::v1::{
     RemoveBreakpointRequest, SourceLocation, UpdateBreakpointRequest,
     breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
 };
-use tonic::transport::Channel;
 
 use crate::{
     exit::Failure,

@@ -1,11 +1,11 @@
 //! `ping`, `status`, `doctor`, `version`, `shutdown`.
 
+use crate::connect::Channel;
 use crate::connect::client;
 use stepd_proto::v1::{
     CheckStatus, DoctorRequest, GetStatusRequest, GetVersionRequest, PingRequest, ShutdownRequest,
     daemon_service_client::DaemonServiceClient,
 };
-use tonic::transport::Channel;
 
 use crate::{
     exit::Failure,

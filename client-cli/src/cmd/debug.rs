@@ -23,7 +23,9 @@ use stepd_proto::v1::{
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
-use tonic::{Streaming, transport::Channel};
+use tonic::Streaming;
+
+use crate::connect::Channel;
 
 use crate::{
     cmd::{

@@ -15,7 +15,9 @@ use stepd_proto::v1::{
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
-use tonic::{Code, Status, transport::Channel};
+use tonic::{Code, Status};
+
+use crate::connect::Channel;
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::{

@@ -16,7 +16,9 @@ use stepd_proto::v1::{
     TapIndexedRequest, TapValueRequest, TogglePrettyPrintRequest, ToggleViewModeRequest, ViewMode,
     inspect_source::Source, inspector_service_client::InspectorServiceClient, render_item::Item,
 };
-use tonic::{Status, transport::Channel};
+use tonic::Status;
+
+use crate::connect::Channel;
 
 use crate::{
     exit::Failure,

@@ -1,5 +1,6 @@
 //! `stepctl watch`: events as they come.
 
+use crate::connect::Channel;
 use crate::connect::client;
 use clap::Args;
 use stepd_proto::v1::{
@@ -8,7 +9,6 @@ use stepd_proto::v1::{
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
-use tonic::transport::Channel;
 
 use crate::{
     cmd::breakpoints::describe_location,

@@ -108,10 +108,12 @@ func (b *lockedBuffer) String() string {
 
 // daemon is one stepd process.
 type daemon struct {
-	addr   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	stderr *lockedBuffer
+	addr string
+	// stopOptions dial the Shutdown call (TLS options for a TLS daemon).
+	stopOptions []stepd.Option
+	cmd         *exec.Cmd
+	exited      chan struct{}
+	stderr      *lockedBuffer
 }
 
 // startDaemon starts stepd on a free loopback port (or listen) with a fresh
@@ -181,7 +183,7 @@ func (d *daemon) stop(t testing.TB) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if c, err := stepd.Dial(ctx, d.addr); err == nil {
+	if c, err := stepd.Dial(ctx, d.addr, d.stopOptions...); err == nil {
 		_ = c.Shutdown(ctx)
 		c.Close()
 	}

@@ -50,6 +50,13 @@ type Options struct {
 	FlushInterval time.Duration
 	// DialOptions are extra gRPC dial options.
 	DialOptions []grpc.DialOption
+	// TLSCA, TLSCert and TLSKey are PEM files as for [stepd.WithTLS]: when
+	// any is set the connection is TLS (mutual with TLSCert and TLSKey).
+	// All empty: $STEPD_TLS_CA, $STEPD_TLS_CERT and $STEPD_TLS_KEY apply.
+	TLSCA, TLSCert, TLSKey string
+	// Token is sent as "authorization: Bearer Token" (see [stepd.WithToken];
+	// empty: $STEPD_TOKEN, else the local daemon's token file).
+	Token string
 }
 
 // Probe is one instrumented process's connection to stepd. It is safe for
@@ -113,7 +120,14 @@ func Connect(ctx context.Context, opts Options) (*Probe, error) {
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = 20 * time.Millisecond
 	}
-	client, err := stepd.Dial(ctx, opts.Addr, stepd.WithDialOptions(opts.DialOptions...))
+	dial := []stepd.Option{stepd.WithDialOptions(opts.DialOptions...)}
+	if opts.TLSCA != "" || opts.TLSCert != "" || opts.TLSKey != "" {
+		dial = append(dial, stepd.WithTLS(opts.TLSCA, opts.TLSCert, opts.TLSKey))
+	}
+	if opts.Token != "" {
+		dial = append(dial, stepd.WithToken(opts.Token))
+	}
+	client, err := stepd.Dial(ctx, opts.Addr, dial...)
 	if err != nil {
 		return nil, err
 	}

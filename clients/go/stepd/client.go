@@ -2,13 +2,18 @@ package stepd
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -39,6 +44,13 @@ type Client struct {
 type options struct {
 	clientName  string
 	dialOptions []grpc.DialOption
+	tlsCA       string
+	tlsCert     string
+	tlsKey      string
+	tlsSet      bool
+	tlsConfig   *tls.Config
+	token       string
+	tokenSet    bool
 }
 
 // Option configures [Dial].
@@ -55,10 +67,111 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
 }
 
-// Dial connects to the daemon at addr: "host:port" or "unix:/path/stepd.sock".
-// An empty addr means $STEPD_ADDR, else [DefaultAddr]. The connection uses
-// insecure (plaintext) credentials: stepd listens on loopback and on a Unix
-// socket only, unless its operator decided otherwise.
+// WithTLS makes the connection TLS: caFile (PEM) verifies the daemon's
+// certificate (empty: the system's roots), certFile and keyFile (PEM, both or
+// neither) present a client certificate for mutual TLS. Without this option
+// $STEPD_TLS_CA, $STEPD_TLS_CERT and $STEPD_TLS_KEY are used when set.
+func WithTLS(caFile, certFile, keyFile string) Option {
+	return func(o *options) {
+		o.tlsCA, o.tlsCert, o.tlsKey, o.tlsSet = caFile, certFile, keyFile, true
+	}
+}
+
+// WithTLSConfig makes the connection TLS with this configuration (it wins
+// over [WithTLS] and the environment).
+func WithTLSConfig(config *tls.Config) Option {
+	return func(o *options) { o.tlsConfig = config }
+}
+
+// WithToken sends "authorization: Bearer token" on every call. Without this
+// option $STEPD_TOKEN is used, else, for the default local daemon only (no
+// address and no $STEPD_ADDR), the daemon's <data dir>/token when it exists.
+func WithToken(token string) Option {
+	return func(o *options) { o.token, o.tokenSet = token, true }
+}
+
+// bearer is per-RPC credentials that work over plaintext too (a loopback
+// daemon, or a mesh sidecar's mTLS).
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// DataDir is the default daemon's data directory: $STEPD_DATA_DIR, else
+// $XDG_DATA_HOME/stepd, else ~/.local/share/stepd.
+func DataDir() string {
+	if d := os.Getenv("STEPD_DATA_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "stepd")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "stepd")
+}
+
+func (o *options) resolveToken(defaultDaemon bool) string {
+	if o.tokenSet {
+		return strings.TrimSpace(o.token)
+	}
+	if t := strings.TrimSpace(os.Getenv("STEPD_TOKEN")); t != "" {
+		return t
+	}
+	if defaultDaemon {
+		if b, err := os.ReadFile(filepath.Join(DataDir(), "token")); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
+
+// transportCredentials: TLS for an https:// address, a [WithTLSConfig], or
+// whenever a CA or client certificate is given (by option or environment) for
+// a TCP address; plaintext otherwise.
+func (o *options) transportCredentials(https, plain bool) (credentials.TransportCredentials, error) {
+	if o.tlsConfig != nil {
+		return credentials.NewTLS(o.tlsConfig), nil
+	}
+	ca, cert, key := o.tlsCA, o.tlsCert, o.tlsKey
+	if !o.tlsSet {
+		ca, cert, key = os.Getenv("STEPD_TLS_CA"), os.Getenv("STEPD_TLS_CERT"), os.Getenv("STEPD_TLS_KEY")
+	}
+	if !https && (plain || (ca == "" && cert == "")) {
+		return insecure.NewCredentials(), nil
+	}
+	if (cert == "") != (key == "") {
+		return nil, errors.New("stepd: a TLS client certificate needs its key, and the key its certificate")
+	}
+	config := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("stepd: TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("stepd: TLS CA %s: no PEM certificate in it", ca)
+		}
+		config.RootCAs = pool
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("stepd: TLS client certificate: %w", err)
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(config), nil
+}
+
+// Dial connects to the daemon at addr: "host:port", "https://host:port" or
+// "unix:/path/stepd.sock". An empty addr means $STEPD_ADDR, else
+// [DefaultAddr]. The connection is plaintext unless TLS is asked for (an
+// https:// address, [WithTLS], [WithTLSConfig] or $STEPD_TLS_CA /
+// $STEPD_TLS_CERT); see [WithToken] for the bearer token.
 //
 // Dial does not wait for the daemon; the first RPC does. Use [Client.Ping] as
 // a handshake.
@@ -68,20 +181,27 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	defaultDaemon := addr == "" && os.Getenv("STEPD_ADDR") == ""
 	if addr == "" {
 		addr = os.Getenv("STEPD_ADDR")
 	}
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	target := addr
-	if !strings.HasPrefix(addr, "unix:") && !strings.Contains(addr, "://") {
+	hostPort, https := strings.CutPrefix(addr, "https://")
+	hostPort, plainScheme := strings.CutPrefix(hostPort, "http://")
+	target := hostPort
+	if !strings.HasPrefix(hostPort, "unix:") && !strings.Contains(hostPort, "://") {
 		// "unix:/path" is gRPC target syntax already; a bare host:port is
 		// dialled as is.
-		target = "passthrough:///" + addr
+		target = "passthrough:///" + hostPort
+	}
+	creds, err := o.transportCredentials(https, plainScheme || strings.HasPrefix(hostPort, "unix:"))
+	if err != nil {
+		return nil, err
 	}
 	dialOptions := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		// A local daemon that restarts should be found again quickly.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{
@@ -103,6 +223,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 				return streamer(metadata.AppendToOutgoingContext(ctx, "x-stepd-client", name), desc, cc, method, callOpts...)
 			}),
 		)
+	}
+	if token := o.resolveToken(defaultDaemon); token != "" {
+		dialOptions = append(dialOptions, grpc.WithPerRPCCredentials(bearer(token)))
 	}
 	dialOptions = append(dialOptions, o.dialOptions...)
 	conn, err := grpc.NewClient(target, dialOptions...)

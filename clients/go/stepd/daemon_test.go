@@ -81,6 +81,8 @@ type daemon struct {
 	unix   string // socket path, or ""
 	exited chan struct{}
 	stderr *lockedBuffer
+	// stopOptions dial the Shutdown call (TLS options for a TLS daemon).
+	stopOptions []stepd.Option
 }
 
 type lockedBuffer struct {
@@ -186,7 +188,7 @@ func (d *daemon) stop() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if c, err := stepd.Dial(ctx, d.addr); err == nil {
+	if c, err := stepd.Dial(ctx, d.addr, d.stopOptions...); err == nil {
 		_ = c.Shutdown(ctx)
 		c.Close()
 	}
@@ -206,6 +208,17 @@ func (d *daemon) stop() {
 func (d *daemon) dial(t testing.TB, opts ...stepd.Option) *stepd.Client {
 	t.Helper()
 	c, err := stepd.Dial(context.Background(), d.addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dialAt connects a client to addr and closes it when the test ends.
+func (d *daemon) dialAt(t testing.TB, addr string, opts ...stepd.Option) *stepd.Client {
+	t.Helper()
+	c, err := stepd.Dial(context.Background(), addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,8 @@ class Daemon:
         fields = dict(part.split("=", 1) for part in line.split()[2:])
         self.tcp = fields["tcp"]
         self.unix = fields.get("unix", "")
+        #: The plaintext health-only address (--health-listen), if any.
+        self.health = fields.get("health", "")
 
     def _ready_line(self) -> str:
         assert self.proc.stdout is not None

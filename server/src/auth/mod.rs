@@ -51,6 +51,12 @@ pub enum How {
     Token,
     /// The local token (`<data-dir>/token`).
     LocalToken,
+    /// A client certificate verified in the TLS handshake, named in
+    /// `--tls-client-roles`.
+    Certificate,
+    /// A trusted proxy's `x-forwarded-client-cert`, named in
+    /// `--tls-client-roles` (`--trust-forwarded-client-cert`).
+    ForwardedCertificate,
     /// No credentials, admitted because of `--insecure`.
     Insecure,
 }
@@ -63,6 +69,8 @@ impl How {
             How::TcpPeer => "tcp-peer",
             How::Token => "token",
             How::LocalToken => "local-token",
+            How::Certificate => "certificate",
+            How::ForwardedCertificate => "forwarded-certificate",
             How::Insecure => "insecure",
         }
     }
@@ -101,6 +109,8 @@ pub struct Auth {
     local: tokens::Hash,
     local_identity: Arc<Identity>,
     tokens: Option<tokens::TokenFile>,
+    /// Certificate identity → role (`--tls-client-roles`).
+    client_roles: std::collections::BTreeMap<String, Role>,
     insecure: bool,
 }
 
@@ -110,8 +120,17 @@ impl Auth {
     pub fn new(
         data_dir: &Path,
         tokens_file: Option<&Path>,
+        client_roles: &std::collections::BTreeMap<String, String>,
         insecure: bool,
     ) -> anyhow::Result<Self> {
+        let client_roles = client_roles
+            .iter()
+            .map(|(identity, role)| {
+                role.parse::<Role>()
+                    .map(|role| (identity.clone(), role))
+                    .map_err(|e| anyhow::anyhow!("--tls-client-roles, {identity}: {e}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
         let own_uid = peer::own_uid();
         let own_name = same_user_name(own_uid);
         let same = |how| {
@@ -133,6 +152,7 @@ impl Auth {
                 how: How::LocalToken,
             }),
             tokens: tokens_file.map(tokens::TokenFile::open).transpose()?,
+            client_roles,
             insecure,
         })
     }
@@ -154,7 +174,15 @@ impl Auth {
         if let Some(value) = headers.get(http::header::AUTHORIZATION) {
             return self.by_token(value.as_bytes());
         }
-        let (uid, how, peer) = if let Some(tcp) = extensions.get::<peer::TcpPeer>() {
+        if let Some(peer) = extensions.get::<crate::tls::PeerIdentity>() {
+            return self.by_certificate(peer);
+        }
+        let tcp = extensions.get::<peer::TcpPeer>().or_else(|| {
+            extensions
+                .get::<tonic::transport::server::TlsConnectInfo<peer::TcpPeer>>()
+                .map(|tls| tls.get_ref())
+        });
+        let (uid, how, peer) = if let Some(tcp) = tcp {
             let remote = tcp.info.remote_addr;
             if self.insecure && remote.is_some_and(|a| !a.ip().is_loopback()) && tcp.uid.is_none() {
                 return Ok(Arc::new(Identity {
@@ -190,6 +218,30 @@ impl Auth {
                 "the user of the peer on {peer} could not be established (not on this machine?); \
                  send a token as `authorization: Bearer <token>` (see docs/security.md)"
             ))),
+        }
+    }
+
+    /// A certificate's identity, as `--tls-client-roles` maps it. One it does
+    /// not name was verified but has no role: PERMISSION_DENIED.
+    fn by_certificate(&self, peer: &crate::tls::PeerIdentity) -> Result<Arc<Identity>, ApiError> {
+        let (prefix, how) = match peer.source {
+            crate::tls::IdentitySource::Certificate => ("cert", How::Certificate),
+            crate::tls::IdentitySource::ForwardedHeader => ("forwarded", How::ForwardedCertificate),
+        };
+        match self.client_roles.get(&peer.name) {
+            Some(role) => Ok(Arc::new(Identity {
+                name: format!("{prefix}:{}", peer.name),
+                role: *role,
+                how,
+            })),
+            None => Err(ApiError::new(
+                stepd_proto::v1::ErrorReason::PermissionDenied,
+                format!(
+                    "the certificate of {} is valid but --tls-client-roles gives it no role",
+                    crate::error::quote(&peer.name)
+                ),
+            )
+            .with("identity", crate::error::clip(&peer.name))),
         }
     }
 

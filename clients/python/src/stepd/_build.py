@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union, cast
+
+import grpc
+import grpc.aio
 
 from google.protobuf import duration_pb2, field_mask_pb2, struct_pb2, timestamp_pb2
 from google.protobuf.json_format import ParseDict
@@ -45,6 +50,103 @@ def resolve_addr(addr: str | None) -> str:
     if target.startswith("/"):
         target = "unix:" + target
     return target
+
+
+TOKEN_ENV = "STEPD_TOKEN"
+TLS_CA_ENV = "STEPD_TLS_CA"
+TLS_CERT_ENV = "STEPD_TLS_CERT"
+TLS_KEY_ENV = "STEPD_TLS_KEY"
+
+
+def data_dir() -> Path:
+    """The default daemon's data directory: $STEPD_DATA_DIR, else
+    $XDG_DATA_HOME/stepd, else ~/.local/share/stepd (as stepd picks it)."""
+    if os.environ.get("STEPD_DATA_DIR"):
+        return Path(os.environ["STEPD_DATA_DIR"])
+    if os.environ.get("XDG_DATA_HOME"):
+        return Path(os.environ["XDG_DATA_HOME"]) / "stepd"
+    return Path.home() / ".local" / "share" / "stepd"
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How to reach the daemon: the gRPC target, TLS credentials (None:
+    plaintext) and the metadata that authenticates each call."""
+
+    target: str
+    credentials: grpc.ChannelCredentials | None
+    metadata: tuple[tuple[str, str], ...]
+
+    def channel(self, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+        """A synchronous channel."""
+        opts = channel_options(self.target, options)
+        if self.credentials is None:
+            return grpc.insecure_channel(self.target, options=opts)
+        return grpc.secure_channel(self.target, self.credentials, options=opts)
+
+    def aio_channel(self, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+        """An asyncio channel."""
+        opts = channel_options(self.target, options)
+        if self.credentials is None:
+            return grpc.aio.insecure_channel(self.target, options=opts)
+        return grpc.aio.secure_channel(self.target, self.credentials, options=opts)
+
+
+def _read(path: str | os.PathLike[str] | None, what: str) -> bytes | None:
+    if path is None or path == "":
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        raise ValueError(f"{what} {path}: {err.strerror}") from err
+
+
+def transport(
+    addr: str | None,
+    *,
+    tls_ca: str | os.PathLike[str] | None = None,
+    tls_cert: str | os.PathLike[str] | None = None,
+    tls_key: str | os.PathLike[str] | None = None,
+    token: str | None = None,
+) -> Transport:
+    """Resolves an address and the security options (each defaulting to its
+    ``STEPD_*`` variable) into a :class:`Transport`.
+
+    TLS is used for an ``https://`` address, and for a TCP address whenever a
+    CA or client certificate is given (without a CA: the system's roots).
+    ``tls_cert``/``tls_key`` present a client certificate (mutual TLS). The
+    token is sent as ``authorization: Bearer TOKEN``; without one, and only
+    for the default local daemon (no address given at all), the daemon's
+    ``<data dir>/token`` is sent when it exists.
+    """
+    default = not addr and not os.environ.get(ADDR_ENV)
+    raw = addr or os.environ.get(ADDR_ENV) or DEFAULT_ADDR
+    https = raw.startswith("https://")
+    target = resolve_addr(raw[len("https://"):] if https else raw)
+    tls_ca = tls_ca if tls_ca is not None else os.environ.get(TLS_CA_ENV) or None
+    tls_cert = tls_cert if tls_cert is not None else os.environ.get(TLS_CERT_ENV) or None
+    tls_key = tls_key if tls_key is not None else os.environ.get(TLS_KEY_ENV) or None
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("tls_cert and tls_key go together")
+    credentials = None
+    plain = raw.startswith("http://") or target.startswith("unix:")
+    if https or (not plain and (tls_ca is not None or tls_cert is not None)):
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read(tls_ca, "tls_ca"),
+            private_key=_read(tls_key, "tls_key"),
+            certificate_chain=_read(tls_cert, "tls_cert"),
+        )
+    if token is None:
+        token = os.environ.get(TOKEN_ENV) or None
+    if token is None and default:
+        try:
+            token = (data_dir() / "token").read_text().strip() or None
+        except OSError:
+            token = None
+    metadata: tuple[tuple[str, str], ...] = ()
+    if token:
+        metadata = (("authorization", f"Bearer {token.strip()}"),)
+    return Transport(target, credentials, metadata)
 
 
 def channel_options(target: str, extra: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
@@ -33,8 +34,13 @@ _Resp = TypeVar("_Resp")
 class Client:
     """A connection to one stepd daemon.
 
-    ``addr`` is "host:port" or "unix:/path/stepd.sock"; by default ``$STEPD_ADDR``,
-    else ``127.0.0.1:7701``. Every RPC of the API has a method with keyword
+    ``addr`` is "host:port", "https://host:port" or "unix:/path/stepd.sock"; by
+    default ``$STEPD_ADDR``, else ``127.0.0.1:7701``. ``tls_ca`` (PEM roots;
+    TLS for a TCP address), ``tls_cert``/``tls_key`` (a client certificate, for
+    mutual TLS) and ``token`` (sent as ``authorization: Bearer``) default to
+    ``$STEPD_TLS_CA``, ``$STEPD_TLS_CERT``, ``$STEPD_TLS_KEY`` and
+    ``$STEPD_TOKEN``; with no address and no token the local daemon's
+    ``<data dir>/token`` is sent when it exists. Every RPC of the API has a method with keyword
     arguments; each returns the RPC's response message and raises a
     :class:`stepd.errors.StepdError` subclass on failure. ``timeout`` (seconds)
     applies to every unary call unless a call passes its own.
@@ -51,15 +57,22 @@ class Client:
         metadata: Mapping[str, str] | None = None,
         channel: grpc.Channel | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        token: str | None = None,
     ) -> None:
-        self.addr = _build.resolve_addr(addr)
+        transport = _build.transport(addr, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
+        self.addr = transport.target
         self.client_name = client_name or "stepd-python"
         self.timeout = timeout
         self._owns_channel = channel is None
-        self.channel: grpc.Channel = channel or grpc.insecure_channel(
-            self.addr, options=_build.channel_options(self.addr, options)
+        self.channel: grpc.Channel = channel or transport.channel(options)
+        self.metadata: tuple[tuple[str, str], ...] = (
+            (_build.CLIENT_HEADER, self.client_name),
+            *transport.metadata,
+            *(metadata or {}).items(),
         )
-        self.metadata: tuple[tuple[str, str], ...] = ((_build.CLIENT_HEADER, self.client_name), *(metadata or {}).items())
         self.daemon_stub = daemon_pb2_grpc.DaemonServiceStub(self.channel)
         self.session_stub = session_pb2_grpc.SessionServiceStub(self.channel)
         self.breakpoint_stub = breakpoint_pb2_grpc.BreakpointServiceStub(self.channel)

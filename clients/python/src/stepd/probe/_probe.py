@@ -284,10 +284,15 @@ class Probe:
         linger: float = 0.002,
         backoff: tuple[float, float] = (0.05, 2.0),
         client_name: str = "",
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        token: str | None = None,
     ) -> None:
         self.name = name or os.path.basename(sys.argv[0] or "python")
         self.labels: dict[str, str] = dict(labels or {})
-        self.addr = _build.resolve_addr(addr)
+        self._transport = _build.transport(addr, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
+        self.addr = self._transport.target
         self.eval_enabled = eval
         #: The current session id ("" while disconnected).
         self.session_id = ""
@@ -298,7 +303,7 @@ class Probe:
         #: Holds the daemon refused (its limits on pending holds): those
         #: points went on at once, as if not armed.
         self.refused_total = 0
-        self._metadata = ((_build.CLIENT_HEADER, client_name or f"probe:{self.name}"),)
+        self._metadata = ((_build.CLIENT_HEADER, client_name or f"probe:{self.name}"), *self._transport.metadata)
         self._arming = _DISARMED
         self._armed_changed = threading.Condition()
         self._armed_raw = b""
@@ -840,7 +845,7 @@ class Probe:
         self._stop = asyncio.Event()
         if self._closed.is_set():
             return
-        channel = grpc.aio.insecure_channel(self.addr, options=_build.channel_options(self.addr))
+        channel = self._transport.aio_channel()
         stub = probe_pb2_grpc.ProbeServiceStub(channel)
         delay = self._backoff[0]
         previous = ""
@@ -1190,7 +1195,9 @@ def connect(
 ) -> Probe:
     """Connects an instrumented program to stepd and returns its :class:`Probe`.
 
-    `addr` defaults to ``$STEPD_ADDR``, else ``127.0.0.1:7701``. The stream is
+    `addr` defaults to ``$STEPD_ADDR``, else ``127.0.0.1:7701``; the keyword
+    options ``tls_ca``, ``tls_cert``, ``tls_key`` and ``token`` are those of
+    :class:`stepd.Client` (with the same ``STEPD_*`` defaults). The stream is
     owned by a background thread that reconnects with backoff; while it is
     down, points do not hold. `wait` is how long to wait for the daemon's first
     Welcome, so breakpoints set before the program started apply to its first
