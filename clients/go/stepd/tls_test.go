@@ -2,6 +2,7 @@ package stepd_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,15 +52,15 @@ func TestDialTLSFromEnvironment(t *testing.T) {
 	t.Setenv("STEPD_TLS_CA", pki.Path("ca.pem"))
 	t.Setenv("STEPD_TLS_CERT", pki.Path("client.pem"))
 	t.Setenv("STEPD_TLS_KEY", pki.Path("client.key"))
-	t.Setenv("STEPD_TOKEN", "sent-and-ignored")
 	if _, err := d.dialAt(t, d.addr).Ping(testContext(t)); err != nil {
 		t.Fatalf("ping with STEPD_TLS_*: %v", err)
 	}
 }
 
-// A token is harmless to a daemon that does not ask for one, and DataDir
-// (where the default daemon's token file is read) follows STEPD_DATA_DIR.
-func TestTokenWithoutAuthAndDataDir(t *testing.T) {
+// A token the daemon does not know is refused, even from the daemon's own
+// user (a client that sends a token means it), and DataDir (where the
+// default daemon's token file is read) follows STEPD_DATA_DIR.
+func TestAnUnknownTokenIsRefusedAndDataDirFollowsTheEnvironment(t *testing.T) {
 	d := startDaemon(t, daemonConfig{})
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("local-secret\n"), 0o600); err != nil {
@@ -67,8 +68,10 @@ func TestTokenWithoutAuthAndDataDir(t *testing.T) {
 	}
 	t.Setenv("STEPD_DATA_DIR", dir)
 	t.Setenv("STEPD_ADDR", d.addr)
-	if _, err := d.dialAt(t, "", stepd.WithToken("explicit")).Ping(testContext(t)); err != nil {
-		t.Fatalf("ping with a token the daemon does not require: %v", err)
+	_, err := d.dialAt(t, "", stepd.WithToken("explicit")).Ping(testContext(t))
+	var se *stepd.Error
+	if !errors.As(err, &se) || se.ReasonName != "UNAUTHENTICATED" {
+		t.Fatalf("ping with an unknown token: %v, want UNAUTHENTICATED", err)
 	}
 	if got := stepd.DataDir(); got != dir {
 		t.Fatalf("DataDir() = %q, want %q", got, dir)
