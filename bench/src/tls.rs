@@ -105,6 +105,11 @@ async fn ping(client: &mut DaemonServiceClient<Channel>) -> anyhow::Result<Durat
 
 pub async fn run(pings: usize) -> anyhow::Result<()> {
     let pki = Pki::new()?;
+    // The client certificate's identity is a viewer: Ping is all it does.
+    std::fs::write(
+        pki.dir.path().join("roles"),
+        "spiffe://bench/client viewer\n",
+    )?;
     let plain = Daemon::start(&["--no-unix-socket"]).await;
     let mtls = Daemon::start(&[
         "--no-unix-socket",
@@ -114,6 +119,8 @@ pub async fn run(pings: usize) -> anyhow::Result<()> {
         &pki.path("server.key"),
         "--tls-client-ca",
         &pki.path("ca.pem"),
+        "--tls-client-roles",
+        &pki.path("roles"),
     ])
     .await;
     let mut plain_client = DaemonServiceClient::new(plain.channel().await);
