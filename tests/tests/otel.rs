@@ -14,11 +14,13 @@ use std::{
 };
 
 use serde_json::Value as Json;
-use stepd_e2e::{DEADLINE, Daemon, Subscription, TempDir, dap, repo_root};
+use stepd_e2e::{
+    DEADLINE, Daemon, Subscription, TempDir, dap, fixture, line_of, repo_root, source_spec,
+};
 use stepd_proto::v1::{
     BreakpointSpec, ConnectRequest, ConnectResponse, ContinueCommand, GetSessionRequest, Hello,
-    Hit, PingRequest, PointInfo, ProbeCapabilities, ProbeMatch, Watch, breakpoint_spec::Location,
-    connect_request::Message as In, connect_response::Message as Out,
+    Hit, LaunchRequest, PingRequest, PointInfo, ProbeCapabilities, ProbeMatch, Watch,
+    breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
     daemon_service_client::DaemonServiceClient, debug_command::Command,
     probe_service_client::ProbeServiceClient,
 };
@@ -204,7 +206,8 @@ fn command_without_otel(dir: &Path) -> tokio::process::Command {
     command
 }
 
-/// A daemon exporting to `jaeger` as `service`, in batches of at most 100 ms.
+/// A daemon exporting to `jaeger` as `service` (unset if empty), in
+/// batches of at most 100 ms.
 async fn traced_daemon(dir: &TempDir, jaeger: &Jaeger, service: &str) -> Daemon {
     let mut command = command_without_otel(dir.path());
     command
@@ -212,8 +215,10 @@ async fn traced_daemon(dir: &TempDir, jaeger: &Jaeger, service: &str) -> Daemon 
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             format!("http://127.0.0.1:{}", jaeger.otlp),
         )
-        .env("OTEL_SERVICE_NAME", service)
         .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    if !service.is_empty() {
+        command.env("OTEL_SERVICE_NAME", service);
+    }
     Daemon::spawn(command, dir.path()).await
 }
 
@@ -328,7 +333,19 @@ async fn an_rpc_with_traceparent_is_a_child_in_the_callers_trace() {
         return;
     };
     let dir = TempDir::new("otel-rpc");
-    let daemon = traced_daemon(&dir, &jaeger, "stepd-otel-rpc").await;
+    let mut command = command_without_otel(dir.path());
+    command
+        .env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            format!("http://127.0.0.1:{}", jaeger.otlp),
+        )
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=otel-test")
+        .env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "service.name=stepd-otel-rpc,deployment.environment.name=otel-test",
+        )
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let daemon = Daemon::spawn(command, dir.path()).await;
     let (traceparent, trace, parent) = caller_context(0x11);
     let mut request = tonic::Request::new(PingRequest::default());
     request
@@ -356,6 +373,16 @@ async fn an_rpc_with_traceparent_is_a_child_in_the_callers_trace() {
         Some(&Json::from("OK"))
     );
     assert_eq!(tag(ping, "span.kind"), Some(&Json::from("server")));
+    // The resource is what OTEL_RESOURCE_ATTRIBUTES says.
+    let (_, body) = jaeger.get(&format!("/api/traces/{trace}")).unwrap();
+    let json: Json = serde_json::from_str(&body).unwrap();
+    let process = &json["data"][0]["processes"][ping["processID"].as_str().unwrap()];
+    assert_eq!(process["serviceName"], "stepd-otel-rpc", "{process:#}");
+    assert_eq!(
+        tag(process, "deployment.environment.name"),
+        Some(&Json::from("otel-test")),
+        "{process:#}"
+    );
     daemon.stop().await;
 }
 
@@ -365,7 +392,8 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
         return;
     };
     let dir = TempDir::new("otel-pause");
-    let daemon = traced_daemon(&dir, &jaeger, "stepd-otel-pause").await;
+    // No OTEL_SERVICE_NAME: the service is stepd.
+    let daemon = traced_daemon(&dir, &jaeger, "").await;
     let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
     let (traceparent, trace, parent) = caller_context(0x22);
     let mut probe = connect_probe(&daemon, &traceparent).await;
@@ -408,6 +436,10 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
         .await;
     let span = find(&spans, |s| span_id(s) == pause.span_id).unwrap();
     assert_eq!(operation(span), "pause");
+    let (_, body) = jaeger.get(&format!("/api/traces/{trace}")).unwrap();
+    let json: Json = serde_json::from_str(&body).unwrap();
+    let process = &json["data"][0]["processes"][span["processID"].as_str().unwrap()];
+    assert_eq!(process["serviceName"], "stepd", "{process:#}");
     assert_eq!(parent_of(span), Some(session.span_id.as_str()), "{span:#}");
     // Jaeger's durations are in microseconds. The span starts a little
     // before the test sees the pause and ends a little before the answer
@@ -456,6 +488,87 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
         Some(&Json::from("PROBE_DISCONNECTED")),
         "{session_span:#}"
     );
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_dap_pause_is_a_span_with_its_source_location() {
+    let Some(jaeger) = Jaeger::start().await else {
+        return;
+    };
+    let dir = TempDir::new("otel-dap");
+    let daemon = traced_daemon(&dir, &jaeger, "stepd-otel-dap").await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let program = fixture("python/hello.py");
+    let path = program.to_str().unwrap();
+    let line = line_of(&program, "print");
+    let breakpoint = dap::add_breakpoint(&daemon, source_spec(path, line)).await;
+    let (traceparent, trace, parent) = caller_context(0x44);
+    let mut request = tonic::Request::new(LaunchRequest {
+        adapter: "debugpy".into(),
+        program: path.into(),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    let session = tokio::time::timeout(DEADLINE, dap::sessions(&daemon).await.launch(request))
+        .await
+        .expect("launch answered in time")
+        .expect("launch")
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(session.trace_id, trace);
+
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(pause.trace_id, trace);
+    dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    dap::ended(&mut sub, &session.id).await;
+
+    let spans = jaeger
+        .spans_of(&trace, |spans| {
+            [pause.span_id.as_str(), session.span_id.as_str()]
+                .iter()
+                .all(|id| find(spans, |s| span_id(s) == *id).is_some())
+                && find(spans, |s| operation(s) == "stepd.v1.SessionService/Launch").is_some()
+        })
+        .await;
+    let launch = find(&spans, |s| operation(s) == "stepd.v1.SessionService/Launch").unwrap();
+    assert_eq!(parent_of(launch), Some(parent.as_str()));
+    let session_span = find(&spans, |s| span_id(s) == session.span_id).unwrap();
+    assert_eq!(parent_of(session_span), Some(span_id(launch)));
+    assert_eq!(
+        tag(session_span, "stepd.session.kind"),
+        Some(&Json::from("DAP"))
+    );
+    assert_eq!(
+        tag(session_span, "stepd.adapter"),
+        Some(&Json::from("debugpy"))
+    );
+    assert!(
+        tag(session_span, "stepd.session.end_reason").is_some(),
+        "{session_span:#}"
+    );
+    let span = find(&spans, |s| span_id(s) == pause.span_id).unwrap();
+    assert_eq!(parent_of(span), Some(session.span_id.as_str()));
+    assert_eq!(
+        tag(span, "stepd.pause.reason"),
+        Some(&Json::from("BREAKPOINT"))
+    );
+    let file = tag(span, "code.file.path")
+        .and_then(Json::as_str)
+        .unwrap_or_default();
+    assert!(file.ends_with("hello.py"), "{span:#}");
+    assert_eq!(tag(span, "code.line.number"), Some(&Json::from(line)));
+    assert_eq!(
+        tag(span, "stepd.pause.command"),
+        Some(&Json::from("CONTINUE"))
+    );
+    let ids = tag(span, "stepd.breakpoint.ids").map(Json::to_string);
+    assert!(ids.is_some_and(|ids| ids.contains(&breakpoint)), "{span:#}");
     daemon.stop().await;
 }
 

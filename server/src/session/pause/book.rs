@@ -311,7 +311,9 @@ impl<T> PauseBook<T> {
         expression: &str,
         result: ApiResult<DisplayValue>,
     ) -> ApiResult<SendDebugInputResponse> {
-        if let Some(entry) = self.entries.get(key) {
+        if telemetry::enabled()
+            && let Some(entry) = self.entries.get(key)
+        {
             entry.span.event("EVAL", || {
                 vec![KeyValue::new("stepd.eval.succeeded", result.is_ok())]
             });
