@@ -138,7 +138,9 @@ fn provider() -> Result<SdkTracerProvider, String> {
 /// Installs the global subscriber, and the exporter when the environment
 /// asks for one. Call once, inside the runtime, before anything logs.
 pub fn init(format: LogFormat) -> Telemetry {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = |default: &str| {
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default))
+    };
     let (provider, problem) = match export_wanted(|name| std::env::var(name).ok()) {
         Ok(true) => match provider() {
             Ok(provider) => (Some(provider), None),
@@ -150,7 +152,9 @@ pub fn init(format: LogFormat) -> Telemetry {
     let result = match &provider {
         // Export off: exactly the subscriber stepd always had.
         None => {
-            let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+            let builder = fmt()
+                .with_env_filter(filter("info"))
+                .with_writer(std::io::stderr);
             match format {
                 LogFormat::Text => builder.try_init(),
                 LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -176,7 +180,10 @@ pub fn init(format: LogFormat) -> Telemetry {
                 .with_target(false)
                 .with_filter(Targets::new().with_target(RPC_TARGET, tracing::Level::INFO));
             tracing_subscriber::registry()
-                .with(logs.with_filter(filter))
+                // The SDK's own news (a failed export) at warn and above.
+                .with(logs.with_filter(filter(
+                    "info,opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry-otlp=warn",
+                )))
                 .with(spans)
                 .try_init()
                 .map_err(|err| err.to_string())
@@ -408,6 +415,20 @@ impl Span {
             }
             None => (String::new(), String::new()),
         }
+    }
+
+    /// The W3C `traceparent` naming this span as the parent, for a program
+    /// stepd starts; none without a span.
+    pub fn traceparent(&self) -> Option<String> {
+        let cx = self.0.as_ref()?;
+        let span = cx.span();
+        let sc = span.span_context();
+        Some(format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        ))
     }
 
     /// Adds attributes.

@@ -2,8 +2,10 @@
 //! all-in-one, in memory, every port on loopback; `.tools/bin/jaeger`,
 //! skipped with a reason when absent): an RPC carrying `traceparent` is a
 //! child in the caller's trace; a probe's pause is a span as long as the
-//! hold, naming the command that ended it and who gave it; with no `OTEL_*`
-//! variable the daemon opens no connection and stamps no ids.
+//! hold, naming the command that ended it and who gave it; a launched
+//! program's pause carries its source location, and the program gets the
+//! session's span as its TRACEPARENT; with no `OTEL_*` variable the daemon
+//! opens no connection and stamps no ids.
 
 use std::{
     io::{Read as _, Write as _},
@@ -18,11 +20,11 @@ use stepd_e2e::{
     DEADLINE, Daemon, Subscription, TempDir, dap, fixture, line_of, repo_root, source_spec,
 };
 use stepd_proto::v1::{
-    BreakpointSpec, ConnectRequest, ConnectResponse, ContinueCommand, GetSessionRequest, Hello,
-    Hit, LaunchRequest, PingRequest, PointInfo, ProbeCapabilities, ProbeMatch, Watch,
-    breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
-    daemon_service_client::DaemonServiceClient, debug_command::Command,
-    probe_service_client::ProbeServiceClient,
+    BreakpointSpec, ConnectRequest, ConnectResponse, ContinueCommand, EvaluateRequest,
+    GetSessionRequest, Hello, Hit, LaunchRequest, PingRequest, PointInfo, ProbeCapabilities,
+    ProbeMatch, Watch, breakpoint_spec::Location, connect_request::Message as In,
+    connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
+    debug_command::Command, probe_service_client::ProbeServiceClient,
 };
 use tokio::{process::Child, sync::mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -523,6 +525,23 @@ async fn a_dap_pause_is_a_span_with_its_source_location() {
 
     let pause = dap::next_pause(&mut sub, &session.id).await;
     assert_eq!(pause.trace_id, trace);
+    // The program was started with the session's span as its TRACEPARENT.
+    let value = dap::sessions(&daemon)
+        .await
+        .evaluate(EvaluateRequest {
+            session_id: session.id.clone(),
+            expression: "__import__('os').environ.get('TRACEPARENT', '')".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    assert_eq!(
+        value.value.trim_matches('\''),
+        format!("00-{trace}-{}-01", session.span_id)
+    );
     dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
         .await
         .unwrap();
