@@ -339,6 +339,23 @@ impl Drop for StatusBody {
     }
 }
 
+/// The context a W3C `traceparent` names (invalid if it names none).
+fn parse_traceparent(traceparent: &str) -> Context {
+    struct One<'a>(&'a str);
+    impl Extractor for One<'_> {
+        fn get(&self, key: &str) -> Option<&str> {
+            (key == "traceparent").then_some(self.0)
+        }
+        fn keys(&self) -> Vec<&str> {
+            vec!["traceparent"]
+        }
+    }
+    if traceparent.is_empty() {
+        return Context::new();
+    }
+    TraceContextPropagator::new().extract_with_context(&Context::new(), &One(traceparent))
+}
+
 // ----- spans of the daemon's own --------------------------------------------
 
 /// A proto enum value's name without its type's prefix, as span attributes
@@ -403,6 +420,35 @@ impl Span {
             .with_attributes(attributes())
             .start_with_context(tracer, &parent);
         Self(Some(parent.with_span(span)))
+    }
+
+    /// Starts an internal span named `name` under the span a W3C
+    /// `traceparent` names (a program's own, reported by a probe), linked
+    /// to `local`; under `local` when `traceparent` names none.
+    pub fn start_under(
+        name: &'static str,
+        traceparent: &str,
+        local: &Span,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Self {
+        let Some(tracer) = TRACER.get() else {
+            return Self::none();
+        };
+        let remote = parse_traceparent(traceparent);
+        if !remote.span().span_context().is_valid() {
+            return Self::start(name, local, attributes);
+        }
+        let mut builder = tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes());
+        if let Some(cx) = &local.0 {
+            builder = builder.with_links(vec![opentelemetry::trace::Link::with_context(
+                cx.span().span_context().clone(),
+            )]);
+        }
+        let span = builder.start_with_context(tracer, &remote);
+        Self(Some(remote.with_span(span)))
     }
 
     /// Hex trace and span ids, empty without a span.

@@ -307,7 +307,9 @@ async fn arm(daemon: &Daemon, probe: &mut Probe, name: &str) -> String {
     id
 }
 
-async fn hold(probe: &Probe, hit_id: &str, name: &str, breakpoint: &str) {
+/// Holds at a `tool_call` point, the program's span being `traceparent`
+/// (none if empty).
+async fn hold(probe: &Probe, hit_id: &str, name: &str, breakpoint: &str, traceparent: &str) {
     probe
         .tx
         .send(ConnectRequest {
@@ -320,6 +322,7 @@ async fn hold(probe: &Probe, hit_id: &str, name: &str, breakpoint: &str) {
                 }),
                 coor: vec![0],
                 breakpoint_ids: vec![breakpoint.to_owned()],
+                traceparent: traceparent.into(),
                 ..Default::default()
             })),
         })
@@ -415,7 +418,7 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
     assert_eq!(session.trace_id, trace);
     assert_eq!(session.span_id.len(), 16, "{session:?}");
 
-    hold(&probe, "h1", "Bash", &breakpoint).await;
+    hold(&probe, "h1", "Bash", &breakpoint, "").await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
     let held_from = Instant::now();
     assert_eq!(pause.trace_id, trace);
@@ -465,6 +468,32 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
     // An array attribute; Jaeger shows it as JSON text.
     let ids = tag(span, "stepd.breakpoint.ids").map(Json::to_string);
     assert!(ids.is_some_and(|ids| ids.contains(&breakpoint)), "{span:#}");
+
+    // A hold whose program reports its own span is a pause in the
+    // program's trace, under that span, linked to the session's.
+    let (program, program_trace, program_span) = caller_context(0x55);
+    hold(&probe, "h2", "Bash", &breakpoint, &program).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    assert_eq!(pause.trace_id, program_trace);
+    dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let Out::Resume(_) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    let spans = jaeger
+        .spans_of(&program_trace, |spans| {
+            find(spans, |s| span_id(s) == pause.span_id).is_some()
+        })
+        .await;
+    let span = find(&spans, |s| span_id(s) == pause.span_id).unwrap();
+    assert_eq!(parent_of(span), Some(program_span.as_str()), "{span:#}");
+    let linked = span["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["spanID"] == session.span_id.as_str() && r["traceID"] == trace.as_str());
+    assert!(linked, "{span:#}");
 
     // The session's span is the Connect call's child, and the call the
     // caller's; the session's ends with the session, saying why.
@@ -659,7 +688,7 @@ async fn without_otel_variables_nothing_is_exported_or_connected() {
         .unwrap();
     let mut probe = connect_probe(&daemon, &traceparent).await;
     let breakpoint = arm(&daemon, &mut probe, "Bash").await;
-    hold(&probe, "h1", "Bash", &breakpoint).await;
+    hold(&probe, "h1", "Bash", &breakpoint, "").await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
     assert_eq!((pause.trace_id.as_str(), pause.span_id.as_str()), ("", ""));
     let session = dap::sessions(&daemon)

@@ -545,7 +545,7 @@ impl ProbeSession {
         if !hit.locals.is_empty() {
             input_type.push(CommandKind::Locals as i32);
         }
-        let pause = Pause {
+        let mut pause = Pause {
             key: key.clone(),
             session_id: self.id.clone(),
             thread_id: 0,
@@ -571,13 +571,20 @@ impl ProbeSession {
         };
         let deadline = Instant::now() + limit;
         let hit_id = hit.hit_id.clone();
+        // Only read with export on: no copy on the hold's path otherwise.
+        let traceparent = if crate::telemetry::enabled() {
+            hit.traceparent.clone()
+        } else {
+            String::new()
+        };
         let max = self.ctx.max_probe_pauses;
-        if let Err(error) = self
-            .book
-            .try_open(pause.clone(), Held { hit, deadline }, max)
+        if let Err(error) =
+            self.book
+                .try_open(pause.clone(), Held { hit, deadline }, max, &traceparent)
         {
             return self.refuse(&hit_id, &error);
         }
+        self.book.stamp(&mut pause);
         self.held_hits.insert(hit_id, key.clone());
         self.hold_deadlines.insert((deadline, key));
         self.session.state = SessionState::Stopped.into();

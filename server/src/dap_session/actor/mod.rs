@@ -898,7 +898,7 @@ impl Actor {
             }
         }
         let key = book::new_key();
-        let pause = Pause {
+        let mut pause = Pause {
             key: key.clone(),
             session_id: self.shared.id.clone(),
             thread_id,
@@ -942,6 +942,7 @@ impl Actor {
             PauseCtx { frame_id, depth },
             event.all_threads_stopped,
         );
+        self.book.stamp(&mut pause);
         Some(StableState {
             state: SessionState::Stopped.into(),
             waited: true,

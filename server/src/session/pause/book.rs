@@ -110,14 +110,18 @@ impl<T> PauseBook<T> {
     /// Opens a pause: registered for answers and sent to every subscriber.
     pub fn open(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
         let mut pause = self.masked(pause);
-        let span = self.traced(&mut pause);
+        let span = self.traced(&mut pause, "");
         self.registry.register(pause.clone(), self.answers.clone());
         self.opened(pause, data, span, all_threads_stopped);
     }
 
-    /// Starts the pause's span (export on) and writes its ids into the pause.
-    fn traced(&self, pause: &mut Pause) -> telemetry::Span {
-        let span = telemetry::Span::start("pause", &self.trace_parent, || pause_attributes(pause));
+    /// Starts the pause's span (export on), a child of the span
+    /// `traceparent` names (a probe's program) or else of the session's,
+    /// and writes its ids into the pause.
+    fn traced(&self, pause: &mut Pause, traceparent: &str) -> telemetry::Span {
+        let span = telemetry::Span::start_under("pause", traceparent, &self.trace_parent, || {
+            pause_attributes(pause)
+        });
         (pause.trace_id, pause.span_id) = span.ids();
         span
     }
@@ -150,7 +154,15 @@ impl<T> PauseBook<T> {
     /// (`LIMIT_EXCEEDED`, `limit: max_probe_pauses`) or the daemon is at its
     /// own cap (`limit: max_pauses`); refused, nothing changes and no event
     /// is sent.
-    pub fn try_open(&mut self, pause: Pause, data: T, max: usize) -> ApiResult<()> {
+    /// The pause's span is a child of the one `traceparent` names, when it
+    /// names one (the program's span at a probe's point).
+    pub fn try_open(
+        &mut self,
+        pause: Pause,
+        data: T,
+        max: usize,
+        traceparent: &str,
+    ) -> ApiResult<()> {
         if self.entries.len() >= max {
             return Err(ApiError::new(
                 ErrorReason::LimitExceeded,
@@ -163,7 +175,7 @@ impl<T> PauseBook<T> {
             .with("max", max.to_string()));
         }
         let mut pause = self.masked(pause);
-        let mut span = self.traced(&mut pause);
+        let mut span = self.traced(&mut pause, traceparent);
         if let Err(err) = self
             .registry
             .try_register(pause.clone(), self.answers.clone())
@@ -174,6 +186,17 @@ impl<T> PauseBook<T> {
         }
         self.opened(pause, data, span, false);
         Ok(())
+    }
+
+    /// Copies into `pause` the trace ids the book gave the pending pause
+    /// of the same key (nothing to copy with export off).
+    pub fn stamp(&self, pause: &mut Pause) {
+        if telemetry::enabled()
+            && let Some(entry) = self.entries.get(&pause.key)
+        {
+            pause.trace_id.clone_from(&entry.pause.trace_id);
+            pause.span_id.clone_from(&entry.pause.span_id);
+        }
     }
 
     /// How many pauses are pending.
