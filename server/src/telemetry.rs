@@ -38,6 +38,10 @@ const SERVICE_NAME: &str = "stepd";
 /// spans exported.
 const RPC_TARGET: &str = "stepd::server";
 
+/// The target of the RPC span of health checks and reflection, which are
+/// not exported.
+const UNTRACED_TARGET: &str = "stepd::untraced";
+
 /// Whether spans are exported. One atomic load.
 #[inline]
 pub fn enabled() -> bool {
@@ -221,6 +225,11 @@ pub fn rpc_span(request: &http::Request<()>) -> tracing::Span {
     let path = request.uri().path();
     if !enabled() {
         return tracing::info_span!(target: RPC_TARGET, "rpc", path = %path);
+    }
+    if path.starts_with("/grpc.") {
+        // Health checks and reflection: logged as ever, not exported (a
+        // kubelet's probe every few seconds would fill the traces).
+        return tracing::info_span!(target: UNTRACED_TARGET, "rpc", path = %path);
     }
     let method = path.strip_prefix('/').unwrap_or(path);
     let span = tracing::info_span!(

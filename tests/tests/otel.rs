@@ -356,6 +356,16 @@ async fn an_rpc_with_traceparent_is_a_child_in_the_callers_trace() {
     request
         .metadata_mut()
         .insert("traceparent", traceparent.parse().unwrap());
+    // A health check in the same trace, before the Ping (so exported no
+    // later than the Ping, were it exported), is not traced.
+    let mut check = tonic::Request::new(tonic_health::pb::HealthCheckRequest::default());
+    check
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    tonic_health::pb::health_client::HealthClient::new(daemon.channel().await)
+        .check(check)
+        .await
+        .unwrap();
     DaemonServiceClient::new(daemon.channel().await)
         .ping(request)
         .await
@@ -368,6 +378,10 @@ async fn an_rpc_with_traceparent_is_a_child_in_the_callers_trace() {
         .await;
     let ping = find(&spans, |s| operation(s) == "stepd.v1.DaemonService/Ping").unwrap();
     assert_eq!(parent_of(ping), Some(parent.as_str()), "{ping:#}");
+    assert!(
+        find(&spans, |s| operation(s).starts_with("grpc.health")).is_none(),
+        "{spans:#?}"
+    );
     assert_eq!(tag(ping, "rpc.system.name"), Some(&Json::from("grpc")));
     assert_eq!(
         tag(ping, "rpc.method"),
