@@ -682,6 +682,14 @@ fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
 
 #[tokio::test]
 async fn without_otel_variables_nothing_is_exported_or_connected() {
+    // The OTLP gRPC default port, held here when free: an exporter that
+    // fell back to the default endpoint would connect to it.
+    let sentinel = TcpListener::bind("127.0.0.1:4317").ok();
+    if let Some(listener) = &sentinel {
+        listener.set_nonblocking(true).unwrap();
+    } else {
+        eprintln!("note: 127.0.0.1:4317 is taken; checking /proc only");
+    }
     let dir = TempDir::new("otel-off");
     let daemon = Daemon::spawn(command_without_otel(dir.path()), dir.path()).await;
     let served: u16 = daemon
@@ -729,6 +737,15 @@ async fn without_otel_variables_nothing_is_exported_or_connected() {
     assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
+    if let Some(listener) = &sentinel {
+        let accepted = listener.accept();
+        assert!(
+            accepted
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "something connected to 127.0.0.1:4317: {accepted:?}"
+        );
+    }
     drop(probe);
     daemon.stop().await;
 }
