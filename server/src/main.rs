@@ -16,13 +16,15 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    stepd::telemetry::init(config.log_format);
-    match stepd::server::run(config).await {
+    let telemetry = stepd::telemetry::init(config.log_format);
+    let code = match stepd::server::run(config).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
             eprintln!("stepd: {err:#}");
             std::process::ExitCode::FAILURE
         }
-    }
+    };
+    telemetry.shutdown().await;
+    code
 }

@@ -228,9 +228,9 @@ type Layered = tower::layer::util::Stack<
 >;
 
 /// Rewrites tonic's own refusals (size, malformed messages) into typed
-/// stepd errors.
+/// stepd errors, and gives the RPC's span the status (runs inside it).
 fn remap_refusals(response: HttpResponse) -> HttpResponse {
-    remap_decode_refusal(remap_size_refusal(response))
+    crate::telemetry::rpc_response(remap_decode_refusal(remap_size_refusal(response)))
 }
 
 fn router(
@@ -275,7 +275,9 @@ fn router(
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         // A peer that stops answering pings is gone; its connection is freed.
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .trace_fn(|req| tracing::info_span!("rpc", path = %req.uri().path()))
+        // The RPC's span: logs, and with OpenTelemetry export the exported
+        // span continuing the caller's traceparent.
+        .trace_fn(crate::telemetry::rpc_span)
         .layer(tower::util::MapResponseLayer::new(
             remap_refusals as fn(HttpResponse) -> HttpResponse,
         ))

@@ -1,18 +1,592 @@
-//! Logging: `tracing` to stderr, filtered by `RUST_LOG`, as text or JSON lines.
+//! Logging and tracing: `tracing` to stderr, filtered by `RUST_LOG`, as text
+//! or JSON lines; and, when the standard `OTEL_*` variables ask for it,
+//! OpenTelemetry traces exported over OTLP gRPC in batches.
+//!
+//! Three kinds of span are exported (docs/observability.md): one per RPC
+//! (the `rpc` tracing span, bridged, continuing the caller's `traceparent`),
+//! one per session and one per pause. The last two are started and ended by
+//! hand ([`Span`]) because they outlive any task's scope. When nothing is
+//! exported the subscriber is the plain one, [`Span`] holds nothing, and
+//! every entry point here returns after one check of [`enabled`].
 
-use tracing_subscriber::{EnvFilter, fmt};
+use std::{borrow::Cow, sync::OnceLock};
+
+use opentelemetry::{
+    Context, KeyValue,
+    propagation::{Extractor, TextMapPropagator},
+    trace::{SpanKind, Status, TraceContextExt as _, Tracer as _, TracerProvider as _},
+};
+use opentelemetry_sdk::{
+    Resource,
+    propagation::TraceContextPropagator,
+    trace::{SdkTracer, SdkTracerProvider},
+};
+use tonic::codegen::http;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _, filter::Targets, fmt, prelude::*};
 
 use crate::config::LogFormat;
 
-/// Installs the global subscriber. Call once, before anything logs.
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let result = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+/// The tracer spans are exported through; set once, when export is on.
+static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+
+/// The service name when neither `OTEL_SERVICE_NAME` nor
+/// `OTEL_RESOURCE_ATTRIBUTES` gives one.
+const SERVICE_NAME: &str = "stepd";
+
+/// The target of the RPC span (`trace_fn` in server.rs): the only tracing
+/// spans exported.
+const RPC_TARGET: &str = "stepd::server";
+
+/// The target of the RPC span of health checks and reflection, which are
+/// not exported.
+const UNTRACED_TARGET: &str = "stepd::untraced";
+
+/// Whether spans are exported. One atomic load.
+#[inline]
+pub fn enabled() -> bool {
+    TRACER.get().is_some()
+}
+
+/// Flushes what is left to export when the daemon stops.
+#[must_use = "call shutdown when the daemon stops, or the last spans are lost"]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Exports the spans still batched and stops the exporter (waits at most
+    /// the exporter's timeout).
+    pub async fn shutdown(self) {
+        let Some(provider) = self.provider else {
+            return;
+        };
+        let result = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+        if let Ok(Err(err)) = result {
+            tracing::warn!("OpenTelemetry: flushing the last spans failed: {err}");
+        }
+    }
+}
+
+/// Whether the environment asks for trace export: an OTLP endpoint is
+/// named (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`), the SDK is not disabled
+/// (`OTEL_SDK_DISABLED`), and `OTEL_TRACES_EXPORTER` is unset or `otlp`.
+/// `Err` says why a request for export cannot be honoured (only gRPC is
+/// built in).
+fn export_wanted(var: impl Fn(&str) -> Option<String>) -> Result<bool, String> {
+    let set = |name: &str| {
+        var(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    if set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return Ok(false);
+    }
+    match set("OTEL_TRACES_EXPORTER").as_deref() {
+        None | Some("otlp") => {}
+        Some("none") => return Ok(false),
+        Some(other) => {
+            return Err(format!(
+                "OTEL_TRACES_EXPORTER={other}: only otlp (or none) is supported; no traces are exported"
+            ));
+        }
+    }
+    if set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        .is_none()
+    {
+        return Ok(false);
+    }
+    match set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .as_deref()
+    {
+        None | Some("grpc") => Ok(true),
+        Some(other) => Err(format!(
+            "OTEL_EXPORTER_OTLP_PROTOCOL={other}: stepd exports over grpc only; no traces are exported"
+        )),
+    }
+}
+
+/// The resource: what `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`
+/// say, with the service named `stepd` unless they name it.
+fn resource() -> Resource {
+    let from_env = Resource::builder().build();
+    let named = from_env
+        .get(&opentelemetry::Key::from_static_str("service.name"))
+        .is_some_and(|name| !name.as_str().starts_with("unknown_service"));
+    if named {
+        from_env
+    } else {
+        Resource::builder().with_service_name(SERVICE_NAME).build()
+    }
+}
+
+/// The batching exporter (endpoint, headers, timeout from the environment;
+/// the connection is made lazily, by the first export).
+fn provider() -> Result<SdkTracerProvider, String> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .build()
+        .map_err(|err| format!("building the OTLP exporter: {err}"))?;
+    // The sampler comes from OTEL_TRACES_SAMPLER / _ARG, the batch from
+    // OTEL_BSP_*: spans are queued and exported by the processor's own
+    // thread, never on the caller's.
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource())
+        .build())
+}
+
+/// Installs the global subscriber, and the exporter when the environment
+/// asks for one. Call once, inside the runtime, before anything logs.
+pub fn init(format: LogFormat) -> Telemetry {
+    let filter = |default: &str| {
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default))
+    };
+    let (provider, problem) = match export_wanted(|name| std::env::var(name).ok()) {
+        Ok(true) => match provider() {
+            Ok(provider) => (Some(provider), None),
+            Err(problem) => (None, Some(problem)),
+        },
+        Ok(false) => (None, None),
+        Err(problem) => (None, Some(problem)),
+    };
+    let result = match &provider {
+        // Export off: exactly the subscriber stepd always had.
+        None => {
+            let builder = fmt()
+                .with_env_filter(filter("info"))
+                .with_writer(std::io::stderr);
+            match format {
+                LogFormat::Text => builder.try_init(),
+                LogFormat::Json => builder.json().flatten_event(true).try_init(),
+            }
+            .map_err(|err| err.to_string())
+        }
+        Some(provider) => {
+            let tracer = provider.tracer("stepd");
+            let _ = TRACER.set(tracer.clone());
+            let logs = match format {
+                LogFormat::Text => fmt::layer().with_writer(std::io::stderr).boxed(),
+                LogFormat::Json => fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_writer(std::io::stderr)
+                    .boxed(),
+            };
+            // The RPC span alone is bridged, whatever RUST_LOG says.
+            let spans = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_threads(false)
+                .with_location(false)
+                .with_target(false)
+                .with_filter(Targets::new().with_target(RPC_TARGET, tracing::Level::INFO));
+            tracing_subscriber::registry()
+                // The SDK's own news (a failed export) at warn and above.
+                .with(logs.with_filter(filter(
+                    "info,opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry-otlp=warn",
+                )))
+                .with(spans)
+                .try_init()
+                .map_err(|err| err.to_string())
+        }
     };
     if let Err(err) = result {
         eprintln!("stepd: logging was already initialised: {err}");
+    }
+    if let Some(problem) = problem {
+        tracing::warn!("OpenTelemetry: {problem}");
+    } else if provider.is_some() {
+        tracing::info!("OpenTelemetry: exporting traces over OTLP gRPC");
+    }
+    Telemetry { provider }
+}
+
+// ----- the RPC span -----------------------------------------------------------
+
+struct Headers<'a>(&'a http::HeaderMap);
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+/// The span of one RPC (the server's `trace_fn`). With export on it is
+/// named after the method, carries the RPC attributes and continues the
+/// trace the caller's `traceparent` / `tracestate` name.
+pub fn rpc_span(request: &http::Request<()>) -> tracing::Span {
+    let path = request.uri().path();
+    if !enabled() {
+        return tracing::info_span!(target: RPC_TARGET, "rpc", path = %path);
+    }
+    if path.starts_with("/grpc.") {
+        // Health checks and reflection: logged as ever, not exported (a
+        // kubelet's probe every few seconds would fill the traces).
+        return tracing::info_span!(target: UNTRACED_TARGET, "rpc", path = %path);
+    }
+    let method = path.strip_prefix('/').unwrap_or(path);
+    let span = tracing::info_span!(
+        target: RPC_TARGET,
+        "rpc",
+        path = %path,
+        otel.name = %method,
+        otel.kind = "server",
+        rpc.system.name = "grpc",
+        rpc.method = %method,
+    );
+    let caller = TraceContextPropagator::new().extract(&Headers(request.headers()));
+    if caller.span().span_context().is_valid() {
+        let _ = span.set_parent(caller);
+    }
+    span
+}
+
+/// Ends the RPC span with the call's status: at once for a trailers-only
+/// answer, else when the body's trailers pass (or the body is dropped,
+/// CANCELLED). Runs inside the RPC span; with export off it returns the
+/// response untouched.
+pub fn rpc_response(
+    response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    if !enabled() {
+        return response;
+    }
+    let span = tracing::Span::current();
+    if let Some(code) = grpc_code(response.headers()) {
+        record_status(&span, code);
+        return response;
+    }
+    response.map(|body| {
+        tonic::body::Body::new(StatusBody {
+            inner: body,
+            span: Some(span),
+        })
+    })
+}
+
+fn grpc_code(headers: &http::HeaderMap) -> Option<tonic::Code> {
+    headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i32>().ok())
+        .map(tonic::Code::from_i32)
+}
+
+/// `rpc.response.status_code`, and an error status for the codes the gRPC
+/// conventions count as server errors.
+fn record_status(span: &tracing::Span, code: tonic::Code) {
+    use tonic::Code as C;
+    span.set_attribute(
+        "rpc.response.status_code",
+        crate::auth::audit::code_name(code),
+    );
+    span.set_attribute("rpc.grpc.status_code", code as i64);
+    if matches!(
+        code,
+        C::Unknown
+            | C::DeadlineExceeded
+            | C::Unimplemented
+            | C::Internal
+            | C::Unavailable
+            | C::DataLoss
+    ) {
+        span.set_status(Status::error(crate::auth::audit::code_name(code)));
+    }
+}
+
+/// A response body that records the status its trailers carry on the RPC
+/// span, and holds the span open until then.
+struct StatusBody {
+    inner: tonic::body::Body,
+    span: Option<tracing::Span>,
+}
+
+impl http_body::Body for StatusBody {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        let code = match &polled {
+            std::task::Poll::Ready(Some(Ok(frame))) => frame.trailers_ref().and_then(grpc_code),
+            std::task::Poll::Ready(Some(Err(status))) => Some(status.code()),
+            std::task::Poll::Ready(None) => Some(tonic::Code::Ok),
+            std::task::Poll::Pending => None,
+        };
+        if let Some(code) = code
+            && let Some(span) = self.span.take()
+        {
+            record_status(&span, code);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for StatusBody {
+    fn drop(&mut self) {
+        if let Some(span) = self.span.take() {
+            record_status(&span, tonic::Code::Cancelled);
+        }
+    }
+}
+
+/// The context a W3C `traceparent` names (invalid if it names none).
+fn parse_traceparent(traceparent: &str) -> Context {
+    struct One<'a>(&'a str);
+    impl Extractor for One<'_> {
+        fn get(&self, key: &str) -> Option<&str> {
+            (key == "traceparent").then_some(self.0)
+        }
+        fn keys(&self) -> Vec<&str> {
+            vec!["traceparent"]
+        }
+    }
+    if traceparent.is_empty() {
+        return Context::new();
+    }
+    TraceContextPropagator::new().extract_with_context(&Context::new(), &One(traceparent))
+}
+
+// ----- spans of the daemon's own --------------------------------------------
+
+/// A proto enum value's name without its type's prefix, as span attributes
+/// show it: `COMMAND_KIND_CONTINUE` → `CONTINUE`.
+pub fn short_name(name: &'static str) -> &'static str {
+    const PREFIXES: &[&str] = &[
+        "COMMAND_KIND_",
+        "PAUSE_REASON_",
+        "END_REASON_",
+        "SESSION_KIND_",
+    ];
+    PREFIXES
+        .iter()
+        .find_map(|prefix| name.strip_prefix(prefix))
+        .unwrap_or(name)
+}
+
+/// A span started and ended by hand: a session from start to end, a pause
+/// for exactly the time it is held. Holds nothing when export is off, and
+/// then every method returns at once (attribute lists are built by closures
+/// that are not called).
+#[derive(Clone, Default)]
+pub struct Span(Option<Context>);
+
+impl std::fmt::Debug for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (trace, span) = self.ids();
+        write!(f, "Span({trace}/{span})")
+    }
+}
+
+impl Span {
+    /// No span.
+    pub const fn none() -> Self {
+        Self(None)
+    }
+
+    /// The span of the RPC being served, as the parent of what it starts
+    /// (no span outside an RPC or with export off).
+    pub fn current_rpc() -> Self {
+        if !enabled() {
+            return Self::none();
+        }
+        let cx = tracing::Span::current().context();
+        Self(cx.span().span_context().is_valid().then_some(cx))
+    }
+
+    /// Starts an internal span named `name`, a child of `parent` (a root
+    /// span if `parent` holds none).
+    pub fn start(
+        name: &'static str,
+        parent: &Span,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Self {
+        let Some(tracer) = TRACER.get() else {
+            return Self::none();
+        };
+        let parent = parent.0.clone().unwrap_or_default();
+        let span = tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes())
+            .start_with_context(tracer, &parent);
+        Self(Some(parent.with_span(span)))
+    }
+
+    /// Starts an internal span named `name` under the span a W3C
+    /// `traceparent` names (a program's own, reported by a probe), linked
+    /// to `local`; under `local` when `traceparent` names none.
+    pub fn start_under(
+        name: &'static str,
+        traceparent: &str,
+        local: &Span,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Self {
+        let Some(tracer) = TRACER.get() else {
+            return Self::none();
+        };
+        let remote = parse_traceparent(traceparent);
+        if !remote.span().span_context().is_valid() {
+            return Self::start(name, local, attributes);
+        }
+        let mut builder = tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes());
+        if let Some(cx) = &local.0 {
+            builder = builder.with_links(vec![opentelemetry::trace::Link::with_context(
+                cx.span().span_context().clone(),
+            )]);
+        }
+        let span = builder.start_with_context(tracer, &remote);
+        Self(Some(remote.with_span(span)))
+    }
+
+    /// Hex trace and span ids, empty without a span.
+    pub fn ids(&self) -> (String, String) {
+        match &self.0 {
+            Some(cx) => {
+                let span = cx.span();
+                let sc = span.span_context();
+                (sc.trace_id().to_string(), sc.span_id().to_string())
+            }
+            None => (String::new(), String::new()),
+        }
+    }
+
+    /// The W3C `traceparent` naming this span as the parent, for a program
+    /// stepd starts; none without a span.
+    pub fn traceparent(&self) -> Option<String> {
+        let cx = self.0.as_ref()?;
+        let span = cx.span();
+        let sc = span.span_context();
+        Some(format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        ))
+    }
+
+    /// Adds attributes.
+    pub fn set(&self, attributes: impl FnOnce() -> Vec<KeyValue>) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_attributes(attributes());
+        }
+    }
+
+    /// Adds an event.
+    pub fn event(&self, name: &'static str, attributes: impl FnOnce() -> Vec<KeyValue>) {
+        if let Some(cx) = &self.0 {
+            cx.span().add_event(Cow::Borrowed(name), attributes());
+        }
+    }
+
+    /// Marks the span failed.
+    pub fn fail(&self, description: impl Into<Cow<'static, str>>) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_status(Status::error(description));
+        }
+    }
+
+    /// Ends the span now, with last attributes. Later calls do nothing.
+    pub fn end(&mut self, attributes: impl FnOnce() -> Vec<KeyValue>) {
+        if let Some(cx) = self.0.take() {
+            let span = cx.span();
+            span.set_attributes(attributes());
+            span.end();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::export_wanted;
+
+    fn wanted(vars: &[(&str, &str)]) -> Result<bool, String> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        export_wanted(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn nothing_set_exports_nothing() {
+        assert_eq!(wanted(&[]), Ok(false));
+        assert_eq!(wanted(&[("OTEL_SERVICE_NAME", "x")]), Ok(false));
+        assert_eq!(wanted(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")]), Ok(false));
+    }
+
+    #[test]
+    fn an_endpoint_turns_export_on() {
+        assert_eq!(
+            wanted(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")]),
+            Ok(true)
+        );
+        assert_eq!(
+            wanted(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4317")]),
+            Ok(true)
+        );
+        assert_eq!(
+            wanted(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_TRACES_EXPORTER", "otlp"),
+            ]),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn disabled_or_none_wins() {
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317");
+        assert_eq!(
+            wanted(&[endpoint, ("OTEL_SDK_DISABLED", "TRUE")]),
+            Ok(false)
+        );
+        assert_eq!(
+            wanted(&[endpoint, ("OTEL_SDK_DISABLED", "false")]),
+            Ok(true)
+        );
+        assert_eq!(
+            wanted(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")]),
+            Ok(false)
+        );
+    }
+
+    #[test]
+    fn what_is_not_built_in_is_refused() {
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+        assert!(wanted(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]).is_err());
+        assert!(
+            wanted(&[
+                endpoint,
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+            ])
+            .is_ok()
+        );
+        assert!(wanted(&[endpoint, ("OTEL_TRACES_EXPORTER", "zipkin")]).is_err());
     }
 }

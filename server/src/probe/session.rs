@@ -9,6 +9,7 @@ use std::{
     time::Duration,
 };
 
+use opentelemetry::KeyValue;
 use stepd_proto::v1::{
     Armed, ArmedMatcher, Cause, CommandKind, ConnectRequest, ConnectResponse, Continued,
     DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, Hello, Hit, HitRefused,
@@ -123,6 +124,8 @@ pub struct ProbeSession {
     /// a breakpoint change or that expiry, not at every hold: the project may
     /// hold thousands of breakpoints.
     matchers: Option<(Vec<ArmedMatcher>, Option<i64>)>,
+    /// The session's span, from Hello to the end.
+    span: crate::telemetry::Span,
 }
 
 fn send_now(out: &Outbox, message: Out) -> bool {
@@ -138,6 +141,8 @@ impl ProbeSession {
     /// runs.
     pub fn set_started_by(&mut self, who: &str) {
         who.clone_into(&mut self.session.started_by);
+        self.span
+            .set(|| vec![KeyValue::new("stepd.session.started_by", who.to_owned())]);
     }
 
     /// A session for a probe that said Hello.
@@ -151,14 +156,35 @@ impl ProbeSession {
         output: Arc<Mutex<OutputBuffer>>,
     ) -> Self {
         let hold_limit = ctx.hold_limit;
-        let (book, answers) = PauseBook::new(
+        let (mut book, answers) = PauseBook::new(
             id.clone(),
             ctx.pauses.clone(),
             ctx.bus.clone(),
             ctx.redactor.clone(),
         );
+        // A child of the Connect call, whose span is current here.
+        let span = crate::telemetry::Span::start(
+            "session",
+            &crate::telemetry::Span::current_rpc(),
+            || {
+                vec![
+                    KeyValue::new("stepd.session.id", id.clone()),
+                    KeyValue::new(
+                        "stepd.session.kind",
+                        crate::telemetry::short_name(SessionKind::Probe.as_str_name()),
+                    ),
+                    KeyValue::new("stepd.probe.name", hello.name.clone()),
+                    KeyValue::new("stepd.probe.language", hello.language.clone()),
+                    KeyValue::new("process.pid", hello.pid),
+                ]
+            },
+        );
+        book.set_trace_parent(&span);
+        let (trace_id, span_id) = span.ids();
         let session = Session {
             id: id.clone(),
+            trace_id,
+            span_id,
             kind: SessionKind::Probe.into(),
             state: SessionState::Running.into(),
             name: hello.name.clone(),
@@ -194,6 +220,7 @@ impl ProbeSession {
             ended: false,
             output,
             matchers: None,
+            span,
         }
     }
 
@@ -518,7 +545,7 @@ impl ProbeSession {
         if !hit.locals.is_empty() {
             input_type.push(CommandKind::Locals as i32);
         }
-        let pause = Pause {
+        let mut pause = Pause {
             key: key.clone(),
             session_id: self.id.clone(),
             thread_id: 0,
@@ -544,13 +571,20 @@ impl ProbeSession {
         };
         let deadline = Instant::now() + limit;
         let hit_id = hit.hit_id.clone();
+        // Only read with export on: no copy on the hold's path otherwise.
+        let traceparent = if crate::telemetry::enabled() {
+            hit.traceparent.clone()
+        } else {
+            String::new()
+        };
         let max = self.ctx.max_probe_pauses;
-        if let Err(error) = self
-            .book
-            .try_open(pause.clone(), Held { hit, deadline }, max)
+        if let Err(error) =
+            self.book
+                .try_open(pause.clone(), Held { hit, deadline }, max, &traceparent)
         {
             return self.refuse(&hit_id, &error);
         }
+        self.book.stamp(&mut pause);
         self.held_hits.insert(hit_id, key.clone());
         self.hold_deadlines.insert((deadline, key));
         self.session.state = SessionState::Stopped.into();
@@ -1012,6 +1046,15 @@ impl ProbeSession {
                 ..Default::default()
             }));
         }
+        self.span.end(|| {
+            vec![
+                KeyValue::new(
+                    "stepd.session.end_reason",
+                    crate::telemetry::short_name(reason.as_str_name()),
+                ),
+                KeyValue::new("stepd.session.end_detail", detail.clone()),
+            ]
+        });
         self.publish(Payload::SessionEnded(SessionEnded {
             reason: reason.into(),
             detail,

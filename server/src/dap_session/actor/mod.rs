@@ -136,6 +136,8 @@ pub struct Actor {
     /// ahead for them at this stop (`locals`).
     last_top: Option<locals::TopHandles>,
     guess: Option<locals::Guess>,
+    /// The session's span, from Launch or Attach to the end.
+    span: crate::telemetry::Span,
 }
 
 /// A started adapter: its process, if stepd started one, and what it sends.
@@ -158,7 +160,7 @@ impl Actor {
         children: mpsc::UnboundedSender<LaunchRequest>,
     ) -> Self {
         let Connection { child, incoming } = connection;
-        let (book, answers) = PauseBook::new(
+        let (mut book, answers) = PauseBook::new(
             shared.id.clone(),
             ctx.pauses.clone(),
             ctx.bus.clone(),
@@ -169,8 +171,33 @@ impl Actor {
             .get()
             .cloned()
             .expect("the client is set before the actor starts");
+        // A child of the Launch or Attach call, whose span is current here
+        // (a child session started for an adapter is a root).
+        let span = crate::telemetry::Span::start(
+            "session",
+            &crate::telemetry::Span::current_rpc(),
+            || {
+                use opentelemetry::KeyValue;
+                vec![
+                    KeyValue::new("stepd.session.id", shared.id.clone()),
+                    KeyValue::new(
+                        "stepd.session.kind",
+                        crate::telemetry::short_name(SessionKind::Dap.as_str_name()),
+                    ),
+                    KeyValue::new("stepd.adapter", adapter.name().to_owned()),
+                    KeyValue::new("stepd.session.attach", request.attach),
+                    KeyValue::new("stepd.program", request.program.clone()),
+                    KeyValue::new("stepd.session.parent_id", request.parent_session_id.clone()),
+                    KeyValue::new("stepd.session.started_by", request.started_by.clone()),
+                ]
+            },
+        );
+        book.set_trace_parent(&span);
+        let (trace_id, span_id) = span.ids();
         let session = Session {
             id: shared.id.clone(),
+            trace_id,
+            span_id,
             kind: SessionKind::Dap.into(),
             state: SessionState::Starting.into(),
             name: if request.name.is_empty() {
@@ -213,6 +240,7 @@ impl Actor {
             end_signal: None,
             last_top: None,
             guess: None,
+            span,
             ctx,
             shared,
             client,
@@ -870,7 +898,7 @@ impl Actor {
             }
         }
         let key = book::new_key();
-        let pause = Pause {
+        let mut pause = Pause {
             key: key.clone(),
             session_id: self.shared.id.clone(),
             thread_id,
@@ -914,6 +942,7 @@ impl Actor {
             PauseCtx { frame_id, depth },
             event.all_threads_stopped,
         );
+        self.book.stamp(&mut pause);
         Some(StableState {
             state: SessionState::Stopped.into(),
             waited: true,
@@ -1269,6 +1298,20 @@ impl Actor {
             )));
         }
         tracing::info!(session = %self.shared.id, ?reason, %detail, "session ended");
+        self.span.end(|| {
+            use opentelemetry::KeyValue;
+            let mut attributes = vec![
+                KeyValue::new(
+                    "stepd.session.end_reason",
+                    crate::telemetry::short_name(reason.as_str_name()),
+                ),
+                KeyValue::new("stepd.session.end_detail", detail.clone()),
+            ];
+            if let Some(code) = self.exit_code {
+                attributes.push(KeyValue::new("process.exit.code", i64::from(code)));
+            }
+            attributes
+        });
         self.publish(Payload::SessionEnded(SessionEnded {
             reason: reason.into(),
             detail,

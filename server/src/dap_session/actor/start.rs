@@ -153,11 +153,23 @@ impl Actor {
 
     pub(super) fn start_arguments(&self) -> (&'static str, Value) {
         let r = &self.request;
+        // A launched program continues the session's trace (W3C Trace
+        // Context), unless its caller gave it a TRACEPARENT of its own.
+        let traced_env;
+        let env = match self.span.traceparent() {
+            Some(parent) if !r.env.contains_key("TRACEPARENT") => {
+                let mut env = r.env.clone();
+                env.insert("TRACEPARENT".into(), parent);
+                traced_env = env;
+                &traced_env
+            }
+            _ => &r.env,
+        };
         let spec = LaunchSpec {
             program: &r.program,
             args: &r.args,
             cwd: &r.cwd,
-            env: &r.env,
+            env,
             stop_on_entry: r.stop_on_entry,
             extra: r.adapter_options.as_ref(),
         };

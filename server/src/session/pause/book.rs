@@ -9,6 +9,8 @@
 
 use std::{collections::HashMap, sync::Arc};
 
+use opentelemetry::{KeyValue, StringValue, Value};
+
 use stepd_proto::v1::{
     Cause, CommandKind, DisplayValue, ErrorReason, EvalError, Frame, Pause, Rendering,
     SendDebugInputResponse, Stack, Stopped, event::Payload,
@@ -20,6 +22,7 @@ use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
     redact::{Redactor, last_name, masked},
+    telemetry,
 };
 
 /// What a pause waits for after EVAL or INSPECT_PROMPT came without code.
@@ -47,6 +50,8 @@ pub struct Entry<T> {
     /// The kind's own data (a DAP frame, a probe's hit).
     pub data: T,
     prompt: Option<Prompt>,
+    /// The pause's span, open while it is held.
+    span: telemetry::Span,
 }
 
 /// The pending pauses of one session.
@@ -58,6 +63,8 @@ pub struct PauseBook<T> {
     redactor: Arc<Redactor>,
     answers: mpsc::Sender<Answer>,
     entries: HashMap<String, Entry<T>>,
+    /// The session's span, parent of every pause's.
+    trace_parent: telemetry::Span,
 }
 
 /// A fresh pause key, unique for the daemon's lifetime.
@@ -86,8 +93,14 @@ impl<T> PauseBook<T> {
             redactor,
             answers,
             entries: HashMap::new(),
+            trace_parent: telemetry::Span::none(),
         };
         (book, inbox)
+    }
+
+    /// The session's span: every pause's span is its child.
+    pub fn set_trace_parent(&mut self, parent: &telemetry::Span) {
+        self.trace_parent = parent.clone();
     }
 
     fn publish(&self, payload: Payload) {
@@ -96,9 +109,21 @@ impl<T> PauseBook<T> {
 
     /// Opens a pause: registered for answers and sent to every subscriber.
     pub fn open(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
-        let pause = self.masked(pause);
+        let mut pause = self.masked(pause);
+        let span = self.traced(&mut pause, "");
         self.registry.register(pause.clone(), self.answers.clone());
-        self.opened(pause, data, all_threads_stopped);
+        self.opened(pause, data, span, all_threads_stopped);
+    }
+
+    /// Starts the pause's span (export on), a child of the span
+    /// `traceparent` names (a probe's program) or else of the session's,
+    /// and writes its ids into the pause.
+    fn traced(&self, pause: &mut Pause, traceparent: &str) -> telemetry::Span {
+        let span = telemetry::Span::start_under("pause", traceparent, &self.trace_parent, || {
+            pause_attributes(pause)
+        });
+        (pause.trace_id, pause.span_id) = span.ids();
+        span
     }
 
     /// A new pause as it may be kept: masked before the registry, the
@@ -109,7 +134,7 @@ impl<T> PauseBook<T> {
     }
 
     /// A registered pause: sent to every subscriber and kept.
-    fn opened(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
+    fn opened(&mut self, pause: Pause, data: T, span: telemetry::Span, all_threads_stopped: bool) {
         self.publish(Payload::Stopped(Stopped {
             pause: Some(pause.clone()),
             all_threads_stopped,
@@ -120,6 +145,7 @@ impl<T> PauseBook<T> {
                 pause,
                 data,
                 prompt: None,
+                span,
             },
         );
     }
@@ -128,7 +154,15 @@ impl<T> PauseBook<T> {
     /// (`LIMIT_EXCEEDED`, `limit: max_probe_pauses`) or the daemon is at its
     /// own cap (`limit: max_pauses`); refused, nothing changes and no event
     /// is sent.
-    pub fn try_open(&mut self, pause: Pause, data: T, max: usize) -> ApiResult<()> {
+    /// The pause's span is a child of the one `traceparent` names, when it
+    /// names one (the program's span at a probe's point).
+    pub fn try_open(
+        &mut self,
+        pause: Pause,
+        data: T,
+        max: usize,
+        traceparent: &str,
+    ) -> ApiResult<()> {
         if self.entries.len() >= max {
             return Err(ApiError::new(
                 ErrorReason::LimitExceeded,
@@ -140,11 +174,29 @@ impl<T> PauseBook<T> {
             .with("limit", "max_probe_pauses")
             .with("max", max.to_string()));
         }
-        let pause = self.masked(pause);
-        self.registry
-            .try_register(pause.clone(), self.answers.clone())?;
-        self.opened(pause, data, false);
+        let mut pause = self.masked(pause);
+        let mut span = self.traced(&mut pause, traceparent);
+        if let Err(err) = self
+            .registry
+            .try_register(pause.clone(), self.answers.clone())
+        {
+            span.fail(err.to_string());
+            span.end(|| vec![KeyValue::new("stepd.pause.refused", true)]);
+            return Err(err);
+        }
+        self.opened(pause, data, span, false);
         Ok(())
+    }
+
+    /// Copies into `pause` the trace ids the book gave the pending pause
+    /// of the same key (nothing to copy with export off).
+    pub fn stamp(&self, pause: &mut Pause) {
+        if telemetry::enabled()
+            && let Some(entry) = self.entries.get(&pause.key)
+        {
+            pause.trace_id.clone_from(&entry.pause.trace_id);
+            pause.span_id.clone_from(&entry.pause.span_id);
+        }
     }
 
     /// How many pauses are pending.
@@ -184,8 +236,23 @@ impl<T> PauseBook<T> {
 
     /// Resolves one pause: `pause_resolved` names the command and who gave it.
     pub fn resolve(&mut self, key: &str, command: CommandKind, by: &str) -> Option<Entry<T>> {
-        let entry = self.entries.remove(key)?;
+        let mut entry = self.entries.remove(key)?;
         self.registry.resolve(key, command, by);
+        if matches!(command, CommandKind::Inject | CommandKind::Skip) {
+            entry.span.event(
+                crate::telemetry::short_name(command.as_str_name()),
+                Vec::new,
+            );
+        }
+        entry.span.end(|| {
+            vec![
+                KeyValue::new(
+                    "stepd.pause.command",
+                    crate::telemetry::short_name(command.as_str_name()),
+                ),
+                KeyValue::new("stepd.pause.resolved_by", by.to_owned()),
+            ]
+        });
         Some(entry)
     }
 
@@ -267,6 +334,13 @@ impl<T> PauseBook<T> {
         expression: &str,
         result: ApiResult<DisplayValue>,
     ) -> ApiResult<SendDebugInputResponse> {
+        if telemetry::enabled()
+            && let Some(entry) = self.entries.get(key)
+        {
+            entry.span.event("EVAL", || {
+                vec![KeyValue::new("stepd.eval.succeeded", result.is_ok())]
+            });
+        }
         match result {
             Ok(value) => Ok(response(CommandKind::Eval, {
                 let value = if self.redactor.name(last_name(expression)) {
@@ -311,6 +385,51 @@ impl<T> PauseBook<T> {
         }));
         response(CommandKind::Stacktrace, self.revise(key, |_| {}))
     }
+}
+
+/// What a pause's span says of it when it opens: the key, why, where.
+fn pause_attributes(pause: &Pause) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new("stepd.pause.key", pause.key.clone()),
+        KeyValue::new("stepd.session.id", pause.session_id.clone()),
+        KeyValue::new(
+            "stepd.pause.reason",
+            crate::telemetry::short_name(pause.reason().as_str_name()),
+        ),
+    ];
+    if let Some(location) = &pause.location {
+        if !location.path.is_empty() {
+            attributes.push(KeyValue::new("code.file.path", location.path.clone()));
+        }
+        if location.line > 0 {
+            attributes.push(KeyValue::new("code.line.number", i64::from(location.line)));
+        }
+        if !location.function.is_empty() {
+            attributes.push(KeyValue::new(
+                "code.function.name",
+                location.function.clone(),
+            ));
+        }
+    }
+    if let Some(point) = &pause.point {
+        attributes.push(KeyValue::new("stepd.point.name", point.name.clone()));
+        attributes.push(KeyValue::new("stepd.point.kind", point.kind.clone()));
+    }
+    if pause.thread_id != 0 {
+        attributes.push(KeyValue::new("thread.id", pause.thread_id));
+    }
+    if !pause.breakpoint_ids.is_empty() {
+        let ids: Vec<StringValue> = pause
+            .breakpoint_ids
+            .iter()
+            .map(|id| StringValue::from(id.clone()))
+            .collect();
+        attributes.push(KeyValue::new(
+            "stepd.breakpoint.ids",
+            Value::Array(ids.into()),
+        ));
+    }
+    attributes
 }
 
 /// The answer to a command after which the pause stays (`pause` as re-sent),

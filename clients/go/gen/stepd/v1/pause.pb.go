@@ -490,7 +490,14 @@ type Pause struct {
 	// Increases each time the same pause is re-sent (after EVAL, STACKTRACE, INSPECT, an eval error).
 	Revision uint32 `protobuf:"varint,19,opt,name=revision,proto3" json:"revision,omitempty"`
 	// Notes about the state this pause is in, e.g. "CONTINUE_ALL is in force: breakpoints are off".
-	Notes         []string `protobuf:"bytes,20,rep,name=notes,proto3" json:"notes,omitempty"`
+	Notes []string `protobuf:"bytes,20,rep,name=notes,proto3" json:"notes,omitempty"`
+	// OpenTelemetry: the trace of the pause's span (32 hex digits), which
+	// covers exactly the time the pause is held; empty when the daemon
+	// exports no traces (see docs/observability.md).
+	TraceId string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// OpenTelemetry: the pause's span (16 hex digits); empty when the daemon
+	// exports no traces.
+	SpanId        string `protobuf:"bytes,22,opt,name=span_id,json=spanId,proto3" json:"span_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -663,6 +670,20 @@ func (x *Pause) GetNotes() []string {
 		return x.Notes
 	}
 	return nil
+}
+
+func (x *Pause) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *Pause) GetSpanId() string {
+	if x != nil {
+		return x.SpanId
+	}
+	return ""
 }
 
 // NEXT: see CommandKind.
@@ -1857,7 +1878,7 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"scope_path\x18\b \x03(\tR\tscopePath\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf0\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa4\x06\n" +
 	"\x05Pause\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
 	"\n" +
@@ -1886,7 +1907,9 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1a\n" +
 	"\brevision\x18\x13 \x01(\rR\brevision\x12\x14\n" +
-	"\x05notes\x18\x14 \x03(\tR\x05notes\"\r\n" +
+	"\x05notes\x18\x14 \x03(\tR\x05notes\x12\x19\n" +
+	"\btrace_id\x18\x15 \x01(\tR\atraceId\x12\x17\n" +
+	"\aspan_id\x18\x16 \x01(\tR\x06spanId\"\r\n" +
 	"\vNextCommand\"\x0f\n" +
 	"\rStepInCommand\"&\n" +
 	"\x0eStepOutCommand\x12\x14\n" +

@@ -640,7 +640,14 @@ type Session struct {
 	// Who started it: the authenticated identity of the Launch or Attach
 	// caller, or of the probe's Connect; a child session has its parent's
 	// (see docs/security.md for the forms of an identity).
-	StartedBy     string `protobuf:"bytes,22,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	StartedBy string `protobuf:"bytes,22,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// OpenTelemetry: the trace of the session's span (32 hex digits), the
+	// trace of the Launch, Attach or probe Connect call that started it;
+	// empty when the daemon exports no traces (see docs/observability.md).
+	TraceId string `protobuf:"bytes,23,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// OpenTelemetry: the session's span (16 hex digits), from its start to
+	// its end; empty when the daemon exports no traces.
+	SpanId        string `protobuf:"bytes,24,opt,name=span_id,json=spanId,proto3" json:"span_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -825,6 +832,20 @@ func (x *Session) GetSignal() string {
 func (x *Session) GetStartedBy() string {
 	if x != nil {
 		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *Session) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *Session) GetSpanId() string {
+	if x != nil {
+		return x.SpanId
 	}
 	return ""
 }
@@ -3688,7 +3709,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\astopped\x18\x03 \x01(\bR\astopped\x12\x1b\n" +
-	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\xb9\a\n" +
+	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\xed\a\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.stepd.v1.SessionKindR\x04kind\x12,\n" +
@@ -3718,7 +3739,9 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x13previous_session_id\x18\x14 \x01(\tR\x11previousSessionId\x12\x16\n" +
 	"\x06signal\x18\x15 \x01(\tR\x06signal\x12\x1d\n" +
 	"\n" +
-	"started_by\x18\x16 \x01(\tR\tstartedBy\x1a9\n" +
+	"started_by\x18\x16 \x01(\tR\tstartedBy\x12\x19\n" +
+	"\btrace_id\x18\x17 \x01(\tR\atraceId\x12\x17\n" +
+	"\aspan_id\x18\x18 \x01(\tR\x06spanId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +

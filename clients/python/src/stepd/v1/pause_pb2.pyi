@@ -323,6 +323,8 @@ class Pause(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    SPAN_ID_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """Unique for the daemon's lifetime; echo it back in DebugInput.key."""
     session_id: _builtins.str
@@ -343,6 +345,15 @@ class Pause(_message.Message):
     """Exception pauses: the exception's message."""
     revision: _builtins.int
     """Increases each time the same pause is re-sent (after EVAL, STACKTRACE, INSPECT, an eval error)."""
+    trace_id: _builtins.str
+    """OpenTelemetry: the trace of the pause's span (32 hex digits), which
+    covers exactly the time the pause is held; empty when the daemon
+    exports no traces (see docs/observability.md).
+    """
+    span_id: _builtins.str
+    """OpenTelemetry: the pause's span (16 hex digits); empty when the daemon
+    exports no traces.
+    """
     @_builtins.property
     def input_type(self) -> _containers.RepeatedScalarFieldContainer[Global___CommandKind.ValueType]:
         """Exactly the commands that work at this pause; [EXPRESSION] when an expression is expected."""
@@ -409,10 +420,12 @@ class Pause(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         revision: _builtins.int = ...,
         notes: _abc.Iterable[_builtins.str] | None = ...,
+        trace_id: _builtins.str = ...,
+        span_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "debug_value", b"debug_value", "inspect", b"inspect", "location", b"location", "point", b"point"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "caught_msg", b"caught_msg", "coor", b"coor", "created_at", b"created_at", "debug_value", b"debug_value", "input_type", b"input_type", "inspect", b"inspect", "key", b"key", "locals", b"locals", "locals_available", b"locals_available", "location", b"location", "notes", b"notes", "original_id", b"original_id", "point", b"point", "prompt", b"prompt", "raw_reason", b"raw_reason", "reason", b"reason", "revision", b"revision", "session_id", b"session_id", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "caught_msg", b"caught_msg", "coor", b"coor", "created_at", b"created_at", "debug_value", b"debug_value", "input_type", b"input_type", "inspect", b"inspect", "key", b"key", "locals", b"locals", "locals_available", b"locals_available", "location", b"location", "notes", b"notes", "original_id", b"original_id", "point", b"point", "prompt", b"prompt", "raw_reason", b"raw_reason", "reason", b"reason", "revision", b"revision", "session_id", b"session_id", "span_id", b"span_id", "thread_id", b"thread_id", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -364,6 +364,8 @@ class Session(_message.Message):
     PREVIOUS_SESSION_ID_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
     STARTED_BY_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    SPAN_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """UUIDv7."""
     kind: Global___SessionKind.ValueType
@@ -402,6 +404,15 @@ class Session(_message.Message):
     """Who started it: the authenticated identity of the Launch or Attach
     caller, or of the probe's Connect; a child session has its parent's
     (see docs/security.md for the forms of an identity).
+    """
+    trace_id: _builtins.str
+    """OpenTelemetry: the trace of the session's span (32 hex digits), the
+    trace of the Launch, Attach or probe Connect call that started it;
+    empty when the daemon exports no traces (see docs/observability.md).
+    """
+    span_id: _builtins.str
+    """OpenTelemetry: the session's span (16 hex digits), from its start to
+    its end; empty when the daemon exports no traces.
     """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -452,10 +463,12 @@ class Session(_message.Message):
         previous_session_id: _builtins.str = ...,
         signal: _builtins.str = ...,
         started_by: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+        span_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "capabilities", b"capabilities", "ended_at", b"ended_at", "exit_code", b"exit_code", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "signal", b"signal", "started_at", b"started_at", "started_by", b"started_by", "state", b"state", "threads", b"threads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "signal", b"signal", "span_id", b"span_id", "started_at", b"started_at", "started_by", b"started_by", "state", b"state", "threads", b"threads", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015

@@ -1,0 +1,751 @@
+//! OpenTelemetry end to end, against a real Jaeger started here (v2
+//! all-in-one, in memory, every port on loopback; `.tools/bin/jaeger`,
+//! skipped with a reason when absent): an RPC carrying `traceparent` is a
+//! child in the caller's trace; a probe's pause is a span as long as the
+//! hold, naming the command that ended it and who gave it; a launched
+//! program's pause carries its source location, and the program gets the
+//! session's span as its TRACEPARENT; with no `OTEL_*` variable the daemon
+//! opens no connection and stamps no ids.
+
+use std::{
+    io::{Read as _, Write as _},
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value as Json;
+use stepd_e2e::{
+    DEADLINE, Daemon, Subscription, TempDir, dap, fixture, line_of, repo_root, source_spec,
+};
+use stepd_proto::v1::{
+    BreakpointSpec, ConnectRequest, ConnectResponse, ContinueCommand, EvaluateRequest,
+    GetSessionRequest, Hello, Hit, LaunchRequest, PingRequest, PointInfo, ProbeCapabilities,
+    ProbeMatch, Watch, breakpoint_spec::Location, connect_request::Message as In,
+    connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
+    debug_command::Command, probe_service_client::ProbeServiceClient,
+};
+use tokio::{process::Child, sync::mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+
+// ----- Jaeger -------------------------------------------------------------
+
+/// A Jaeger all-in-one for one test, killed when dropped.
+struct Jaeger {
+    _child: Child,
+    _dir: TempDir,
+    otlp: u16,
+    query: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn jaeger_bin() -> Option<PathBuf> {
+    let path = repo_root().join(".tools/bin/jaeger");
+    path.is_file().then_some(path)
+}
+
+impl Jaeger {
+    /// Starts Jaeger, or says why the test is skipped.
+    async fn start() -> Option<Self> {
+        let Some(bin) = jaeger_bin() else {
+            eprintln!("skipped: .tools/bin/jaeger is not installed (scripts/tools installs it)");
+            return None;
+        };
+        let template =
+            std::fs::read_to_string(repo_root().join("tests/fixtures/jaeger/config.yaml.in"))
+                .expect("the Jaeger config template");
+        let (otlp, query, query_grpc) = (free_port(), free_port(), free_port());
+        let config = template
+            .replace("@OTLP@", &otlp.to_string())
+            .replace("@QUERY@", &query.to_string())
+            .replace("@QUERYGRPC@", &query_grpc.to_string());
+        let dir = TempDir::new("jaeger");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, config).unwrap();
+        let child = tokio::process::Command::new(bin)
+            .arg(format!("--config=file:{}", path.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start jaeger");
+        let jaeger = Self {
+            _child: child,
+            _dir: dir,
+            otlp,
+            query,
+        };
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let ready = TcpStream::connect(("127.0.0.1", otlp)).is_ok()
+                && jaeger
+                    .get("/api/services")
+                    .is_some_and(|(code, _)| code == 200);
+            if ready {
+                return Some(jaeger);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Jaeger did not get ready in time"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// One HTTP/1.1 GET of the query API: status code and body.
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.query)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).ok()?;
+        let response = String::from_utf8_lossy(&response).into_owned();
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let code = head.split_whitespace().nth(1)?.parse().ok()?;
+        let body = if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(body)
+        } else {
+            body.to_owned()
+        };
+        Some((code, body))
+    }
+
+    /// The spans of trace `trace_id` once `ready` holds for them, polled
+    /// until the deadline.
+    async fn spans_of(&self, trace_id: &str, ready: impl Fn(&[Json]) -> bool) -> Vec<Json> {
+        let deadline = Instant::now() + DEADLINE;
+        let mut last = Vec::new();
+        loop {
+            if let Some((200, body)) = self.get(&format!("/api/traces/{trace_id}")) {
+                let json: Json = serde_json::from_str(&body).expect("Jaeger answers JSON");
+                last = json["data"][0]["spans"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if ready(&last) {
+                    return last;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "trace {trace_id} did not reach Jaeger in time; last seen: {last:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || tail.len() < size {
+            break;
+        }
+        out.push_str(&tail[..size]);
+        rest = tail[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn operation(span: &Json) -> &str {
+    span["operationName"].as_str().unwrap_or_default()
+}
+
+fn span_id(span: &Json) -> &str {
+    span["spanID"].as_str().unwrap_or_default()
+}
+
+fn parent_of(span: &Json) -> Option<&str> {
+    span["references"]
+        .as_array()?
+        .iter()
+        .find(|r| r["refType"] == "CHILD_OF")
+        .and_then(|r| r["spanID"].as_str())
+}
+
+fn tag<'a>(span: &'a Json, key: &str) -> Option<&'a Json> {
+    span["tags"]
+        .as_array()?
+        .iter()
+        .find(|t| t["key"] == key)
+        .map(|t| &t["value"])
+}
+
+fn find(spans: &[Json], what: impl Fn(&Json) -> bool) -> Option<&Json> {
+    spans.iter().find(|s| what(s))
+}
+
+// ----- the daemon -----------------------------------------------------------
+
+/// The daemon's command with no `OTEL_*` variable of the test's own.
+fn command_without_otel(dir: &Path) -> tokio::process::Command {
+    let mut command = Daemon::command(dir, &[]);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("OTEL_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// A daemon exporting to `jaeger` as `service` (unset if empty), in
+/// batches of at most 100 ms.
+async fn traced_daemon(dir: &TempDir, jaeger: &Jaeger, service: &str) -> Daemon {
+    let mut command = command_without_otel(dir.path());
+    command
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", jaeger.otlp),
+        )
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    if !service.is_empty() {
+        command.env("OTEL_SERVICE_NAME", service);
+    }
+    Daemon::spawn(command, dir.path()).await
+}
+
+/// A W3C `traceparent` of a caller's own (sampled) span, and its ids.
+fn caller_context(tag: u8) -> (String, String, String) {
+    let trace = format!("{tag:02x}5eed5eed5eed5eed5eed5eed5eedbe");
+    let span = format!("{tag:02x}c0ffee00000001");
+    (format!("00-{trace}-{span}-01"), trace, span)
+}
+
+/// A probe connected with `traceparent` on its Connect call (none if empty).
+struct Probe {
+    tx: mpsc::Sender<ConnectRequest>,
+    rx: Streaming<ConnectResponse>,
+    session_id: String,
+}
+
+async fn connect_probe(daemon: &Daemon, traceparent: &str) -> Probe {
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(ConnectRequest {
+        message: Some(In::Hello(Hello {
+            name: "traced-agent".into(),
+            language: "test".into(),
+            pid: i64::from(std::process::id()),
+            capabilities: Some(ProbeCapabilities {
+                eval: true,
+                skip: true,
+                edit: true,
+            }),
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut request = tonic::Request::new(ReceiverStream::new(rx));
+    if !traceparent.is_empty() {
+        request
+            .metadata_mut()
+            .insert("traceparent", traceparent.parse().unwrap());
+    }
+    let mut rx = ProbeServiceClient::new(daemon.channel().await)
+        .connect(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let welcome = match next(&mut rx).await {
+        Out::Welcome(w) => w,
+        other => panic!("expected Welcome, got {other:?}"),
+    };
+    Probe {
+        tx,
+        rx,
+        session_id: welcome.session_id,
+    }
+}
+
+async fn next(rx: &mut Streaming<ConnectResponse>) -> Out {
+    tokio::time::timeout(DEADLINE, rx.message())
+        .await
+        .expect("a message from the daemon in time")
+        .unwrap()
+        .expect("the stream is open")
+        .message
+        .unwrap()
+}
+
+/// Arms a breakpoint on `tool_call` points named `name` and waits for the
+/// probe to hear of it.
+async fn arm(daemon: &Daemon, probe: &mut Probe, name: &str) -> String {
+    let id = dap::add_breakpoint(
+        daemon,
+        BreakpointSpec {
+            location: Some(Location::Probe(ProbeMatch {
+                point_kind: "tool_call".into(),
+                name_glob: name.into(),
+            })),
+            ..Default::default()
+        },
+    )
+    .await;
+    let Out::Armed(_) = next(&mut probe.rx).await else {
+        panic!("expected Armed")
+    };
+    id
+}
+
+/// Holds at a `tool_call` point, the program's span being `traceparent`
+/// (none if empty).
+async fn hold(probe: &Probe, hit_id: &str, name: &str, breakpoint: &str, traceparent: &str) {
+    probe
+        .tx
+        .send(ConnectRequest {
+            message: Some(In::Hit(Hit {
+                hit_id: hit_id.into(),
+                point: Some(PointInfo {
+                    kind: "tool_call".into(),
+                    name: name.into(),
+                    ..Default::default()
+                }),
+                coor: vec![0],
+                breakpoint_ids: vec![breakpoint.to_owned()],
+                traceparent: traceparent.into(),
+                ..Default::default()
+            })),
+        })
+        .await
+        .unwrap();
+}
+
+// ----- the tests ------------------------------------------------------------
+
+#[tokio::test]
+async fn an_rpc_with_traceparent_is_a_child_in_the_callers_trace() {
+    let Some(jaeger) = Jaeger::start().await else {
+        return;
+    };
+    let dir = TempDir::new("otel-rpc");
+    let mut command = command_without_otel(dir.path());
+    command
+        .env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            format!("http://127.0.0.1:{}", jaeger.otlp),
+        )
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=otel-test")
+        .env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "service.name=stepd-otel-rpc,deployment.environment.name=otel-test",
+        )
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let daemon = Daemon::spawn(command, dir.path()).await;
+    let (traceparent, trace, parent) = caller_context(0x11);
+    let mut request = tonic::Request::new(PingRequest::default());
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    // A health check in the same trace, before the Ping (so exported no
+    // later than the Ping, were it exported), is not traced.
+    let mut check = tonic::Request::new(tonic_health::pb::HealthCheckRequest::default());
+    check
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    tonic_health::pb::health_client::HealthClient::new(daemon.channel().await)
+        .check(check)
+        .await
+        .unwrap();
+    DaemonServiceClient::new(daemon.channel().await)
+        .ping(request)
+        .await
+        .unwrap();
+
+    let spans = jaeger
+        .spans_of(&trace, |spans| {
+            find(spans, |s| operation(s) == "stepd.v1.DaemonService/Ping").is_some()
+        })
+        .await;
+    let ping = find(&spans, |s| operation(s) == "stepd.v1.DaemonService/Ping").unwrap();
+    assert_eq!(parent_of(ping), Some(parent.as_str()), "{ping:#}");
+    assert!(
+        find(&spans, |s| operation(s).starts_with("grpc.health")).is_none(),
+        "{spans:#?}"
+    );
+    assert_eq!(tag(ping, "rpc.system.name"), Some(&Json::from("grpc")));
+    assert_eq!(
+        tag(ping, "rpc.method"),
+        Some(&Json::from("stepd.v1.DaemonService/Ping"))
+    );
+    assert_eq!(
+        tag(ping, "rpc.response.status_code"),
+        Some(&Json::from("OK"))
+    );
+    assert_eq!(tag(ping, "span.kind"), Some(&Json::from("server")));
+    // The resource is what OTEL_RESOURCE_ATTRIBUTES says.
+    let (_, body) = jaeger.get(&format!("/api/traces/{trace}")).unwrap();
+    let json: Json = serde_json::from_str(&body).unwrap();
+    let process = &json["data"][0]["processes"][ping["processID"].as_str().unwrap()];
+    assert_eq!(process["serviceName"], "stepd-otel-rpc", "{process:#}");
+    assert_eq!(
+        tag(process, "deployment.environment.name"),
+        Some(&Json::from("otel-test")),
+        "{process:#}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
+    let Some(jaeger) = Jaeger::start().await else {
+        return;
+    };
+    let dir = TempDir::new("otel-pause");
+    // No OTEL_SERVICE_NAME: the service is stepd.
+    let daemon = traced_daemon(&dir, &jaeger, "").await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let (traceparent, trace, parent) = caller_context(0x22);
+    let mut probe = connect_probe(&daemon, &traceparent).await;
+    let breakpoint = arm(&daemon, &mut probe, "Bash").await;
+
+    // The session is in the caller's trace, and says so.
+    let session = dap::sessions(&daemon)
+        .await
+        .get_session(GetSessionRequest {
+            session_id: probe.session_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(session.trace_id, trace);
+    assert_eq!(session.span_id.len(), 16, "{session:?}");
+
+    hold(&probe, "h1", "Bash", &breakpoint, "").await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    let held_from = Instant::now();
+    assert_eq!(pause.trace_id, trace);
+    assert_eq!(pause.span_id.len(), 16, "{pause:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let held = held_from.elapsed();
+    let Out::Resume(_) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+
+    // A span is exported when it ends: the pause's now, the session's and
+    // the Connect call's when the probe goes.
+    let spans = jaeger
+        .spans_of(&trace, |spans| {
+            find(spans, |s| span_id(s) == pause.span_id).is_some()
+        })
+        .await;
+    let span = find(&spans, |s| span_id(s) == pause.span_id).unwrap();
+    assert_eq!(operation(span), "pause");
+    let (_, body) = jaeger.get(&format!("/api/traces/{trace}")).unwrap();
+    let json: Json = serde_json::from_str(&body).unwrap();
+    let process = &json["data"][0]["processes"][span["processID"].as_str().unwrap()];
+    assert_eq!(process["serviceName"], "stepd", "{process:#}");
+    assert_eq!(parent_of(span), Some(session.span_id.as_str()), "{span:#}");
+    // Jaeger's durations are in microseconds. The span starts a little
+    // before the test sees the pause and ends a little before the answer
+    // returns.
+    let duration = Duration::from_micros(span["duration"].as_u64().unwrap());
+    assert!(
+        duration >= Duration::from_millis(950) && duration <= held + Duration::from_millis(300),
+        "held {held:?}, span {duration:?}"
+    );
+    assert_eq!(
+        tag(span, "stepd.pause.key"),
+        Some(&Json::from(pause.key.as_str()))
+    );
+    assert_eq!(
+        tag(span, "stepd.pause.command"),
+        Some(&Json::from("CONTINUE"))
+    );
+    let by = tag(span, "stepd.pause.resolved_by").and_then(Json::as_str);
+    assert!(by.is_some_and(|by| !by.is_empty()), "{span:#}");
+    assert_eq!(tag(span, "stepd.point.name"), Some(&Json::from("Bash")));
+    // An array attribute; Jaeger shows it as JSON text.
+    let ids = tag(span, "stepd.breakpoint.ids").map(Json::to_string);
+    assert!(ids.is_some_and(|ids| ids.contains(&breakpoint)), "{span:#}");
+
+    // A hold whose program reports its own span is a pause in the
+    // program's trace, under that span, linked to the session's.
+    let (program, program_trace, program_span) = caller_context(0x55);
+    hold(&probe, "h2", "Bash", &breakpoint, &program).await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    assert_eq!(pause.trace_id, program_trace);
+    dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let Out::Resume(_) = next(&mut probe.rx).await else {
+        panic!("expected Resume")
+    };
+    let spans = jaeger
+        .spans_of(&program_trace, |spans| {
+            find(spans, |s| span_id(s) == pause.span_id).is_some()
+        })
+        .await;
+    let span = find(&spans, |s| span_id(s) == pause.span_id).unwrap();
+    assert_eq!(parent_of(span), Some(program_span.as_str()), "{span:#}");
+    let linked = span["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["spanID"] == session.span_id.as_str() && r["traceID"] == trace.as_str());
+    assert!(linked, "{span:#}");
+
+    // The session's span is the Connect call's child, and the call the
+    // caller's; the session's ends with the session, saying why.
+    drop(probe);
+    dap::ended(&mut sub, &session.id).await;
+    let spans = jaeger
+        .spans_of(&trace, |spans| {
+            find(spans, |s| span_id(s) == session.span_id).is_some()
+                && find(spans, |s| operation(s) == "stepd.v1.ProbeService/Connect").is_some()
+        })
+        .await;
+    let session_span = find(&spans, |s| span_id(s) == session.span_id).unwrap();
+    assert_eq!(operation(session_span), "session");
+    let connect = find(&spans, |s| operation(s) == "stepd.v1.ProbeService/Connect").unwrap();
+    assert_eq!(parent_of(session_span), Some(span_id(connect)));
+    assert_eq!(parent_of(connect), Some(parent.as_str()));
+    assert_eq!(
+        tag(session_span, "stepd.probe.name"),
+        Some(&Json::from("traced-agent"))
+    );
+    assert_eq!(
+        tag(session_span, "stepd.session.end_reason"),
+        Some(&Json::from("PROBE_DISCONNECTED")),
+        "{session_span:#}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_dap_pause_is_a_span_with_its_source_location() {
+    let Some(jaeger) = Jaeger::start().await else {
+        return;
+    };
+    let dir = TempDir::new("otel-dap");
+    let daemon = traced_daemon(&dir, &jaeger, "stepd-otel-dap").await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let program = fixture("python/hello.py");
+    let path = program.to_str().unwrap();
+    let line = line_of(&program, "print");
+    let breakpoint = dap::add_breakpoint(&daemon, source_spec(path, line)).await;
+    let (traceparent, trace, parent) = caller_context(0x44);
+    let mut request = tonic::Request::new(LaunchRequest {
+        adapter: "debugpy".into(),
+        program: path.into(),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    let session = tokio::time::timeout(DEADLINE, dap::sessions(&daemon).await.launch(request))
+        .await
+        .expect("launch answered in time")
+        .expect("launch")
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(session.trace_id, trace);
+
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert_eq!(pause.trace_id, trace);
+    // The program was started with the session's span as its TRACEPARENT.
+    let value = dap::sessions(&daemon)
+        .await
+        .evaluate(EvaluateRequest {
+            session_id: session.id.clone(),
+            expression: "__import__('os').environ.get('TRACEPARENT', '')".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    assert_eq!(
+        value.value.trim_matches('\''),
+        format!("00-{trace}-{}-01", session.span_id)
+    );
+    dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    dap::ended(&mut sub, &session.id).await;
+
+    let spans = jaeger
+        .spans_of(&trace, |spans| {
+            [pause.span_id.as_str(), session.span_id.as_str()]
+                .iter()
+                .all(|id| find(spans, |s| span_id(s) == *id).is_some())
+                && find(spans, |s| operation(s) == "stepd.v1.SessionService/Launch").is_some()
+        })
+        .await;
+    let launch = find(&spans, |s| operation(s) == "stepd.v1.SessionService/Launch").unwrap();
+    assert_eq!(parent_of(launch), Some(parent.as_str()));
+    let session_span = find(&spans, |s| span_id(s) == session.span_id).unwrap();
+    assert_eq!(parent_of(session_span), Some(span_id(launch)));
+    assert_eq!(
+        tag(session_span, "stepd.session.kind"),
+        Some(&Json::from("DAP"))
+    );
+    assert_eq!(
+        tag(session_span, "stepd.adapter"),
+        Some(&Json::from("debugpy"))
+    );
+    assert!(
+        tag(session_span, "stepd.session.end_reason").is_some(),
+        "{session_span:#}"
+    );
+    let span = find(&spans, |s| span_id(s) == pause.span_id).unwrap();
+    assert_eq!(parent_of(span), Some(session.span_id.as_str()));
+    assert_eq!(
+        tag(span, "stepd.pause.reason"),
+        Some(&Json::from("BREAKPOINT"))
+    );
+    let file = tag(span, "code.file.path")
+        .and_then(Json::as_str)
+        .unwrap_or_default();
+    assert!(file.ends_with("hello.py"), "{span:#}");
+    assert_eq!(tag(span, "code.line.number"), Some(&Json::from(line)));
+    assert_eq!(
+        tag(span, "stepd.pause.command"),
+        Some(&Json::from("CONTINUE"))
+    );
+    let ids = tag(span, "stepd.breakpoint.ids").map(Json::to_string);
+    assert!(ids.is_some_and(|ids| ids.contains(&breakpoint)), "{span:#}");
+    daemon.stop().await;
+}
+
+/// The TCP sockets of process `pid` that are neither listening nor
+/// accepted on one of `served` ports: its outbound connections.
+fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|target| {
+                    let target = target.to_string_lossy().into_owned();
+                    Some(
+                        target
+                            .strip_prefix("socket:[")?
+                            .strip_suffix(']')?
+                            .to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut outbound = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            if !inodes.iter().any(|i| i == inode) || *state == "0A" {
+                continue;
+            }
+            let port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok())
+                .unwrap_or(0);
+            if !served.contains(&port) {
+                outbound.push(line.trim().to_owned());
+            }
+        }
+    }
+    outbound
+}
+
+#[tokio::test]
+async fn without_otel_variables_nothing_is_exported_or_connected() {
+    // The OTLP gRPC default port, held here when free: an exporter that
+    // fell back to the default endpoint would connect to it.
+    let sentinel = TcpListener::bind("127.0.0.1:4317").ok();
+    if let Some(listener) = &sentinel {
+        listener.set_nonblocking(true).unwrap();
+    } else {
+        eprintln!("note: 127.0.0.1:4317 is taken; checking /proc only");
+    }
+    let dir = TempDir::new("otel-off");
+    let daemon = Daemon::spawn(command_without_otel(dir.path()), dir.path()).await;
+    let served: u16 = daemon
+        .addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let (traceparent, _, _) = caller_context(0x33);
+    let mut request = tonic::Request::new(PingRequest::default());
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    DaemonServiceClient::new(daemon.channel().await)
+        .ping(request)
+        .await
+        .unwrap();
+    let mut probe = connect_probe(&daemon, &traceparent).await;
+    let breakpoint = arm(&daemon, &mut probe, "Bash").await;
+    hold(&probe, "h1", "Bash", &breakpoint, "").await;
+    let pause = dap::next_pause(&mut sub, &probe.session_id).await;
+    assert_eq!((pause.trace_id.as_str(), pause.span_id.as_str()), ("", ""));
+    let session = dap::sessions(&daemon)
+        .await
+        .get_session(GetSessionRequest {
+            session_id: probe.session_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(
+        (session.trace_id.as_str(), session.span_id.as_str()),
+        ("", "")
+    );
+    dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    // An exporter would have tried by now (the SDK's batch delay is 5 s, its
+    // first connection lazy): look twice, the second time after that delay
+    // would have passed for spans of the first RPCs.
+    let pid = daemon.child.id().unwrap();
+    assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
+    if let Some(listener) = &sentinel {
+        let accepted = listener.accept();
+        assert!(
+            accepted
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "something connected to 127.0.0.1:4317: {accepted:?}"
+        );
+    }
+    drop(probe);
+    daemon.stop().await;
+}
