@@ -6,7 +6,8 @@
 //! `google.protobuf.Value` nested past the decoder's limit. Each must be
 //! answered OK or with a typed status whose `ErrorInfo` reason is one of the
 //! documented set; the daemon must answer Ping throughout and its log must
-//! never show a panic.
+//! never show a panic. `BAD_INPUT_SHOW=1` lists the bad requests that were
+//! answered OK, to look for input that should have been refused.
 
 use std::{
     collections::{BTreeMap, HashMap},
