@@ -604,3 +604,51 @@ pub mod dap {
             .unwrap_or_else(|| panic!("no local {name} in {:?}", pause.locals))
     }
 }
+
+/// A gRPC codec that sends and receives raw message bytes, so a test can
+/// send what no generated client would.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Raw;
+
+impl tonic::codec::Codec for Raw {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = Raw;
+    type Decoder = Raw;
+
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+impl tonic::codec::Encoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        let mut out = vec![0; bytes::Buf::remaining(src)];
+        bytes::Buf::copy_to_slice(src, &mut out);
+        Ok(Some(out))
+    }
+}

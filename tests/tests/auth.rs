@@ -15,7 +15,7 @@ use std::{
 };
 
 use prost_reflect::{DescriptorPool, MethodDescriptor};
-use stepd_e2e::{DEADLINE, Daemon, Subscription, TempDir, dap, reason, repo_root, stepd_bin};
+use stepd_e2e::{DEADLINE, Daemon, Raw, Subscription, TempDir, dap, reason, repo_root, stepd_bin};
 use stepd_proto::v1::{
     AddBreakpointRequest, ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand,
     DebugInput, GetSessionRequest, Hello, Hit, PingRequest, PointInfo, RemoveBreakpointRequest,
@@ -30,12 +30,7 @@ use tokio::{
     sync::mpsc,
 };
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{
-    Code, Request, Status,
-    codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
-    codegen::http::uri::PathAndQuery,
-    transport::Channel,
-};
+use tonic::{Code, Request, Status, codegen::http::uri::PathAndQuery, transport::Channel};
 
 const OTHER: &str = "stepd-test-other";
 
@@ -328,45 +323,6 @@ async fn wrong_missing_and_revoked_tokens_are_unauthenticated() {
     assert_eq!(mode & 0o777, 0o600);
     ping(local.trim()).await.expect("the local token");
     t.daemon.stop().await;
-}
-
-#[derive(Clone, Copy, Default)]
-struct Raw;
-
-impl Codec for Raw {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = Raw;
-    type Decoder = Raw;
-
-    fn encoder(&mut self) -> Raw {
-        Raw
-    }
-
-    fn decoder(&mut self) -> Raw {
-        Raw
-    }
-}
-
-impl Encoder for Raw {
-    type Item = Vec<u8>;
-    type Error = Status;
-
-    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        bytes::BufMut::put_slice(dst, &item);
-        Ok(())
-    }
-}
-
-impl Decoder for Raw {
-    type Item = Vec<u8>;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
-        let mut out = vec![0; bytes::Buf::remaining(src)];
-        bytes::Buf::copy_to_slice(src, &mut out);
-        Ok(Some(out))
-    }
 }
 
 /// The role table of docs/security.md: method → what it needs.

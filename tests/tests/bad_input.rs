@@ -16,15 +16,12 @@ use std::{
     time::Duration,
 };
 
-use prost::{
-    Message as _,
-    bytes::{Buf, BufMut},
-};
+use prost::Message as _;
 use prost_reflect::{
     DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor,
     MethodDescriptor, Value,
 };
-use stepd_e2e::{Daemon, TempDir, reason};
+use stepd_e2e::{Daemon, Raw, TempDir, reason};
 use stepd_proto::v1::{
     ConnectRequest, ErrorReason, Hello, PingRequest, SubscribeRequest, Watch,
     connect_request::Message as ProbeMessage, daemon_service_client::DaemonServiceClient,
@@ -32,12 +29,7 @@ use stepd_proto::v1::{
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_stream::StreamExt as _;
-use tonic::{
-    Code, Status,
-    codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
-    codegen::http::uri::PathAndQuery,
-    transport::Channel,
-};
+use tonic::{Code, Status, codegen::http::uri::PathAndQuery, transport::Channel};
 
 /// How long one call may take; a call still waiting then is waiting as
 /// asked (a long `wait`), which is not a failure.
@@ -50,45 +42,6 @@ const BIG: usize = 256 << 10;
 const NESTING: usize = 150;
 /// Field depth explored below a request.
 const DEPTH: usize = 3;
-
-#[derive(Clone, Copy, Default)]
-struct Raw;
-
-impl Codec for Raw {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = Raw;
-    type Decoder = Raw;
-
-    fn encoder(&mut self) -> Raw {
-        Raw
-    }
-
-    fn decoder(&mut self) -> Raw {
-        Raw
-    }
-}
-
-impl Encoder for Raw {
-    type Item = Vec<u8>;
-    type Error = Status;
-
-    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for Raw {
-    type Item = Vec<u8>;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
-        let mut out = vec![0; src.remaining()];
-        src.copy_to_slice(&mut out);
-        Ok(Some(out))
-    }
-}
 
 /// One bad request.
 struct Case {

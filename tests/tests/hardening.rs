@@ -10,11 +10,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use prost::{
-    Message as _,
-    bytes::{Buf, BufMut},
-};
-use stepd_e2e::{DEADLINE, Daemon, TempDir, reason};
+use prost::Message as _;
+use stepd_e2e::{DEADLINE, Daemon, Raw, TempDir, reason};
 use stepd_proto::v1::{
     PingRequest, SubscribeRequest, SubscribeResponse, Watch,
     daemon_service_client::DaemonServiceClient, subscribe_request::Message,
@@ -23,12 +20,7 @@ use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, BufReader},
     net::TcpStream,
 };
-use tonic::{
-    Code, Status,
-    codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
-    codegen::http::uri::PathAndQuery,
-    transport::Channel,
-};
+use tonic::{Code, Status, codegen::http::uri::PathAndQuery, transport::Channel};
 
 /// CPU time (user + system) the process has used so far.
 fn cpu_time(pid: u32) -> Duration {
@@ -229,47 +221,6 @@ where
     }
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, o)| o).collect()
-}
-
-/// Sends and receives raw message bytes, so a test can send what no
-/// generated client would.
-#[derive(Clone, Copy, Default)]
-struct Raw;
-
-impl Codec for Raw {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = Raw;
-    type Decoder = Raw;
-
-    fn encoder(&mut self) -> Raw {
-        Raw
-    }
-
-    fn decoder(&mut self) -> Raw {
-        Raw
-    }
-}
-
-impl Encoder for Raw {
-    type Item = Vec<u8>;
-    type Error = Status;
-
-    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for Raw {
-    type Item = Vec<u8>;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
-        let mut out = vec![0; src.remaining()];
-        src.copy_to_slice(&mut out);
-        Ok(Some(out))
-    }
 }
 
 /// Field 1, length-delimited, with a length that never ends.
