@@ -188,13 +188,13 @@ fn in_process(
     )?;
     let token = stepd::auth::tokens::add(tokens_file, "inproc", "viewer")?;
     let mut extensions = Extensions::new();
-    extensions.insert(TcpPeer {
-        info: tonic::transport::server::TcpConnectInfo {
+    extensions.insert(TcpPeer::with_uid(
+        tonic::transport::server::TcpConnectInfo {
             local_addr: "127.0.0.1:7701".parse().ok(),
             remote_addr: "127.0.0.1:40000".parse().ok(),
         },
-        uid: Some(stepd::auth::peer::own_uid()),
-    });
+        Some(stepd::auth::peer::own_uid()),
+    ));
     let bare = HeaderMap::new();
     let mut with_token = HeaderMap::new();
     with_token.insert("authorization", format!("Bearer {token}").parse()?);

@@ -110,7 +110,9 @@ async fn idle_connections_beyond_the_cap_never_lock_a_client_out() {
     })
     .await;
     let first = answered.expect("a client gets through 100 idle connections");
-    assert!(share < 0.5, "the daemon used {share:.2} of a core");
+    // A silent connection costs no work beyond its accept: the same-user
+    // lookup waits for a first request.
+    assert!(share < 0.25, "the daemon used {share:.2} of a core");
 
     // Connections that sent a request are never closed to make room: at the
     // cap a new one is refused at once, and admitted again once one leaves.

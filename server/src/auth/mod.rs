@@ -183,8 +183,8 @@ impl Auth {
                 .map(|tls| tls.get_ref())
         });
         let (uid, how, peer) = if let Some(tcp) = tcp {
-            let remote = tcp.info.remote_addr;
-            if self.insecure && remote.is_some_and(|a| !a.ip().is_loopback()) && tcp.uid.is_none() {
+            let (remote, uid) = (tcp.info.remote_addr, tcp.uid());
+            if self.insecure && remote.is_some_and(|a| !a.ip().is_loopback()) && uid.is_none() {
                 return Ok(Arc::new(Identity {
                     name: "insecure".into(),
                     role: Role::Admin,
@@ -192,7 +192,7 @@ impl Auth {
                 }));
             }
             let peer = remote.map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
-            (tcp.uid, How::TcpPeer, peer)
+            (uid, How::TcpPeer, peer)
         } else if let Some(unix) = extensions.get::<UdsConnectInfo>() {
             (
                 unix.peer_cred.map(|c| c.uid()),

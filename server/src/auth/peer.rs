@@ -1,46 +1,61 @@
-//! Who is at the other end of a connection, found once when it is accepted:
-//! the peer's credentials on the Unix socket (`SO_PEERCRED`, read by tonic
-//! into `UdsConnectInfo`), and on TCP the uid of the peer's socket from
-//! `/proc/net/tcp` or `/proc/net/tcp6` (as delve does).
+//! Who is at the other end of a connection, found once per connection: the
+//! peer's credentials on the Unix socket (`SO_PEERCRED`, read by tonic into
+//! `UdsConnectInfo`), and on TCP the uid of the peer's socket from
+//! `/proc/net/tcp` or `/proc/net/tcp6` (as delve does), looked up at the
+//! connection's first request that needs it, so that a flood of silent
+//! connections costs no scan of the socket tables.
 
 use std::{
     io::{BufRead as _, BufReader},
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::{Arc, OnceLock},
 };
 
 use tonic::transport::server::TcpConnectInfo;
 
-/// What tonic hands every request of a TCP connection: the addresses and the
-/// peer's uid, looked up once when the connection was accepted.
+/// What tonic hands every request of a TCP connection: the addresses and,
+/// once asked for, the peer's uid. Clones share the one lookup.
 #[derive(Debug, Clone)]
 pub struct TcpPeer {
     /// The addresses, as tonic reports them for a plain TCP stream.
     pub info: TcpConnectInfo,
-    /// The uid owning the peer's socket, when the peer is on this machine
-    /// and its socket was found established.
-    pub uid: Option<u32>,
+    uid: Arc<OnceLock<Option<u32>>>,
 }
 
 impl TcpPeer {
-    /// Looks up the peer of `stream`.
+    /// The peer of `stream`; its uid is looked up later, by [`Self::uid`].
     pub fn of(stream: &tokio::net::TcpStream) -> Self {
-        let local = stream.local_addr().ok();
-        let remote = stream.peer_addr().ok();
-        let uid = match (local, remote) {
-            (Some(local), Some(remote))
-                if remote.ip().is_loopback() || local.ip() == remote.ip() =>
-            {
-                peer_uid(local, remote)
-            }
-            _ => None,
-        };
         Self {
             info: TcpConnectInfo {
-                local_addr: local,
-                remote_addr: remote,
+                local_addr: stream.local_addr().ok(),
+                remote_addr: stream.peer_addr().ok(),
             },
-            uid,
+            uid: Arc::default(),
         }
+    }
+
+    /// A peer whose uid is already known (for measuring the checks alone).
+    pub fn with_uid(info: TcpConnectInfo, uid: Option<u32>) -> Self {
+        Self {
+            info,
+            uid: Arc::new(OnceLock::from(uid)),
+        }
+    }
+
+    /// The uid owning the peer's socket, when the peer is on this machine
+    /// and its socket is established; the tables are read on the first call
+    /// only.
+    pub fn uid(&self) -> Option<u32> {
+        *self
+            .uid
+            .get_or_init(|| match (self.info.local_addr, self.info.remote_addr) {
+                (Some(local), Some(remote))
+                    if remote.ip().is_loopback() || local.ip() == remote.ip() =>
+                {
+                    peer_uid(local, remote)
+                }
+                _ => None,
+            })
     }
 }
 
@@ -183,6 +198,6 @@ mod tests {
             tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
         let _client = client.unwrap();
         let (server, _) = accepted.unwrap();
-        assert_eq!(TcpPeer::of(&server).uid, Some(own_uid()));
+        assert_eq!(TcpPeer::of(&server).uid(), Some(own_uid()));
     }
 }
