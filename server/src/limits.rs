@@ -12,8 +12,9 @@ use std::collections::HashMap;
 
 use prost::Message;
 use stepd_proto::v1::{
-    AttachRequest, BreakpointSpec, DebugInput, Hello, LaunchRequest, Watch,
-    breakpoint_spec::Location, debug_command::Command, inject_command::Replacement,
+    AttachRequest, BreakpointSpec, DebugInput, EnlightenReport, EvalResult, Hello, Hit,
+    LaunchRequest, ObservedReport, PointInfo, TraceReport, Watch, breakpoint_spec::Location,
+    debug_command::Command, inject_command::Replacement,
 };
 use tonic::{Code, Status, body::Body, codegen::http};
 use tonic_types::FieldViolation;
@@ -124,6 +125,42 @@ pub const EXPRESSION_BYTES: Limit = Limit {
 pub const VALUE_BYTES: Limit = Limit {
     name: "value_bytes",
     max: MIB,
+};
+/// A message an adapter or probe reports: an exception's message.
+pub const MESSAGE_BYTES: Limit = Limit {
+    name: "message_bytes",
+    max: 64 * KIB,
+};
+/// A probe's `Hit` (or one report), encoded: a pause made of it always fits
+/// in a snapshot part beside others, far below the message limit.
+pub const HIT_BYTES: Limit = Limit {
+    name: "hit_bytes",
+    max: 4 * MIB,
+};
+/// Locals of one held point.
+pub const LOCAL_COUNT: Limit = Limit {
+    name: "local_count",
+    max: 1024,
+};
+/// Frames of one held point's stack.
+pub const FRAME_COUNT: Limit = Limit {
+    name: "frame_count",
+    max: 1024,
+};
+/// Entries of a coordinate or a scope path (how deeply points nest).
+pub const DEPTH_COUNT: Limit = Limit {
+    name: "depth_count",
+    max: 1024,
+};
+/// Breakpoint ids one probe hit names.
+pub const BREAKPOINT_ID_COUNT: Limit = Limit {
+    name: "breakpoint_id_count",
+    max: 1024,
+};
+/// Breakpoint ids one probe hit names, together.
+pub const BREAKPOINT_IDS_BYTES: Limit = Limit {
+    name: "breakpoint_ids_bytes",
+    max: 64 * KIB,
 };
 /// Sessions one `Watch` follows.
 pub const WATCH_SESSION_COUNT: Limit = Limit {
@@ -341,6 +378,119 @@ pub fn hello(h: &Hello) -> ApiResult<()> {
         .text("hello.traceparent", &h.traceparent, TOKEN_BYTES)
         .text("hello.resume_session_id", &h.resume_session_id, TOKEN_BYTES)
         .check()
+}
+
+/// A probe's `Hit`. A hit over a limit is refused (`HitRefused`), and the
+/// point goes on unheld.
+pub fn hit(h: &Hit) -> ApiResult<()> {
+    let mut sizes = Sizes::default();
+    sizes
+        .encoded("hit", h, HIT_BYTES)
+        .text("hit.hit_id", &h.hit_id, TOKEN_BYTES)
+        .size("hit.locals", h.locals.len(), LOCAL_COUNT)
+        .size("hit.coor", h.coor.len(), DEPTH_COUNT)
+        .text("hit.exception_message", &h.exception_message, MESSAGE_BYTES)
+        .text("hit.traceparent", &h.traceparent, TOKEN_BYTES)
+        .list(
+            "hit.breakpoint_ids",
+            &h.breakpoint_ids,
+            BREAKPOINT_ID_COUNT,
+            BREAKPOINT_IDS_BYTES,
+        )
+        .size("hit.stack", h.stack.len(), FRAME_COUNT);
+    if let Some(point) = &h.point {
+        point_info(&mut sizes, "hit.point", point);
+    }
+    for (i, local) in h.locals.iter().enumerate() {
+        sizes.text(&format!("hit.locals[{i}].name"), &local.name, NAME_BYTES);
+        if let Some(value) = &local.value {
+            sizes.encoded(&format!("hit.locals[{i}].value"), value, VALUE_BYTES);
+        }
+    }
+    if let Some(location) = &h.location {
+        source_location(&mut sizes, "hit.location", location);
+    }
+    sizes.check()
+}
+
+fn point_info(sizes: &mut Sizes, prefix: &str, p: &PointInfo) {
+    let f = |name: &str| format!("{prefix}.{name}");
+    sizes
+        .text(&f("kind"), &p.kind, NAME_BYTES)
+        .text(&f("name"), &p.name, NAME_BYTES)
+        .text(&f("type_hint"), &p.type_hint, NAME_BYTES)
+        .labels(&f("labels"), &p.labels)
+        .size(&f("scope_path"), p.scope_path.len(), DEPTH_COUNT);
+    if let Some(payload) = &p.payload {
+        sizes.encoded(&f("payload"), payload, VALUE_BYTES);
+    }
+    if let Some(schema) = &p.schema {
+        sizes.encoded(&f("schema"), schema, VALUE_BYTES);
+    }
+}
+
+fn source_location(sizes: &mut Sizes, prefix: &str, l: &stepd_proto::v1::Location) {
+    sizes
+        .text(&format!("{prefix}.path"), &l.path, PATH_BYTES)
+        .text(&format!("{prefix}.function"), &l.function, NAME_BYTES)
+        .text(&format!("{prefix}.module"), &l.module, NAME_BYTES);
+}
+
+/// One observed report of a probe's `Reports` (at `index`).
+pub fn observed(o: &ObservedReport, index: usize) -> ApiResult<()> {
+    let prefix = format!("reports.observed[{index}]");
+    let f = |name: &str| format!("{prefix}.{name}");
+    let mut sizes = Sizes::default();
+    sizes
+        .encoded(&prefix, o, HIT_BYTES)
+        .text(&f("kind"), &o.kind, NAME_BYTES)
+        .text(&f("name"), &o.name, NAME_BYTES)
+        .size(&f("scope_path"), o.scope_path.len(), DEPTH_COUNT)
+        .size(&f("coor"), o.coor.len(), DEPTH_COUNT);
+    if let Some(value) = &o.value {
+        sizes.encoded(&f("value"), value, VALUE_BYTES);
+    }
+    sizes.check()
+}
+
+/// One enlighten report of a probe's `Reports` (at `index`).
+pub fn enlighten(e: &EnlightenReport, index: usize) -> ApiResult<()> {
+    let f = |name: &str| format!("reports.enlighten[{index}].{name}");
+    Sizes::default()
+        .text(&f("value"), &e.value, VALUE_BYTES)
+        .size(&f("coor"), e.coor.len(), DEPTH_COUNT)
+        .check()
+}
+
+/// One trace record of a probe's `Reports` (at `index`).
+pub fn trace(t: &TraceReport, index: usize) -> ApiResult<()> {
+    let prefix = format!("reports.trace[{index}]");
+    let mut sizes = Sizes::default();
+    sizes
+        .encoded(&prefix, t, HIT_BYTES)
+        .size(&format!("{prefix}.coor"), t.coor.len(), DEPTH_COUNT);
+    if let Some(point) = &t.point {
+        point_info(&mut sizes, &format!("{prefix}.point"), point);
+    }
+    if let Some(location) = &t.location {
+        source_location(&mut sizes, &format!("{prefix}.location"), location);
+    }
+    sizes.check()
+}
+
+/// A probe's `EvalResult`: a result over a limit answers the EVAL with the
+/// refusal instead.
+pub fn eval_result(r: &EvalResult) -> ApiResult<()> {
+    let mut sizes = Sizes::default();
+    sizes.text("eval_result.value", &r.value, VALUE_BYTES).text(
+        "eval_result.error",
+        &r.error,
+        MESSAGE_BYTES,
+    );
+    if let Some(structured) = &r.structured {
+        sizes.encoded("eval_result.structured", structured, VALUE_BYTES);
+    }
+    sizes.check()
 }
 
 /// A debug input (`SendDebugInput`, or `DebugInput` on a Subscribe stream).

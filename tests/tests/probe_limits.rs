@@ -1,5 +1,5 @@
 //! Limits of probe sessions: how many holds a probe and the daemon keep,
-//! duplicate hit ids, releasing many holds when a probe goes away, and a
+//! the sizes of what a probe sends after its Hello, duplicate hit ids, releasing many holds when a probe goes away, and a
 //! probe that sends faster than the daemon reads. The probe here speaks
 //! HTTP/2 itself, so each message is its own DATA frame, as a probe library
 //! writing one message per point sends them.
@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use prost::Message;
-use stepd_e2e::{DEADLINE, Daemon, dap::answer};
+use stepd_e2e::{DEADLINE, Daemon, Subscription, dap::answer};
 use stepd_proto::v1::{
-    ConnectRequest, ConnectResponse, ContinueCommand, EndReason, ErrorReason, GetSessionRequest,
-    GetStatusRequest, Hello, Hit, HitRefused, ListPausesRequest, ObservedReport, PointInfo,
-    ProbeCapabilities, Reports, ResumeDecision, connect_request::Message as In,
-    connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
-    debug_command::Command, session_service_client::SessionServiceClient,
+    ConnectRequest, ConnectResponse, ContinueCommand, EndReason, ErrorReason, EvalCommand,
+    EvalResult, GetSessionRequest, GetStatusRequest, Hello, Hit, HitRefused, ListPausesRequest,
+    ObservedReport, PointInfo, ProbeCapabilities, Reports, ResumeDecision, Watch,
+    connect_request::Message as In, connect_response::Message as Out,
+    daemon_service_client::DaemonServiceClient, debug_command::Command, event::Payload,
+    session_service_client::SessionServiceClient,
 };
 use tokio::net::TcpStream;
 
@@ -40,6 +41,10 @@ fn grpc_frame(message: &ConnectRequest) -> Bytes {
 
 impl RawProbe {
     async fn connect(daemon: &Daemon) -> Self {
+        Self::connect_with(daemon, ProbeCapabilities::default()).await
+    }
+
+    async fn connect_with(daemon: &Daemon, capabilities: ProbeCapabilities) -> Self {
         let tcp = TcpStream::connect(&daemon.addr).await.unwrap();
         let (client, conn) = h2::client::handshake(tcp).await.unwrap();
         let conn = tokio::spawn(conn);
@@ -59,7 +64,7 @@ impl RawProbe {
             message: Some(In::Hello(Hello {
                 name: "flood".into(),
                 language: "test".into(),
-                capabilities: Some(ProbeCapabilities::default()),
+                capabilities: Some(capabilities),
                 ..Default::default()
             })),
         });
@@ -373,7 +378,8 @@ async fn a_probe_that_sends_faster_than_the_daemon_reads_is_slowed_not_dropped()
             .await;
     }
     // Every report was read, and the stream is still the probe's: a hold
-    // after them, with a value many windows long, is held and answered.
+    // after them, with a value many windows long (just within the 1 MiB
+    // `value_bytes`), is held and answered.
     let sent = Instant::now();
     probe
         .send(In::Hit(Hit {
@@ -382,7 +388,9 @@ async fn a_probe_that_sends_faster_than_the_daemon_reads_is_slowed_not_dropped()
                 kind: "tool_result".into(),
                 name: "Bash".into(),
                 payload: Some(prost_types::Value {
-                    kind: Some(prost_types::value::Kind::StringValue("x".repeat(1 << 20))),
+                    kind: Some(prost_types::value::Kind::StringValue(
+                        "x".repeat((1 << 20) - 16),
+                    )),
                 }),
                 ..Default::default()
             }),
@@ -418,4 +426,168 @@ async fn a_probe_that_sends_faster_than_the_daemon_reads_is_slowed_not_dropped()
     };
     assert_eq!(resume.hit_id, "after");
     daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_hit_over_a_size_limit_is_refused_and_the_stream_goes_on() {
+    let daemon = Daemon::start(&[]).await;
+    let mut probe = RawProbe::connect(&daemon).await;
+    let long = "n".repeat(5000);
+    let oversized = [
+        ("point.name", "hit.point.name", "name_bytes"),
+        ("locals", "hit.locals", "local_count"),
+        ("payload", "hit.point.payload", "value_bytes"),
+        ("location", "hit.location.path", "path_bytes"),
+        ("exception", "hit.exception_message", "message_bytes"),
+    ];
+    for (i, (what, field, limit)) in oversized.into_iter().enumerate() {
+        let mut hit = Hit {
+            hit_id: format!("big-{i}"),
+            point: Some(PointInfo {
+                kind: "tool_call".into(),
+                name: "Bash".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let point = hit.point.as_mut().unwrap();
+        match what {
+            "point.name" => point.name.clone_from(&long),
+            "locals" => hit.locals = vec![Default::default(); 1025],
+            "payload" => point.payload = Some(string(&"v".repeat(1 << 20))),
+            "location" => {
+                hit.location = Some(stepd_proto::v1::Location {
+                    path: long.clone(),
+                    ..Default::default()
+                });
+            }
+            _ => hit.exception_message = "e".repeat(65 * 1024),
+        }
+        probe.send(In::Hit(hit)).await;
+        let refused = probe.refused().await;
+        assert_eq!(refused.hit_id, format!("big-{i}"));
+        assert_eq!(reason_of(&refused), ErrorReason::LimitExceeded as i32);
+        assert_eq!(metadata(&refused, "field"), field, "{what}");
+        assert_eq!(metadata(&refused, "limit"), limit, "{what}");
+    }
+    assert!(pending(&daemon, &probe.session_id).await.is_empty());
+    // The session is unchanged: the next hit within limits holds.
+    probe.hit("small").await;
+    wait_pending(&daemon, 1).await;
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn reports_over_a_size_limit_are_dropped_with_a_warning_and_the_rest_published() {
+    let daemon = Daemon::start(&[]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    let mut probe = RawProbe::connect(&daemon).await;
+    let observed = |name: &str, value: &str| ObservedReport {
+        kind: "skill_loaded".into(),
+        name: name.into(),
+        value: Some(string(value)),
+        ..Default::default()
+    };
+    probe
+        .send(In::Reports(Reports {
+            observed: vec![
+                observed("before", "ok"),
+                observed("huge", &"v".repeat(1 << 20)),
+                observed("after", "ok"),
+            ],
+            ..Default::default()
+        }))
+        .await;
+    let mut names = Vec::new();
+    let warning = sub
+        .wait_for("the warning about the dropped report", |event| {
+            match &event.payload {
+                Some(Payload::Observed(o)) => names.push(o.name.clone()),
+                Some(Payload::Notification(n)) => return n.message.contains("size limit"),
+                _ => {}
+            }
+            false
+        })
+        .await;
+    let Some(Payload::Notification(warning)) = warning.payload else {
+        unreachable!()
+    };
+    assert!(
+        warning.message.contains("dropped 1 of")
+            && warning.message.contains("reports.observed[1].value"),
+        "{}",
+        warning.message
+    );
+    sub.wait_for("the report after the dropped one", |event| {
+        if let Some(Payload::Observed(o)) = &event.payload {
+            names.push(o.name.clone());
+        }
+        names.len() == 2
+    })
+    .await;
+    assert_eq!(names, ["before", "after"]);
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn an_eval_result_over_a_size_limit_fails_the_eval_and_the_pause_stays() {
+    let daemon = Daemon::start(&[]).await;
+    let mut probe = RawProbe::connect_with(
+        &daemon,
+        ProbeCapabilities {
+            eval: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    probe.hit("h1").await;
+    wait_pending(&daemon, 1).await;
+    let key = pending(&daemon, &probe.session_id).await[0].key.clone();
+    let evaluating = answer(
+        &daemon,
+        &key,
+        Command::Eval(EvalCommand {
+            code: "huge".into(),
+        }),
+    );
+    let at_probe = async {
+        let eval = loop {
+            match probe.next_answer().await {
+                Out::Eval(eval) => break eval,
+                _ => continue,
+            }
+        };
+        probe
+            .send(In::EvalResult(EvalResult {
+                eval_id: eval.eval_id,
+                value: "v".repeat((1 << 20) + 1),
+                ..Default::default()
+            }))
+            .await;
+    };
+    let (evaluated, ()) = tokio::join!(evaluating, at_probe);
+    let status = evaluated.expect_err("an oversized result fails the EVAL");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(stepd_e2e::reason(&status), "LIMIT_EXCEEDED");
+    assert!(
+        status.message().contains("eval_result.value"),
+        "{}",
+        status.message()
+    );
+    // The pause is still there and answerable.
+    answer(&daemon, &key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let Out::Resume(resume) = probe.next_answer().await else {
+        panic!("expected Resume")
+    };
+    assert_eq!(resume.hit_id, "h1");
+    daemon.stop().await;
+}
+
+fn string(text: &str) -> prost_types::Value {
+    prost_types::Value {
+        kind: Some(prost_types::value::Kind::StringValue(text.into())),
+    }
 }

@@ -408,6 +408,9 @@ impl ProbeSession {
     async fn on_hit(&mut self, hit: Hit) {
         // Refused before anything counts it: the earlier hold with this id
         // and every breakpoint's hit count stay as they were.
+        if let Err(error) = crate::limits::hit(&hit) {
+            return self.refuse(&hit.hit_id, &error);
+        }
         if self.held_hits.contains_key(&hit.hit_id) {
             let error = ApiError::invalid_field(
                 "hit.hit_id",
@@ -630,7 +633,9 @@ impl ProbeSession {
             let _ = pending.reply.send(Err(self.book.gone(&pending.key)));
             return;
         }
-        let evaluated = if result.error.is_empty() {
+        let evaluated = if let Err(error) = crate::limits::eval_result(&result) {
+            Err(error)
+        } else if result.error.is_empty() {
             Ok(display(&result.value, ""))
         } else {
             Err(ApiError::new(ErrorReason::AdapterError, result.error))
@@ -640,7 +645,8 @@ impl ProbeSession {
             .send(self.book.evaluated(&pending.key, &pending.code, evaluated));
     }
 
-    async fn on_reports(&mut self, reports: stepd_proto::v1::Reports) {
+    async fn on_reports(&mut self, mut reports: stepd_proto::v1::Reports) {
+        self.drop_oversized(&mut reports);
         for o in reports.observed {
             self.publish(Payload::Observed(Observed {
                 kind: o.kind,
@@ -671,6 +677,46 @@ impl ProbeSession {
                     reports.dropped, self.dropped_reports
                 ),
             }));
+        }
+    }
+
+    /// Takes the reports over a size limit out of `reports`, and says so in
+    /// one warning naming the first: a report never holds, so there is no
+    /// one to refuse it to, and the rest of the batch goes on.
+    fn drop_oversized(&self, reports: &mut stepd_proto::v1::Reports) {
+        let mut dropped = 0usize;
+        let mut first = None;
+        let mut keep = |checked: ApiResult<()>| match checked {
+            Ok(()) => true,
+            Err(error) => {
+                dropped += 1;
+                first.get_or_insert(error);
+                false
+            }
+        };
+        let mut index = 0;
+        reports.observed.retain(|o| {
+            index += 1;
+            keep(crate::limits::observed(o, index - 1))
+        });
+        index = 0;
+        reports.enlighten.retain(|e| {
+            index += 1;
+            keep(crate::limits::enlighten(e, index - 1))
+        });
+        index = 0;
+        reports.trace.retain(|t| {
+            index += 1;
+            keep(crate::limits::trace(t, index - 1))
+        });
+        if let Some(error) = first {
+            self.notify(
+                NotificationLevel::Warning,
+                &format!(
+                    "the daemon dropped {dropped} of the probe's reports over a size limit; the first: {}",
+                    error.message()
+                ),
+            );
         }
     }
 
