@@ -132,6 +132,15 @@ pub struct Cli {
     /// Most inspectors one identity may have open through Inspect.
     #[arg(long, env = "STEPD_MAX_INSPECTORS_PER_IDENTITY")]
     pub max_inspectors_per_identity: Option<usize>,
+    /// Most sessions (DAP and probe) running at once; a Launch, Attach or probe Hello past it fails LIMIT_EXCEEDED.
+    #[arg(long, env = "STEPD_MAX_SESSIONS")]
+    pub max_sessions: Option<usize>,
+    /// Most sessions one identity may have running (those it launched, attached or connected as a probe).
+    #[arg(long, env = "STEPD_MAX_SESSIONS_PER_IDENTITY")]
+    pub max_sessions_per_identity: Option<usize>,
+    /// Most probe holds pending in the sessions of one identity; a Hit past it is refused (LIMIT_EXCEEDED) and does not hold.
+    #[arg(long, env = "STEPD_MAX_PAUSES_PER_IDENTITY")]
+    pub max_pauses_per_identity: Option<usize>,
     /// Manage tokens instead of serving.
     #[command(subcommand)]
     pub command: Option<crate::auth::cli::Command>,
@@ -173,6 +182,9 @@ struct FileConfig {
     auth_tokens: Option<PathBuf>,
     max_subscribers_per_identity: Option<usize>,
     max_inspectors_per_identity: Option<usize>,
+    max_sessions: Option<usize>,
+    max_sessions_per_identity: Option<usize>,
+    max_pauses_per_identity: Option<usize>,
 }
 
 /// Log output format.
@@ -254,6 +266,12 @@ pub struct Config {
     pub max_subscribers_per_identity: usize,
     /// Inspectors cap per identity (those opened by Inspect).
     pub max_inspectors_per_identity: usize,
+    /// Running sessions cap.
+    pub max_sessions: usize,
+    /// Running sessions cap per identity.
+    pub max_sessions_per_identity: usize,
+    /// Pending probe holds cap per identity.
+    pub max_pauses_per_identity: usize,
 }
 
 impl Config {
@@ -327,6 +345,14 @@ impl Config {
             Some(n) => Ok(n),
             None => Ok(default),
         };
+        // Each identity's share defaults to half the daemon's cap, so one
+        // client never takes every slot.
+        let max_sessions = positive("max-sessions", cli.max_sessions.or(file.max_sessions), 4096)?;
+        let max_pauses = positive(
+            "max-pauses",
+            cli.max_pauses.or(file.max_pauses),
+            DEFAULT_MAX_PAUSES,
+        )?;
         Ok(Self {
             listen,
             unix_socket,
@@ -390,11 +416,7 @@ impl Config {
                 cli.max_probe_pauses.or(file.max_probe_pauses),
                 DEFAULT_MAX_PROBE_PAUSES,
             )?,
-            max_pauses: positive(
-                "max-pauses",
-                cli.max_pauses.or(file.max_pauses),
-                DEFAULT_MAX_PAUSES,
-            )?,
+            max_pauses,
             redact: if cli.redact.is_empty() {
                 file.redact.unwrap_or_default()
             } else {
@@ -442,6 +464,18 @@ impl Config {
                 cli.max_inspectors_per_identity
                     .or(file.max_inspectors_per_identity),
                 64,
+            )?,
+            max_sessions,
+            max_sessions_per_identity: positive(
+                "max-sessions-per-identity",
+                cli.max_sessions_per_identity
+                    .or(file.max_sessions_per_identity),
+                (max_sessions / 2).max(1),
+            )?,
+            max_pauses_per_identity: positive(
+                "max-pauses-per-identity",
+                cli.max_pauses_per_identity.or(file.max_pauses_per_identity),
+                (max_pauses / 2).max(1),
             )?,
         })
     }

@@ -2,25 +2,20 @@
 
 use anyhow::Context as _;
 use std::{
-    sync::{
-        Arc, OnceLock,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, OnceLock},
     time::Instant,
 };
 
-use stepd_proto::v1::ErrorReason;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    auth::limits::PerIdentity,
     breakpoints::Breakpoints,
     config::Config,
     dap_session::Launcher,
-    error::{ApiError, ApiResult},
     events::EventBus,
     inspector::Inspectors,
     session::{Context, Sessions, pause::PauseRegistry},
+    slots::{Cap, Slots},
     store::Store,
 };
 
@@ -52,20 +47,11 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     /// Addresses actually served (known once bound).
     pub listen: OnceLock<Vec<String>>,
-    /// Subscribe streams held by each identity.
-    pub subscribers_per_identity: Arc<PerIdentity>,
-    /// Inspectors opened by Inspect, held by each identity.
-    pub inspectors_per_identity: Arc<PerIdentity>,
-    subscribers: Arc<AtomicUsize>,
-}
-
-/// Holds one Subscribe slot; dropping it frees the slot.
-pub struct SubscriberSlot(Arc<AtomicUsize>);
-
-impl Drop for SubscriberSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
+    /// Subscribe streams, per daemon and per identity.
+    pub subscribers: Arc<Slots>,
+    /// Inspectors opened by Inspect, held by each identity (the daemon's
+    /// cap is the inspectors' own, as pause commands open them too).
+    pub inspectors_per_identity: Arc<Slots>,
 }
 
 impl Daemon {
@@ -90,7 +76,10 @@ impl Daemon {
                 .await
                 .with_context(|| format!("loading breakpoints from {}", store.path()))?,
         );
-        let pauses = Arc::new(PauseRegistry::new(bus.clone()).with_max_pending(config.max_pauses));
+        let pauses = Arc::new(
+            PauseRegistry::new(bus.clone())
+                .with_max_pending(config.max_pauses, config.max_pauses_per_identity),
+        );
         let redactor = Arc::new(crate::redact::Redactor::new(&config.redact));
         let inspectors = Arc::new(
             Inspectors::new(bus.clone(), config.inspector_idle, config.max_inspectors)
@@ -107,7 +96,17 @@ impl Daemon {
             max_probe_pauses: config.max_probe_pauses,
             redactor: redactor.clone(),
         };
-        let sessions = Sessions::new();
+        let sessions = Sessions::with_slots(Slots::with_total(
+            "sessions",
+            Cap {
+                limit: "max_sessions_per_identity",
+                max: config.max_sessions_per_identity,
+            },
+            Cap {
+                limit: "max_sessions",
+                max: config.max_sessions,
+            },
+        ));
         sessions.follow(bus.clone());
         let launcher = Launcher::new(context.clone(), sessions.clone());
         Ok(Self {
@@ -123,41 +122,25 @@ impl Daemon {
             store,
             shutdown: CancellationToken::new(),
             listen: OnceLock::new(),
-            subscribers: Arc::new(AtomicUsize::new(0)),
-            subscribers_per_identity: PerIdentity::new(
-                "max_subscribers_per_identity",
+            subscribers: Slots::with_total(
                 "subscribers",
-                config.max_subscribers_per_identity,
+                Cap {
+                    limit: "max_subscribers_per_identity",
+                    max: config.max_subscribers_per_identity,
+                },
+                Cap {
+                    limit: "max_subscribers",
+                    max: config.max_subscribers,
+                },
             ),
-            inspectors_per_identity: PerIdentity::new(
-                "max_inspectors_per_identity",
+            inspectors_per_identity: Slots::new(
                 "inspectors",
-                config.max_inspectors_per_identity,
+                Cap {
+                    limit: "max_inspectors_per_identity",
+                    max: config.max_inspectors_per_identity,
+                },
             ),
             config,
         })
-    }
-
-    /// Takes a Subscribe slot, or fails with LIMIT_EXCEEDED at the cap.
-    pub fn subscriber_slot(&self) -> ApiResult<SubscriberSlot> {
-        let max = self.config.max_subscribers;
-        self.subscribers
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map_err(|_| {
-                ApiError::new(
-                    ErrorReason::LimitExceeded,
-                    format!("{max} subscribers are connected, the configured maximum"),
-                )
-                .with("limit", "max_subscribers")
-                .with("max", max.to_string())
-            })?;
-        Ok(SubscriberSlot(self.subscribers.clone()))
-    }
-
-    /// Open Subscribe streams.
-    pub fn subscriber_count(&self) -> usize {
-        self.subscribers.load(Ordering::Acquire)
     }
 }

@@ -25,6 +25,7 @@ pub mod probe;
 pub mod redact;
 pub mod server;
 pub mod session;
+pub mod slots;
 pub mod store;
 pub mod telemetry;
 pub mod time;

@@ -469,7 +469,7 @@ async fn clients_that_do_not_read_cannot_pin_unbounded_memory() {
         streams.push(sub);
     }
 
-    // Large events: a probe reports 32 values of 1 MB.
+    // Large events: a probe reports 32 values of about 1 MiB.
     let (tx, rx) = mpsc::channel(64);
     tx.send(ConnectRequest {
         message: Some(In::Hello(Hello {
@@ -491,7 +491,8 @@ async fn clients_that_do_not_read_cannot_pin_unbounded_memory() {
                 observed: vec![ObservedReport {
                     kind: "k".into(),
                     name: "n".into(),
-                    value: Some(big_value(1 << 20)),
+                    // Just within the 1 MiB `value_bytes` of a report.
+                    value: Some(big_value((1 << 20) - 16)),
                     ..Default::default()
                 }],
                 ..Default::default()

@@ -258,7 +258,17 @@ async fn a_probe_holds_at_most_its_limit_and_goes_on_working() {
 
 #[tokio::test]
 async fn the_daemon_holds_at_most_its_limit_across_probes() {
-    let daemon = Daemon::start(&["--max-probe-pauses", "3", "--max-pauses", "4"]).await;
+    // Both probes are the same identity: its share is set to the daemon's
+    // cap, so the daemon's cap is the one met.
+    let daemon = Daemon::start(&[
+        "--max-probe-pauses",
+        "3",
+        "--max-pauses",
+        "4",
+        "--max-pauses-per-identity",
+        "4",
+    ])
+    .await;
     let mut a = RawProbe::connect(&daemon).await;
     let mut b = RawProbe::connect(&daemon).await;
     for i in 0..3 {
@@ -309,7 +319,15 @@ async fn a_duplicate_hit_id_is_refused_and_the_first_hold_stays() {
 #[tokio::test]
 async fn twenty_thousand_holds_are_released_when_the_probe_goes_away() {
     const N: u32 = 20_000;
-    let daemon = Daemon::start(&["--max-probe-pauses", "20000", "--max-pauses", "20000"]).await;
+    let daemon = Daemon::start(&[
+        "--max-probe-pauses",
+        "20000",
+        "--max-pauses",
+        "20000",
+        "--max-pauses-per-identity",
+        "20000",
+    ])
+    .await;
     let mut probe = RawProbe::connect(&daemon).await;
     // In batches the daemon takes in one at a time: this is about
     // releasing them, not about a flood.

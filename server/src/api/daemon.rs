@@ -57,7 +57,7 @@ impl DaemonService for DaemonApi {
             instance_id: d.instance_id.clone(),
             uptime: Some(self.uptime()),
             active_sessions: count(active),
-            subscribers: count(d.subscriber_count()),
+            subscribers: count(d.subscribers.total()),
             pending_pauses: count(pauses),
             breakpoints: count(breakpoints),
             last_seq: d.bus.last_seq(),

@@ -34,9 +34,8 @@ impl EventService for EventApi {
         &self,
         request: Request<Streaming<SubscribeRequest>>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let slot = self.daemon.subscriber_slot()?;
         let who = crate::auth::identity(&request);
-        let own_slot = self.daemon.subscribers_per_identity.take(&who.name)?;
+        let slot = self.daemon.subscribers.take(&who.name)?;
         let client_name = super::client_name(&request);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
@@ -79,7 +78,7 @@ impl EventService for EventApi {
             part_bytes: crate::limits::page_bytes(self.daemon.config.max_message_bytes),
         };
         tokio::spawn(async move {
-            let _slots = (slot, own_slot);
+            let _slot = slot;
             subscriber.run(inbound, tx).await;
         });
         Ok(Response::new(ReceiverStream::new(rx)))

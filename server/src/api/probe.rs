@@ -74,7 +74,7 @@ impl ProbeService for ProbeApi {
             &who.name,
             out,
             inbound,
-        );
+        )?;
         note.set("session", session_id);
         Ok(Response::new(ReceiverStream::new(rx)))
     }

@@ -11,7 +11,6 @@
 pub mod audit;
 pub mod cli;
 pub mod layer;
-pub mod limits;
 pub mod peer;
 pub mod roles;
 pub mod tokens;

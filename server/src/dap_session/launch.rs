@@ -21,7 +21,7 @@ use crate::{
         transport,
     },
     error::{ApiError, ApiResult},
-    session::{Context, Registration, mailbox},
+    session::{Context, Registration},
 };
 
 /// A Launch or Attach request, adapter-independent.
@@ -298,7 +298,7 @@ pub(crate) async fn run(
             }
         });
     }
-    let (handle, mailbox) = mailbox(Arc::new(DapPort(shared.clone())));
+    let mailbox = registration.register(Arc::new(DapPort(shared.clone())));
     let (ready, outcome) = oneshot::channel();
     let actor = Actor::new(
         ctx,
@@ -312,7 +312,6 @@ pub(crate) async fn run(
         mailbox,
         children,
     );
-    registration.register(handle);
     tokio::spawn(actor.run(ready));
     outcome
         .await

@@ -74,7 +74,7 @@ impl Launcher {
 
     /// Launches or attaches a DAP session; answers once configuration is done.
     pub async fn start(&self, request: LaunchRequest) -> ApiResult<LaunchOutcome> {
-        let mut registration = Registration::new(self.sessions.clone());
+        let mut registration = Registration::new(self.sessions.clone(), &request.started_by)?;
         let outcome = launch::start(
             self.ctx.clone(),
             self.children.clone(),

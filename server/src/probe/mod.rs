@@ -17,9 +17,10 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 
 use crate::{
+    error::ApiResult,
     inspector::value::Node,
     session::{
-        Context, Fut, PauseTarget, SessionPort, Sessions, mailbox as session_mailbox,
+        Context, Fut, PauseTarget, Registration, SessionPort, Sessions,
         output::{self, OutputBuffer},
     },
 };
@@ -56,18 +57,20 @@ impl SessionPort for ProbePort {
 
 /// Starts the session of a probe that said Hello, connected by identity
 /// `started_by`; its actor serves the rest of the probe's stream and writes
-/// to `out`. Returns the session's id.
+/// to `out`. Returns the session's id, or `LIMIT_EXCEEDED` past a session
+/// cap.
 pub fn start<S>(
     ctx: Context,
-    sessions: &Sessions,
+    sessions: &Arc<Sessions>,
     hello: Hello,
     started_by: &str,
     out: mpsc::Sender<Result<ConnectResponse, tonic::Status>>,
     inbound: S,
-) -> String
+) -> ApiResult<String>
 where
     S: Stream<Item = Result<ConnectRequest, tonic::Status>> + Unpin + Send + 'static,
 {
+    let mut registration = Registration::new(sessions.clone(), started_by)?;
     let id = uuid::Uuid::now_v7().to_string();
     let previous = previous_session(&ctx, sessions, &hello.resume_session_id, &id);
     let output = Arc::new(Mutex::new(OutputBuffer::default()));
@@ -75,13 +78,13 @@ where
         id: id.clone(),
         output: output.clone(),
     };
-    let (handle, mailbox) = session_mailbox(Arc::new(port));
-    sessions.insert(handle);
+    let mailbox = registration.register(Arc::new(port));
+    registration.keep();
     let mut actor =
         session::ProbeSession::new(ctx, id.clone(), hello, previous, out, mailbox, output);
     actor.set_started_by(started_by);
     tokio::spawn(actor.run(inbound));
-    id
+    Ok(id)
 }
 
 /// The probe session a reconnecting probe had (`resume_session_id`), if the

@@ -141,6 +141,7 @@ impl ProbeSession {
     /// runs.
     pub fn set_started_by(&mut self, who: &str) {
         who.clone_into(&mut self.session.started_by);
+        self.book.set_owner(who);
         self.span
             .set(|| vec![KeyValue::new("stepd.session.started_by", who.to_owned())]);
     }

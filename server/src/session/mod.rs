@@ -10,24 +10,38 @@ pub mod pause;
 mod port;
 /// A session entered in the registry before its actor runs, so the events
 /// its start publishes (`session_started`, a stop on entry, a first
-/// breakpoint) name a session a client can already reach. Dropped before
-/// [`Registration::keep`] (a start that failed, or whose caller left), the
-/// session is taken out again.
+/// breakpoint) name a session a client can already reach. It holds the
+/// session's slot from the start, so a start past a cap is refused before
+/// anything is spawned; the slot then lives in the actor's mailbox and is
+/// freed when the actor ends. Dropped before [`Registration::keep`] (a
+/// start that failed, or whose caller left), the session is taken out
+/// again.
 pub struct Registration {
     sessions: Arc<Sessions>,
+    slot: Option<Slot>,
     id: Option<String>,
 }
 
 impl Registration {
-    /// Nothing registered yet.
-    pub fn new(sessions: Arc<Sessions>) -> Self {
-        Self { sessions, id: None }
+    /// A slot for a session started by identity `who`, or `LIMIT_EXCEEDED`
+    /// when the daemon or `who` runs as many sessions as allowed.
+    pub fn new(sessions: Arc<Sessions>, who: &str) -> ApiResult<Self> {
+        let slot = sessions.slots.take(who)?;
+        Ok(Self {
+            sessions,
+            slot: Some(slot),
+            id: None,
+        })
     }
 
-    /// Registers the session about to run.
-    pub fn register(&mut self, handle: SessionHandle) {
+    /// Registers the session about to run, served by `port`; its actor's
+    /// side of the mailbox, which carries the slot.
+    pub fn register(&mut self, port: Arc<dyn SessionPort>) -> Mailbox {
+        let (handle, mut mailbox) = mailbox(port);
+        mailbox._slot = self.slot.take();
         self.id = Some(handle.id().to_owned());
         self.sessions.insert(handle);
+        mailbox
     }
 
     /// The session started: it stays.
@@ -65,6 +79,7 @@ use crate::{
     events::EventBus,
     inspector::Inspectors,
     session::pause::PauseRegistry,
+    slots::{Slot, Slots},
 };
 
 /// What every session needs from the daemon.
@@ -148,6 +163,8 @@ pub const MAILBOX: usize = 64;
 pub struct Mailbox {
     commands: mpsc::Receiver<Command>,
     reapply: Arc<Notify>,
+    /// The session's slot under the session caps, freed with the actor.
+    _slot: Option<Slot>,
 }
 
 impl Mailbox {
@@ -173,6 +190,7 @@ pub fn mailbox(port: Arc<dyn SessionPort>) -> (SessionHandle, Mailbox) {
     let mailbox = Mailbox {
         commands: inbox,
         reapply,
+        _slot: None,
     };
     (handle, mailbox)
 }
@@ -238,15 +256,29 @@ impl SessionHandle {
 }
 
 /// Every session of the daemon.
-#[derive(Default)]
 pub struct Sessions {
     handles: Mutex<HashMap<String, SessionHandle>>,
+    /// Running sessions, per daemon and per identity.
+    slots: Arc<Slots>,
 }
 
 impl Sessions {
-    /// An empty registry.
+    /// An empty registry with no caps.
     pub fn new() -> Arc<Self> {
-        Arc::default()
+        Self::with_slots(Slots::unlimited("sessions"))
+    }
+
+    /// An empty registry whose sessions take `slots`.
+    pub fn with_slots(slots: Arc<Slots>) -> Arc<Self> {
+        Arc::new(Self {
+            handles: Mutex::default(),
+            slots,
+        })
+    }
+
+    /// Sessions running now (their actors alive).
+    pub fn running(&self) -> usize {
+        self.slots.total()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionHandle>> {

@@ -259,7 +259,7 @@ async fn dap_session(world: &mut World) -> Stopped {
         ..Default::default()
     };
     let (children, _) = mpsc::unbounded_channel();
-    let mut registration = super::Registration::new(world.sessions.clone());
+    let mut registration = super::Registration::new(world.sessions.clone(), "test").unwrap();
     let outcome = dap_session::launch::run(
         world.ctx.clone(),
         children,
@@ -299,7 +299,8 @@ async fn probe_session(world: &mut World) -> Stopped {
         "test",
         out,
         ReceiverStream::new(rx),
-    );
+    )
+    .unwrap();
     // The probe side: evaluations are answered, resumes are kept for the test.
     let (resumes_tx, resumes) = mpsc::unbounded_channel();
     // Weak, so dropping the probe's side ends its stream.

@@ -65,6 +65,9 @@ pub struct PauseBook<T> {
     entries: HashMap<String, Entry<T>>,
     /// The session's span, parent of every pause's.
     trace_parent: telemetry::Span,
+    /// Who started the session: the holds [`Self::try_open`] opens count
+    /// toward this identity's cap.
+    owner: String,
 }
 
 /// A fresh pause key, unique for the daemon's lifetime.
@@ -94,8 +97,14 @@ impl<T> PauseBook<T> {
             answers,
             entries: HashMap::new(),
             trace_parent: telemetry::Span::none(),
+            owner: String::new(),
         };
         (book, inbox)
+    }
+
+    /// Who started the session, whose share of pending pauses its holds take.
+    pub fn set_owner(&mut self, who: &str) {
+        who.clone_into(&mut self.owner);
     }
 
     /// The session's span: every pause's span is its child.
@@ -151,9 +160,10 @@ impl<T> PauseBook<T> {
     }
 
     /// Opens a pause unless this book already holds `max` pauses
-    /// (`LIMIT_EXCEEDED`, `limit: max_probe_pauses`) or the daemon is at its
-    /// own cap (`limit: max_pauses`); refused, nothing changes and no event
-    /// is sent.
+    /// (`LIMIT_EXCEEDED`, `limit: max_probe_pauses`), the daemon is at its
+    /// own cap (`limit: max_pauses`) or the session's owner at its share
+    /// (`limit: max_pauses_per_identity`); refused, nothing changes and no
+    /// event is sent.
     /// The pause's span is a child of the one `traceparent` names, when it
     /// names one (the program's span at a probe's point).
     pub fn try_open(
@@ -176,9 +186,9 @@ impl<T> PauseBook<T> {
         }
         let mut pause = self.masked(pause);
         let mut span = self.traced(&mut pause, traceparent);
-        if let Err(err) = self
-            .registry
-            .try_register(pause.clone(), self.answers.clone())
+        if let Err(err) =
+            self.registry
+                .try_register(pause.clone(), self.answers.clone(), &self.owner)
         {
             span.fail(err.to_string());
             span.end(|| vec![KeyValue::new("stepd.pause.refused", true)]);

@@ -58,11 +58,15 @@ struct Ending {
 struct Pending {
     pause: Pause,
     owner: mpsc::Sender<Answer>,
+    /// The identity whose share this pause takes (refusable holds only).
+    counted_for: Option<String>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     pending: HashMap<String, Pending>,
+    /// Pending refusable holds by the identity that started their session.
+    by_identity: HashMap<String, usize>,
     ended: HashMap<String, Ending>,
     ended_order: VecDeque<String>,
 }
@@ -74,6 +78,8 @@ pub struct PauseRegistry {
     bus: Arc<EventBus>,
     /// Most pauses [`Self::try_register`] lets be pending.
     max_pending: usize,
+    /// Most of them in the sessions of one identity.
+    max_per_identity: usize,
 }
 
 /// The kind of a command message.
@@ -107,13 +113,15 @@ impl PauseRegistry {
             inner: Mutex::new(Inner::default()),
             bus,
             max_pending: usize::MAX,
+            max_per_identity: usize::MAX,
         }
     }
 
-    /// The registry with a cap on pending pauses that [`Self::try_register`]
-    /// enforces.
-    pub fn with_max_pending(mut self, max: usize) -> Self {
+    /// The registry with caps on pending pauses, in the daemon and per
+    /// identity, that [`Self::try_register`] enforces.
+    pub fn with_max_pending(mut self, max: usize, per_identity: usize) -> Self {
         self.max_pending = max;
+        self.max_per_identity = per_identity;
         self
     }
 
@@ -124,13 +132,26 @@ impl PauseRegistry {
     /// Registers a pause owned by the sender's session.
     pub fn register(&self, pause: Pause, owner: mpsc::Sender<Answer>) {
         let key = pause.key.clone();
-        self.lock().pending.insert(key, Pending { pause, owner });
+        self.lock().pending.insert(
+            key,
+            Pending {
+                pause,
+                owner,
+                counted_for: None,
+            },
+        );
     }
 
     /// Registers a pause unless the daemon's cap on pending pauses is
-    /// reached (`LIMIT_EXCEEDED`, `limit: max_pauses`); checked under the
-    /// same lock that registers it, so concurrent sessions cannot overshoot.
-    pub fn try_register(&self, pause: Pause, owner: mpsc::Sender<Answer>) -> ApiResult<()> {
+    /// reached (`LIMIT_EXCEEDED`, `limit: max_pauses`) or identity `who`'s
+    /// share is (`limit: max_pauses_per_identity`); checked under the same
+    /// lock that registers it, so concurrent sessions cannot overshoot.
+    pub fn try_register(
+        &self,
+        pause: Pause,
+        owner: mpsc::Sender<Answer>,
+        who: &str,
+    ) -> ApiResult<()> {
         let mut inner = self.lock();
         if inner.pending.len() >= self.max_pending {
             return Err(ApiError::new(
@@ -144,9 +165,30 @@ impl PauseRegistry {
             .with("limit", "max_pauses")
             .with("max", self.max_pending.to_string()));
         }
-        inner
-            .pending
-            .insert(pause.key.clone(), Pending { pause, owner });
+        let held = inner.by_identity.get(who).copied().unwrap_or(0);
+        if held >= self.max_per_identity {
+            return Err(ApiError::new(
+                ErrorReason::LimitExceeded,
+                format!(
+                    "{} holds are pending in the sessions of {}, the most one identity may have; \
+                     answer some first",
+                    self.max_per_identity,
+                    crate::error::clip(who)
+                ),
+            )
+            .with("limit", "max_pauses_per_identity")
+            .with("max", self.max_per_identity.to_string())
+            .with("identity", crate::error::clip(who)));
+        }
+        *inner.by_identity.entry(who.to_owned()).or_insert(0) += 1;
+        inner.pending.insert(
+            pause.key.clone(),
+            Pending {
+                pause,
+                owner,
+                counted_for: Some(who.to_owned()),
+            },
+        );
         Ok(())
     }
 
@@ -254,6 +296,14 @@ impl PauseRegistry {
         let removed = {
             let mut inner = self.lock();
             let removed = inner.pending.remove(key);
+            if let Some(who) = removed.as_ref().and_then(|p| p.counted_for.as_deref())
+                && let Some(n) = inner.by_identity.get_mut(who)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    inner.by_identity.remove(who);
+                }
+            }
             if removed.is_some() {
                 inner.ended.insert(
                     key.to_owned(),
