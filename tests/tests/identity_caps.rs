@@ -8,12 +8,12 @@ use std::path::Path;
 use stepd_e2e::{DEADLINE, Daemon, TempDir, reason, stepd_bin};
 use stepd_proto::v1::{
     ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand, DebugInput, ErrorReason,
-    GetStatusRequest, Hello, Hit, HitRefused, ListPausesRequest, ListSessionsRequest, PointInfo,
-    SendDebugInputRequest, SubscribeRequest, Watch, connect_request::Message as In,
-    connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
-    debug_command::Command, event_service_client::EventServiceClient,
-    probe_service_client::ProbeServiceClient, session_service_client::SessionServiceClient,
-    subscribe_request::Message as SubscribeMessage,
+    GetStatusRequest, Hello, Hit, HitRefused, LaunchRequest, ListPausesRequest,
+    ListSessionsRequest, PointInfo, SendDebugInputRequest, SubscribeRequest, Watch,
+    connect_request::Message as In, connect_response::Message as Out,
+    daemon_service_client::DaemonServiceClient, debug_command::Command,
+    event_service_client::EventServiceClient, probe_service_client::ProbeServiceClient,
+    session_service_client::SessionServiceClient, subscribe_request::Message as SubscribeMessage,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -42,13 +42,15 @@ fn with_token<T>(message: T, token: &str) -> Request<T> {
     request
 }
 
-/// A daemon with tokens for probes `p1` and `p2` and viewers `v1`, `v2`.
+/// A daemon with tokens for probes `p1` and `p2`, viewers `v1`, `v2` and
+/// admin `a1`.
 struct Caps {
     daemon: Daemon,
     p1: String,
     p2: String,
     v1: String,
     v2: String,
+    admin: String,
     _dir: TempDir,
 }
 
@@ -62,6 +64,7 @@ async fn daemon_with(caps: &[&str]) -> Caps {
         token("v1", "viewer"),
         token("v2", "viewer"),
     );
+    let admin = token("a1", "admin");
     let file_arg = file.display().to_string();
     let mut args = vec!["--auth-tokens", &file_arg];
     args.extend_from_slice(caps);
@@ -71,6 +74,7 @@ async fn daemon_with(caps: &[&str]) -> Caps {
         p2,
         v1,
         v2,
+        admin,
         _dir: dir,
     }
 }
@@ -232,6 +236,35 @@ async fn sessions_are_capped_per_identity_and_per_daemon() {
         }
     };
     assert_ne!(again.session_id, ended);
+    c.daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_launch_past_the_session_cap_is_refused_before_anything_starts() {
+    let c = daemon_with(&["--max-sessions", "1"]).await;
+    let d = &c.daemon;
+    let _probe = Probe::connect(d, &c.p1).await.unwrap();
+    let dir = TempDir::new("launch");
+    let marker = dir.path().join("started");
+    let refused = SessionServiceClient::new(d.channel().await)
+        .launch(with_token(
+            LaunchRequest {
+                adapter_command: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    format!("touch {}", marker.display()),
+                ],
+                program: "/bin/true".into(),
+                ..Default::default()
+            },
+            &c.admin,
+        ))
+        .await
+        .expect_err("the second session");
+    assert_eq!(reason(&refused), "LIMIT_EXCEEDED");
+    assert_eq!(limit_of(&refused).0, "max_sessions");
+    assert!(!marker.exists(), "no adapter was started");
+    assert_eq!(session_count(d).await, 1);
     c.daemon.stop().await;
 }
 
