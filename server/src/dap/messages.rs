@@ -287,46 +287,13 @@ pub struct VariableInfo {
     pub evaluate_name: Option<String>,
 }
 
-/// The `evaluate` response.
+/// The answer to `evaluate` (its `result`) and to `setVariable` (its
+/// `value`): one value with its type and children.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EvaluateResponse {
+pub struct ValueResponse {
     /// The value.
-    pub result: String,
-    /// Its type, when the adapter says.
-    #[serde(default, rename = "type")]
-    pub type_name: Option<String>,
-    /// Its children (0 = none).
-    #[serde(default)]
-    pub variables_reference: i64,
-    /// How many named children.
-    #[serde(default)]
-    pub named_variables: Option<u64>,
-    /// How many indexed children.
-    #[serde(default)]
-    pub indexed_variables: Option<u64>,
-}
-
-impl EvaluateResponse {
-    /// The result as a variable named `name` (the expression).
-    pub fn into_variable(self, name: &str) -> VariableInfo {
-        VariableInfo {
-            name: name.to_owned(),
-            value: self.result,
-            type_name: self.type_name,
-            variables_reference: self.variables_reference,
-            named_variables: self.named_variables,
-            indexed_variables: self.indexed_variables,
-            evaluate_name: None,
-        }
-    }
-}
-
-/// The `setVariable` response.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SetVariableResponse {
-    /// The new value.
+    #[serde(alias = "result")]
     pub value: String,
     /// Its type, when the adapter says.
     #[serde(default, rename = "type")]
@@ -342,8 +309,15 @@ pub struct SetVariableResponse {
     pub indexed_variables: Option<u64>,
 }
 
-impl SetVariableResponse {
-    /// The new value as the variable `name`.
+/// The `evaluate` response.
+pub type EvaluateResponse = ValueResponse;
+
+/// The `setVariable` response.
+pub type SetVariableResponse = ValueResponse;
+
+impl ValueResponse {
+    /// The value as the variable `name` (the expression, or the variable
+    /// set).
     pub fn into_variable(self, name: &str) -> VariableInfo {
         VariableInfo {
             name: name.to_owned(),
@@ -394,6 +368,24 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn evaluate_and_set_variable_answers_are_one_value() {
+        let evaluated: EvaluateResponse = parse(
+            "evaluate response",
+            json!({"result": "3", "type": "int", "variablesReference": 0}),
+        )
+        .unwrap();
+        let set: SetVariableResponse = parse(
+            "setVariable response",
+            json!({"value": "4", "variablesReference": 7}),
+        )
+        .unwrap();
+        assert_eq!(evaluated.into_variable("x").value, "3");
+        let set = set.into_variable("y");
+        assert_eq!((set.value.as_str(), set.variables_reference), ("4", 7));
+        assert!(parse::<EvaluateResponse>("evaluate response", json!({"type": "int"})).is_err());
+    }
 
     #[test]
     fn well_formed_bodies_parse_with_the_protocols_defaults() {

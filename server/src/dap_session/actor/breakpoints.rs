@@ -383,7 +383,7 @@ impl Actor {
             args["frameId"] = json!(frame);
         }
         match self.client.call::<EvaluateResponse>("evaluate", args).await {
-            Ok(body) => truthy(&body.result),
+            Ok(body) => truthy(&body.value),
             Err(err) => {
                 if self.condition_errors.insert(id.to_owned()) {
                     self.publish(Payload::Notification(Notification {
@@ -413,7 +413,7 @@ impl Actor {
                         args["frameId"] = json!(frame);
                     }
                     match self.client.call::<EvaluateResponse>("evaluate", args).await {
-                        Ok(body) => text.push_str(&body.result),
+                        Ok(body) => text.push_str(&body.value),
                         Err(err) => text.push_str(&format!("<{expr}: {err}>")),
                     }
                 }

@@ -628,7 +628,7 @@ impl PauseOwner for Actor {
             .client
             .call::<EvaluateResponse>("evaluate", args)
             .await
-            .map(|body| stop::display(&body.result, body.type_name.as_deref().unwrap_or_default()))
+            .map(|body| stop::display(&body.value, body.type_name.as_deref().unwrap_or_default()))
             .map_err(|e| dap_error(&e));
         let _ = reply.send(self.book.evaluated(key, &code, result));
     }

@@ -117,7 +117,7 @@ impl Actor {
                     json!({"expression": expression, "frameId": frame, "context": "watch"}),
                 )
                 .await;
-            self.reported(answer).map(|b| b.result)
+            self.reported(answer).map(|b| b.value)
         };
         // An Itanium type_info is {vtable, name}; a single-inheritance class's
         // (__si_class_type_info) adds the base's type_info.
