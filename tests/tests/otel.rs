@@ -454,7 +454,7 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
         })
         .await;
     let span = find(&spans, |s| span_id(s) == pause.span_id).unwrap();
-    assert_eq!(operation(span), "pause");
+    assert_eq!(operation(span), "paused at tool_call Bash");
     let (_, body) = jaeger.get(&format!("/api/traces/{trace}")).unwrap();
     let json: Json = serde_json::from_str(&body).unwrap();
     let process = &json["data"][0]["processes"][span["processID"].as_str().unwrap()];
@@ -479,6 +479,12 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
     let by = tag(span, "stepd.pause.resolved_by").and_then(Json::as_str);
     assert!(by.is_some_and(|by| !by.is_empty()), "{span:#}");
     assert_eq!(tag(span, "stepd.point.name"), Some(&Json::from("Bash")));
+    // A tool point is a GenAI tool execution of the tool it names.
+    assert_eq!(
+        tag(span, "gen_ai.operation.name"),
+        Some(&Json::from("execute_tool"))
+    );
+    assert_eq!(tag(span, "gen_ai.tool.name"), Some(&Json::from("Bash")));
     // An array attribute; Jaeger shows it as JSON text.
     let ids = tag(span, "stepd.breakpoint.ids").map(Json::to_string);
     assert!(ids.is_some_and(|ids| ids.contains(&breakpoint)), "{span:#}");
