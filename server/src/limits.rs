@@ -376,6 +376,7 @@ pub fn hello(h: &Hello) -> ApiResult<()> {
         .text("hello.host", &h.host, NAME_BYTES)
         .labels("hello.labels", &h.labels)
         .text("hello.traceparent", &h.traceparent, TOKEN_BYTES)
+        .text("hello.tracestate", &h.tracestate, TOKEN_BYTES)
         .text("hello.resume_session_id", &h.resume_session_id, TOKEN_BYTES)
         .check()
 }

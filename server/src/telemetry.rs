@@ -348,21 +348,38 @@ impl Drop for StatusBody {
     }
 }
 
-/// The context a W3C `traceparent` names (invalid if it names none).
-fn parse_traceparent(traceparent: &str) -> Context {
-    struct One<'a>(&'a str);
-    impl Extractor for One<'_> {
-        fn get(&self, key: &str) -> Option<&str> {
-            (key == "traceparent").then_some(self.0)
+/// A program's span as W3C Trace Context (a probe's `traceparent` and
+/// `tracestate`); names none when `traceparent` is empty or malformed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Remote<'a> {
+    /// `00-TRACE-SPAN-FLAGS`.
+    pub traceparent: &'a str,
+    /// Vendor entries, kept only beside a valid `traceparent`.
+    pub tracestate: &'a str,
+}
+
+impl Remote<'_> {
+    /// The context it names (invalid if it names none: the propagator
+    /// refuses malformed input rather than failing).
+    fn context(self) -> Context {
+        struct Headers<'a>(Remote<'a>);
+        impl Extractor for Headers<'_> {
+            fn get(&self, key: &str) -> Option<&str> {
+                match key {
+                    "traceparent" => Some(self.0.traceparent),
+                    "tracestate" => Some(self.0.tracestate),
+                    _ => None,
+                }
+            }
+            fn keys(&self) -> Vec<&str> {
+                vec!["traceparent", "tracestate"]
+            }
         }
-        fn keys(&self) -> Vec<&str> {
-            vec!["traceparent"]
+        if self.traceparent.is_empty() {
+            return Context::new();
         }
+        TraceContextPropagator::new().extract_with_context(&Context::new(), &Headers(self))
     }
-    if traceparent.is_empty() {
-        return Context::new();
-    }
-    TraceContextPropagator::new().extract_with_context(&Context::new(), &One(traceparent))
 }
 
 // ----- spans of the daemon's own --------------------------------------------
@@ -415,7 +432,7 @@ impl Span {
     /// Starts an internal span named `name`, a child of `parent` (a root
     /// span if `parent` holds none).
     pub fn start(
-        name: &'static str,
+        name: impl Into<Cow<'static, str>>,
         parent: &Span,
         attributes: impl FnOnce() -> Vec<KeyValue>,
     ) -> Self {
@@ -431,19 +448,19 @@ impl Span {
         Self(Some(parent.with_span(span)))
     }
 
-    /// Starts an internal span named `name` under the span a W3C
-    /// `traceparent` names (a program's own, reported by a probe), linked
-    /// to `local`; under `local` when `traceparent` names none.
+    /// Starts an internal span named `name` under the span `remote` names
+    /// (a program's own, reported by a probe), linked to `local`; under
+    /// `local` when `remote` names none.
     pub fn start_under(
-        name: &'static str,
-        traceparent: &str,
+        name: impl Into<Cow<'static, str>>,
+        remote: Remote<'_>,
         local: &Span,
         attributes: impl FnOnce() -> Vec<KeyValue>,
     ) -> Self {
         let Some(tracer) = TRACER.get() else {
             return Self::none();
         };
-        let remote = parse_traceparent(traceparent);
+        let remote = remote.context();
         if !remote.span().span_context().is_valid() {
             return Self::start(name, local, attributes);
         }
@@ -521,7 +538,38 @@ impl Span {
 mod tests {
     use std::collections::HashMap;
 
-    use super::export_wanted;
+    use opentelemetry::trace::TraceContextExt as _;
+
+    use super::{Remote, export_wanted};
+
+    #[test]
+    fn a_probes_trace_context_is_read_or_ignored() {
+        let good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let cx = Remote {
+            traceparent: good,
+            tracestate: "vendor=x,other=y",
+        }
+        .context();
+        let span = cx.span();
+        let sc = span.span_context();
+        assert!(sc.is_valid() && sc.is_remote());
+        assert_eq!(sc.trace_state().get("vendor"), Some("x"));
+        for bad in [
+            "",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "zz-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-é-extra",
+            "\u{0}",
+        ] {
+            let cx = Remote {
+                traceparent: bad,
+                tracestate: "=,=,\u{7f}",
+            }
+            .context();
+            assert!(!cx.span().span_context().is_valid(), "{bad:?}");
+        }
+    }
 
     fn wanted(vars: &[(&str, &str)]) -> Result<bool, String> {
         let vars: HashMap<String, String> = vars

@@ -2,6 +2,8 @@
 //! loopback port with a private data directory, and helps read events with
 //! deadlines (never sleeps).
 
+pub mod jaeger;
+
 use std::{
     path::{Path, PathBuf},
     process::Stdio,

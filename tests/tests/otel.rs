@@ -8,16 +8,17 @@
 //! opens no connection and stamps no ids.
 
 use std::{
-    io::{Read as _, Write as _},
-    net::{TcpListener, TcpStream},
-    path::{Path, PathBuf},
-    process::Stdio,
+    net::TcpListener,
     time::{Duration, Instant},
 };
 
 use serde_json::Value as Json;
 use stepd_e2e::{
-    DEADLINE, Daemon, Subscription, TempDir, dap, fixture, line_of, repo_root, source_spec,
+    DEADLINE, Daemon, Subscription, TempDir, dap, fixture,
+    jaeger::{
+        Jaeger, command_without_otel, find, operation, parent_of, span_id, tag, traced_daemon,
+    },
+    line_of, source_spec,
 };
 use stepd_proto::v1::{
     BreakpointSpec, ConnectRequest, ConnectResponse, ContinueCommand, EvaluateRequest,
@@ -26,203 +27,9 @@ use stepd_proto::v1::{
     connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
     debug_command::Command, probe_service_client::ProbeServiceClient,
 };
-use tokio::{process::Child, sync::mpsc};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
-
-// ----- Jaeger -------------------------------------------------------------
-
-/// A Jaeger all-in-one for one test, killed when dropped.
-struct Jaeger {
-    _child: Child,
-    _dir: TempDir,
-    otlp: u16,
-    query: u16,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-fn jaeger_bin() -> Option<PathBuf> {
-    let path = repo_root().join(".tools/bin/jaeger");
-    path.is_file().then_some(path)
-}
-
-impl Jaeger {
-    /// Starts Jaeger, or says why the test is skipped.
-    async fn start() -> Option<Self> {
-        let Some(bin) = jaeger_bin() else {
-            eprintln!("skipped: .tools/bin/jaeger is not installed (scripts/tools installs it)");
-            return None;
-        };
-        let template =
-            std::fs::read_to_string(repo_root().join("tests/fixtures/jaeger/config.yaml.in"))
-                .expect("the Jaeger config template");
-        let (otlp, query, query_grpc) = (free_port(), free_port(), free_port());
-        let config = template
-            .replace("@OTLP@", &otlp.to_string())
-            .replace("@QUERY@", &query.to_string())
-            .replace("@QUERYGRPC@", &query_grpc.to_string());
-        let dir = TempDir::new("jaeger");
-        let path = dir.path().join("config.yaml");
-        std::fs::write(&path, config).unwrap();
-        let child = tokio::process::Command::new(bin)
-            .arg(format!("--config=file:{}", path.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start jaeger");
-        let jaeger = Self {
-            _child: child,
-            _dir: dir,
-            otlp,
-            query,
-        };
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let ready = TcpStream::connect(("127.0.0.1", otlp)).is_ok()
-                && jaeger
-                    .get("/api/services")
-                    .is_some_and(|(code, _)| code == 200);
-            if ready {
-                return Some(jaeger);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "Jaeger did not get ready in time"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// One HTTP/1.1 GET of the query API: status code and body.
-    fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.query)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).ok()?;
-        let response = String::from_utf8_lossy(&response).into_owned();
-        let (head, body) = response.split_once("\r\n\r\n")?;
-        let code = head.split_whitespace().nth(1)?.parse().ok()?;
-        let body = if head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            dechunk(body)
-        } else {
-            body.to_owned()
-        };
-        Some((code, body))
-    }
-
-    /// The spans of trace `trace_id` once `ready` holds for them, polled
-    /// until the deadline.
-    async fn spans_of(&self, trace_id: &str, ready: impl Fn(&[Json]) -> bool) -> Vec<Json> {
-        let deadline = Instant::now() + DEADLINE;
-        let mut last = Vec::new();
-        loop {
-            if let Some((200, body)) = self.get(&format!("/api/traces/{trace_id}")) {
-                let json: Json = serde_json::from_str(&body).expect("Jaeger answers JSON");
-                last = json["data"][0]["spans"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                if ready(&last) {
-                    return last;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "trace {trace_id} did not reach Jaeger in time; last seen: {last:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || tail.len() < size {
-            break;
-        }
-        out.push_str(&tail[..size]);
-        rest = tail[size..].trim_start_matches("\r\n");
-    }
-    out
-}
-
-fn operation(span: &Json) -> &str {
-    span["operationName"].as_str().unwrap_or_default()
-}
-
-fn span_id(span: &Json) -> &str {
-    span["spanID"].as_str().unwrap_or_default()
-}
-
-fn parent_of(span: &Json) -> Option<&str> {
-    span["references"]
-        .as_array()?
-        .iter()
-        .find(|r| r["refType"] == "CHILD_OF")
-        .and_then(|r| r["spanID"].as_str())
-}
-
-fn tag<'a>(span: &'a Json, key: &str) -> Option<&'a Json> {
-    span["tags"]
-        .as_array()?
-        .iter()
-        .find(|t| t["key"] == key)
-        .map(|t| &t["value"])
-}
-
-fn find(spans: &[Json], what: impl Fn(&Json) -> bool) -> Option<&Json> {
-    spans.iter().find(|s| what(s))
-}
-
-// ----- the daemon -----------------------------------------------------------
-
-/// The daemon's command with no `OTEL_*` variable of the test's own.
-fn command_without_otel(dir: &Path) -> tokio::process::Command {
-    let mut command = Daemon::command(dir, &[]);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("OTEL_") {
-            command.env_remove(name);
-        }
-    }
-    command
-}
-
-/// A daemon exporting to `jaeger` as `service` (unset if empty), in
-/// batches of at most 100 ms.
-async fn traced_daemon(dir: &TempDir, jaeger: &Jaeger, service: &str) -> Daemon {
-    let mut command = command_without_otel(dir.path());
-    command
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{}", jaeger.otlp),
-        )
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
-    if !service.is_empty() {
-        command.env("OTEL_SERVICE_NAME", service);
-    }
-    Daemon::spawn(command, dir.path()).await
-}
 
 /// A W3C `traceparent` of a caller's own (sampled) span, and its ids.
 fn caller_context(tag: u8) -> (String, String, String) {
@@ -454,7 +261,7 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
         })
         .await;
     let span = find(&spans, |s| span_id(s) == pause.span_id).unwrap();
-    assert_eq!(operation(span), "pause");
+    assert_eq!(operation(span), "paused at tool_call Bash");
     let (_, body) = jaeger.get(&format!("/api/traces/{trace}")).unwrap();
     let json: Json = serde_json::from_str(&body).unwrap();
     let process = &json["data"][0]["processes"][span["processID"].as_str().unwrap()];
@@ -479,6 +286,12 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
     let by = tag(span, "stepd.pause.resolved_by").and_then(Json::as_str);
     assert!(by.is_some_and(|by| !by.is_empty()), "{span:#}");
     assert_eq!(tag(span, "stepd.point.name"), Some(&Json::from("Bash")));
+    // A tool point is a GenAI tool execution of the tool it names.
+    assert_eq!(
+        tag(span, "gen_ai.operation.name"),
+        Some(&Json::from("execute_tool"))
+    );
+    assert_eq!(tag(span, "gen_ai.tool.name"), Some(&Json::from("Bash")));
     // An array attribute; Jaeger shows it as JSON text.
     let ids = tag(span, "stepd.breakpoint.ids").map(Json::to_string);
     assert!(ids.is_some_and(|ids| ids.contains(&breakpoint)), "{span:#}");

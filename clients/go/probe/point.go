@@ -129,6 +129,8 @@ type holdConfig struct {
 	typeHint string
 	eval     func(code string) (string, error)
 	locals   map[string]any
+	// traceparent replaces the span of the hold's ctx when set.
+	traceparent *string
 }
 
 // Editable lets a client replace the value (INJECT).
@@ -151,6 +153,12 @@ func TypeHint(hint string) HoldOption {
 // offers EVAL even when Options.Eval is nil.
 func Evaluator(eval func(code string) (string, error)) HoldOption {
 	return func(c *holdConfig) { c.eval = eval }
+}
+
+// Traceparent names the span the hold's pause is a child of, instead of the
+// OpenTelemetry span in the hold's ctx ("": none).
+func Traceparent(traceparent string) HoldOption {
+	return func(c *holdConfig) { c.traceparent = &traceparent }
 }
 
 // Locals are variables shown with the pause.
@@ -418,6 +426,11 @@ func (p *Probe) hold(ctx context.Context, a *arming, s *scope, coor []int32, pt 
 		BreakpointIds:    ids,
 		// A per-hold evaluator offers EVAL even when Options.Eval is nil.
 		Evaluable: cfg.eval != nil,
+	}
+	if cfg.traceparent != nil {
+		hit.Traceparent = *cfg.traceparent
+	} else {
+		hit.Traceparent, hit.Tracestate = traceContext(ctx)
 	}
 	hit.Stack = stack()
 	if len(hit.Stack) > 0 {

@@ -57,6 +57,10 @@ type Options struct {
 	// Token is sent as "authorization: Bearer Token" (see [stepd.WithToken];
 	// empty: $STEPD_TOKEN, else the local daemon's token file).
 	Token string
+	// Traceparent is the W3C traceparent the probe's session span is a
+	// child of. Empty: the OpenTelemetry span in Connect's ctx, if any, else
+	// $TRACEPARENT.
+	Traceparent string
 }
 
 // Probe is one instrumented process's connection to stepd. It is safe for
@@ -66,6 +70,8 @@ type Probe struct {
 	opts   Options
 	client *stepd.Client
 	labels map[string]string
+	// traceparent and tracestate go with every Hello (read once, in Connect).
+	traceparent, tracestate string
 
 	// armed is the current arming; nil while disconnected.
 	armed atomic.Pointer[arming]
@@ -147,6 +153,7 @@ func Connect(ctx context.Context, opts Options) (*Probe, error) {
 		closing: make(chan struct{}),
 		runDone: make(chan struct{}),
 	}
+	p.traceparent, p.tracestate = helloTrace(ctx, opts.Traceparent)
 	p.reports.init(opts.ReportBuffer)
 	go p.run()
 	if opts.ConnectWait > 0 {
@@ -299,6 +306,8 @@ func (p *Probe) session() bool {
 			Edit: true,
 		},
 		ResumeSessionId: previous,
+		Traceparent:     p.traceparent,
+		Tracestate:      p.tracestate,
 	}
 	if err := stream.Send(&stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
 		return false

@@ -163,9 +163,15 @@ impl ProbeSession {
             ctx.bus.clone(),
             ctx.redactor.clone(),
         );
-        // A child of the Connect call, whose span is current here.
-        let span = crate::telemetry::Span::start(
+        // A child of the program's span at connect time when the Hello
+        // names one, else of the Connect call, whose span is current here.
+        let remote = crate::telemetry::Remote {
+            traceparent: &hello.traceparent,
+            tracestate: &hello.tracestate,
+        };
+        let span = crate::telemetry::Span::start_under(
             "session",
+            remote,
             &crate::telemetry::Span::current_rpc(),
             || {
                 vec![
@@ -575,16 +581,20 @@ impl ProbeSession {
         };
         let deadline = Instant::now() + limit;
         let hit_id = hit.hit_id.clone();
-        // Only read with export on: no copy on the hold's path otherwise.
-        let traceparent = if crate::telemetry::enabled() {
-            hit.traceparent.clone()
+        // Copied only with export on: nothing on the hold's path otherwise.
+        let (traceparent, tracestate) = if crate::telemetry::enabled() {
+            (hit.traceparent.clone(), hit.tracestate.clone())
         } else {
-            String::new()
+            Default::default()
+        };
+        let remote = crate::telemetry::Remote {
+            traceparent: &traceparent,
+            tracestate: &tracestate,
         };
         let max = self.ctx.max_probe_pauses;
-        if let Err(error) =
-            self.book
-                .try_open(pause.clone(), Held { hit, deadline }, max, &traceparent)
+        if let Err(error) = self
+            .book
+            .try_open(pause.clone(), Held { hit, deadline }, max, remote)
         {
             return self.refuse(&hit_id, &error);
         }

@@ -9,7 +9,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use opentelemetry::{KeyValue, StringValue, Value};
+use opentelemetry::KeyValue;
 
 use stepd_proto::v1::{
     Cause, CommandKind, DisplayValue, ErrorReason, EvalError, Frame, Pause, Rendering,
@@ -17,7 +17,7 @@ use stepd_proto::v1::{
 };
 use tokio::sync::mpsc;
 
-use super::{ANSWER_QUEUE, Answer, PauseRegistry};
+use super::{ANSWER_QUEUE, Answer, PauseRegistry, span};
 use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
@@ -119,18 +119,22 @@ impl<T> PauseBook<T> {
     /// Opens a pause: registered for answers and sent to every subscriber.
     pub fn open(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
         let mut pause = self.masked(pause);
-        let span = self.traced(&mut pause, "");
+        let span = self.traced(&mut pause, telemetry::Remote::default());
         self.registry.register(pause.clone(), self.answers.clone());
         self.opened(pause, data, span, all_threads_stopped);
     }
 
-    /// Starts the pause's span (export on), a child of the span
-    /// `traceparent` names (a probe's program) or else of the session's,
-    /// and writes its ids into the pause.
-    fn traced(&self, pause: &mut Pause, traceparent: &str) -> telemetry::Span {
-        let span = telemetry::Span::start_under("pause", traceparent, &self.trace_parent, || {
-            pause_attributes(pause)
-        });
+    /// Starts the pause's span (export on), a child of the span `remote`
+    /// names (a probe's program) or else of the session's, and writes its
+    /// ids into the pause.
+    fn traced(&self, pause: &mut Pause, remote: telemetry::Remote<'_>) -> telemetry::Span {
+        if !telemetry::enabled() {
+            return telemetry::Span::none();
+        }
+        let span =
+            telemetry::Span::start_under(span::name(pause), remote, &self.trace_parent, || {
+                span::attributes(pause)
+            });
         (pause.trace_id, pause.span_id) = span.ids();
         span
     }
@@ -164,14 +168,14 @@ impl<T> PauseBook<T> {
     /// own cap (`limit: max_pauses`) or the session's owner at its share
     /// (`limit: max_pauses_per_identity`); refused, nothing changes and no
     /// event is sent.
-    /// The pause's span is a child of the one `traceparent` names, when it
+    /// The pause's span is a child of the one `remote` names, when it
     /// names one (the program's span at a probe's point).
     pub fn try_open(
         &mut self,
         pause: Pause,
         data: T,
         max: usize,
-        traceparent: &str,
+        remote: telemetry::Remote<'_>,
     ) -> ApiResult<()> {
         if self.entries.len() >= max {
             return Err(ApiError::new(
@@ -185,7 +189,7 @@ impl<T> PauseBook<T> {
             .with("max", max.to_string()));
         }
         let mut pause = self.masked(pause);
-        let mut span = self.traced(&mut pause, traceparent);
+        let mut span = self.traced(&mut pause, remote);
         if let Err(err) =
             self.registry
                 .try_register(pause.clone(), self.answers.clone(), &self.owner)
@@ -395,51 +399,6 @@ impl<T> PauseBook<T> {
         }));
         response(CommandKind::Stacktrace, self.revise(key, |_| {}))
     }
-}
-
-/// What a pause's span says of it when it opens: the key, why, where.
-fn pause_attributes(pause: &Pause) -> Vec<KeyValue> {
-    let mut attributes = vec![
-        KeyValue::new("stepd.pause.key", pause.key.clone()),
-        KeyValue::new("stepd.session.id", pause.session_id.clone()),
-        KeyValue::new(
-            "stepd.pause.reason",
-            crate::telemetry::short_name(pause.reason().as_str_name()),
-        ),
-    ];
-    if let Some(location) = &pause.location {
-        if !location.path.is_empty() {
-            attributes.push(KeyValue::new("code.file.path", location.path.clone()));
-        }
-        if location.line > 0 {
-            attributes.push(KeyValue::new("code.line.number", i64::from(location.line)));
-        }
-        if !location.function.is_empty() {
-            attributes.push(KeyValue::new(
-                "code.function.name",
-                location.function.clone(),
-            ));
-        }
-    }
-    if let Some(point) = &pause.point {
-        attributes.push(KeyValue::new("stepd.point.name", point.name.clone()));
-        attributes.push(KeyValue::new("stepd.point.kind", point.kind.clone()));
-    }
-    if pause.thread_id != 0 {
-        attributes.push(KeyValue::new("thread.id", pause.thread_id));
-    }
-    if !pause.breakpoint_ids.is_empty() {
-        let ids: Vec<StringValue> = pause
-            .breakpoint_ids
-            .iter()
-            .map(|id| StringValue::from(id.clone()))
-            .collect();
-        attributes.push(KeyValue::new(
-            "stepd.breakpoint.ids",
-            Value::Array(ids.into()),
-        ));
-    }
-    attributes
 }
 
 /// The answer to a command after which the pause stays (`pause` as re-sent),

@@ -11,6 +11,7 @@
 pub mod answer;
 pub mod book;
 pub mod display;
+mod span;
 
 use std::{
     collections::{HashMap, VecDeque},

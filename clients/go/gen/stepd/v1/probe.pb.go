@@ -229,7 +229,9 @@ type Hello struct {
 	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// What the probe can do.
 	Capabilities *ProbeCapabilities `protobuf:"bytes,6,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
-	// W3C traceparent of the program's current trace, if any.
+	// W3C traceparent of the program's current span at connect time, if any:
+	// the probe session's span is then its child (linked to the Connect
+	// call's span). A value that is not a valid traceparent is ignored.
 	Traceparent string `protobuf:"bytes,7,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	// Set when reconnecting: the session id of the previous connection. The new
 	// session names it in `Session.previous_session_id`, so clients can follow
@@ -237,8 +239,10 @@ type Hello struct {
 	// not yet seen to fail), it ends now, as if that stream had, releasing its
 	// holds. Session ids are never reused.
 	ResumeSessionId string `protobuf:"bytes,8,opt,name=resume_session_id,json=resumeSessionId,proto3" json:"resume_session_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// W3C tracestate that goes with `traceparent`; ignored without it.
+	Tracestate    string `protobuf:"bytes,9,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -323,6 +327,13 @@ func (x *Hello) GetTraceparent() string {
 func (x *Hello) GetResumeSessionId() string {
 	if x != nil {
 		return x.ResumeSessionId
+	}
+	return ""
+}
+
+func (x *Hello) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
 	}
 	return ""
 }
@@ -561,7 +572,9 @@ type Hit struct {
 	Coor []int32 `protobuf:"varint,5,rep,packed,name=coor,proto3" json:"coor,omitempty"`
 	// Set for exception-only points: the exception's message.
 	ExceptionMessage string `protobuf:"bytes,6,opt,name=exception_message,json=exceptionMessage,proto3" json:"exception_message,omitempty"`
-	// W3C traceparent at the point.
+	// W3C traceparent of the program's span at the point: the pause's span is
+	// then its child, in the program's trace. A value that is not a valid
+	// traceparent is ignored.
 	Traceparent string `protobuf:"bytes,7,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	// Matched breakpoint ids, as the probe evaluated them.
 	BreakpointIds []string `protobuf:"bytes,8,rep,name=breakpoint_ids,json=breakpointIds,proto3" json:"breakpoint_ids,omitempty"`
@@ -569,7 +582,9 @@ type Hit struct {
 	Stack []*Location `protobuf:"bytes,9,rep,name=stack,proto3" json:"stack,omitempty"`
 	// This hold brings an evaluator of its own (a Go per-hold Evaluator), so
 	// EVAL is offered here even when Hello's capabilities.eval is false.
-	Evaluable     bool `protobuf:"varint,10,opt,name=evaluable,proto3" json:"evaluable,omitempty"`
+	Evaluable bool `protobuf:"varint,10,opt,name=evaluable,proto3" json:"evaluable,omitempty"`
+	// W3C tracestate that goes with `traceparent`; ignored without it.
+	Tracestate    string `protobuf:"bytes,11,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -672,6 +687,13 @@ func (x *Hit) GetEvaluable() bool {
 		return x.Evaluable
 	}
 	return false
+}
+
+func (x *Hit) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 // The answer to a Hit.
@@ -1577,7 +1599,7 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x11ProbeCapabilities\x12\x12\n" +
 	"\x04eval\x18\x01 \x01(\bR\x04eval\x12\x12\n" +
 	"\x04skip\x18\x02 \x01(\bR\x04skip\x12\x12\n" +
-	"\x04edit\x18\x03 \x01(\bR\x04edit\"\xdc\x02\n" +
+	"\x04edit\x18\x03 \x01(\bR\x04edit\"\xfc\x02\n" +
 	"\x05Hello\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x10\n" +
@@ -1586,7 +1608,10 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x06labels\x18\x05 \x03(\v2\x1b.stepd.v1.Hello.LabelsEntryR\x06labels\x12?\n" +
 	"\fcapabilities\x18\x06 \x01(\v2\x1b.stepd.v1.ProbeCapabilitiesR\fcapabilities\x12 \n" +
 	"\vtraceparent\x18\a \x01(\tR\vtraceparent\x12*\n" +
-	"\x11resume_session_id\x18\b \x01(\tR\x0fresumeSessionId\x1a9\n" +
+	"\x11resume_session_id\x18\b \x01(\tR\x0fresumeSessionId\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\t \x01(\tR\n" +
+	"tracestate\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
@@ -1608,7 +1633,7 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
 	"\x05armed\x18\x02 \x01(\v2\x0f.stepd.v1.ArmedR\x05armed\x128\n" +
 	"\n" +
-	"hold_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xf2\x02\n" +
+	"hold_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\x92\x03\n" +
 	"\x03Hit\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12)\n" +
 	"\x05point\x18\x02 \x01(\v2\x13.stepd.v1.PointInfoR\x05point\x12'\n" +
@@ -1620,7 +1645,10 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x0ebreakpoint_ids\x18\b \x03(\tR\rbreakpointIds\x12(\n" +
 	"\x05stack\x18\t \x03(\v2\x12.stepd.v1.LocationR\x05stack\x12\x1c\n" +
 	"\tevaluable\x18\n" +
-	" \x01(\bR\tevaluable\"\xaa\x01\n" +
+	" \x01(\bR\tevaluable\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\v \x01(\tR\n" +
+	"tracestate\"\xaa\x01\n" +
 	"\x06Resume\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x124\n" +
 	"\bdecision\x18\x02 \x01(\x0e2\x18.stepd.v1.ResumeDecisionR\bdecision\x12,\n" +

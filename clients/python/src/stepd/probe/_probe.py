@@ -25,6 +25,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from stepd import _build
+from stepd.probe import _trace
 from stepd.probe._condition import ConditionError, Predicate, compile_condition, compile_glob
 from stepd.probe._values import fill_value, from_value, to_struct, to_value, type_name
 from stepd.v1 import pause_pb2, probe_pb2, probe_pb2_grpc, source_pb2
@@ -288,8 +289,11 @@ class Probe:
         tls_cert: str | os.PathLike[str] | None = None,
         tls_key: str | os.PathLike[str] | None = None,
         token: str | None = None,
+        traceparent: str | None = None,
     ) -> None:
         self.name = name or os.path.basename(sys.argv[0] or "python")
+        # Read here, in the caller's context: the stream's thread has none.
+        self._hello_trace = _trace.at_connect(traceparent)
         self.labels: dict[str, str] = dict(labels or {})
         self._transport = _build.transport(addr, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.addr = self._transport.target
@@ -463,6 +467,7 @@ class Probe:
         editable: bool = False,
         schema: Mapping[str, Any] | None = None,
         type_hint: Any = None,
+        traceparent: str | None = None,
     ) -> Any:
         """A pause point. Returns `value`, or the value a client injected.
 
@@ -472,6 +477,10 @@ class Probe:
         the caller's frame. In a coroutine use :meth:`ahold`. An exception
         that interrupts the wait (``KeyboardInterrupt``) withdraws the hold:
         its pause resolves as withdrawn and can no longer be answered.
+
+        A hold carries the current OpenTelemetry span (when the API is
+        importable), so its pause is a span in the program's trace;
+        `traceparent` names another span instead ("" for none).
         """
         stack = self._stack.get()
         if stack:
@@ -490,7 +499,10 @@ class Probe:
             self._trace(kind, name, value, stack, coor, sys._getframe(1))
             return value
         frame = sys._getframe(1)
-        result = self._hold(kind, name, value, frame, frame.f_globals, frame.f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, "")
+        result = self._hold(
+            kind, name, value, frame, frame.f_globals, frame.f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, "",
+            traceparent=traceparent,
+        )  # fmt: skip
         return value if result is _CONTINUED else result
 
     async def ahold(
@@ -502,11 +514,12 @@ class Probe:
         editable: bool = False,
         schema: Mapping[str, Any] | None = None,
         type_hint: Any = None,
+        traceparent: str | None = None,
     ) -> Any:
         """:meth:`hold` for coroutines: waits without blocking the event loop.
         Cancelling the task withdraws the hold (its pause resolves as withdrawn)."""
         frame = sys._getframe(1)
-        result = await self._apoint(kind, name, value, frame.f_globals, frame.f_locals, frame, editable, schema, type_hint)
+        result = await self._apoint(kind, name, value, frame.f_globals, frame.f_locals, frame, editable, schema, type_hint, traceparent)
         return value if result is _CONTINUED else result
 
     def _point(
@@ -549,6 +562,7 @@ class Probe:
         editable: bool,
         schema: Mapping[str, Any] | None,
         type_hint: Any,
+        traceparent: str | None = None,
     ) -> Any:
         stack = self._stack.get()
         coor = self._coor(stack)
@@ -563,7 +577,10 @@ class Probe:
         waiter = _Waiter(f_globals, f_locals, value)
         waiter.loop = asyncio.get_running_loop()
         waiter.aq = asyncio.Queue()
-        hit_id = self._send_hit(waiter, kind, name, value, frame, f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, "")
+        hit_id = self._send_hit(
+            waiter, kind, name, value, frame, f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, "",
+            traceparent=traceparent,
+        )  # fmt: skip
         if not hit_id:
             return _CONTINUED
         while True:
@@ -592,6 +609,8 @@ class Probe:
         schema: Mapping[str, Any] | None,
         type_hint: Any,
         exception_message: str,
+        *,
+        traceparent: str | None = None,
     ) -> Any:
         if not self._warned_loop and _loop_running():
             self._warned_loop = True
@@ -602,7 +621,10 @@ class Probe:
             )
         waiter = _Waiter(f_globals, f_locals, value)
         waiter.q = queue.SimpleQueue()
-        hit_id = self._send_hit(waiter, kind, name, value, frame, f_locals, stack, coor, ids, editable, schema, type_hint, exception_message)
+        hit_id = self._send_hit(
+            waiter, kind, name, value, frame, f_locals, stack, coor, ids, editable, schema, type_hint, exception_message,
+            traceparent=traceparent,
+        )  # fmt: skip
         if not hit_id:
             return _CONTINUED
         while True:
@@ -643,8 +665,11 @@ class Probe:
         schema: Mapping[str, Any] | None,
         type_hint: Any,
         exception_message: str,
+        *,
+        traceparent: str | None = None,
     ) -> str:
-        """Sends the Hit; its id, or "" when disconnected (the point does not hold)."""
+        """Sends the Hit; its id, or "" when disconnected (the point does not hold).
+        It carries `traceparent`, or when that is None the current span."""
         hit_id = f"h{next(self._hit_ids)}"
         info = pause_pb2.PointInfo(
             kind=kind,
@@ -665,6 +690,7 @@ class Probe:
             exception_message=exception_message,
             breakpoint_ids=ids,
         )
+        hit.traceparent, hit.tracestate = _trace.current() if traceparent is None else (traceparent, "")
         if frame is not None:
             hit.location.CopyFrom(_location(frame))
             hit.stack.extend(_stack_of(frame))
@@ -790,7 +816,8 @@ class Probe:
                 host=socket.gethostname(),
                 labels=self.labels,
                 capabilities=probe_pb2.ProbeCapabilities(eval=self.eval_enabled, skip=True, edit=True),
-                traceparent=os.environ.get("TRACEPARENT", ""),
+                traceparent=self._hello_trace[0],
+                tracestate=self._hello_trace[1],
                 resume_session_id=previous,
             )
         )
@@ -1202,7 +1229,9 @@ def connect(
     down, points do not hold. `wait` is how long to wait for the daemon's first
     Welcome, so breakpoints set before the program started apply to its first
     points (0: don't wait). `eval=False` refuses EVAL (see the security note in
-    :mod:`stepd.probe`).
+    :mod:`stepd.probe`). The keyword option ``traceparent`` is the span the
+    probe's session is a child of; by default the current OpenTelemetry span
+    (when the API is importable), else ``$TRACEPARENT``.
     """
     probe = Probe(name, labels, addr, eval, **options)
     if wait > 0:

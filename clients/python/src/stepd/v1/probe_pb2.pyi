@@ -157,6 +157,7 @@ class Hello(_message.Message):
     CAPABILITIES_FIELD_NUMBER: _builtins.int
     TRACEPARENT_FIELD_NUMBER: _builtins.int
     RESUME_SESSION_ID_FIELD_NUMBER: _builtins.int
+    TRACESTATE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Program name."""
     language: _builtins.str
@@ -166,7 +167,10 @@ class Hello(_message.Message):
     host: _builtins.str
     """Host name."""
     traceparent: _builtins.str
-    """W3C traceparent of the program's current trace, if any."""
+    """W3C traceparent of the program's current span at connect time, if any:
+    the probe session's span is then its child (linked to the Connect
+    call's span). A value that is not a valid traceparent is ignored.
+    """
     resume_session_id: _builtins.str
     """Set when reconnecting: the session id of the previous connection. The new
     session names it in `Session.previous_session_id`, so clients can follow
@@ -174,6 +178,8 @@ class Hello(_message.Message):
     not yet seen to fail), it ends now, as if that stream had, releasing its
     holds. Session ids are never reused.
     """
+    tracestate: _builtins.str
+    """W3C tracestate that goes with `traceparent`; ignored without it."""
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Labels for breakpoint selection."""
@@ -193,10 +199,11 @@ class Hello(_message.Message):
         capabilities: Global___ProbeCapabilities | None = ...,
         traceparent: _builtins.str = ...,
         resume_session_id: _builtins.str = ...,
+        tracestate: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "host", b"host", "labels", b"labels", "language", b"language", "name", b"name", "pid", b"pid", "resume_session_id", b"resume_session_id", "traceparent", b"traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "host", b"host", "labels", b"labels", "language", b"language", "name", b"name", "pid", b"pid", "resume_session_id", b"resume_session_id", "traceparent", b"traceparent", "tracestate", b"tracestate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -328,16 +335,22 @@ class Hit(_message.Message):
     BREAKPOINT_IDS_FIELD_NUMBER: _builtins.int
     STACK_FIELD_NUMBER: _builtins.int
     EVALUABLE_FIELD_NUMBER: _builtins.int
+    TRACESTATE_FIELD_NUMBER: _builtins.int
     hit_id: _builtins.str
     """Probe-chosen id, echoed in Resume."""
     exception_message: _builtins.str
     """Set for exception-only points: the exception's message."""
     traceparent: _builtins.str
-    """W3C traceparent at the point."""
+    """W3C traceparent of the program's span at the point: the pause's span is
+    then its child, in the program's trace. A value that is not a valid
+    traceparent is ignored.
+    """
     evaluable: _builtins.bool
     """This hold brings an evaluator of its own (a Go per-hold Evaluator), so
     EVAL is offered here even when Hello's capabilities.eval is false.
     """
+    tracestate: _builtins.str
+    """W3C tracestate that goes with `traceparent`; ignored without it."""
     @_builtins.property
     def point(self) -> _pause_pb2.PointInfo:
         """The point."""
@@ -375,10 +388,11 @@ class Hit(_message.Message):
         breakpoint_ids: _abc.Iterable[_builtins.str] | None = ...,
         stack: _abc.Iterable[_source_pb2.Location] | None = ...,
         evaluable: _builtins.bool = ...,
+        tracestate: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["location", b"location", "point", b"point"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "coor", b"coor", "evaluable", b"evaluable", "exception_message", b"exception_message", "hit_id", b"hit_id", "locals", b"locals", "location", b"location", "point", b"point", "stack", b"stack", "traceparent", b"traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "coor", b"coor", "evaluable", b"evaluable", "exception_message", b"exception_message", "hit_id", b"hit_id", "locals", b"locals", "location", b"location", "point", b"point", "stack", b"stack", "traceparent", b"traceparent", "tracestate", b"tracestate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
