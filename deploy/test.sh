@@ -51,6 +51,20 @@ for values in "$chart"/ci/*-values.yaml; do
     exit 1
   fi
 done
+helm lint --quiet --strict --kube-version "$kube_version" "$chart" >/dev/null
+# Values stepd would refuse are refused at render time, naming the value.
+refuse() {
+  local want="$1"
+  shift
+  if out="$(helm template stepd "$chart" --kube-version "$kube_version" "$@" 2>&1)" || [[ "$out" != *"$want"* ]]; then
+    echo "helm template $* should fail saying \"$want\"; it said: $out" >&2
+    exit 1
+  fi
+}
+refuse 'mode must be tls or mesh' --set mode=plain
+refuse 'auth.clientRoles needs client identities' --set 'auth.clientRoles[0]=x admin'
+refuse 'auth.clientRoles needs client identities' --set mode=mesh \
+  --set mesh.trustForwardedClientCert=false --set 'auth.clientRoles[0]=x admin'
 for committed in deploy/k8s/*.yaml; do
   if [ ! -f "$tmp/$(basename "$committed")" ]; then
     echo "$committed is not rendered from any $chart/ci/*-values.yaml" >&2
