@@ -1,0 +1,50 @@
+{{/* The release's name for its objects, at most 63 characters. */}}
+{{- define "stepd.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "stepd.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "stepd.labels" -}}
+{{ include "stepd.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "stepd.serviceAccountName" -}}
+{{- default (include "stepd.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "stepd.tokensSecret" -}}
+{{- default (printf "%s-tokens" (include "stepd.fullname" .)) .Values.auth.tokens.existingSecret -}}
+{{- end -}}
+
+{{- define "stepd.tlsSecret" -}}
+{{- default (printf "%s-tls" (include "stepd.fullname" .)) .Values.tls.secretName -}}
+{{- end -}}
+
+{{/* Fails on a mode the chart does not know. */}}
+{{- define "stepd.mode" -}}
+{{- if not (has .Values.mode (list "tls" "mesh")) -}}
+{{- fail (printf "mode must be tls or mesh, not %q" .Values.mode) -}}
+{{- end -}}
+{{- .Values.mode -}}
+{{- end -}}
+
+{{- define "stepd.appProtocol" -}}
+{{- if .Values.service.appProtocol -}}
+{{- .Values.service.appProtocol -}}
+{{- else if eq (include "stepd.mode" .) "mesh" -}}
+grpc
+{{- else -}}
+tls
+{{- end -}}
+{{- end -}}
