@@ -276,11 +276,6 @@ impl Sessions {
         })
     }
 
-    /// Sessions running now (their actors alive).
-    pub fn running(&self) -> usize {
-        self.slots.total()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionHandle>> {
         self.handles.lock().unwrap_or_else(|e| e.into_inner())
     }
