@@ -654,3 +654,27 @@ impl tonic::codec::Decoder for Raw {
         Ok(Some(out))
     }
 }
+
+/// `stepd token add NAME ROLE --file FILE`, returning the printed token.
+pub fn add_token(file: &Path, name: &str, role: &str) -> String {
+    let out = std::process::Command::new(stepd_bin())
+        .args(["token", "add", name, role, "--file"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `message` as a request carrying `authorization: Bearer TOKEN`.
+pub fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    request
+}

@@ -15,7 +15,10 @@ use std::{
 };
 
 use prost_reflect::{DescriptorPool, MethodDescriptor};
-use stepd_e2e::{DEADLINE, Daemon, Raw, Subscription, TempDir, dap, reason, repo_root, stepd_bin};
+use stepd_e2e::{
+    DEADLINE, Daemon, Raw, Subscription, TempDir, add_token, dap, reason, repo_root, stepd_bin,
+    with_token,
+};
 use stepd_proto::v1::{
     AddBreakpointRequest, ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand,
     DebugInput, GetSessionRequest, Hello, Hit, PingRequest, PointInfo, RemoveBreakpointRequest,
@@ -139,29 +142,6 @@ async fn grpcurl_as_other(
         .find_map(|l| l.trim().strip_prefix("Code: "))
         .map(str::to_owned);
     Err(code.unwrap_or_else(|| format!("no code: {stderr}")))
-}
-
-/// `stepd token add NAME ROLE --file FILE`, returning the printed token.
-fn add_token(file: &Path, name: &str, role: &str) -> String {
-    let out = std::process::Command::new(stepd_bin())
-        .args(["token", "add", name, role, "--file"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn with_token<T>(message: T, token: &str) -> Request<T> {
-    let mut request = Request::new(message);
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    request
 }
 
 /// A daemon with a tokens file holding one token per role.

@@ -3,9 +3,7 @@
 //! refused `LIMIT_EXCEEDED` naming the cap and itself, the refusal changes
 //! nothing, another identity is not affected, and a freed slot is reused.
 
-use std::path::Path;
-
-use stepd_e2e::{DEADLINE, Daemon, TempDir, reason, stepd_bin};
+use stepd_e2e::{DEADLINE, Daemon, TempDir, add_token, reason, with_token};
 use stepd_proto::v1::{
     ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand, DebugInput, ErrorReason,
     GetStatusRequest, Hello, Hit, HitRefused, LaunchRequest, ListPausesRequest,
@@ -17,30 +15,7 @@ use stepd_proto::v1::{
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Code, Request, Status};
-
-/// `stepd token add NAME ROLE --file FILE`, returning the printed token.
-fn add_token(file: &Path, name: &str, role: &str) -> String {
-    let out = std::process::Command::new(stepd_bin())
-        .args(["token", "add", name, role, "--file"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn with_token<T>(message: T, token: &str) -> Request<T> {
-    let mut request = Request::new(message);
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    request
-}
+use tonic::{Code, Status};
 
 /// A daemon with tokens for probes `p1` and `p2`, viewers `v1`, `v2` and
 /// admin `a1`.
