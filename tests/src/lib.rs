@@ -24,7 +24,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Streaming, transport::Channel};
 
 /// How long any single wait in a test may take.
-pub const DEADLINE: Duration = Duration::from_secs(20);
+pub const DEADLINE: Duration = Duration::from_secs(40);
 
 /// The workspace's target directory holding the built binaries.
 fn target_dir() -> PathBuf {
