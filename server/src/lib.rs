@@ -20,6 +20,7 @@ pub mod events;
 pub mod inspector;
 pub mod json;
 pub mod limits;
+pub mod log_writer;
 pub mod malformed;
 pub mod probe;
 pub mod redact;

@@ -26,6 +26,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _, filter::Targets, fmt, prelude::*};
 
 use crate::config::LogFormat;
+use crate::log_writer::{LogFlush, LogWriter};
 
 /// The tracer spans are exported through; set once, when export is on.
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
@@ -52,19 +53,20 @@ pub fn enabled() -> bool {
 #[must_use = "call shutdown when the daemon stops, or the last spans are lost"]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    logs: LogFlush,
 }
 
 impl Telemetry {
     /// Exports the spans still batched and stops the exporter (waits at most
     /// the exporter's timeout).
     pub async fn shutdown(self) {
-        let Some(provider) = self.provider else {
-            return;
-        };
-        let result = tokio::task::spawn_blocking(move || provider.shutdown()).await;
-        if let Ok(Err(err)) = result {
-            tracing::warn!("OpenTelemetry: flushing the last spans failed: {err}");
+        if let Some(provider) = self.provider {
+            let result = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+            if let Ok(Err(err)) = result {
+                tracing::warn!("OpenTelemetry: flushing the last spans failed: {err}");
+            }
         }
+        self.logs.flush();
     }
 }
 
@@ -153,12 +155,11 @@ pub fn init(format: LogFormat) -> Telemetry {
         Ok(false) => (None, None),
         Err(problem) => (None, Some(problem)),
     };
+    let (writer, logs) = LogWriter::stderr();
     let result = match &provider {
         // Export off: exactly the subscriber stepd always had.
         None => {
-            let builder = fmt()
-                .with_env_filter(filter("info"))
-                .with_writer(std::io::stderr);
+            let builder = fmt().with_env_filter(filter("info")).with_writer(writer);
             match format {
                 LogFormat::Text => builder.try_init(),
                 LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -169,11 +170,11 @@ pub fn init(format: LogFormat) -> Telemetry {
             let tracer = provider.tracer("stepd");
             let _ = TRACER.set(tracer.clone());
             let logs = match format {
-                LogFormat::Text => fmt::layer().with_writer(std::io::stderr).boxed(),
+                LogFormat::Text => fmt::layer().with_writer(writer).boxed(),
                 LogFormat::Json => fmt::layer()
                     .json()
                     .flatten_event(true)
-                    .with_writer(std::io::stderr)
+                    .with_writer(writer)
                     .boxed(),
             };
             // The RPC span alone is bridged, whatever RUST_LOG says.
@@ -201,7 +202,7 @@ pub fn init(format: LogFormat) -> Telemetry {
     } else if provider.is_some() {
         tracing::info!("OpenTelemetry: exporting traces over OTLP gRPC");
     }
-    Telemetry { provider }
+    Telemetry { provider, logs }
 }
 
 // ----- the RPC span -----------------------------------------------------------
