@@ -29,8 +29,12 @@ var ErrStopped = errors.New("stepd probe: stopped")
 type Options struct {
 	// Name of the program, shown as the session's name.
 	Name string
-	// Labels select breakpoints (label selectors) and are shown with the session.
+	// Labels select breakpoints (label selectors) and are shown with the
+	// session. They are laid over [EnvironmentLabels] (pod, namespace, node,
+	// app) unless NoEnvironmentLabels is set.
 	Labels map[string]string
+	// NoEnvironmentLabels leaves out the labels taken from the environment.
+	NoEnvironmentLabels bool
 	// Addr of the daemon: "host:port" or "unix:/path/stepd.sock"; empty means
 	// $STEPD_ADDR, else [stepd.DefaultAddr].
 	Addr string
@@ -137,7 +141,10 @@ func Connect(ctx context.Context, opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels := make(map[string]string, len(opts.Labels))
+	labels := map[string]string{}
+	if !opts.NoEnvironmentLabels {
+		labels = EnvironmentLabels()
+	}
 	for k, v := range opts.Labels {
 		labels[k] = v
 	}

@@ -25,7 +25,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from stepd import _build
-from stepd.probe import _trace
+from stepd.probe import _labels, _trace
 from stepd.probe._condition import ConditionError, Predicate, compile_condition, compile_glob
 from stepd.probe._values import fill_value, from_value, to_struct, to_value, type_name
 from stepd.v1 import pause_pb2, probe_pb2, probe_pb2_grpc, source_pb2
@@ -290,11 +290,12 @@ class Probe:
         tls_key: str | os.PathLike[str] | None = None,
         token: str | None = None,
         traceparent: str | None = None,
+        environment_labels: bool = True,
     ) -> None:
         self.name = name or os.path.basename(sys.argv[0] or "python")
         # Read here, in the caller's context: the stream's thread has none.
         self._hello_trace = _trace.at_connect(traceparent)
-        self.labels: dict[str, str] = dict(labels or {})
+        self.labels: dict[str, str] = _labels.merged(labels, environment_labels)
         self._transport = _build.transport(addr, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.addr = self._transport.target
         self.eval_enabled = eval
@@ -1231,7 +1232,10 @@ def connect(
     points (0: don't wait). `eval=False` refuses EVAL (see the security note in
     :mod:`stepd.probe`). The keyword option ``traceparent`` is the span the
     probe's session is a child of; by default the current OpenTelemetry span
-    (when the API is importable), else ``$TRACEPARENT``.
+    (when the API is importable), else ``$TRACEPARENT``. The labels start from
+    the pod's environment (``pod``, ``namespace``, ``node``, ``app``: see
+    docs/probes.md) with `labels` over them; ``environment_labels=False``
+    leaves them out.
     """
     probe = Probe(name, labels, addr, eval, **options)
     if wait > 0:
