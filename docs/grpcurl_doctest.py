@@ -39,7 +39,7 @@ MIN_COMMANDS = 28
 COMMAND_DEADLINE = 60.0
 READY_DEADLINE = 30.0
 # Programs the page's commands use besides shell builtins.
-TOOLS = ["grpcurl", "sed", "grep", "head", "base64", "tr"]
+TOOLS = ["grpcurl", "sed", "grep"]
 MARKER = re.compile(r"<!--\s*expect:(.*?)-->", re.S)
 SENTINEL = "__stepd_doc_done__"
 

@@ -24,6 +24,7 @@ pub mod log_writer;
 pub mod malformed;
 pub mod probe;
 pub mod redact;
+pub mod reflection;
 pub mod server;
 pub mod session;
 pub mod slots;

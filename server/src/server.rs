@@ -9,14 +9,10 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use stepd_proto::{
-    FILE_DESCRIPTOR_SET,
-    v1::{
-        breakpoint_service_server::BreakpointServiceServer,
-        daemon_service_server::DaemonServiceServer, event_service_server::EventServiceServer,
-        inspector_service_server::InspectorServiceServer, probe_service_server::ProbeServiceServer,
-        session_service_server::SessionServiceServer,
-    },
+use stepd_proto::v1::{
+    breakpoint_service_server::BreakpointServiceServer, daemon_service_server::DaemonServiceServer,
+    event_service_server::EventServiceServer, inspector_service_server::InspectorServiceServer,
+    probe_service_server::ProbeServiceServer, session_service_server::SessionServiceServer,
 };
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::{StreamExt as _, wrappers::ReceiverStream};
@@ -245,17 +241,8 @@ fn router(
     let max = daemon.config.max_message_bytes;
     // Every served service is described, health and reflection included, so
     // `grpcurl list` shows the whole server.
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(
-                tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
-            )
-    };
-    let reflection_v1 = reflection().build_v1()?;
-    let reflection_v1alpha = reflection().build_v1alpha()?;
+    let reflection_v1 = crate::reflection::builder().build_v1()?;
+    let reflection_v1alpha = crate::reflection::builder().build_v1alpha()?;
     macro_rules! limited {
         ($server:expr) => {
             $server
