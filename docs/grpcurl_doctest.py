@@ -33,13 +33,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DOC_ADDR = "127.0.0.1:7701"
+# The page's Unix socket (the default one), rewritten to the test daemon's.
+DOC_SOCKET = "$HOME/.local/share/stepd/run/stepd.sock"
 # The page has this many commands; finding fewer means the parser broke (or
 # the page lost examples), which must not pass quietly.
 MIN_COMMANDS = 28
 COMMAND_DEADLINE = 60.0
 READY_DEADLINE = 30.0
 # Programs the page's commands use besides shell builtins.
-TOOLS = ["grpcurl", "sed", "grep"]
+TOOLS = ["grpcurl", "sed", "grep", "tr"]
 MARKER = re.compile(r"<!--\s*expect:(.*?)-->", re.S)
 SENTINEL = "__stepd_doc_done__"
 
@@ -136,17 +138,20 @@ def stepd_bin() -> Path:
 
 
 class Daemon:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, path_dirs: list[str]) -> None:
         self.log_path = data_dir / "stepd.log"
         self.log = open(self.log_path, "wb")
         env = {k: v for k, v in os.environ.items() if not k.startswith("STEPD_")}
+        # The daemon finds the adapters the page launches on its PATH.
+        env["PATH"] = os.pathsep.join([*path_dirs, env.get("PATH", "")])
         self.proc = subprocess.Popen(
-            [str(stepd_bin()), "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--no-unix-socket"],
+            [str(stepd_bin()), "--listen", "127.0.0.1:0", "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
         line = self._ready_line()
         fields = dict(part.split("=", 1) for part in line.split()[2:])
         self.addr = fields["tcp"]
+        self.socket = str(data_dir / "run" / "stepd.sock")
 
     def _ready_line(self) -> str:
         assert self.proc.stdout is not None
@@ -257,6 +262,10 @@ def main(argv: list[str]) -> int:
 
     grpcurl = find_grpcurl()
     path_dirs = [str(Path(grpcurl).parent)]
+    # The adapters the page launches (debugpy) live in the tool venv.
+    venv_bin = ROOT / ".tools" / "venv" / "bin"
+    if venv_bin.is_dir():
+        path_dirs.append(str(venv_bin))
     missing = [t for t in TOOLS if t != "grpcurl" and not shutil.which(t)]
     if missing:
         print(f"FAIL: the page's commands need {', '.join(missing)}", file=sys.stderr)
@@ -268,12 +277,12 @@ def main(argv: list[str]) -> int:
         work = Path(tmp) / "work"
         data_dir.mkdir()
         work.mkdir()
-        daemon = Daemon(data_dir)
+        daemon = Daemon(data_dir, path_dirs)
         shell = Shell(work, path_dirs)
         try:
             print(f"{len(cmds)} commands from {page.name}, daemon at {daemon.addr}")
             for n, cmd in enumerate(cmds, 1):
-                text = cmd.text.replace(DOC_ADDR, daemon.addr)
+                text = cmd.text.replace(DOC_ADDR, daemon.addr).replace(DOC_SOCKET, daemon.socket)
                 rc, output = shell.run(n, text, COMMAND_DEADLINE)
                 problems = []
                 if rc is None:

@@ -79,6 +79,10 @@ async fn every_readme_command_works() {
             // The conditional breakpoint held back the first hits, and the run ended.
             assert!(stdout.contains("[2, 3, 4]"), "{stdout}");
             assert!(stdout.contains("exited"), "{stdout}");
+            // The tour's logpoint is meaningful for this program: it logs,
+            // and nothing it names is undefined there.
+            assert!(stdout.contains("step(2, 2)"), "{stdout}");
+            assert!(!stdout.contains("Error"), "{stdout}");
         }
         if block.iter().any(|c| c.contains("examples/agent_loop")) {
             // The injected tool arguments reached the agent.

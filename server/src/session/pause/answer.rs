@@ -166,7 +166,7 @@ fn decode<O: PauseOwner>(
         Some(Cmd::StepIn(_)) => Request::Go(Go::In),
         Some(Cmd::StepOut(out)) => Request::Go(Go::Out { force: out.force }),
         Some(Cmd::Here(here)) => Request::Go(Go::Here(here)),
-        Some(Cmd::Resume(_)) => Request::Go(Go::Continue),
+        Some(Cmd::Resume(_) | Cmd::Continue(_)) => Request::Go(Go::Continue),
         Some(Cmd::ContinueScope(_)) => Request::Go(Go::ContinueScope),
         Some(Cmd::ContinueAll(_)) => Request::Go(Go::ContinueAll),
         Some(Cmd::Trace(trace)) => Request::Go(Go::Trace {

@@ -91,7 +91,7 @@ pub fn kind_of(command: &Command) -> CommandKind {
         Command::StepIn(_) => K::In,
         Command::StepOut(_) => K::Out,
         Command::Here(_) => K::Here,
-        Command::Resume(_) => K::Continue,
+        Command::Resume(_) | Command::Continue(_) => K::Continue,
         Command::ContinueScope(_) => K::ContinueScope,
         Command::ContinueAll(_) => K::ContinueAll,
         Command::Trace(_) => K::Trace,

@@ -1446,8 +1446,10 @@ func (x *ExpressionCommand) GetCode() string {
 	return ""
 }
 
-// A command with its typed arguments. Field names avoid words that are keywords
-// in client languages (`in`, `continue`); each maps to one CommandKind.
+// A command with its typed arguments; each field maps to one CommandKind. Field
+// names avoid words that are keywords in client languages (`in`, `continue`),
+// except `continue`, an alias of `resume` for those who type what `input_type`
+// says (in Python it is reached with getattr, or the client's command helpers).
 type DebugCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The command.
@@ -1471,6 +1473,7 @@ type DebugCommand struct {
 	//	*DebugCommand_Stacktrace
 	//	*DebugCommand_Quit
 	//	*DebugCommand_Expression
+	//	*DebugCommand_Continue
 	Command       isDebugCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1666,6 +1669,15 @@ func (x *DebugCommand) GetExpression() *ExpressionCommand {
 	return nil
 }
 
+func (x *DebugCommand) GetContinue() *ContinueCommand {
+	if x != nil {
+		if x, ok := x.Command.(*DebugCommand_Continue); ok {
+			return x.Continue
+		}
+	}
+	return nil
+}
+
 type isDebugCommand_Command interface {
 	isDebugCommand_Command()
 }
@@ -1755,6 +1767,12 @@ type DebugCommand_Expression struct {
 	Expression *ExpressionCommand `protobuf:"bytes,17,opt,name=expression,proto3,oneof"`
 }
 
+type DebugCommand_Continue struct {
+	// COMMAND_KIND_CONTINUE, named as `input_type` names it: the same as
+	// `resume`, which stays for compatibility (JSON `{"continue": {}}`).
+	Continue *ContinueCommand `protobuf:"bytes,18,opt,name=continue,proto3,oneof"`
+}
+
 func (*DebugCommand_Next) isDebugCommand_Command() {}
 
 func (*DebugCommand_StepIn) isDebugCommand_Command() {}
@@ -1788,6 +1806,8 @@ func (*DebugCommand_Stacktrace) isDebugCommand_Command() {}
 func (*DebugCommand_Quit) isDebugCommand_Command() {}
 
 func (*DebugCommand_Expression) isDebugCommand_Command() {}
+
+func (*DebugCommand_Continue) isDebugCommand_Command() {}
 
 // The answer to a pause.
 type DebugInput struct {
@@ -1938,7 +1958,7 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\x11StacktraceCommand\"\r\n" +
 	"\vQuitCommand\"'\n" +
 	"\x11ExpressionCommand\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\tR\x04code\"\xb9\a\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\"\xf2\a\n" +
 	"\fDebugCommand\x12+\n" +
 	"\x04next\x18\x01 \x01(\v2\x15.stepd.v1.NextCommandH\x00R\x04next\x122\n" +
 	"\astep_in\x18\x02 \x01(\v2\x17.stepd.v1.StepInCommandH\x00R\x06stepIn\x125\n" +
@@ -1961,7 +1981,8 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\x04quit\x18\x10 \x01(\v2\x15.stepd.v1.QuitCommandH\x00R\x04quit\x12=\n" +
 	"\n" +
 	"expression\x18\x11 \x01(\v2\x1b.stepd.v1.ExpressionCommandH\x00R\n" +
-	"expressionB\t\n" +
+	"expression\x127\n" +
+	"\bcontinue\x18\x12 \x01(\v2\x19.stepd.v1.ContinueCommandH\x00R\bcontinueB\t\n" +
 	"\acommand\"q\n" +
 	"\n" +
 	"DebugInput\x12\x10\n" +
@@ -2079,12 +2100,13 @@ var file_stepd_v1_pause_proto_depIdxs = []int32{
 	20, // 27: stepd.v1.DebugCommand.stacktrace:type_name -> stepd.v1.StacktraceCommand
 	21, // 28: stepd.v1.DebugCommand.quit:type_name -> stepd.v1.QuitCommand
 	22, // 29: stepd.v1.DebugCommand.expression:type_name -> stepd.v1.ExpressionCommand
-	23, // 30: stepd.v1.DebugInput.command:type_name -> stepd.v1.DebugCommand
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	10, // 30: stepd.v1.DebugCommand.continue:type_name -> stepd.v1.ContinueCommand
+	23, // 31: stepd.v1.DebugInput.command:type_name -> stepd.v1.DebugCommand
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_pause_proto_init() }
@@ -2116,6 +2138,7 @@ func file_stepd_v1_pause_proto_init() {
 		(*DebugCommand_Stacktrace)(nil),
 		(*DebugCommand_Quit)(nil),
 		(*DebugCommand_Expression)(nil),
+		(*DebugCommand_Continue)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -779,8 +779,10 @@ Global___ExpressionCommand: _TypeAlias = ExpressionCommand  # noqa: Y015
 
 @_typing.final
 class DebugCommand(_message.Message):
-    """A command with its typed arguments. Field names avoid words that are keywords
-    in client languages (`in`, `continue`); each maps to one CommandKind.
+    """A command with its typed arguments; each field maps to one CommandKind. Field
+    names avoid words that are keywords in client languages (`in`, `continue`),
+    except `continue`, an alias of `resume` for those who type what `input_type`
+    says (in Python it is reached with getattr, or the client's command helpers).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -802,6 +804,7 @@ class DebugCommand(_message.Message):
     STACKTRACE_FIELD_NUMBER: _builtins.int
     QUIT_FIELD_NUMBER: _builtins.int
     EXPRESSION_FIELD_NUMBER: _builtins.int
+    CONTINUE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def next(self) -> Global___NextCommand:
         """COMMAND_KIND_NEXT."""
@@ -891,11 +894,11 @@ class DebugCommand(_message.Message):
         quit: Global___QuitCommand | None = ...,
         expression: Global___ExpressionCommand | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "continue_all", b"continue_all", "continue_scope", b"continue_scope", "eval", b"eval", "expression", b"expression", "here", b"here", "inject", b"inject", "inspect", b"inspect", "inspect_prompt", b"inspect_prompt", "locals", b"locals", "next", b"next", "quit", b"quit", "resume", b"resume", "skip", b"skip", "stacktrace", b"stacktrace", "step_in", b"step_in", "step_out", b"step_out", "trace", b"trace"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "continue", b"continue", "continue_all", b"continue_all", "continue_scope", b"continue_scope", "eval", b"eval", "expression", b"expression", "here", b"here", "inject", b"inject", "inspect", b"inspect", "inspect_prompt", b"inspect_prompt", "locals", b"locals", "next", b"next", "quit", b"quit", "resume", b"resume", "skip", b"skip", "stacktrace", b"stacktrace", "step_in", b"step_in", "step_out", b"step_out", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "continue_all", b"continue_all", "continue_scope", b"continue_scope", "eval", b"eval", "expression", b"expression", "here", b"here", "inject", b"inject", "inspect", b"inspect", "inspect_prompt", b"inspect_prompt", "locals", b"locals", "next", b"next", "quit", b"quit", "resume", b"resume", "skip", b"skip", "stacktrace", b"stacktrace", "step_in", b"step_in", "step_out", b"step_out", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "continue", b"continue", "continue_all", b"continue_all", "continue_scope", b"continue_scope", "eval", b"eval", "expression", b"expression", "here", b"here", "inject", b"inject", "inspect", b"inspect", "inspect_prompt", b"inspect_prompt", "locals", b"locals", "next", b"next", "quit", b"quit", "resume", b"resume", "skip", b"skip", "stacktrace", b"stacktrace", "step_in", b"step_in", "step_out", b"step_out", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_command: _TypeAlias = _typing.Literal["next", "step_in", "step_out", "here", "resume", "continue_scope", "continue_all", "trace", "eval", "inject", "skip", "inspect", "inspect_prompt", "locals", "stacktrace", "quit", "expression"]  # noqa: Y015
+    _WhichOneofReturnType_command: _TypeAlias = _typing.Literal["next", "step_in", "step_out", "here", "resume", "continue_scope", "continue_all", "trace", "eval", "inject", "skip", "inspect", "inspect_prompt", "locals", "stacktrace", "quit", "expression", "continue"]  # noqa: Y015
     _WhichOneofArgType_command: _TypeAlias = _typing.Literal["command", b"command"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_command) -> _WhichOneofReturnType_command | None: ...
 
