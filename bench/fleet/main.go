@@ -1,0 +1,283 @@
+// Command fleet is the many-probes benchmark: N probe connections (one
+// gRPC connection each, as N programs would have) to one stepd, and
+//
+//   - the daemon's memory per connected, idle probe;
+//
+//   - the hold round trip of one probe while the others send observed
+//     points at a combined rate;
+//
+//   - the time for every probe to reconnect after the daemon restarts on
+//     the same address and data directory.
+//
+//     go run . -stepd target/release/stepd [-probes 1000] [-rate 50000] [-holds 2000]
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	stepdv1 "github.com/stepd-dev/stepd/clients/go/gen/stepd/v1"
+	"github.com/stepd-dev/stepd/clients/go/probe"
+	"github.com/stepd-dev/stepd/clients/go/stepd"
+)
+
+func main() {
+	bin := flag.String("stepd", os.Getenv("STEPD_BIN"), "the stepd binary")
+	n := flag.Int("probes", 1000, "probe connections")
+	rate := flag.Int("rate", 50000, "observed points per second, all probes together")
+	holds := flag.Int("holds", 2000, "holds measured")
+	flag.Parse()
+	maxConnections = max(maxConnections, *n+64)
+	if err := run(*bin, *n, *rate, *holds); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+// maxConnections is the daemon's connection cap for the run, set from -probes.
+var maxConnections = 512
+
+type daemon struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+// start runs stepd on listen (127.0.0.1:0 for any port) and waits for its
+// ready line.
+func start(bin, listen, dataDir string) (*daemon, error) {
+	// One connection per probe, and a few for the clients: over the default cap.
+	cmd := exec.Command(bin, "--listen", listen, "--data-dir", dataDir, "--no-unix-socket", "--max-connections", strconv.Itoa(maxConnections))
+	cmd.Env = append(os.Environ(), "RUST_LOG=warn")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if line := sc.Text(); strings.HasPrefix(line, "stepd ready ") {
+				ready <- line
+			}
+		}
+	}()
+	select {
+	case line := <-ready:
+		for _, field := range strings.Fields(line)[2:] {
+			if k, v, _ := strings.Cut(field, "="); k == "tcp" {
+				return &daemon{cmd: cmd, addr: v}, nil
+			}
+		}
+		return nil, fmt.Errorf("no tcp address in %q", line)
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("stepd did not get ready")
+	}
+}
+
+func (d *daemon) stop() error {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	return d.cmd.Wait()
+}
+
+// rssKiB reads the daemon's resident set from /proc.
+func (d *daemon) rssKiB() int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return kib
+		}
+	}
+	return 0
+}
+
+func waitFor(what string, limit time.Duration, done func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !done() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %v", what, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+func connected(probes []*probe.Probe) int {
+	n := 0
+	for _, p := range probes {
+		if p.Connected() {
+			n++
+		}
+	}
+	return n
+}
+
+func run(bin string, n, rate, holds int) error {
+	if bin == "" {
+		return fmt.Errorf("-stepd (or STEPD_BIN) names the binary")
+	}
+	dir, err := os.MkdirTemp("", "stepd-fleet-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	dataDir := filepath.Join(dir, "data")
+	d, err := start(bin, "127.0.0.1:0", dataDir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.stop() }()
+	ctx := context.Background()
+	client, err := stepd.Dial(ctx, d.addr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if _, err := client.Ping(ctx); err != nil {
+		return err
+	}
+	base := d.rssKiB()
+
+	// N probes, each its own connection; the first is the one that holds.
+	probes := make([]*probe.Probe, n)
+	began := time.Now()
+	for i := range probes {
+		labels := map[string]string{"fleet": "idle"}
+		if i == 0 {
+			labels["fleet"] = "holder"
+		}
+		p, err := probe.Connect(ctx, probe.Options{Addr: d.addr, Name: fmt.Sprintf("p%d", i), Labels: labels, NoEnvironmentLabels: true})
+		if err != nil {
+			return fmt.Errorf("probe %d: %w", i, err)
+		}
+		defer p.Close()
+		probes[i] = p
+	}
+	if err := waitFor("all probes connected", time.Minute, func() bool { return connected(probes) == n }); err != nil {
+		return err
+	}
+	connectTime := time.Since(began)
+	// Let the connections settle (HTTP/2 windows, first heartbeats) before reading memory.
+	time.Sleep(2 * time.Second)
+	idle := d.rssKiB()
+	perProbe := float64(idle-base) / float64(n)
+
+	// The holder's breakpoint, and a subscriber on its session only that answers.
+	holder := probes[0]
+	if _, err := client.AddBreakpoint(ctx, stepd.ProbeBreakpoint("tool_call", "Read", stepd.LabelSelector("fleet=holder"))); err != nil {
+		return err
+	}
+	if err := waitFor("holder armed", 30*time.Second, func() bool { return len(holder.Armed().GetMatchers()) == 1 }); err != nil {
+		return err
+	}
+	sub, err := client.Subscribe(ctx, stepd.WatchOptions{SessionIDs: []string{holder.SessionID()}, Channels: []stepdv1.EventChannel{stepdv1.EventChannel_EVENT_CHANNEL_EXECUTION}})
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	go func() {
+		for ev := range sub.Events() {
+			if pause := ev.GetStopped().GetPause(); pause != nil && pause.GetRevision() == 0 {
+				_ = sub.SendDebugInput(pause.GetKey(), stepd.CmdContinue())
+			}
+		}
+	}()
+
+	// The others observe points at `rate` per second together.
+	stopLoad := make(chan struct{})
+	var observed atomic.Int64
+	var wg sync.WaitGroup
+	others := probes[1:]
+	if len(others) > 0 && rate > 0 {
+		perProbe := float64(rate) / float64(len(others))
+		interval := time.Duration(float64(time.Second) / perProbe)
+		for _, p := range others {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t := time.NewTicker(interval)
+				defer t.Stop()
+				for {
+					select {
+					case <-stopLoad:
+						return
+					case <-t.C:
+						p.Observe(ctx, "tool_result", "Read", "ok")
+						observed.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	args := map[string]any{"cmd": "cat README.md"}
+	for range 100 { // warm-up
+		if _, err := holder.Hold(ctx, "tool_call", "Read", args); err != nil {
+			return err
+		}
+	}
+	loadFrom, loadStart := observed.Load(), time.Now()
+	samples := make([]time.Duration, 0, holds)
+	for range holds {
+		start := time.Now()
+		if _, err := holder.Hold(ctx, "tool_call", "Read", args); err != nil {
+			return err
+		}
+		samples = append(samples, time.Since(start))
+	}
+	achieved := float64(observed.Load()-loadFrom) / time.Since(loadStart).Seconds()
+	close(stopLoad)
+	wg.Wait()
+	slices.Sort(samples)
+	p50, p99 := samples[len(samples)/2], samples[len(samples)*99/100]
+	var dropped uint64
+	for _, p := range others {
+		dropped += p.Stats().ReportsDropped
+	}
+	loaded := d.rssKiB()
+
+	// Restart on the same address and data directory; every probe reconnects.
+	addr := d.addr
+	if err := d.stop(); err != nil {
+		return fmt.Errorf("stopping stepd: %w", err)
+	}
+	if err := waitFor("probes see the daemon gone", 30*time.Second, func() bool { return connected(probes) == 0 }); err != nil {
+		return err
+	}
+	restarted := time.Now()
+	d, err = start(bin, addr, dataDir)
+	if err != nil {
+		return err
+	}
+	if err := waitFor("all probes reconnected", 60*time.Second, func() bool { return connected(probes) == n }); err != nil {
+		return err
+	}
+	reconnect := time.Since(restarted)
+
+	fmt.Printf("| probes | connect all | RSS idle − before | per idle probe | hold p50 | hold p99 | observed/s achieved | reports dropped | RSS under load | reconnect all after restart |\n")
+	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Printf("| %d | %.2f s | %.1f MiB | %.1f KiB | %.3f ms | %.3f ms | %.0f | %d | %.1f MiB | %.2f s |\n",
+		n, connectTime.Seconds(), float64(idle-base)/1024, perProbe,
+		float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000,
+		achieved, dropped, float64(loaded)/1024, reconnect.Seconds())
+	return nil
+}
