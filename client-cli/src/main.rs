@@ -2,8 +2,10 @@
 //! few RPCs; `--json` prints the protobuf JSON mapping.
 
 mod cmd;
+mod colour;
 mod connect;
 mod exit;
+mod line_editor;
 mod render;
 
 use std::process::ExitCode;

@@ -632,7 +632,10 @@ pub fn stable_text(state: &StableState) -> String {
 
 /// "at path:line in function", then the excerpt with the current line marked.
 pub fn location_lines(location: &Location) -> Vec<String> {
-    let mut out = vec![format!("at {}", where_text(location))];
+    let mut out = vec![format!(
+        "at {}",
+        crate::colour::location(&where_text(location))
+    )];
     if let Some(excerpt) = &location.excerpt {
         let last = excerpt.first_line as usize + excerpt.lines.len().saturating_sub(1);
         let width = last.to_string().len();
@@ -643,11 +646,14 @@ pub fn location_lines(location: &Location) -> Vec<String> {
             } else {
                 "  "
             };
-            out.push(
-                format!("{marker} {n:>width$} | {text}")
-                    .trim_end()
-                    .to_owned(),
-            );
+            let line = format!("{marker} {n:>width$} | {text}")
+                .trim_end()
+                .to_owned();
+            out.push(if n == excerpt.current_line as usize {
+                crate::colour::current(&line)
+            } else {
+                line
+            });
         }
     }
     out
