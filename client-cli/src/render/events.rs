@@ -190,6 +190,10 @@ fn to_json(value: &prost_types::Value) -> serde_json::Value {
     use prost_types::value::Kind;
     match &value.kind {
         None | Some(Kind::NullValue(_)) => serde_json::Value::Null,
+        // Whole numbers read as integers, as the program most likely wrote them.
+        Some(Kind::NumberValue(n)) if n.fract() == 0.0 && n.abs() < 9e15 => {
+            serde_json::Value::from(*n as i64)
+        }
         Some(Kind::NumberValue(n)) => serde_json::Number::from_f64(*n)
             .map(serde_json::Value::Number)
             .unwrap_or(serde_json::Value::Null),
@@ -387,4 +391,231 @@ pub fn watch_text(event: &Event) -> String {
         out.push_str(line);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stepd_proto::v1::{
+        Breakpoint, BreakpointSnapshot, BreakpointUpdated, Continued, DisplayValue, EvalError,
+        HeartbeatEvent, Location, Observed, Output, OutputChunk, PointInfo, Session,
+        SessionStarted, SessionUpdated, Snapshot, Stopped, Tap, Thread, ThreadChanged,
+    };
+
+    fn event(payload: Payload) -> Event {
+        Event {
+            seq: 7,
+            session_id: "s-1".into(),
+            time: None,
+            payload: Some(payload),
+        }
+    }
+
+    #[test]
+    fn every_event_kind_reads_as_text() {
+        let location = Location {
+            path: "/src/app.py".into(),
+            line: 12,
+            function: "work".into(),
+            ..Default::default()
+        };
+        let value = DisplayValue {
+            text: "42".into(),
+            ..Default::default()
+        };
+        let payloads = vec![
+            (Payload::Snapshot(Snapshot::default()), "snapshot at seq 0"),
+            (
+                Payload::SessionStarted(SessionStarted {
+                    session: Some(Session {
+                        id: "s-1".into(),
+                        adapter: "debugpy".into(),
+                        ..Default::default()
+                    }),
+                }),
+                "session s-1 started under debugpy",
+            ),
+            (
+                Payload::SessionUpdated(SessionUpdated {
+                    session: Some(Session {
+                        id: "s-1".into(),
+                        pid: 9,
+                        ..Default::default()
+                    }),
+                }),
+                "session s-1 updated",
+            ),
+            (
+                Payload::SessionEnded(SessionEnded {
+                    exit_code: Some(3),
+                    reason: EndReason::Exited as i32,
+                    ..Default::default()
+                }),
+                "session s-1 ended: exited, exit code 3",
+            ),
+            (
+                Payload::Stopped(Stopped {
+                    pause: Some(Pause {
+                        key: "p-1".into(),
+                        reason: stepd_proto::v1::PauseReason::Breakpoint as i32,
+                        thread_id: 1,
+                        location: Some(location.clone()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                "stopped: breakpoint on thread 1",
+            ),
+            (
+                Payload::Stopped(Stopped {
+                    pause: Some(Pause {
+                        key: "p-2".into(),
+                        point: Some(PointInfo {
+                            kind: "tool_call".into(),
+                            name: "Bash".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                "holding at tool_call Bash",
+            ),
+            (
+                Payload::Continued(Continued { thread_id: 0 }),
+                "continued (all threads)",
+            ),
+            (
+                Payload::Output(Output {
+                    chunk: Some(OutputChunk {
+                        category: "stdout".into(),
+                        text: "hello\n".into(),
+                        ..Default::default()
+                    }),
+                }),
+                "stdout: hello",
+            ),
+            (
+                Payload::BreakpointUpdated(BreakpointUpdated {
+                    change: BreakpointChange::Added as i32,
+                    breakpoint: Some(Breakpoint {
+                        id: "bp-1".into(),
+                        ..Default::default()
+                    }),
+                    status: None,
+                }),
+                "breakpoint added bp-1",
+            ),
+            (
+                Payload::ThreadChanged(ThreadChanged {
+                    thread: Some(Thread {
+                        id: 4,
+                        name: "worker".into(),
+                        ..Default::default()
+                    }),
+                    reason: "started".into(),
+                }),
+                "thread 4 started worker",
+            ),
+            (
+                Payload::PauseResolved(PauseResolved {
+                    key: "p-1".into(),
+                    command: CommandKind::Continue as i32,
+                    by: "alice".into(),
+                    thread_id: 1,
+                }),
+                "pause p-1 answered by alice: continue",
+            ),
+            (
+                Payload::Trace(Trace {
+                    step: 2,
+                    location: Some(location.clone()),
+                    ..Default::default()
+                }),
+                "trace 2: /src/app.py:12 in work",
+            ),
+            (
+                Payload::Enlighten(stepd_proto::v1::Enlighten {
+                    value: Some(value.clone()),
+                    location: Some(location.clone()),
+                    ..Default::default()
+                }),
+                "value at /src/app.py:12 in work: 42",
+            ),
+            (
+                Payload::Observed(Observed {
+                    kind: "skill_loaded".into(),
+                    name: "search".into(),
+                    value: Some(prost_types::Value {
+                        kind: Some(prost_types::value::Kind::NumberValue(1.0)),
+                    }),
+                    ..Default::default()
+                }),
+                "observed skill_loaded search: 1",
+            ),
+            (
+                Payload::Notification(Notification {
+                    level: NotificationLevel::Warning as i32,
+                    message: "slow".into(),
+                }),
+                "warning: slow",
+            ),
+            (
+                Payload::Stack(Stack {
+                    key: "p-1".into(),
+                    ..Default::default()
+                }),
+                "stack of pause p-1:",
+            ),
+            (
+                Payload::EvalError(EvalError {
+                    key: "p-1".into(),
+                    message: "NameError".into(),
+                    ..Default::default()
+                }),
+                "error: NameError (pause p-1 stays)",
+            ),
+            (
+                Payload::Tap(Tap {
+                    inspector_id: "i-1".into(),
+                    path: "x".into(),
+                    value: Some(value.clone()),
+                }),
+                "tap i-1 x: 42",
+            ),
+            (
+                Payload::Gap(Gap {
+                    from_seq: 3,
+                    to_seq: 5,
+                    reason: "subscriber too slow".into(),
+                }),
+                "events 3..5 were lost (subscriber too slow); a snapshot follows",
+            ),
+            (
+                Payload::Heartbeat(HeartbeatEvent { last_seq: 9 }),
+                "heartbeat (last seq 9)",
+            ),
+            (
+                Payload::Error(StreamError {
+                    message: "no such pause".into(),
+                    ..Default::default()
+                }),
+                "no such pause",
+            ),
+            (
+                Payload::BreakpointSnapshot(BreakpointSnapshot {
+                    breakpoint_id: "bp-2".into(),
+                    thread_id: 1,
+                    frames: vec![location.clone()],
+                    ..Default::default()
+                }),
+                "snapshot of bp-2 on thread 1",
+            ),
+        ];
+        for (payload, expected) in payloads {
+            let text = watch_text(&event(payload));
+            assert!(text.contains(expected), "{expected:?} in {text:?}");
+            assert!(!text.contains("{\""), "as JSON: {text}");
+        }
+    }
 }
