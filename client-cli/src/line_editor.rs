@@ -217,17 +217,21 @@ impl Terminal {
         }
     }
 
-    /// Prints the last words and gives the terminal back as it was.
+    /// Prints the last words (if any) and gives the terminal back as it was.
     pub fn finish(mut self, last: &str) {
         self.flush_partial();
         let Some(mut printer) = self.printer.take() else {
             if self.line_open {
                 println!();
             }
-            println!("{last}");
+            if !last.is_empty() {
+                println!("{last}");
+            }
             return;
         };
-        let _ = printer.print(format!("{last}\n"));
+        if !last.is_empty() {
+            let _ = printer.print(format!("{last}\n"));
+        }
         if self.asked {
             // The printer hands messages to the editor thread one at a time;
             // once two more were taken, the last words are on the screen.

@@ -107,13 +107,15 @@ impl Drop for Tmux {
     }
 }
 
-/// `stepctl ARGS` as a shell command line against `addr`, with its history in `history`.
+/// `stepctl ARGS` as a shell command line against `addr`, with the history of
+/// its interactive loops in `history`.
 pub fn stepctl_command(addr: &str, history: &Path, args: &[&str]) -> String {
     let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
     let mut words = vec![
         "env".to_owned(),
         quote(&format!("STEPD_ADDR={addr}")),
         quote(&format!("STEPCTL_HISTORY={}", history.display())),
+        quote(&format!("STEPCTL_INSPECT_HISTORY={}", history.display())),
         quote(stepctl_bin().to_str().unwrap()),
     ];
     words.extend(args.iter().map(|a| quote(a)));
