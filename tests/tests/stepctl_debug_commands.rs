@@ -164,6 +164,10 @@ async fn debugpy_frames_list_display_conditions_finish_until_and_completion() {
     tmux.type_line("c");
     let screen = tmux.wait_count("[stepctl exit 0]", 1).await;
     assert!(screen.contains("ended: exited, exit code 0"), "{screen}");
+    assert!(
+        !screen.contains(" answered by "),
+        "its own answers go without saying: {screen}"
+    );
     let tail = after_last(&screen, "(stepd) c");
     assert!(tail.iter().any(|l| l.contains("done total=20")), "{screen}");
     daemon.stop().await;

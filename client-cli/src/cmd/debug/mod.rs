@@ -186,6 +186,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         view: frames::View::default(),
         names,
         added: HashSet::new(),
+        answered: HashSet::new(),
     };
     debugger.print("type ? for help, exit to leave (the session goes on)".into());
     let end = debugger.run(&mut events).await;
@@ -337,6 +338,8 @@ struct Debugger {
     names: Arc<Mutex<Vec<String>>>,
     /// Breakpoints added here, whose placement is reported.
     added: HashSet<String>,
+    /// Pauses this loop answered: their resolution needs no words.
+    answered: HashSet<String>,
 }
 
 /// How the loop ended.
@@ -485,7 +488,9 @@ impl Debugger {
                 if self.expression_for.as_deref() == Some(resolved.key.as_str()) {
                     self.expression_for = None;
                 }
-                if resolved.by != CLIENT_NAME {
+                // `by` is who the daemon authenticated, so our own answers
+                // are told apart by key.
+                if !self.answered.remove(&resolved.key) {
                     self.print(events::resolved_line(&resolved));
                 }
                 if was_current {
@@ -847,6 +852,18 @@ impl Debugger {
 
     async fn answer(&mut self, key: String, command: Command) -> Flow {
         self.waiting = true;
+        let keeps_the_pause = matches!(
+            command,
+            Command::Eval(_)
+                | Command::Expression(_)
+                | Command::Stacktrace(_)
+                | Command::Inspect(_)
+                | Command::InspectPrompt(_)
+                | Command::Locals(_)
+        );
+        if !keeps_the_pause {
+            self.answered.insert(key.clone());
+        }
         let sent = self
             .stream
             .send(Message::DebugInput(DebugInput {
