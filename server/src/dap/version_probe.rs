@@ -91,3 +91,35 @@ async fn probe(program: &Path, args: &[&str]) -> Result<String, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_binary_is_probed_once_until_it_changes() {
+        let dir = std::env::temp_dir().join(format!("stepd-probe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("tool");
+        // Each run counts itself, so a second run would answer "2".
+        let body = format!(
+            "#!/bin/sh\necho run >> '{}/runs'\nwc -l < '{}/runs'\n",
+            dir.display(),
+            dir.display()
+        );
+        std::fs::write(&script, &body).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let (a, b) = tokio::join!(run(&script, &["--version"]), run(&script, &["--version"]));
+        assert_eq!(a.as_deref().map(str::trim), Ok("1"));
+        assert_eq!(b, a);
+        assert_eq!(run(&script, &["--version"]).await, a);
+        // Reinstalled (another size): probed again.
+        std::fs::write(&script, format!("{body}\n")).unwrap();
+        assert_eq!(
+            run(&script, &["--version"]).await.as_deref().map(str::trim),
+            Ok("2")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
