@@ -678,16 +678,23 @@ pub fn where_text(location: &Location) -> String {
 pub fn pause_details(pause: &Pause) -> Vec<String> {
     let mut out = Vec::new();
     if !pause.caught_msg.is_empty() {
-        out.push(format!("exception: {}", pause.caught_msg));
+        out.push(crate::colour::error(&format!(
+            "exception: {}",
+            pause.caught_msg
+        )));
     }
     if let Some(value) = &pause.debug_value {
-        out.push(format!("value: {}", display(value)));
+        out.push(format!("value: {}", crate::colour::value(&display(value))));
     }
     if !pause.locals.is_empty() {
         out.push("locals:".into());
         for local in &pause.locals {
             let value = local.value.as_ref().map(display).unwrap_or_default();
-            out.push(format!("  {} = {value}", local.name));
+            out.push(format!(
+                "  {} = {}",
+                local.name,
+                crate::colour::value(&value)
+            ));
         }
     }
     if let Some(rendering) = &pause.inspect {
