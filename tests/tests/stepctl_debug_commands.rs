@@ -152,6 +152,14 @@ async fn debugpy_frames_list_display_conditions_finish_until_and_completion() {
     assert!(screen.contains("(stepd) info locals"), "{screen}");
     assert!(screen.contains("(stepd) p total"), "{screen}");
 
+    // Tab completes file paths after list (from the working directory).
+    tmux.type_text("list fixtures/python/loo");
+    tmux.keys(&["Tab"]);
+    tmux.type_text(":1");
+    tmux.keys(&["Enter"]);
+    tmux.wait_count("1 | \"\"\"A function called in a loop", 1)
+        .await;
+
     // An unknown command says so; help CMD tells about one.
     tmux.type_line("jump 3");
     tmux.wait_count("unknown command \"jump\" (? lists the commands)", 1)

@@ -95,11 +95,18 @@ impl Debugger {
             },
         };
         let first = first.max(1);
-        let source = match std::fs::read_to_string(&path) {
-            Ok(source) => source,
-            Err(err) => return self.error(&format!("cannot read {path}: {err}")),
+        // The file where stepctl runs, else the excerpt the daemon sent with
+        // the stop (a daemon on another machine).
+        let (source, offset) = match std::fs::read_to_string(&path) {
+            Ok(source) => (source, 0),
+            Err(err) => match self.excerpt_of(&path) {
+                Some((first_line, text)) => (text, first_line - 1),
+                None => return self.error(&format!("cannot read {path}: {err}")),
+            },
         };
-        let lines: Vec<&str> = source.lines().collect();
+        let lines: Vec<&str> = std::iter::repeat_n("", offset as usize)
+            .chain(source.lines())
+            .collect();
         if first as usize > lines.len() {
             return self.error(&format!(
                 "line {first} is past the end of {path} ({} lines)",
@@ -124,6 +131,14 @@ impl Debugger {
         }
         self.view.list_next = Some((path, last + 1));
         self.say(out);
+    }
+
+    /// The current pause's excerpt of `path`: its first line and its text.
+    fn excerpt_of(&self, path: &str) -> Option<(u32, String)> {
+        let location = self.current_pause()?.location.as_ref()?;
+        let excerpt = location.excerpt.as_ref()?;
+        (location.path == path && excerpt.first_line > 0)
+            .then(|| (excerpt.first_line, excerpt.lines.join("\n")))
     }
 
     /// `b FILE:LINE|LINE|FUNC [if COND]`.
