@@ -2,13 +2,15 @@
 //! few RPCs; `--json` prints the protobuf JSON mapping.
 
 mod cmd;
+mod colour;
 mod connect;
 mod exit;
+mod line_editor;
 mod render;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::{
     cmd::{
@@ -107,14 +109,33 @@ enum Command {
     Break(BreakCommand),
     /// Stream events as they happen.
     Watch(WatchArgs),
-    /// Debug a session interactively: show each pause, answer with short
-    /// commands (n, i, o, c, h, t, e, bt, q, …; ? lists them).
+    /// Debug a session interactively: show each pause, answer with gdb/pdb
+    /// commands (n, s, c, finish, p, l, b, bt, up, display, ...; ? lists them).
     Debug(Box<DebugArgs>),
     /// Inspect a value page by page on the server: push, pop, pages, siblings, views, analytics, print.
     Inspect(Box<cmd::inspector::InspectArgs>),
+    /// Print a shell completion script: `source <(stepctl completion bash)`.
+    Completion {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write a man page per command (stepctl.1, stepctl-launch.1, …) into DIR.
+    Man {
+        /// Directory to write the pages into; created when missing.
+        dir: std::path::PathBuf,
+    },
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
+    // What needs no daemon is answered before connecting (which may start one).
+    match &cli.command {
+        Command::Completion { shell } => {
+            cmd::docs::completion(*shell, Cli::command());
+            return Ok(());
+        }
+        Command::Man { dir } => return cmd::docs::man_pages(Cli::command(), dir),
+        _ => {}
+    }
     let channel = connect::channel(&connect::Options {
         addr: cli.addr,
         tls_ca: cli.tls_ca,
@@ -150,6 +171,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Watch(args) => cmd::watch::run(channel, args, json).await,
         Command::Debug(args) => cmd::debug::run(channel, *args).await,
         Command::Inspect(args) => cmd::inspector::run(channel, *args, json).await,
+        Command::Completion { .. } | Command::Man { .. } => Ok(()),
     }
 }
 

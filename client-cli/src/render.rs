@@ -1,6 +1,8 @@
 //! Output: the protobuf JSON mapping for `--json`, and small helpers for the
 //! human tables.
 
+pub mod events;
+
 use std::sync::OnceLock;
 
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};

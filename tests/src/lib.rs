@@ -3,6 +3,7 @@
 //! deadlines (never sleeps).
 
 pub mod jaeger;
+pub mod tmux;
 
 use std::{
     path::{Path, PathBuf},

@@ -3,7 +3,11 @@
 //! (a C struct and array); every RPC and every bad input. Probe (JSON) values
 //! are covered by the unit tests of `server/src/inspector/`.
 
-use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, reason, source_spec, watched};
+use stepd_e2e::{
+    Daemon, Subscription, TempDir, dap, fixture, line_of, reason, source_spec,
+    tmux::{Tmux, stepctl_command},
+    watched,
+};
 use stepd_proto::v1::{
     ClearRequest, ContinueRequest, EvaluateRequest, FrameExpression, InspectRequest, InspectSource,
     InspectorConfig, NextPageRequest, NextSiblingRequest, Pause, PinValueRequest, PopRequest,
@@ -664,142 +668,67 @@ async fn a_c_struct_and_array_under_lldb_dap() {
     daemon.stop().await;
 }
 
-/// `stepctl inspect` through a real terminal: tmux runs it in a detached
-/// session, `send-keys` types commands, `capture-pane` is what a person sees.
-mod terminal {
-    use std::{
-        process::{Command, Stdio},
-        sync::atomic::{AtomicU64, Ordering},
-        time::Duration,
-    };
-
-    use stepd_e2e::{DEADLINE, stepctl_bin};
-
-    pub struct Tmux {
-        socket: String,
-    }
-
-    impl Tmux {
-        pub fn start(addr: &str, args: &[&str]) -> Self {
-            static NEXT: AtomicU64 = AtomicU64::new(0);
-            let socket = format!(
-                "stepd-insp-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            );
-            let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-            let mut words = vec![
-                "env".to_owned(),
-                quote(&format!("STEPD_ADDR={addr}")),
-                quote(stepctl_bin().to_str().unwrap()),
-            ];
-            words.extend(args.iter().map(|a| quote(a)));
-            let script = format!(
-                "{}; echo \"[stepctl exit $?]\"; exec sleep 3600",
-                words.join(" ")
-            );
-            let status = Command::new("tmux")
-                .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-                .args(["-s", "insp", "-x", "200", "-y", "50", "sh", "-c", &script])
-                .status()
-                .expect("run tmux (install it with scripts/tools)");
-            assert!(status.success(), "tmux new-session failed");
-            let tmux = Self { socket };
-            tmux.tmux(&["set-option", "-g", "history-limit", "20000"]);
-            tmux
-        }
-
-        fn tmux(&self, args: &[&str]) -> String {
-            let out = Command::new("tmux")
-                .args(["-L", &self.socket])
-                .args(args)
-                .stdin(Stdio::null())
-                .output()
-                .expect("run tmux");
-            assert!(out.status.success(), "tmux {args:?}");
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        }
-
-        pub fn type_line(&self, text: &str) {
-            self.tmux(&["send-keys", "-t", "insp", "-l", text]);
-            self.tmux(&["send-keys", "-t", "insp", "Enter"]);
-        }
-
-        pub fn screen(&self) -> String {
-            self.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", "insp"])
-        }
-
-        /// Polls the screen until `text` shows at least `n` times, within the deadline.
-        pub async fn wait(&self, text: &str, n: usize) -> String {
-            let waited = tokio::time::timeout(DEADLINE, async {
-                loop {
-                    let screen = self.screen();
-                    if screen.matches(text).count() >= n {
-                        return screen;
-                    }
-                    // Polling an external terminal: a short pause between captures.
-                    tokio::time::sleep(Duration::from_millis(25)).await;
-                }
-            })
-            .await;
-            waited.unwrap_or_else(|_| {
-                panic!("{text:?} x{n} never showed; the screen:\n{}", self.screen())
-            })
-        }
-    }
-
-    impl Drop for Tmux {
-        fn drop(&mut self) {
-            let _ = Command::new("tmux")
-                .args(["-L", &self.socket, "kill-server"])
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
+/// `stepctl inspect` through a real terminal (see `stepd_e2e::tmux`).
 #[tokio::test]
 async fn stepctl_inspect_navigates_interactively_at_a_terminal() {
     let (daemon, _sub, session, _) = biglist(&[]).await;
-    let t = terminal::Tmux::start(
+    let dir = TempDir::new("insp-term");
+    let history = dir.path().join("history");
+    let t = Tmux::start(&stepctl_command(
         &daemon.addr,
+        &history,
         &["inspect", &session, "big", "--page-size", "8"],
-    );
-    t.wait("  [7] 7", 1).await;
-    t.wait("page 1/1250000", 1).await;
-    t.wait("inspect> ", 1).await;
+    ));
+    t.wait_count("  [7] 7", 1).await;
+    t.wait_count("page 1/1250000", 1).await;
+    t.wait_count("inspect> ", 1).await;
     t.type_line("n");
-    t.wait("  [15] 15", 1).await;
+    t.wait_count("  [15] 15", 1).await;
     t.type_line("5000000");
-    t.wait("── [5000000] (int)", 1).await;
-    t.wait("Value: 5000000", 1).await;
+    t.wait_count("── [5000000] (int)", 1).await;
+    t.wait_count("Value: 5000000", 1).await;
     t.type_line("]");
-    t.wait("── [5000001] (int)", 1).await;
+    t.wait_count("── [5000001] (int)", 1).await;
     t.type_line("u");
-    t.wait("page 2/1250000", 2).await;
+    t.wait_count("page 2/1250000", 2).await;
     t.type_line("p");
-    t.wait("page 1/1250000", 2).await;
+    t.wait_count("page 1/1250000", 2).await;
     t.type_line("v");
-    t.wait("--- Table:", 1).await;
+    t.wait_count("--- Table:", 1).await;
     t.type_line("a 100");
-    t.wait("first 100 of 10000000 elements (cut off at 100)", 1)
+    t.wait_count("first 100 of 10000000 elements (cut off at 100)", 1)
         .await;
     t.type_line("10000000");
-    t.wait("index 10000000 does not exist", 1).await;
+    t.wait_count("index 10000000 does not exist", 1).await;
+    // The line editor of `stepctl debug`: Tab completes, Up recalls.
+    t.type_text("hel");
+    t.keys(&["Tab"]);
+    t.keys(&["Enter"]);
+    t.wait_count("descend into the child with index N", 1).await;
+    t.keys(&["Up", "Up"]);
+    t.keys(&["Enter"]);
+    t.wait_count("index 10000000 does not exist", 2).await;
     t.type_line("q");
-    t.wait("[stepctl exit 0]", 1).await;
+    t.wait_count("[stepctl exit 0]", 1).await;
+    let remembered = std::fs::read_to_string(&history).expect("the history file");
+    assert!(remembered.contains("help"), "{remembered}");
 
-    let t = terminal::Tmux::start(&daemon.addr, &["inspect", &session, "nested"]);
-    t.wait("'a' = [1, 2, {'b': [...]}]  #0", 1).await;
+    let t = Tmux::start(&stepctl_command(
+        &daemon.addr,
+        &history,
+        &["inspect", &session, "nested"],
+    ));
+    t.wait_count("'a' = [1, 2, {'b': [...]}]  #0", 1).await;
     t.type_line("0");
-    t.wait("── ['a'] (list)", 1).await;
+    t.wait_count("── ['a'] (list)", 1).await;
     t.type_line("print");
-    t.wait("[1, 2, {'b': [3, 4, {'c': 'deep'}]}]", 1).await;
+    t.wait_count("[1, 2, {'b': [3, 4, {'c': 'deep'}]}]", 1)
+        .await;
     t.type_line("2");
     t.type_line("view");
-    t.wait("--- Fields:", 1).await;
+    t.wait_count("--- Fields:", 1).await;
     t.type_line("quit");
-    t.wait("[stepctl exit 0]", 1).await;
+    t.wait_count("[stepctl exit 0]", 1).await;
     daemon.stop().await;
 }
 

@@ -230,6 +230,28 @@ fn row(bp: &Breakpoint) -> Vec<String> {
     ]
 }
 
+/// Every breakpoint, page by page, so the listing is whole however large it is.
+pub async fn all(
+    client: &mut BreakpointServiceClient<Channel>,
+) -> Result<Vec<Breakpoint>, tonic::Status> {
+    let mut breakpoints = Vec::new();
+    let mut request = ListBreakpointsRequest::default();
+    loop {
+        let page = client.list_breakpoints(request.clone()).await?.into_inner();
+        breakpoints.extend(page.breakpoints);
+        if page.next_page_token.is_empty() {
+            return Ok(breakpoints);
+        }
+        request.page_token = page.next_page_token;
+    }
+}
+
+/// Breakpoints as a table.
+pub fn table_text(breakpoints: &[Breakpoint]) -> String {
+    let rows: Vec<_> = breakpoints.iter().map(row).collect();
+    render::table(&["ID", "ENABLED", "WHERE", "ACTION", "WHEN", "HITS"], &rows)
+}
+
 /// Runs a breakpoint subcommand.
 pub async fn run(channel: Channel, command: BreakCommand, json: bool) -> Result<(), Failure> {
     let mut client = client!(BreakpointServiceClient, channel);
@@ -249,27 +271,16 @@ pub async fn run(channel: Channel, command: BreakCommand, json: bool) -> Result<
             }
         }
         BreakCommand::List => {
-            // Every page, so the listing is whole however large it is.
-            let mut r = ListBreakpointsResponse::default();
-            let mut request = ListBreakpointsRequest::default();
-            loop {
-                let page = client.list_breakpoints(request.clone()).await?.into_inner();
-                r.breakpoints.extend(page.breakpoints);
-                if page.next_page_token.is_empty() {
-                    break;
-                }
-                request.page_token = page.next_page_token;
-            }
+            let r = ListBreakpointsResponse {
+                breakpoints: all(&mut client).await?,
+                ..Default::default()
+            };
             if json {
                 print_json(&r);
             } else if r.breakpoints.is_empty() {
                 println!("no breakpoints");
             } else {
-                let rows: Vec<_> = r.breakpoints.iter().map(row).collect();
-                println!(
-                    "{}",
-                    render::table(&["ID", "ENABLED", "WHERE", "ACTION", "WHEN", "HITS"], &rows)
-                );
+                println!("{}", table_text(&r.breakpoints));
             }
         }
         BreakCommand::Rm { ids } => {

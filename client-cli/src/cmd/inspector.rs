@@ -6,9 +6,9 @@
 //! `--json` prints each answer in the protobuf JSON mapping, one per line.
 
 use crate::connect::client;
-use std::io::{BufRead, IsTerminal, Write};
 
 use clap::{Args, ValueEnum};
+use std::io::Write;
 use stepd_proto::v1::{
     ClearRequest, FrameExpression, InspectRequest, InspectSource, InspectorConfig, NextPageRequest,
     NextSiblingRequest, PinValueRequest, PopRequest, PreviousPageRequest, PreviousSiblingRequest,
@@ -16,12 +16,14 @@ use stepd_proto::v1::{
     TapIndexedRequest, TapValueRequest, TogglePrettyPrintRequest, ToggleViewModeRequest, ViewMode,
     inspect_source::Source, inspector_service_client::InspectorServiceClient, render_item::Item,
 };
+
 use tonic::Status;
 
 use crate::connect::Channel;
 
 use crate::{
     exit::Failure,
+    line_editor::{History, Input, Terminal, Vocabulary},
     render::{json, print_json},
 };
 
@@ -450,25 +452,61 @@ pub async fn run(channel: Channel, args: InspectArgs, json_out: bool) -> Result<
     outcome
 }
 
-/// Reads commands from stdin until EOF or `quit`; a failing command is
-/// reported and the next one read.
+/// Words Tab completes at `inspect>`.
+const WORDS: &[&str] = &[
+    "push",
+    "up",
+    "pop",
+    "next",
+    "prev",
+    "sibling",
+    "back",
+    "view",
+    "pretty",
+    "page-size",
+    "refresh",
+    "analytics",
+    "print",
+    "pin",
+    "tap",
+    "quit",
+    "exit",
+    "help",
+];
+
+/// Reads commands until EOF or `quit` (at a terminal: the line editor of
+/// `stepctl debug`, with its own history); a failing command is reported and
+/// the next one read.
 async fn interactive(session: &mut Session) -> Result<(), Failure> {
-    let tty = std::io::stdin().is_terminal();
-    let mut lines = std::io::stdin().lock().lines();
+    let mut terminal = Terminal::start(
+        History {
+            env_var: "STEPCTL_INSPECT_HISTORY",
+            file: "inspect_history",
+        },
+        Vocabulary {
+            commands: WORDS.iter().map(|w| (*w).to_owned()).collect(),
+            ..Default::default()
+        },
+    );
+    let prompt = if terminal.interactive {
+        "inspect> "
+    } else {
+        ""
+    };
     loop {
-        if tty {
-            print!("inspect> ");
-            std::io::stdout().flush().ok();
-        }
-        let Some(Ok(line)) = lines.next() else {
-            return Ok(());
+        let line = match terminal.read(prompt).await {
+            Input::Line(line) => line,
+            Input::Interrupted => continue,
+            Input::Eof => break,
         };
         match session.run(&line).await {
             Ok(Step::Continue) => {}
-            Ok(Step::Quit) => return Ok(()),
+            Ok(Step::Quit) => break,
             Err(failure) => report(&failure, session.json),
         }
     }
+    terminal.finish("");
+    Ok(())
 }
 
 fn report(failure: &Failure, json_out: bool) {

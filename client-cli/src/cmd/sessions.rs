@@ -632,7 +632,10 @@ pub fn stable_text(state: &StableState) -> String {
 
 /// "at path:line in function", then the excerpt with the current line marked.
 pub fn location_lines(location: &Location) -> Vec<String> {
-    let mut out = vec![format!("at {}", where_text(location))];
+    let mut out = vec![format!(
+        "at {}",
+        crate::colour::location(&where_text(location))
+    )];
     if let Some(excerpt) = &location.excerpt {
         let last = excerpt.first_line as usize + excerpt.lines.len().saturating_sub(1);
         let width = last.to_string().len();
@@ -643,11 +646,14 @@ pub fn location_lines(location: &Location) -> Vec<String> {
             } else {
                 "  "
             };
-            out.push(
-                format!("{marker} {n:>width$} | {text}")
-                    .trim_end()
-                    .to_owned(),
-            );
+            let line = format!("{marker} {n:>width$} | {text}")
+                .trim_end()
+                .to_owned();
+            out.push(if n == excerpt.current_line as usize {
+                crate::colour::current(&line)
+            } else {
+                line
+            });
         }
     }
     out
@@ -672,16 +678,23 @@ pub fn where_text(location: &Location) -> String {
 pub fn pause_details(pause: &Pause) -> Vec<String> {
     let mut out = Vec::new();
     if !pause.caught_msg.is_empty() {
-        out.push(format!("exception: {}", pause.caught_msg));
+        out.push(crate::colour::error(&format!(
+            "exception: {}",
+            pause.caught_msg
+        )));
     }
     if let Some(value) = &pause.debug_value {
-        out.push(format!("value: {}", display(value)));
+        out.push(format!("value: {}", crate::colour::value(&display(value))));
     }
     if !pause.locals.is_empty() {
         out.push("locals:".into());
         for local in &pause.locals {
             let value = local.value.as_ref().map(display).unwrap_or_default();
-            out.push(format!("  {} = {value}", local.name));
+            out.push(format!(
+                "  {} = {}",
+                local.name,
+                crate::colour::value(&value)
+            ));
         }
     }
     if let Some(rendering) = &pause.inspect {

@@ -4,16 +4,15 @@ use crate::connect::Channel;
 use crate::connect::client;
 use clap::Args;
 use stepd_proto::v1::{
-    BreakpointChange, Event, EventChannel, SubscribeRequest, Watch, event::Payload,
+    EventChannel, SubscribeRequest, Watch, event::Payload,
     event_service_client::EventServiceClient, subscribe_request::Message,
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 
 use crate::{
-    cmd::breakpoints::describe_location,
     exit::Failure,
-    render::{self, json},
+    render::{events, json},
 };
 
 /// Arguments of `watch`.
@@ -92,7 +91,7 @@ pub async fn run(channel: Channel, args: WatchArgs, as_json: bool) -> Result<(),
         if as_json {
             println!("{}", json(&event));
         } else {
-            println!("{}", human(&event));
+            println!("{}", events::watch_text(&event));
         }
         if !heartbeat {
             seen += 1;
@@ -102,61 +101,5 @@ pub async fn run(channel: Channel, args: WatchArgs, as_json: bool) -> Result<(),
                 return Ok(());
             }
         }
-    }
-}
-
-/// One line per event for people.
-fn human(event: &Event) -> String {
-    let time = render::timestamp(event.time.as_ref());
-    let session = if event.session_id.is_empty() {
-        String::new()
-    } else {
-        format!(" [{}]", event.session_id)
-    };
-    let text = match &event.payload {
-        Some(Payload::Snapshot(s)) => format!(
-            "snapshot at seq {}: {} sessions, {} pauses, {} breakpoints{}",
-            s.seq,
-            s.sessions.len(),
-            s.pauses.len(),
-            s.breakpoints.len(),
-            if s.more || s.part > 0 {
-                format!(
-                    " (part {}{})",
-                    s.part + 1,
-                    if s.more { ", more follow" } else { ", last" }
-                )
-            } else {
-                String::new()
-            }
-        ),
-        Some(Payload::BreakpointUpdated(u)) => {
-            let change = BreakpointChange::try_from(u.change)
-                .map(|c| render::enum_name(c.as_str_name(), "BREAKPOINT_CHANGE_"))
-                .unwrap_or_default();
-            let bp = u.breakpoint.clone().unwrap_or_default();
-            format!(
-                "breakpoint {change} {} at {}",
-                bp.id,
-                describe_location(&bp)
-            )
-        }
-        Some(Payload::Gap(g)) => format!(
-            "gap: events {}..{} lost ({}); a snapshot follows",
-            g.from_seq, g.to_seq, g.reason
-        ),
-        Some(Payload::Heartbeat(h)) => format!("heartbeat (last seq {})", h.last_seq),
-        Some(Payload::Error(e)) => format!(
-            "error {}: {}",
-            e.reason().as_str_name().trim_start_matches("ERROR_REASON_"),
-            e.message
-        ),
-        Some(Payload::Notification(n)) => format!("notification: {}", n.message),
-        _ => json(event),
-    };
-    if event.seq == 0 {
-        format!("{time}{session} {text}")
-    } else {
-        format!("{time} #{}{session} {text}", event.seq)
     }
 }

@@ -10,3 +10,4 @@ pub mod messages;
 pub mod process;
 pub mod registry;
 pub mod transport;
+pub mod version_probe;

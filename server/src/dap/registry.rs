@@ -2,19 +2,11 @@
 //! read, and whether it is usable. `Doctor` shows the result; launching uses
 //! the same lookup so the two never disagree.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Stdio,
-    time::Duration,
-};
+use std::path::{Path, PathBuf};
 
 use stepd_proto::v1::{AdapterCheck, CheckStatus};
-use tokio::process::Command;
 
-use super::kind::AdapterKind;
-
-/// How long a version probe may take before the adapter counts as broken.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+use super::{kind::AdapterKind, version_probe::run};
 
 /// gdb speaks DAP from version 14 on.
 const GDB_MIN_MAJOR: u32 = 14;
@@ -78,36 +70,6 @@ fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Runs `program args` with no stdin and a deadline; stdout+stderr on success.
-async fn run(program: &Path, args: &[&str]) -> Result<String, String> {
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(PROBE_TIMEOUT, child).await {
-        Err(_) => Err(format!(
-            "{} {} did not answer within {PROBE_TIMEOUT:?}",
-            program.display(),
-            args.join(" ")
-        )),
-        Ok(Err(err)) => Err(format!("{}: {err}", program.display())),
-        Ok(Ok(out)) if out.status.success() => Ok(format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )),
-        Ok(Ok(out)) => Err(format!(
-            "{} exited with {}: {}",
-            program.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-    }
 }
 
 fn missing(adapter: &str, searched: Vec<String>, message: &str) -> AdapterCheck {

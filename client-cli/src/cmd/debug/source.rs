@@ -1,0 +1,294 @@
+//! Source and breakpoints in `stepctl debug`: `list`, `b`, `clear`,
+//! `info breakpoints`, and `until`'s target line.
+
+use std::path::Path;
+
+use stepd_proto::v1::{
+    AddBreakpointRequest, Breakpoint, BreakpointSpec, FunctionLocation, HereCommand,
+    RemoveBreakpointRequest, SourceLocation, breakpoint_service_client::BreakpointServiceClient,
+    breakpoint_spec::Location, debug_command::Command,
+};
+
+use super::Debugger;
+use crate::{
+    cmd::breakpoints::{self, describe_location},
+    colour,
+    connect::client,
+};
+
+/// Lines `list` shows at a time.
+const LIST_LINES: u32 = 11;
+
+/// Line `line` (1-based) of a file, when it can be read.
+pub fn line_text(path: &str, line: u32) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .nth(line.checked_sub(1)? as usize)
+        .map(|l| l.trim_end().to_owned())
+}
+
+/// A FILE as typed: absolute, else found from the working directory, else
+/// beside the stopped file; from the working directory when neither has it.
+fn resolve(file: &str, beside: Option<&str>) -> String {
+    let path = Path::new(file);
+    if path.is_absolute() {
+        return file.to_owned();
+    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let from_cwd = cwd.join(path);
+    if !from_cwd.exists()
+        && let Some(dir) = beside.and_then(|b| Path::new(b).parent())
+        && dir.join(path).exists()
+    {
+        return dir.join(path).display().to_string();
+    }
+    from_cwd.display().to_string()
+}
+
+/// Where a command points: a line in a file, or a function.
+enum Place {
+    Line(String, u32),
+    Function(String),
+}
+
+impl Debugger {
+    /// The selected frame's file and line (the pause's at frame 0).
+    async fn here(&mut self) -> Option<(String, u32)> {
+        let location = match self.selected_frame().await {
+            Ok(Some((_, frame))) => frame.location,
+            _ => self.current_pause().and_then(|p| p.location.clone()),
+        }?;
+        (!location.path.is_empty()).then_some((location.path, location.line))
+    }
+
+    /// Parses LINE, FILE:LINE or FUNC.
+    async fn place(&mut self, text: &str) -> Result<Place, String> {
+        let here = self.here().await;
+        if let Ok(line) = text.parse::<u32>() {
+            let (path, _) = here.ok_or("no stopped file to take LINE in; give FILE:LINE")?;
+            return Ok(Place::Line(path, line));
+        }
+        if let Some((file, line)) = text.rsplit_once(':')
+            && let Ok(line) = line.parse::<u32>()
+        {
+            let beside = here.as_ref().map(|(p, _)| p.as_str());
+            return Ok(Place::Line(resolve(file, beside), line));
+        }
+        Ok(Place::Function(text.to_owned()))
+    }
+
+    /// `list`, `list N`, `list FILE:N`.
+    pub(super) async fn list(&mut self, arg: Option<&str>) {
+        let here = self.here().await;
+        let (path, first) = match arg {
+            None => match (&self.view.list_next, &here) {
+                (Some((path, next)), _) => (path.clone(), *next),
+                (None, Some((path, line))) => (path.clone(), line.saturating_sub(LIST_LINES / 2)),
+                (None, None) => return self.error("no stopped file; give FILE:LINE"),
+            },
+            Some(text) => match self.place(text).await {
+                Ok(Place::Line(path, line)) => (path, line.saturating_sub(LIST_LINES / 2)),
+                Ok(Place::Function(_)) => {
+                    return self.error(&format!("list takes LINE or FILE:LINE, not {text:?}"));
+                }
+                Err(message) => return self.error(&message),
+            },
+        };
+        let first = first.max(1);
+        // The file where stepctl runs, else the excerpt the daemon sent with
+        // the stop (a daemon on another machine).
+        let (source, offset) = match std::fs::read_to_string(&path) {
+            Ok(source) => (source, 0),
+            Err(err) => match self.excerpt_of(&path) {
+                Some((first_line, text)) => (text, first_line - 1),
+                None => return self.error(&format!("cannot read {path}: {err}")),
+            },
+        };
+        let lines: Vec<&str> = std::iter::repeat_n("", offset as usize)
+            .chain(source.lines())
+            .collect();
+        if first as usize > lines.len() {
+            return self.error(&format!(
+                "line {first} is past the end of {path} ({} lines)",
+                lines.len()
+            ));
+        }
+        let last = (first + LIST_LINES - 1).min(lines.len() as u32);
+        let current = here.filter(|(p, _)| *p == path).map(|(_, l)| l);
+        let width = last.to_string().len();
+        let mut out = Vec::new();
+        for n in first..=last {
+            let text = lines[n as usize - 1];
+            let marker = if Some(n) == current { "->" } else { "  " };
+            let line = format!("{marker} {n:>width$} | {text}")
+                .trim_end()
+                .to_owned();
+            out.push(if Some(n) == current {
+                colour::current(&line)
+            } else {
+                line
+            });
+        }
+        self.view.list_next = Some((path, last + 1));
+        self.say(out);
+    }
+
+    /// The current pause's excerpt of `path`: its first line and its text.
+    fn excerpt_of(&self, path: &str) -> Option<(u32, String)> {
+        let location = self.current_pause()?.location.as_ref()?;
+        let excerpt = location.excerpt.as_ref()?;
+        (location.path == path && excerpt.first_line > 0)
+            .then(|| (excerpt.first_line, excerpt.lines.join("\n")))
+    }
+
+    /// `b FILE:LINE|LINE|FUNC [if COND]`.
+    pub(super) async fn add_breakpoint(&mut self, location: &str, condition: &str) {
+        let location = match self.place(location).await {
+            Ok(Place::Line(path, line)) => Location::Source(SourceLocation {
+                path,
+                line,
+                column: 0,
+            }),
+            Ok(Place::Function(name)) => Location::Function(FunctionLocation { name }),
+            Err(message) => return self.error(&message),
+        };
+        let spec = BreakpointSpec {
+            location: Some(location),
+            condition: condition.to_owned(),
+            ..Default::default()
+        };
+        let added = client!(BreakpointServiceClient, self.channel.clone())
+            .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })
+            .await;
+        match added {
+            Ok(r) => {
+                let bp = r.into_inner().breakpoint.unwrap_or_default();
+                let when = if condition.is_empty() {
+                    String::new()
+                } else {
+                    format!(" if {condition}")
+                };
+                self.print(format!(
+                    "breakpoint {} at {}{when}",
+                    bp.id,
+                    colour::location(&describe_location(&bp))
+                ));
+                self.added.insert(bp.id);
+            }
+            Err(status) => self.error(&format!("error: {}", status.message())),
+        }
+    }
+
+    async fn all_breakpoints(&mut self) -> Option<Vec<Breakpoint>> {
+        let mut client = client!(BreakpointServiceClient, self.channel.clone());
+        match breakpoints::all(&mut client).await {
+            Ok(all) => Some(all),
+            Err(status) => {
+                self.error(&format!("error: {}", status.message()));
+                None
+            }
+        }
+    }
+
+    /// `clear ID|FILE:LINE|LINE|FUNC`, or `clear`: those on the current line.
+    pub(super) async fn clear(&mut self, arg: Option<&str>) {
+        let place = match arg {
+            Some(id) if id.starts_with("bp-") => {
+                let removed = client!(BreakpointServiceClient, self.channel.clone())
+                    .remove_breakpoint(RemoveBreakpointRequest { id: id.to_owned() })
+                    .await;
+                return match removed {
+                    Ok(_) => self.print(format!("deleted {id}")),
+                    Err(status) => self.error(&format!("error: {}", status.message())),
+                };
+            }
+            Some(text) => match self.place(text).await {
+                Ok(place) => place,
+                Err(message) => return self.error(&message),
+            },
+            None => match self.here().await {
+                Some((path, line)) => Place::Line(path, line),
+                None => return self.error("no stopped line; give FILE:LINE"),
+            },
+        };
+        let Some(all) = self.all_breakpoints().await else {
+            return;
+        };
+        let matching: Vec<String> = all
+            .iter()
+            .filter(
+                |bp| match (bp.spec.as_ref().and_then(|s| s.location.as_ref()), &place) {
+                    (Some(Location::Source(s)), Place::Line(path, line)) => {
+                        s.path == *path && s.line == *line
+                    }
+                    (Some(Location::Function(f)), Place::Function(name)) => f.name == *name,
+                    _ => false,
+                },
+            )
+            .map(|bp| bp.id.clone())
+            .collect();
+        if matching.is_empty() {
+            let what = match &place {
+                Place::Line(path, line) => format!("{path}:{line}"),
+                Place::Function(name) => format!("function {name}"),
+            };
+            return self.error(&format!("no breakpoint at {what}"));
+        }
+        for id in matching {
+            let removed = client!(BreakpointServiceClient, self.channel.clone())
+                .remove_breakpoint(RemoveBreakpointRequest { id: id.clone() })
+                .await;
+            match removed {
+                Ok(_) => self.print(format!("deleted {id}")),
+                Err(status) => self.error(&format!("error: {}", status.message())),
+            }
+        }
+    }
+
+    /// `info breakpoints`.
+    pub(super) async fn info_breakpoints(&mut self) {
+        let Some(all) = self.all_breakpoints().await else {
+            return;
+        };
+        if all.is_empty() {
+            self.print("no breakpoints".into());
+        } else {
+            self.print(breakpoints::table_text(&all));
+        }
+    }
+
+    /// `until LINE`, or `until`: the next line below the current one that
+    /// holds code; run there as HERE does (a breakpoint on the way stops first).
+    pub(super) fn until_target(&self, line: Option<u32>) -> Result<Command, String> {
+        let pause = self
+            .current_pause()
+            .ok_or("no pause pending: the program is running (pause pauses it)")?;
+        let line = match line {
+            Some(line) => line,
+            None => {
+                let location = pause.location.clone().unwrap_or_default();
+                next_code_line(&location.path, location.line).unwrap_or(location.line + 1)
+            }
+        };
+        Ok(Command::Here(HereCommand {
+            coor: Vec::new(),
+            path: String::new(),
+            line,
+            force: false,
+        }))
+    }
+}
+
+/// The first line after `line` that is neither blank nor only a comment.
+fn next_code_line(path: &str, line: u32) -> Option<u32> {
+    let source = std::fs::read_to_string(path).ok()?;
+    source
+        .lines()
+        .enumerate()
+        .skip(line as usize)
+        .find(|(_, text)| {
+            let t = text.trim();
+            !t.is_empty() && !t.starts_with('#') && !t.starts_with("//") && !t.starts_with("/*")
+        })
+        .map(|(i, _)| i as u32 + 1)
+}
