@@ -111,6 +111,11 @@ func (d *daemon) rssKiB() int {
 	return 0
 }
 
+// stage tells the operator where a long run is.
+func stage(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "fleet: "+format+"\n", args...)
+}
+
 func waitFor(what string, limit time.Duration, done func() bool) error {
 	deadline := time.Now().Add(limit)
 	for !done() {
@@ -177,6 +182,7 @@ func run(bin string, n, rate, holds int) error {
 		return err
 	}
 	connectTime := time.Since(began)
+	stage("%d probes connected in %v", n, connectTime)
 	// Let the connections settle (HTTP/2 windows, first heartbeats) before reading memory.
 	time.Sleep(2 * time.Second)
 	idle := d.rssKiB()
@@ -229,6 +235,7 @@ func run(bin string, n, rate, holds int) error {
 			}()
 		}
 	}
+	stage("holding while %d probes observe", len(others))
 	args := map[string]any{"cmd": "cat README.md"}
 	for range 100 { // warm-up
 		if _, err := holder.Hold(ctx, "tool_call", "Read", args); err != nil {
@@ -255,6 +262,7 @@ func run(bin string, n, rate, holds int) error {
 	}
 	loaded := d.rssKiB()
 
+	stage("restarting the daemon")
 	// Restart on the same address and data directory; every probe reconnects.
 	addr := d.addr
 	if err := d.stop(); err != nil {

@@ -25,6 +25,10 @@ pub const DEFAULT_SUBSCRIBER_BUFFER_BYTES: usize = 16 << 20;
 /// Bytes of events one ring keeps by default: 4,096 events of 2 KiB.
 pub const DEFAULT_RING_BYTES: usize = 8 << 20;
 
+/// Bytes of events all rings keep together by default: eight sessions' full
+/// rings, so a thousand busy probe sessions cannot take gigabytes.
+pub const DEFAULT_RING_BYTES_TOTAL: usize = 64 << 20;
+
 /// Command line of `stepd`. Every flag can also be set as `STEPD_<NAME>` or in
 /// the TOML file under the same name with underscores.
 #[derive(Debug, Parser, Default)]
@@ -84,6 +88,9 @@ pub struct Cli {
     /// Bytes of events kept per session (and for daemon-level events) for resuming subscribers.
     #[arg(long, env = "STEPD_RING_BYTES")]
     pub ring_bytes: Option<usize>,
+    /// Bytes of events all sessions' rings keep together; over it, the busiest publisher's oldest events go first.
+    #[arg(long, env = "STEPD_RING_BYTES_TOTAL")]
+    pub ring_bytes_total: Option<usize>,
     /// Most Subscribe streams open at once.
     #[arg(long, env = "STEPD_MAX_SUBSCRIBERS")]
     pub max_subscribers: Option<usize>,
@@ -166,6 +173,7 @@ struct FileConfig {
     subscriber_buffer_bytes: Option<usize>,
     ring_capacity: Option<usize>,
     ring_bytes: Option<usize>,
+    ring_bytes_total: Option<usize>,
     max_subscribers: Option<usize>,
     max_message_bytes: Option<usize>,
     drain_timeout: Option<String>,
@@ -234,6 +242,8 @@ pub struct Config {
     pub ring_capacity: usize,
     /// Ring capacity per session, in bytes.
     pub ring_bytes: usize,
+    /// Ring capacity of all sessions together, in bytes.
+    pub ring_bytes_total: usize,
     /// Subscribe streams cap.
     pub max_subscribers: usize,
     /// gRPC message size cap.
@@ -390,6 +400,11 @@ impl Config {
                 "ring-bytes",
                 cli.ring_bytes.or(file.ring_bytes),
                 DEFAULT_RING_BYTES,
+            )?,
+            ring_bytes_total: positive(
+                "ring-bytes-total",
+                cli.ring_bytes_total.or(file.ring_bytes_total),
+                DEFAULT_RING_BYTES_TOTAL,
             )?,
             max_subscribers: positive(
                 "max-subscribers",

@@ -69,7 +69,8 @@ impl Daemon {
                 config.subscriber_buffer,
                 config.ring_capacity,
             )
-            .with_ring_bytes(config.ring_bytes),
+            .with_ring_bytes(config.ring_bytes)
+            .with_ring_bytes_total(config.ring_bytes_total),
         );
         let breakpoints = Arc::new(
             Breakpoints::load(store.clone(), bus.clone())

@@ -27,12 +27,25 @@ struct Ring {
     evicted_through: u64,
 }
 
+impl Ring {
+    /// Drops the oldest event; the bytes it freed.
+    fn evict_oldest(&mut self) -> Option<usize> {
+        let old = self.events.pop_front()?;
+        let bytes = prost::Message::encoded_len(&*old);
+        self.bytes -= bytes;
+        self.evicted_through = old.seq;
+        Some(bytes)
+    }
+}
+
 #[derive(Debug)]
 struct BusState {
     last_seq: u64,
     /// Cursors below this can never be replayed (earlier instance, dropped rings).
     floor: u64,
     rings: HashMap<String, Ring>,
+    /// Encoded bytes of every ring together.
+    ring_bytes_total: usize,
     view: StateView,
 }
 
@@ -59,6 +72,9 @@ pub struct EventBus {
     live: broadcast::Sender<Arc<Event>>,
     ring_capacity: usize,
     ring_bytes: usize,
+    /// Bytes all rings may hold together: with a thousand busy sessions the
+    /// per-session bound alone would let the rings take gigabytes.
+    ring_bytes_total: usize,
     instance_id: String,
 }
 
@@ -81,11 +97,13 @@ impl EventBus {
                 last_seq: floor,
                 floor,
                 rings: HashMap::new(),
+                ring_bytes_total: 0,
                 view: StateView::default(),
             }),
             live,
             ring_capacity,
             ring_bytes: usize::MAX,
+            ring_bytes_total: usize::MAX,
             instance_id,
         }
     }
@@ -95,6 +113,14 @@ impl EventBus {
     /// for a ring that is full by count.
     pub fn with_ring_bytes(mut self, ring_bytes: usize) -> Self {
         self.ring_bytes = ring_bytes;
+        self
+    }
+
+    /// Bounds all rings together in bytes. Over it, the publishing session's
+    /// ring gives up its oldest events first (a flood pays for itself); when
+    /// it holds nothing but the new event, the largest ring does.
+    pub fn with_ring_bytes_total(mut self, total: usize) -> Self {
+        self.ring_bytes_total = total;
         self
     }
 
@@ -120,28 +146,49 @@ impl EventBus {
             payload: Some(payload),
         });
         let forgotten = state.view.apply(&event);
-        let ring = state
-            .rings
-            .entry(if session_id.is_empty() {
-                DAEMON_RING.to_owned()
-            } else {
-                session_id.to_owned()
-            })
-            .or_default();
-        ring.bytes += prost::Message::encoded_len(&*event);
+        let key = if session_id.is_empty() {
+            DAEMON_RING
+        } else {
+            session_id
+        };
+        let BusState {
+            rings,
+            ring_bytes_total,
+            floor,
+            ..
+        } = &mut *state;
+        let ring = rings.entry(key.to_owned()).or_default();
+        let bytes = prost::Message::encoded_len(&*event);
+        ring.bytes += bytes;
+        *ring_bytes_total += bytes;
         ring.events.push_back(event.clone());
         while ring.events.len() > self.ring_capacity || ring.bytes > self.ring_bytes {
-            let Some(old) = ring.events.pop_front() else {
+            let Some(freed) = ring.evict_oldest() else {
                 break;
             };
-            ring.bytes -= prost::Message::encoded_len(&*old);
-            ring.evicted_through = old.seq;
+            *ring_bytes_total -= freed;
+        }
+        while *ring_bytes_total > self.ring_bytes_total {
+            let own = rings.get_mut(key).filter(|r| r.events.len() > 1);
+            let victim = match own {
+                Some(ring) => ring,
+                None => match rings.values_mut().max_by_key(|r| r.bytes) {
+                    Some(ring) => ring,
+                    None => break,
+                },
+            };
+            let Some(freed) = victim.evict_oldest() else {
+                break;
+            };
+            *ring_bytes_total -= freed;
         }
         if let Some(old) = forgotten
-            && let Some(ring) = state.rings.remove(&old)
-            && let Some(last) = ring.events.back()
+            && let Some(ring) = rings.remove(&old)
         {
-            state.floor = state.floor.max(last.seq);
+            *ring_bytes_total -= ring.bytes;
+            if let Some(last) = ring.events.back() {
+                *floor = (*floor).max(last.seq);
+            }
         }
         // No receivers is fine: nobody is subscribed.
         let _ = self.live.send(event.clone());
@@ -272,6 +319,47 @@ mod tests {
     fn note(bus: &EventBus, sid: &str) -> u64 {
         bus.publish(sid, Payload::Notification(Notification::default()))
             .seq
+    }
+
+    fn message(bus: &EventBus, sid: &str, bytes: usize) -> u64 {
+        bus.publish(
+            sid,
+            Payload::Notification(Notification {
+                message: "x".repeat(bytes),
+                ..Default::default()
+            }),
+        )
+        .seq
+    }
+
+    #[test]
+    fn all_rings_together_are_bounded_and_a_flood_pays_for_itself() {
+        let bus = EventBus::new("i".into(), 1, 16, 100)
+            .with_ring_bytes(1 << 20)
+            .with_ring_bytes_total(20_000);
+        let quiet = message(&bus, "quiet", 3_000);
+        for _ in 0..50 {
+            message(&bus, "flood", 3_000);
+        }
+        let state = bus.lock();
+        assert!(
+            state.ring_bytes_total <= 20_000,
+            "{}",
+            state.ring_bytes_total
+        );
+        let sum: usize = state.rings.values().map(|r| r.bytes).sum();
+        assert_eq!(sum, state.ring_bytes_total);
+        // The quiet session keeps its event; the flood lost its own oldest.
+        assert_eq!(state.rings["quiet"].events[0].seq, quiet);
+        assert_eq!(state.rings["quiet"].evicted_through, 0);
+        assert!(state.rings["flood"].evicted_through > quiet);
+        drop(state);
+        // A new session whose first event does not fit takes from the largest.
+        message(&bus, "third", 3_000);
+        let state = bus.lock();
+        assert!(state.ring_bytes_total <= 20_000);
+        assert_eq!(state.rings["third"].events.len(), 1);
+        assert_eq!(state.rings["quiet"].events.len(), 1);
     }
 
     #[test]
