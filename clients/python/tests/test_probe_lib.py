@@ -432,7 +432,10 @@ def test_the_daemon_restarts_while_a_probe_is_connected(tmp_path: Path) -> None:
     addr = f"127.0.0.1:{port}"
     proc = _start_fixed(tmp_path, port)
     try:
-        with stepd.Client(addr) as c, stepd.probe.connect(name="restart", labels={"run": "r"}, addr=addr) as p:
+        # Released at once when the stream drops (the explicit option; by
+        # default the hold would wait for the daemon and be re-reported).
+        probe = stepd.probe.connect(name="restart", labels={"run": "r"}, addr=addr, release_on_disconnect=True)
+        with stepd.Client(addr) as c, probe as p:
             w = Watcher(c)
             arm(c, p, probe_kind="k")
             first_session = p.session_id

@@ -1,0 +1,282 @@
+//! Rollouts lose no decision: a Python and a Go probe program each held at a
+//! point keep waiting while the daemon restarts (SIGTERM or SIGKILL), re-report
+//! their holds to the new daemon, and are answered there; a program that chose
+//! to go on at once, or whose daemon never comes back, goes on with its value.
+
+use std::time::{Duration, Instant};
+
+use stepd_e2e::{DEADLINE, Daemon, Program, Subscription, TempDir, dap, fixture};
+use stepd_proto::v1::{
+    BreakpointSpec, InjectCommand, ListBreakpointsRequest, ListPausesRequest, Pause, Watch,
+    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
+    debug_command::Command, event::Payload, inject_command::Replacement,
+    session_service_client::SessionServiceClient,
+};
+
+fn bash_breakpoint() -> BreakpointSpec {
+    BreakpointSpec {
+        location: Some(Location::Probe(stepd_proto::v1::ProbeMatch {
+            point_kind: "tool_call".into(),
+            name_glob: "Bash".into(),
+        })),
+        ..Default::default()
+    }
+}
+
+/// The Python and the Go held-probe programs, connected to `addr` with `flags`.
+fn programs(addr: &str, flags: &[&str]) -> (Program, Program) {
+    let mut python = Program::python(&fixture("python/held_probe.py"), flags);
+    python.env("STEPD_ADDR", addr);
+    let go = fixture("build/go-heldprobe");
+    assert!(
+        go.is_file(),
+        "{} is missing: run scripts/build-fixtures",
+        go.display()
+    );
+    let mut go = tokio::process::Command::new(go);
+    go.args(flags).env("STEPD_ADDR", addr);
+    (Program::spawn(python), Program::spawn(go))
+}
+
+/// Waits until both programs are connected and their pauses open; returns
+/// the pauses, the Python one first.
+async fn both_held(sub: &mut Subscription, python: &mut Program, go: &mut Program) -> [Pause; 2] {
+    assert!(python.line().await.starts_with("session "));
+    assert!(go.line().await.starts_with("session "));
+    held(sub).await
+}
+
+/// The two programs' pauses, as `stopped` events (or a snapshot) tell them,
+/// told apart by the language in their payload: Python first.
+async fn held(sub: &mut Subscription) -> [Pause; 2] {
+    let mut found: [Option<Pause>; 2] = [None, None];
+    while found.iter().any(Option::is_none) {
+        let event = sub.wait_for("a probe's pause", |_| true).await;
+        let pauses = match event.payload {
+            Some(Payload::Stopped(s)) => s.pause.into_iter().collect(),
+            Some(Payload::Snapshot(s)) => s.pauses,
+            _ => Vec::new(),
+        };
+        for pause in pauses {
+            match payload(&pause)["lang"].as_str() {
+                Some("python") => found[0] = Some(pause),
+                Some("go") => found[1] = Some(pause),
+                _ => {}
+            }
+        }
+    }
+    found.map(Option::unwrap)
+}
+
+/// The pause's payload as JSON text.
+fn payload(pause: &Pause) -> serde_json::Value {
+    let value = pause
+        .point
+        .as_ref()
+        .and_then(|p| p.payload.clone())
+        .expect("a payload");
+    stepd_e2e_json(&value)
+}
+
+fn stepd_e2e_json(value: &prost_types::Value) -> serde_json::Value {
+    use prost_types::value::Kind;
+    match value.kind.as_ref() {
+        Some(Kind::StringValue(s)) => serde_json::Value::String(s.clone()),
+        Some(Kind::NumberValue(n)) => serde_json::json!(n),
+        Some(Kind::BoolValue(b)) => serde_json::Value::Bool(*b),
+        Some(Kind::StructValue(s)) => serde_json::Value::Object(
+            s.fields
+                .iter()
+                .map(|(k, v)| (k.clone(), stepd_e2e_json(v)))
+                .collect(),
+        ),
+        Some(Kind::ListValue(l)) => {
+            serde_json::Value::Array(l.values.iter().map(stepd_e2e_json).collect())
+        }
+        _ => serde_json::Value::Null,
+    }
+}
+
+fn text(s: &str) -> prost_types::Value {
+    prost_types::Value {
+        kind: Some(prost_types::value::Kind::StringValue(s.into())),
+    }
+}
+
+/// Restarts a daemon holding a Python and a Go probe with `signal`, and
+/// checks that both holds come back and are answered on the new daemon.
+async fn holds_survive_a_restart(signal: &str) {
+    let dir = TempDir::new("rollout");
+    let old = Daemon::start_in(dir.path(), &["--no-unix-socket"]).await;
+    let breakpoint = dap::add_breakpoint(&old, bash_breakpoint()).await;
+    let mut sub = Subscription::open(old.channel().await, Watch::default()).await;
+    let first = sub.next().await;
+    let Some(Payload::Snapshot(snapshot)) = first.payload else {
+        panic!("a snapshot first, got {first:?}")
+    };
+    let (mut python, mut go) = programs(&old.addr, &[]);
+    let before = both_held(&mut sub, &mut python, &mut go).await;
+    let mut cursor = snapshot.seq;
+
+    let addr = old.addr.clone();
+    let mut old = old;
+    old.signal(signal);
+    if signal == "TERM" {
+        // The subscriber is told to reconnect before its stream ends.
+        let told = sub
+            .wait_for("a reconnect event", |e| {
+                if e.seq > 0 {
+                    cursor = cursor.max(e.seq);
+                }
+                matches!(e.payload, Some(Payload::Reconnect(_)))
+            })
+            .await;
+        assert_eq!(told.seq, 0, "stream-local: {told:?}");
+    }
+    old.wait_exit(DEADLINE).await;
+    drop(sub);
+
+    let new = Daemon::spawn(
+        Daemon::command_on(dir.path(), &addr, &["--no-unix-socket"]),
+        dir.path(),
+    )
+    .await;
+    let mut watch = Subscription::open(new.channel().await, Watch::default()).await;
+    let after = held(&mut watch).await;
+    // Listed again, with their payloads, one per program.
+    let listed = SessionServiceClient::new(new.channel().await)
+        .list_pauses(ListPausesRequest::default())
+        .await
+        .expect("list pauses")
+        .into_inner()
+        .pauses;
+    assert_eq!(listed.len(), 2, "{listed:#?}");
+    for (was, is) in before.iter().zip(&after) {
+        assert_eq!(payload(was), payload(is));
+        assert_eq!(was.original_id, is.original_id, "the probe's hit id");
+        // Held since the first hold (the program's clock, not the daemon's).
+        let (was_at, is_at) = (was.created_at.unwrap(), is.created_at.unwrap());
+        assert!(
+            (was_at.seconds - is_at.seconds).abs() <= 1,
+            "{was_at:?} vs {is_at:?}"
+        );
+        assert_eq!(was.breakpoint_ids, vec![breakpoint.clone()]);
+        assert_eq!(is.breakpoint_ids, was.breakpoint_ids);
+        assert!(listed.iter().any(|l| l.key == is.key), "{listed:#?}");
+    }
+    // A subscriber resuming from the old daemon's cursor gets a gap, then a
+    // snapshot naming the re-reported pauses.
+    let mut resumed = Subscription::open(
+        new.channel().await,
+        Watch {
+            resume_after_seq: cursor,
+            resume_instance_id: snapshot.instance_id.clone(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let gap = resumed.next().await;
+    assert!(matches!(gap.payload, Some(Payload::Gap(_))), "{gap:?}");
+    let again = resumed.next().await;
+    let Some(Payload::Snapshot(again)) = again.payload else {
+        panic!("a snapshot after the gap, got {again:?}")
+    };
+    for pause in &after {
+        assert!(
+            again.pauses.iter().any(|p| p.key == pause.key),
+            "{:#?}",
+            again.pauses
+        );
+    }
+    // The breakpoint was stored; the re-reports did not count as hits.
+    let breakpoints = BreakpointServiceClient::new(new.channel().await)
+        .list_breakpoints(ListBreakpointsRequest::default())
+        .await
+        .expect("list breakpoints")
+        .into_inner()
+        .breakpoints;
+    assert_eq!(breakpoints.len(), 1);
+    assert_eq!(breakpoints[0].id, breakpoint);
+    if signal == "TERM" {
+        assert_eq!(breakpoints[0].hit_count, 2, "{:?}", breakpoints[0]);
+    }
+
+    for (pause, lang) in after.iter().zip(["python", "go"]) {
+        let injected = prost_types::Value {
+            kind: Some(prost_types::value::Kind::StructValue(prost_types::Struct {
+                fields: [
+                    ("cmd".to_owned(), text("injected")),
+                    ("lang".to_owned(), text(lang)),
+                ]
+                .into(),
+            })),
+        };
+        dap::answer(
+            &new,
+            &pause.key,
+            Command::Inject(InjectCommand {
+                replacement: Some(Replacement::Value(injected)),
+            }),
+        )
+        .await
+        .expect("inject");
+    }
+    assert_eq!(
+        python.line().await,
+        r#"result {"cmd": "injected", "lang": "python"}"#
+    );
+    assert_eq!(go.line().await, r#"result {"cmd":"injected","lang":"go"}"#);
+    new.stop().await;
+}
+
+#[tokio::test]
+async fn held_probes_are_answered_after_a_sigterm_restart() {
+    holds_survive_a_restart("TERM").await;
+}
+
+#[tokio::test]
+async fn held_probes_are_answered_after_a_sigkill_restart() {
+    holds_survive_a_restart("KILL").await;
+}
+
+/// Kills the daemon holding both programs started with `flags`, and returns
+/// them with the time of the kill.
+async fn held_then_killed(flags: &[&str]) -> (Program, Program, Instant) {
+    let daemon = Daemon::start(&["--no-unix-socket"]).await;
+    dap::add_breakpoint(&daemon, bash_breakpoint()).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let (mut python, mut go) = programs(&daemon.addr, flags);
+    both_held(&mut sub, &mut python, &mut go).await;
+    let mut daemon = daemon;
+    daemon.signal("KILL");
+    daemon.wait_exit(DEADLINE).await;
+    (python, go, Instant::now())
+}
+
+#[tokio::test]
+async fn release_on_disconnect_goes_on_at_once_with_the_original_value() {
+    let (mut python, mut go, _) = held_then_killed(&["--release-on-disconnect"]).await;
+    assert_eq!(
+        python.line_within(Duration::from_secs(5)).await,
+        r#"result {"cmd": "ls", "lang": "python"}"#
+    );
+    assert_eq!(
+        go.line_within(Duration::from_secs(5)).await,
+        r#"result {"cmd":"ls","lang":"go"}"#
+    );
+}
+
+#[tokio::test]
+async fn a_hold_goes_on_when_no_daemon_comes_back_within_the_reconnect_deadline() {
+    let (mut python, mut go, killed) = held_then_killed(&["--reconnect-deadline", "3"]).await;
+    assert_eq!(
+        python.line().await,
+        r#"result {"cmd": "ls", "lang": "python"}"#
+    );
+    assert_eq!(go.line().await, r#"result {"cmd":"ls","lang":"go"}"#);
+    assert!(
+        killed.elapsed() >= Duration::from_secs(3),
+        "released after {:?}",
+        killed.elapsed()
+    );
+}
