@@ -2,6 +2,8 @@
 //! loopback port with a private data directory, and helps read events with
 //! deadlines (never sleeps).
 
+pub mod haproxy;
+pub mod held;
 pub mod jaeger;
 
 use std::{
@@ -255,11 +257,15 @@ impl Subscription {
 
     /// The next event, or None when the stream ended.
     pub async fn try_next(&mut self) -> Option<Event> {
+        self.next_or_error().await.expect("stream error")
+    }
+
+    /// The next event, None when the stream ended, or how it failed.
+    pub async fn next_or_error(&mut self) -> Result<Option<Event>, tonic::Status> {
         tokio::time::timeout(DEADLINE, self.rx.message())
             .await
             .expect("no event before the deadline")
-            .expect("stream error")
-            .map(|r| r.event.expect("response carries an event"))
+            .map(|r| r.map(|r| r.event.expect("response carries an event")))
     }
 
     /// Sends a client message.

@@ -5,110 +5,22 @@
 
 use std::time::{Duration, Instant};
 
-use stepd_e2e::{DEADLINE, Daemon, Program, Subscription, TempDir, dap, fixture};
+use stepd_e2e::{
+    DEADLINE, Daemon, Program, Subscription, TempDir, dap,
+    held::{both_held, held, inject, payload, programs},
+};
 use stepd_proto::v1::{
-    BreakpointSpec, InjectCommand, ListBreakpointsRequest, ListPausesRequest, Pause, Watch,
-    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
-    debug_command::Command, event::Payload, inject_command::Replacement,
+    ListBreakpointsRequest, ListPausesRequest, Watch,
+    breakpoint_service_client::BreakpointServiceClient, event::Payload,
     session_service_client::SessionServiceClient,
 };
-
-fn bash_breakpoint() -> BreakpointSpec {
-    BreakpointSpec {
-        location: Some(Location::Probe(stepd_proto::v1::ProbeMatch {
-            point_kind: "tool_call".into(),
-            name_glob: "Bash".into(),
-        })),
-        ..Default::default()
-    }
-}
-
-/// The Python and the Go held-probe programs, connected to `addr` with `flags`.
-fn programs(addr: &str, flags: &[&str]) -> (Program, Program) {
-    let mut python = Program::python(&fixture("python/held_probe.py"), flags);
-    python.env("STEPD_ADDR", addr);
-    let go = fixture("build/go-heldprobe");
-    assert!(
-        go.is_file(),
-        "{} is missing: run scripts/build-fixtures",
-        go.display()
-    );
-    let mut go = tokio::process::Command::new(go);
-    go.args(flags).env("STEPD_ADDR", addr);
-    (Program::spawn(python), Program::spawn(go))
-}
-
-/// Waits until both programs are connected and their pauses open; returns
-/// the pauses, the Python one first.
-async fn both_held(sub: &mut Subscription, python: &mut Program, go: &mut Program) -> [Pause; 2] {
-    assert!(python.line().await.starts_with("session "));
-    assert!(go.line().await.starts_with("session "));
-    held(sub).await
-}
-
-/// The two programs' pauses, as `stopped` events (or a snapshot) tell them,
-/// told apart by the language in their payload: Python first.
-async fn held(sub: &mut Subscription) -> [Pause; 2] {
-    let mut found: [Option<Pause>; 2] = [None, None];
-    while found.iter().any(Option::is_none) {
-        let event = sub.wait_for("a probe's pause", |_| true).await;
-        let pauses = match event.payload {
-            Some(Payload::Stopped(s)) => s.pause.into_iter().collect(),
-            Some(Payload::Snapshot(s)) => s.pauses,
-            _ => Vec::new(),
-        };
-        for pause in pauses {
-            match payload(&pause)["lang"].as_str() {
-                Some("python") => found[0] = Some(pause),
-                Some("go") => found[1] = Some(pause),
-                _ => {}
-            }
-        }
-    }
-    found.map(Option::unwrap)
-}
-
-/// The pause's payload as JSON text.
-fn payload(pause: &Pause) -> serde_json::Value {
-    let value = pause
-        .point
-        .as_ref()
-        .and_then(|p| p.payload.clone())
-        .expect("a payload");
-    stepd_e2e_json(&value)
-}
-
-fn stepd_e2e_json(value: &prost_types::Value) -> serde_json::Value {
-    use prost_types::value::Kind;
-    match value.kind.as_ref() {
-        Some(Kind::StringValue(s)) => serde_json::Value::String(s.clone()),
-        Some(Kind::NumberValue(n)) => serde_json::json!(n),
-        Some(Kind::BoolValue(b)) => serde_json::Value::Bool(*b),
-        Some(Kind::StructValue(s)) => serde_json::Value::Object(
-            s.fields
-                .iter()
-                .map(|(k, v)| (k.clone(), stepd_e2e_json(v)))
-                .collect(),
-        ),
-        Some(Kind::ListValue(l)) => {
-            serde_json::Value::Array(l.values.iter().map(stepd_e2e_json).collect())
-        }
-        _ => serde_json::Value::Null,
-    }
-}
-
-fn text(s: &str) -> prost_types::Value {
-    prost_types::Value {
-        kind: Some(prost_types::value::Kind::StringValue(s.into())),
-    }
-}
 
 /// Restarts a daemon holding a Python and a Go probe with `signal`, and
 /// checks that both holds come back and are answered on the new daemon.
 async fn holds_survive_a_restart(signal: &str) {
     let dir = TempDir::new("rollout");
     let old = Daemon::start_in(dir.path(), &["--no-unix-socket"]).await;
-    let breakpoint = dap::add_breakpoint(&old, bash_breakpoint()).await;
+    let breakpoint = dap::add_breakpoint(&old, stepd_e2e::held::bash_breakpoint()).await;
     let mut sub = Subscription::open(old.channel().await, Watch::default()).await;
     let first = sub.next().await;
     let Some(Payload::Snapshot(snapshot)) = first.payload else {
@@ -202,24 +114,7 @@ async fn holds_survive_a_restart(signal: &str) {
     }
 
     for (pause, lang) in after.iter().zip(["python", "go"]) {
-        let injected = prost_types::Value {
-            kind: Some(prost_types::value::Kind::StructValue(prost_types::Struct {
-                fields: [
-                    ("cmd".to_owned(), text("injected")),
-                    ("lang".to_owned(), text(lang)),
-                ]
-                .into(),
-            })),
-        };
-        dap::answer(
-            &new,
-            &pause.key,
-            Command::Inject(InjectCommand {
-                replacement: Some(Replacement::Value(injected)),
-            }),
-        )
-        .await
-        .expect("inject");
+        inject(&new, pause, lang).await;
     }
     assert_eq!(
         python.line().await,
@@ -243,7 +138,7 @@ async fn held_probes_are_answered_after_a_sigkill_restart() {
 /// them with the time of the kill.
 async fn held_then_killed(flags: &[&str]) -> (Program, Program, Instant) {
     let daemon = Daemon::start(&["--no-unix-socket"]).await;
-    dap::add_breakpoint(&daemon, bash_breakpoint()).await;
+    dap::add_breakpoint(&daemon, stepd_e2e::held::bash_breakpoint()).await;
     let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
     let (mut python, mut go) = programs(&daemon.addr, flags);
     both_held(&mut sub, &mut python, &mut go).await;
