@@ -8,9 +8,11 @@ use std::time::Duration;
 use stepd_e2e::{
     Daemon, Subscription, dap,
     haproxy::Haproxy,
-    held::{bash_breakpoint, both_held, inject, programs},
+    held::{bash_breakpoint, both_held, held, inject, programs},
 };
-use stepd_proto::v1::{Watch, event::Payload};
+use stepd_proto::v1::{
+    ListPausesRequest, Watch, event::Payload, session_service_client::SessionServiceClient,
+};
 use tonic::transport::Channel;
 
 /// The proxy's idle timeouts.
@@ -125,4 +127,23 @@ async fn haproxy_cuts_a_held_probe_whose_heartbeats_are_longer_than_its_timeout(
         e.session_id == first.session_id && matches!(e.payload, Some(Payload::SessionEnded(_)))
     })
     .await;
+    // Both programs kept waiting, reconnected through the proxy and
+    // re-reported their holds: one pause each, answered there.
+    let again = held(&mut sub).await;
+    assert_ne!(again[0].session_id, first.session_id);
+    let listed = SessionServiceClient::new(daemon.channel().await)
+        .list_pauses(ListPausesRequest::default())
+        .await
+        .expect("list pauses")
+        .into_inner()
+        .pauses;
+    assert_eq!(listed.len(), 2, "one pause per program: {listed:#?}");
+    for (pause, lang) in again.iter().zip(["python", "go"]) {
+        inject(&daemon, pause, lang).await;
+    }
+    assert_eq!(
+        python.line().await,
+        r#"result {"cmd": "injected", "lang": "python"}"#
+    );
+    assert_eq!(go.line().await, r#"result {"cmd":"injected","lang":"go"}"#);
 }
