@@ -23,8 +23,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Event categories a Watch can select. Snapshot, gap, heartbeat, reconnect and error
-// events are always delivered.
+// Event categories a Watch can select. Snapshot, gap, heartbeat, reconnect
+// and error events are always delivered.
 type EventChannel int32
 
 const (

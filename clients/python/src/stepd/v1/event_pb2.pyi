@@ -50,8 +50,8 @@ class _EventChannelEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventCha
     """notification."""
 
 class EventChannel(_EventChannel, metaclass=_EventChannelEnumTypeWrapper):
-    """Event categories a Watch can select. Snapshot, gap, heartbeat, reconnect and error
-    events are always delivered.
+    """Event categories a Watch can select. Snapshot, gap, heartbeat, reconnect
+    and error events are always delivered.
     """
 
 EVENT_CHANNEL_UNSPECIFIED: EventChannel.ValueType  # 0
