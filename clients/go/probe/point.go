@@ -183,7 +183,9 @@ type outcome struct {
 // float64, bool or nil). The error is ErrSkipped (do not perform the held
 // call), ErrStopped (stop), or ctx's error when ctx ends while held; the
 // hold is then withdrawn, so its pause resolves with by "withdrawn" and no
-// client can answer it any more.
+// client can answer it any more. A hold in progress when the stream drops
+// keeps waiting and is re-reported after the probe reconnects (see
+// Options.ReleaseOnDisconnect and Options.ReconnectDeadline).
 func (p *Probe) Hold(ctx context.Context, kind, name string, value any, opts ...HoldOption) (any, error) {
 	if p == nil {
 		return value, nil

@@ -1306,6 +1306,15 @@ def connect(
     :mod:`stepd.probe`). The keyword option ``traceparent`` is the span the
     probe's session is a child of; by default the current OpenTelemetry span
     (when the API is importable), else ``$TRACEPARENT``.
+
+    A hold in progress when the stream drops keeps waiting and is reported
+    again to the daemon the probe reconnects to (a restarted one or another
+    instance), where it can be answered; it goes on with its original value
+    when its hold limit passes or no daemon welcomed the probe within
+    ``reconnect_deadline`` seconds (60). ``release_on_disconnect=True`` makes
+    it go on at once instead. ``heartbeat`` is the interval, in seconds, of
+    heartbeats on a quiet stream (default: the daemon's), for proxies that
+    cut idle streams.
     """
     probe = Probe(name, labels, addr, eval, **options)
     if wait > 0:
