@@ -290,9 +290,12 @@ impl ProbeSession {
             hold_limit: prost_types::Duration::try_from(self.hold_limit).ok(),
             heartbeat_interval: prost_types::Duration::try_from(self.heartbeat).ok(),
         }));
+        // One timer for the session, moved on only when it fires: a busy
+        // stream pays nothing for its heartbeats.
+        let heartbeat = tokio::time::sleep(self.heartbeat);
+        tokio::pin!(heartbeat);
         while !self.ended {
             let deadline = self.next_deadline();
-            let heartbeat_at = self.heartbeat_at();
             tokio::select! {
                 message = inbound.next() => match message {
                     Some(Ok(request)) => self.on_probe(request).await,
@@ -305,8 +308,11 @@ impl ProbeSession {
                 Some(command) = self.commands.recv() => self.on_command(command).await,
                 Some(answer) = self.answers.recv() => answer::answer(&mut self, answer).await,
                 () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => self.on_deadline().await,
-                () = sleep_until(heartbeat_at) => {
-                    self.send(Out::Heartbeat(HeartbeatEvent { last_seq: self.ctx.bus.last_seq() }));
+                () = &mut heartbeat => {
+                    if self.heartbeat_at() <= Instant::now() {
+                        self.send(Out::Heartbeat(HeartbeatEvent { last_seq: self.ctx.bus.last_seq() }));
+                    }
+                    heartbeat.as_mut().reset(self.heartbeat_at());
                 }
             }
         }
