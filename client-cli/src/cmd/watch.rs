@@ -146,6 +146,7 @@ fn human(event: &Event) -> String {
             g.from_seq, g.to_seq, g.reason
         ),
         Some(Payload::Heartbeat(h)) => format!("heartbeat (last seq {})", h.last_seq),
+        Some(Payload::Reconnect(r)) => format!("reconnect: {}", r.reason),
         Some(Payload::Error(e)) => format!(
             "error {}: {}",
             e.reason().as_str_name().trim_start_matches("ERROR_REASON_"),
