@@ -186,3 +186,70 @@ async fn a_hold_goes_on_when_no_daemon_comes_back_within_the_reconnect_deadline(
         killed.elapsed()
     );
 }
+
+#[tokio::test]
+async fn sigterm_turns_health_not_serving_and_tells_probes_to_reconnect() {
+    use stepd_proto::v1::{
+        ConnectRequest, Hello, connect_request::Message as In, connect_response::Message as Out,
+        probe_service_client::ProbeServiceClient,
+    };
+    use tonic_health::pb::{
+        HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+    };
+    let mut daemon = Daemon::start(&["--no-unix-socket"]).await;
+    let mut health = HealthClient::new(daemon.channel().await)
+        .watch(HealthCheckRequest {
+            service: "stepd.v1.ProbeService".into(),
+        })
+        .await
+        .expect("health watch")
+        .into_inner();
+    let status = |m: Option<tonic_health::pb::HealthCheckResponse>| m.expect("a status").status;
+    assert_eq!(
+        status(health.message().await.unwrap()),
+        ServingStatus::Serving as i32
+    );
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(ConnectRequest {
+        message: Some(In::Hello(Hello {
+            name: "raw".into(),
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut probe = ProbeServiceClient::new(daemon.channel().await)
+        .connect(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("connect")
+        .into_inner();
+    let next = |m: Option<stepd_proto::v1::ConnectResponse>| m.and_then(|m| m.message);
+    assert!(matches!(
+        next(probe.message().await.unwrap()),
+        Some(Out::Welcome(_))
+    ));
+    daemon.signal("TERM");
+    let told = tokio::time::timeout(DEADLINE, async {
+        loop {
+            match next(probe.message().await.expect("the stream ends cleanly")) {
+                Some(Out::Reconnect(r)) => return r,
+                Some(_) => {}
+                None => panic!("the stream ended without Reconnect"),
+            }
+        }
+    })
+    .await
+    .expect("Reconnect in time");
+    assert!(told.reason.contains("shutting down"), "{told:?}");
+    assert_eq!(
+        status(
+            tokio::time::timeout(DEADLINE, health.message())
+                .await
+                .expect("a health change in time")
+                .unwrap()
+        ),
+        ServingStatus::NotServing as i32
+    );
+    drop(tx);
+    assert!(daemon.wait_exit(DEADLINE).await.success());
+}
