@@ -419,7 +419,7 @@ func (p *Probe) session() bool {
 	case <-p.closing:
 	default:
 		if !p.opts.ReleaseOnDisconnect {
-			go p.reap(time.Now())
+			go p.reap(time.Now(), gen)
 			break
 		}
 		p.release(func(*waiter) bool { return true })
@@ -446,16 +446,17 @@ func (p *Probe) release(pick func(*waiter) bool) {
 	}
 }
 
-// reap runs while the probe is disconnected since lost: it releases each
-// held point once its hold limit passed, and all of them at the reconnect
-// deadline; it stops when the probe reconnects or closes.
-func (p *Probe) reap(lost time.Time) {
+// reap runs while the probe is disconnected since lost, the end of
+// connection gen: it releases each held point once its hold limit passed,
+// and all of them at the reconnect deadline; it stops when the probe
+// reconnects (a later loss has a reaper of its own) or closes.
+func (p *Probe) reap(lost time.Time, gen uint64) {
 	giveUp := lost.Add(p.opts.ReconnectDeadline)
 	for {
 		p.mu.Lock()
 		connected, changed, limit := p.conn != nil, p.changed, p.holdLimit
 		p.mu.Unlock()
-		if connected {
+		if connected || p.gen.Load() != gen {
 			return
 		}
 		now := time.Now()
@@ -477,6 +478,9 @@ func (p *Probe) reap(lost time.Time) {
 		case <-timer.C:
 		case <-changed:
 		case <-p.closing:
+			// run releases what is left as it returns.
+			timer.Stop()
+			return
 		}
 		timer.Stop()
 	}
