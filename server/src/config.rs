@@ -73,7 +73,7 @@ pub struct Cli {
     /// Log format: "text" or "json". Filter with RUST_LOG.
     #[arg(long, env = "STEPD_LOG_FORMAT")]
     pub log_format: Option<String>,
-    /// Interval of heartbeats on quiet Subscribe streams, e.g. "30s".
+    /// Interval of heartbeats on quiet Subscribe and probe streams, e.g. "30s".
     #[arg(long, env = "STEPD_HEARTBEAT_INTERVAL")]
     pub heartbeat_interval: Option<String>,
     /// Events a subscriber may lag behind before it gets a gap and a fresh snapshot.

@@ -95,6 +95,7 @@ impl Daemon {
             request_timeout: config.adapter_timeout,
             hold_limit: config.hold_limit,
             max_probe_pauses: config.max_probe_pauses,
+            heartbeat_interval: config.heartbeat_interval,
             redactor: redactor.clone(),
         };
         let sessions = Sessions::with_slots(Slots::with_total(

@@ -2,6 +2,8 @@
 //! loopback port with a private data directory, and helps read events with
 //! deadlines (never sleeps).
 
+pub mod haproxy;
+pub mod held;
 pub mod jaeger;
 pub mod tmux;
 
@@ -166,11 +168,16 @@ impl Daemon {
 
     /// The command that starts stepd (stdout piped for the ready line).
     pub fn command(data_dir: &Path, args: &[&str]) -> Command {
+        Self::command_on(data_dir, "127.0.0.1:0", args)
+    }
+
+    /// [`Daemon::command`] on a given TCP address (a restart on the same one).
+    pub fn command_on(data_dir: &Path, listen: &str, args: &[&str]) -> Command {
         let mut command = Command::new(stepd_bin());
         command
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(args)
             .env(
                 "RUST_LOG",
@@ -203,12 +210,17 @@ impl Daemon {
 
     /// Stops the daemon with SIGTERM and waits for it.
     pub async fn stop(mut self) {
+        self.signal("TERM");
+        self.wait_exit(DEADLINE).await;
+    }
+
+    /// Sends the process a signal by name ("TERM", "KILL").
+    pub fn signal(&self, name: &str) {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
+                .args([&format!("-{name}"), &pid.to_string()])
                 .status();
         }
-        self.wait_exit(DEADLINE).await;
     }
 }
 
@@ -246,11 +258,15 @@ impl Subscription {
 
     /// The next event, or None when the stream ended.
     pub async fn try_next(&mut self) -> Option<Event> {
+        self.next_or_error().await.expect("stream error")
+    }
+
+    /// The next event, None when the stream ended, or how it failed.
+    pub async fn next_or_error(&mut self) -> Result<Option<Event>, tonic::Status> {
         tokio::time::timeout(DEADLINE, self.rx.message())
             .await
             .expect("no event before the deadline")
-            .expect("stream error")
-            .map(|r| r.event.expect("response carries an event"))
+            .map(|r| r.map(|r| r.event.expect("response carries an event")))
     }
 
     /// Sends a client message.
@@ -678,4 +694,50 @@ pub fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
         .metadata_mut()
         .insert("authorization", format!("Bearer {token}").parse().unwrap());
     request
+}
+
+/// A program the test runs, read line by line from its stdout.
+pub struct Program {
+    /// The process (killed when dropped).
+    pub child: Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Program {
+    /// Starts `command` with stdout piped.
+    pub fn spawn(mut command: Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the program starts");
+        let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        Self { child, lines }
+    }
+
+    /// A Python program from the repository's sources, run with the tools' venv.
+    pub fn python(script: &Path, args: &[&str]) -> Command {
+        let root = repo_root();
+        let mut command = Command::new(root.join(".tools/venv/bin/python"));
+        command
+            .arg(script)
+            .args(args)
+            .env("PYTHONPATH", root.join("clients/python/src"));
+        command
+    }
+
+    /// The next line, within `within`.
+    pub async fn line_within(&mut self, within: Duration) -> String {
+        tokio::time::timeout(within, self.lines.next_line())
+            .await
+            .expect("a line from the program in time")
+            .expect("stdout readable")
+            .expect("the program still runs")
+    }
+
+    /// The next line, within the deadline.
+    pub async fn line(&mut self) -> String {
+        self.line_within(DEADLINE).await
+    }
 }

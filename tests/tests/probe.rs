@@ -1163,3 +1163,69 @@ async fn a_redacted_key_never_leaves_the_daemon_from_a_probe() {
     assert!(shown.contains("<redacted>"), "{shown}");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn a_hold_re_reported_while_the_old_stream_is_open_is_listed_once() {
+    // One pause per identity: the re-report would be refused if the old
+    // stream's pause were still there.
+    let daemon = Daemon::start(&["--max-pauses-per-identity", "1"]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let breakpoint = dap::add_breakpoint(&daemon, probe_spec("tool_call", "Bash")).await;
+    let (first, _) = Probe::connect(&daemon, &[]).await;
+    first.send(hit_of("h1", &breakpoint)).await;
+    let old = dap::next_pause(&mut sub, &first.session_id).await;
+    // The program saw its stream fail before the daemon did.
+    let (mut second, _) = Probe::connect_with(&daemon, &[], &first.session_id).await;
+    let since = prost_types::Timestamp {
+        seconds: old.created_at.as_ref().unwrap().seconds - 1,
+        nanos: 0,
+    };
+    let mut again = hit_of("h1", &breakpoint);
+    if let In::Hit(hit) = &mut again {
+        hit.held_since = Some(since);
+    }
+    second.send(again).await;
+    let new = dap::next_pause(&mut sub, &second.session_id).await;
+    assert_eq!(new.original_id, "h1");
+    assert_eq!(new.created_at, Some(since), "held since the first hold");
+    let listed = dap::sessions(&daemon)
+        .await
+        .list_pauses(stepd_proto::v1::ListPausesRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .pauses;
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0].key, new.key);
+    // Not a second hit of the breakpoint.
+    let breakpoints = BreakpointServiceClient::new(daemon.channel().await)
+        .list_breakpoints(ListBreakpointsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .breakpoints;
+    assert_eq!(breakpoints[0].hit_count, 1);
+    answer(&daemon, &new.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    let Out::Resume(resume) = next_skipping_armed(&mut second.rx).await else {
+        panic!("a Resume")
+    };
+    assert_eq!(resume.hit_id, "h1");
+    // A re-report past its hold limit (30 minutes by default) goes on at once.
+    let mut late = hit_of("h2", &breakpoint);
+    if let In::Hit(hit) = &mut late {
+        hit.held_since = Some(prost_types::Timestamp {
+            seconds: since.seconds - 7200,
+            nanos: 0,
+        });
+    }
+    second.send(late).await;
+    let Out::Resume(resume) = next_skipping_armed(&mut second.rx).await else {
+        panic!("a Resume")
+    };
+    assert_eq!(resume.hit_id, "h2");
+    assert_eq!(resume.decision, ResumeDecision::Continue as i32);
+    drop((first, second));
+    daemon.stop().await;
+}

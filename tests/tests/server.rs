@@ -5,7 +5,7 @@ use std::{os::unix::fs::PermissionsExt, path::PathBuf, process::Stdio, time::Dur
 
 use stepd_e2e::{Daemon, Subscription, TempDir, repo_root, stepd_bin};
 use stepd_proto::v1::{
-    PingRequest, ShutdownRequest, Watch, daemon_service_client::DaemonServiceClient,
+    PingRequest, ShutdownRequest, Watch, daemon_service_client::DaemonServiceClient, event::Payload,
 };
 use tonic::transport::Endpoint;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
@@ -94,6 +94,12 @@ async fn shutdown_with_open_streams_finishes_within_the_drain_deadline() {
         .shutdown(ShutdownRequest {})
         .await
         .unwrap();
+    // Told to reconnect (stream-local, seq 0), then the stream ends cleanly.
+    let told = reading.next().await;
+    assert!(
+        told.seq == 0 && matches!(told.payload, Some(Payload::Reconnect(_))),
+        "{told:?}"
+    );
     assert_eq!(reading.try_next().await, None, "open streams end cleanly");
     let status = daemon.wait_exit(Duration::from_secs(10)).await;
     assert!(status.success(), "{status:?}");

@@ -347,6 +347,7 @@ pub fn describe(event: &Event) -> Vec<String> {
         )],
         Payload::Gap(g) => vec![gap_line(g)],
         Payload::Heartbeat(h) => vec![format!("heartbeat (last seq {})", h.last_seq)],
+        Payload::Reconnect(r) => vec![format!("reconnect: {}", r.reason)],
         Payload::Error(e) => vec![stream_error_line(e)],
         Payload::BreakpointSnapshot(s) => {
             let mut lines = vec![format!(
@@ -398,7 +399,7 @@ mod tests {
     use super::*;
     use stepd_proto::v1::{
         Breakpoint, BreakpointSnapshot, BreakpointUpdated, Continued, DisplayValue, EvalError,
-        HeartbeatEvent, Location, Observed, Output, OutputChunk, PointInfo, Session,
+        HeartbeatEvent, Location, Observed, Output, OutputChunk, PointInfo, Reconnect, Session,
         SessionStarted, SessionUpdated, Snapshot, Stopped, Tap, Thread, ThreadChanged,
     };
 
@@ -594,6 +595,12 @@ mod tests {
             (
                 Payload::Heartbeat(HeartbeatEvent { last_seq: 9 }),
                 "heartbeat (last seq 9)",
+            ),
+            (
+                Payload::Reconnect(Reconnect {
+                    reason: "the daemon is shutting down".into(),
+                }),
+                "reconnect: the daemon is shutting down",
             ),
             (
                 Payload::Error(StreamError {

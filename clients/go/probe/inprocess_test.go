@@ -133,13 +133,14 @@ func TestHoldAs(t *testing.T) {
 	}
 }
 
-// A held point goes on when the daemon dies; the probe reconnects to
-// a daemon that comes back on the same address, and holds again.
+// A held point goes on when the daemon dies (with ReleaseOnDisconnect;
+// by default it would wait and be re-reported); the probe reconnects to a
+// daemon that comes back on the same address, and holds again.
 func TestReconnect(t *testing.T) {
 	d := startDaemon(t, "")
 	c := d.client(t)
 	ev := subscribe(t, c)
-	p := connect(t, d.addr, probe.Options{})
+	p := connect(t, d.addr, probe.Options{ReleaseOnDisconnect: true})
 	first := p.SessionID()
 	if _, err := c.AddBreakpoint(testContext(t), stepd.ProbeBreakpoint("tool_call", "Bash")); err != nil {
 		t.Fatal(err)

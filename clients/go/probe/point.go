@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -182,7 +183,9 @@ type outcome struct {
 // float64, bool or nil). The error is ErrSkipped (do not perform the held
 // call), ErrStopped (stop), or ctx's error when ctx ends while held; the
 // hold is then withdrawn, so its pause resolves with by "withdrawn" and no
-// client can answer it any more.
+// client can answer it any more. A hold in progress when the stream drops
+// keeps waiting and is re-reported after the probe reconnects (see
+// Options.ReleaseOnDisconnect and Options.ReconnectDeadline).
 func (p *Probe) Hold(ctx context.Context, kind, name string, value any, opts ...HoldOption) (any, error) {
 	if p == nil {
 		return value, nil
@@ -441,7 +444,7 @@ func (p *Probe) hold(ctx context.Context, a *arming, s *scope, coor []int32, pt 
 	}
 	slices.SortFunc(hit.Locals, func(x, y *stepdv1.Local) int { return strings.Compare(x.Name, y.Name) })
 
-	w := &waiter{ch: make(chan *stepdv1.Resume, 1), eval: cfg.eval}
+	w := &waiter{ch: make(chan *stepdv1.Resume, 1), eval: cfg.eval, hit: hit, since: time.Now()}
 	p.mu.Lock()
 	c := p.conn
 	if c == nil || c.gen != a.gen {
@@ -449,12 +452,11 @@ func (p *Probe) hold(ctx context.Context, a *arming, s *scope, coor []int32, pt 
 		p.mu.Unlock()
 		return nil, nil
 	}
-	c.waiters[hitID] = w
+	p.held[hitID] = w
 	p.mu.Unlock()
-	if !p.send(c, &stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Hit{Hit: hit}}) {
-		// Released by the teardown with CONTINUE.
-		return resumeOutcome(<-w.ch), nil
-	}
+	// When the stream is gone before the Hit leaves, the hold is kept (and
+	// re-reported) or released like any other held at that moment.
+	p.send(c, &stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Hit{Hit: hit}})
 	var done <-chan struct{}
 	if ctx != nil {
 		done = ctx.Done()
@@ -464,10 +466,11 @@ func (p *Probe) hold(ctx context.Context, a *arming, s *scope, coor []int32, pt 
 		return resumeOutcome(r), nil
 	case <-done:
 		p.mu.Lock()
-		_, waiting := c.waiters[hitID]
+		_, waiting := p.held[hitID]
 		if waiting {
-			delete(c.waiters, hitID)
+			delete(p.held, hitID)
 		}
+		now := p.conn
 		p.mu.Unlock()
 		if !waiting {
 			// The Resume (or the teardown's release) is already on its way:
@@ -475,10 +478,13 @@ func (p *Probe) hold(ctx context.Context, a *arming, s *scope, coor []int32, pt 
 			return resumeOutcome(<-w.ch), nil
 		}
 		// Nobody waits for this hold any more: withdraw it, so the pause
-		// resolves instead of offering answers that would change nothing.
-		p.send(c, &stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Withdraw{
-			Withdraw: &stepdv1.Withdraw{HitId: hitID},
-		}})
+		// resolves instead of offering answers that would change nothing
+		// (while disconnected there is no pause to resolve).
+		if now != nil {
+			p.send(now, &stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Withdraw{
+				Withdraw: &stepdv1.Withdraw{HitId: hitID},
+			}})
+		}
 		return nil, ctx.Err()
 	}
 }

@@ -11,7 +11,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	stepdv1 "github.com/stepd-dev/stepd/clients/go/gen/stepd/v1"
 	"github.com/stepd-dev/stepd/clients/go/stepd"
@@ -65,6 +67,20 @@ type Options struct {
 	// child of. Empty: the OpenTelemetry span in Connect's ctx, if any, else
 	// $TRACEPARENT.
 	Traceparent string
+	// ReleaseOnDisconnect makes a hold go on with its original value as
+	// soon as the stream drops, as if CONTINUE had been answered. By default
+	// the program keeps waiting and the hold is re-reported to the daemon
+	// the probe reconnects to (a restarted one or another instance), within
+	// ReconnectDeadline and the daemon's hold limit.
+	ReleaseOnDisconnect bool
+	// ReconnectDeadline is how long held points wait for a daemon to come
+	// back after the stream dropped before they go on with their original
+	// values (default 60s).
+	ReconnectDeadline time.Duration
+	// HeartbeatInterval is how often each side sends a heartbeat on a quiet
+	// stream, so that proxies do not cut it (0: the daemon's
+	// --heartbeat-interval, sent in Welcome; the daemon clamps it to 1s-1h).
+	HeartbeatInterval time.Duration
 }
 
 // Probe is one instrumented process's connection to stepd. It is safe for
@@ -89,6 +105,14 @@ type Probe struct {
 	sessionID string
 	changed   chan struct{} // closed and replaced when the connection state changes
 	refused   uint64        // holds the daemon refused
+	// held are the points waiting for their Resume, by hit id; they outlive
+	// a stream unless Options.ReleaseOnDisconnect.
+	held map[string]*waiter
+	// holdLimit is the daemon's (from Welcome): it also bounds a hold kept
+	// while disconnected.
+	holdLimit time.Duration
+	// heartbeat is the quiet time after which the stream gets a heartbeat.
+	heartbeat time.Duration
 
 	reports reportBuffer
 	kick    chan struct{}
@@ -102,15 +126,18 @@ type Probe struct {
 
 // conn is one live Connect stream.
 type conn struct {
-	gen     uint64
-	sendq   chan *stepdv1.ConnectRequest
-	done    chan struct{}
-	waiters map[string]*waiter
+	gen   uint64
+	sendq chan *stepdv1.ConnectRequest
+	done  chan struct{}
 }
 
 type waiter struct {
 	ch   chan *stepdv1.Resume
 	eval func(code string) (string, error)
+	// hit is what was sent, re-reported with HeldSince after a reconnect.
+	hit *stepdv1.Hit
+	// since is when the program began to wait.
+	since time.Time
 }
 
 // Connect starts a probe: it connects to the daemon, says Hello and keeps
@@ -129,6 +156,9 @@ func Connect(ctx context.Context, opts Options) (*Probe, error) {
 	}
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = 20 * time.Millisecond
+	}
+	if opts.ReconnectDeadline <= 0 {
+		opts.ReconnectDeadline = 60 * time.Second
 	}
 	dial := []stepd.Option{stepd.WithDialOptions(opts.DialOptions...)}
 	if opts.TLSCA != "" || opts.TLSCert != "" || opts.TLSKey != "" {
@@ -150,15 +180,18 @@ func Connect(ctx context.Context, opts Options) (*Probe, error) {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	p := &Probe{
-		opts:    opts,
-		client:  client,
-		labels:  labels,
-		changed: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
-		ctx:     bg,
-		cancel:  cancel,
-		closing: make(chan struct{}),
-		runDone: make(chan struct{}),
+		opts:      opts,
+		client:    client,
+		labels:    labels,
+		changed:   make(chan struct{}),
+		held:      make(map[string]*waiter),
+		holdLimit: time.Hour,
+		heartbeat: 30 * time.Second,
+		kick:      make(chan struct{}, 1),
+		ctx:       bg,
+		cancel:    cancel,
+		closing:   make(chan struct{}),
+		runDone:   make(chan struct{}),
 	}
 	p.traceparent, p.tracestate = helloTrace(ctx, opts.Traceparent)
 	p.reports.init(opts.ReportBuffer)
@@ -268,6 +301,8 @@ const (
 
 func (p *Probe) run() {
 	defer close(p.runDone)
+	// Closed: no daemon will answer the holds kept for one.
+	defer p.release(func(*waiter) bool { return true })
 	backoff := minBackoff
 	for {
 		select {
@@ -316,6 +351,9 @@ func (p *Probe) session() bool {
 		Traceparent:     p.traceparent,
 		Tracestate:      p.tracestate,
 	}
+	if p.opts.HeartbeatInterval > 0 {
+		hello.HeartbeatInterval = durationpb.New(p.opts.HeartbeatInterval)
+	}
 	if err := stream.Send(&stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
 		return false
 	}
@@ -328,17 +366,39 @@ func (p *Probe) session() bool {
 	welcome := first.GetWelcome()
 	gen := p.gen.Add(1)
 	c := &conn{
-		gen:     gen,
-		sendq:   make(chan *stepdv1.ConnectRequest, 64),
-		done:    make(chan struct{}),
-		waiters: make(map[string]*waiter),
+		gen:   gen,
+		sendq: make(chan *stepdv1.ConnectRequest, 64),
+		done:  make(chan struct{}),
 	}
 	p.armed.Store(compileArmed(welcome.GetArmed(), gen))
 	p.mu.Lock()
 	p.conn = c
 	p.sessionID = welcome.GetSessionId()
+	if d := welcome.GetHoldLimit(); d != nil {
+		p.holdLimit = d.AsDuration()
+	}
+	p.heartbeat = p.opts.HeartbeatInterval
+	if d := welcome.GetHeartbeatInterval(); p.heartbeat <= 0 && d != nil && d.AsDuration() > 0 {
+		p.heartbeat = d.AsDuration()
+	}
+	if p.heartbeat <= 0 {
+		p.heartbeat = 30 * time.Second
+	}
+	// Holds kept across the lost stream are reported again, with when
+	// they began, so the pause reappears here and can be answered.
+	var again []*stepdv1.ConnectRequest
+	for _, w := range p.held {
+		hit := proto.Clone(w.hit).(*stepdv1.Hit)
+		hit.HeldSince = timestamppb.New(w.since)
+		again = append(again, &stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Hit{Hit: hit}})
+	}
 	p.notifyChanged()
 	p.mu.Unlock()
+	go func() {
+		for _, m := range again {
+			p.send(c, m)
+		}
+	}()
 
 	writerDone := make(chan struct{})
 	go func() {
@@ -352,22 +412,85 @@ func (p *Probe) session() bool {
 		}
 		p.handle(c, m)
 	}
-	// The stream is gone: points stop holding, held points go on as if
-	// CONTINUE had been answered (the program never hangs on a dead daemon).
+	// The stream is gone: points stop holding. Held points keep waiting
+	// for a daemon to come back (never longer than the reconnect deadline
+	// or their hold limit: the program never hangs on a dead daemon), or go
+	// on at once as if CONTINUE had been answered.
 	p.armed.Store(nil)
 	p.mu.Lock()
 	p.conn = nil
-	waiters := c.waiters
-	c.waiters = nil
 	p.notifyChanged()
 	p.mu.Unlock()
 	close(c.done)
-	for _, w := range waiters {
-		w.ch <- &stepdv1.Resume{Decision: stepdv1.ResumeDecision_RESUME_DECISION_CONTINUE}
+	select {
+	case <-p.closing:
+	default:
+		if !p.opts.ReleaseOnDisconnect {
+			go p.reap(time.Now(), gen)
+			break
+		}
+		p.release(func(*waiter) bool { return true })
 	}
 	cancel()
 	<-writerDone
 	return true
+}
+
+// release lets the held points for which pick is true go on as if CONTINUE
+// had been answered.
+func (p *Probe) release(pick func(*waiter) bool) {
+	p.mu.Lock()
+	var goOn []*waiter
+	for id, w := range p.held {
+		if pick(w) {
+			delete(p.held, id)
+			goOn = append(goOn, w)
+		}
+	}
+	p.mu.Unlock()
+	for _, w := range goOn {
+		w.ch <- &stepdv1.Resume{HitId: w.hit.GetHitId(), Decision: stepdv1.ResumeDecision_RESUME_DECISION_CONTINUE}
+	}
+}
+
+// reap runs while the probe is disconnected since lost, the end of
+// connection gen: it releases each held point once its hold limit passed,
+// and all of them at the reconnect deadline; it stops when the probe
+// reconnects (a later loss has a reaper of its own) or closes.
+func (p *Probe) reap(lost time.Time, gen uint64) {
+	giveUp := lost.Add(p.opts.ReconnectDeadline)
+	for {
+		p.mu.Lock()
+		connected, changed, limit := p.conn != nil, p.changed, p.holdLimit
+		p.mu.Unlock()
+		if connected || p.gen.Load() != gen {
+			return
+		}
+		now := time.Now()
+		p.release(func(w *waiter) bool { return !now.Before(giveUp) || !now.Before(w.since.Add(limit)) })
+		p.mu.Lock()
+		next := giveUp
+		for _, w := range p.held {
+			if end := w.since.Add(limit); end.Before(next) {
+				next = end
+			}
+		}
+		left := len(p.held)
+		p.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		timer := time.NewTimer(time.Until(next))
+		select {
+		case <-timer.C:
+		case <-changed:
+		case <-p.closing:
+			// run releases what is left as it returns.
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+	}
 }
 
 func (p *Probe) handle(c *conn, m *stepdv1.ConnectResponse) {
@@ -381,8 +504,8 @@ func (p *Probe) handle(c *conn, m *stepdv1.ConnectResponse) {
 			p.armed.Store(compileArmed(r.GetArmed(), c.gen))
 		}
 		p.mu.Lock()
-		w := c.waiters[r.GetHitId()]
-		delete(c.waiters, r.GetHitId())
+		w := p.held[r.GetHitId()]
+		delete(p.held, r.GetHitId())
 		p.mu.Unlock()
 		if w != nil {
 			w.ch <- r
@@ -392,8 +515,8 @@ func (p *Probe) handle(c *conn, m *stepdv1.ConnectResponse) {
 		// goes on with its value, as if it were not armed.
 		r := msg.Refused
 		p.mu.Lock()
-		w := c.waiters[r.GetHitId()]
-		delete(c.waiters, r.GetHitId())
+		w := p.held[r.GetHitId()]
+		delete(p.held, r.GetHitId())
 		p.refused++
 		p.mu.Unlock()
 		if w != nil {
@@ -402,7 +525,7 @@ func (p *Probe) handle(c *conn, m *stepdv1.ConnectResponse) {
 	case *stepdv1.ConnectResponse_Eval:
 		e := msg.Eval
 		p.mu.Lock()
-		w := c.waiters[e.GetHitId()]
+		w := p.held[e.GetHitId()]
 		p.mu.Unlock()
 		eval := p.opts.Eval
 		if w != nil && w.eval != nil {
@@ -455,12 +578,17 @@ func (p *Probe) send(c *conn, m *stepdv1.ConnectRequest) bool {
 func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cancel context.CancelFunc) {
 	ticker := time.NewTicker(p.opts.FlushInterval)
 	defer ticker.Stop()
+	p.mu.Lock()
+	heartbeat := p.heartbeat
+	p.mu.Unlock()
+	lastSent := time.Now()
 	flush := func(all bool) bool {
 		for {
 			batch, ok := p.reports.take(reportBatch)
 			if !ok {
 				return true
 			}
+			lastSent = time.Now()
 			if err := stream.Send(&stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Reports{Reports: batch}}); err != nil {
 				// Never silent: what was in flight counts as dropped.
 				p.reports.addDropped(uint64(len(batch.Observed)+len(batch.Enlighten)+len(batch.Trace)) + batch.Dropped)
@@ -474,6 +602,7 @@ func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cance
 	for {
 		select {
 		case m := <-c.sendq:
+			lastSent = time.Now()
 			if err := stream.Send(m); err != nil {
 				cancel()
 				return
@@ -482,6 +611,15 @@ func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cance
 			if !flush(false) {
 				cancel()
 				return
+			}
+			// A quiet stream gets a heartbeat, so proxies do not cut it.
+			if time.Since(lastSent) >= heartbeat {
+				lastSent = time.Now()
+				hb := &stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Heartbeat{Heartbeat: &stepdv1.Heartbeat{}}}
+				if err := stream.Send(hb); err != nil {
+					cancel()
+					return
+				}
 			}
 		case <-p.kick:
 			if !flush(false) {

@@ -175,6 +175,8 @@ def test_stream_ends_on_shutdown(tmp_path_factory: pytest.TempPathFactory) -> No
         with d.client() as c, c.events() as sub:
             next_of(sub, "snapshot")
             c.shutdown()
+            # Told to reconnect, then the stream ends.
+            assert sub.next(timeout=WAIT).HasField("reconnect")
             with pytest.raises(StopIteration):
                 sub.next(timeout=WAIT)
             assert d.proc.wait(timeout=WAIT) == 0

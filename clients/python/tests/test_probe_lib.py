@@ -425,6 +425,50 @@ def _start_fixed(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     return proc
 
 
+def _kept_pause(c: stepd.Client, run: str) -> pause_pb2.Pause:
+    """The pause of run `run`: in the first snapshot when the probe re-reported
+    its hold before this subscription, else in the `stopped` event that follows."""
+    with c.events() as sub:
+        first = sub.next(timeout=DEADLINE)
+        for pause in first.snapshot.pauses:
+            if pause.point.labels.get("run") == run:
+                return pause
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            event = sub.next(timeout=max(deadline - time.monotonic(), 0.01))
+            if event.HasField("stopped") and event.stopped.pause.point.labels.get("run") == run:
+                return event.stopped.pause
+
+
+def test_a_hold_is_re_reported_to_a_restarted_daemon(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"127.0.0.1:{port}"
+    proc = _start_fixed(tmp_path, port)
+    try:
+        with stepd.Client(addr) as c, stepd.probe.connect(name="kept", labels={"run": "kept"}, addr=addr) as p:
+            w = Watcher(c)
+            arm(c, p, probe_kind="k")
+            t, out = in_thread(lambda: p.hold("k", "held", "original", editable=True))
+            before = w.pause("kept")
+            w.close()
+            # The daemon dies while the point is held: the program keeps waiting.
+            proc.kill()
+            proc.wait()
+            proc = _start_fixed(tmp_path, port)
+            after = _kept_pause(c, "kept")
+            assert after.original_id == before.original_id and after.key != before.key
+            assert after.point.payload == before.point.payload
+            assert t.is_alive() and out == {}
+            c.send_debug_input(after.key, "inject", value="decided after the restart")
+            t.join(DEADLINE)
+            assert out == {"value": "decided after the restart"}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_the_daemon_restarts_while_a_probe_is_connected(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -432,7 +476,10 @@ def test_the_daemon_restarts_while_a_probe_is_connected(tmp_path: Path) -> None:
     addr = f"127.0.0.1:{port}"
     proc = _start_fixed(tmp_path, port)
     try:
-        with stepd.Client(addr) as c, stepd.probe.connect(name="restart", labels={"run": "r"}, addr=addr) as p:
+        # Released at once when the stream drops (the explicit option; by
+        # default the hold would wait for the daemon and be re-reported).
+        probe = stepd.probe.connect(name="restart", labels={"run": "r"}, addr=addr, release_on_disconnect=True)
+        with stepd.Client(addr) as c, probe as p:
             w = Watcher(c)
             arm(c, p, probe_kind="k")
             first_session = p.session_id

@@ -87,7 +87,11 @@ fn channel_of(payload: &Payload) -> Option<EventChannel> {
         Payload::Observed(_) | Payload::Enlighten(_) => C::Probe,
         Payload::Tap(_) => C::Inspector,
         Payload::Notification(_) => C::Notifications,
-        Payload::Snapshot(_) | Payload::Gap(_) | Payload::Heartbeat(_) | Payload::Error(_) => {
+        Payload::Snapshot(_)
+        | Payload::Gap(_)
+        | Payload::Heartbeat(_)
+        | Payload::Reconnect(_)
+        | Payload::Error(_) => {
             return None;
         }
     })

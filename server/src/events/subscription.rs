@@ -16,8 +16,8 @@ use std::{collections::VecDeque, future::Future, pin::Pin, sync::Arc, time::Dura
 use prost::Message as _;
 
 use stepd_proto::v1::{
-    DebugInput, Event, HeartbeatEvent, SubscribeRequest, SubscribeResponse, Watch, event::Payload,
-    subscribe_request::Message,
+    DebugInput, Event, HeartbeatEvent, Reconnect, SubscribeRequest, SubscribeResponse, Watch,
+    event::Payload, subscribe_request::Message,
 };
 use tokio::{
     sync::{broadcast, mpsc},
@@ -266,7 +266,13 @@ impl Subscriber {
             let heartbeat_at = st.last_sent + self.heartbeat;
             let open = tokio::select! {
                 biased;
-                _ = self.shutdown.cancelled() => false,
+                _ = self.shutdown.cancelled() => {
+                    // Told, not waited for: a client that does not read
+                    // learns it from the stream's end.
+                    let reconnect = Reconnect { reason: "the daemon is shutting down".into() };
+                    let _ = out.try_send(Ok(SubscribeResponse { event: Some(local(Payload::Reconnect(reconnect))) }));
+                    false
+                }
                 () = out.closed() => false,
                 // What is pending is made only when the client can take
                 // something and nothing is queued before it: Watches sent to

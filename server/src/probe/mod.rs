@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use stepd_proto::v1::{
     ConnectRequest, ConnectResponse, Hello, Pause, ReadOutputResponse, SessionKind,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::Stream;
 
 use crate::{
@@ -72,7 +72,7 @@ where
 {
     let mut registration = Registration::new(sessions.clone(), started_by)?;
     let id = uuid::Uuid::now_v7().to_string();
-    let previous = previous_session(&ctx, sessions, &hello.resume_session_id, &id);
+    let (previous, old_ended) = previous_session(&ctx, sessions, &hello.resume_session_id, &id);
     let output = Arc::new(Mutex::new(OutputBuffer::default()));
     let port = ProbePort {
         id: id.clone(),
@@ -83,23 +83,39 @@ where
     let mut actor =
         session::ProbeSession::new(ctx, id.clone(), hello, previous, out, mailbox, output);
     actor.set_started_by(started_by);
-    tokio::spawn(actor.run(inbound));
+    tokio::spawn(actor.run(inbound, old_ended));
     Ok(id)
 }
 
 /// The probe session a reconnecting probe had (`resume_session_id`), if the
-/// daemon knows it; one still open is told it was superseded by `id`.
-fn previous_session(ctx: &Context, sessions: &Sessions, resume: &str, id: &str) -> String {
+/// daemon knows it; one still open is told it was superseded by `id`, and
+/// the receiver hears once it has ended.
+fn previous_session(
+    ctx: &Context,
+    sessions: &Sessions,
+    resume: &str,
+    id: &str,
+) -> (String, Option<oneshot::Receiver<()>>) {
     let known = !resume.is_empty()
         && ctx
             .bus
             .with_view(|v| v.session(resume))
             .is_some_and(|s| s.kind == SessionKind::Probe as i32);
     if !known {
-        return String::new();
+        return (String::new(), None);
     }
+    let mut old_ended = None;
     if let Ok(old) = sessions.get(resume) {
-        let _ = old.send(crate::session::Command::Superseded { by: id.to_owned() });
+        let (ended, heard) = oneshot::channel();
+        if old
+            .send(crate::session::Command::Superseded {
+                by: id.to_owned(),
+                ended,
+            })
+            .is_ok()
+        {
+            old_ended = Some(heard);
+        }
     }
-    resume.to_owned()
+    (resume.to_owned(), old_ended)
 }

@@ -5,18 +5,22 @@
 
 use std::{
     collections::{BTreeSet, HashMap},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicI64, Ordering},
+    },
     time::Duration,
 };
 
 use opentelemetry::KeyValue;
 use stepd_proto::v1::{
     Armed, ArmedMatcher, Cause, CommandKind, ConnectRequest, ConnectResponse, Continued,
-    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, Hello, Hit, HitRefused,
-    Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Rendering, Resume,
-    ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted,
-    SessionState, StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
-    connect_response::Message as Out, event::Payload, inject_command::Replacement,
+    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, HeartbeatEvent, Hello, Hit,
+    HitRefused, Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode,
+    Reconnect, Rendering, Resume, ResumeDecision, SendDebugInputResponse, Session, SessionEnded,
+    SessionKind, SessionStarted, SessionState, StableState, Trace, breakpoint_spec::Location,
+    connect_request::Message as In, connect_response::Message as Out, event::Payload,
+    inject_command::Replacement,
 };
 use tokio::{
     sync::{mpsc, oneshot},
@@ -126,17 +130,38 @@ pub struct ProbeSession {
     matchers: Option<(Vec<ArmedMatcher>, Option<i64>)>,
     /// The session's span, from Hello to the end.
     span: crate::telemetry::Span,
+    /// Quiet time after which the probe gets a heartbeat.
+    heartbeat: Duration,
+    /// When the last message went to the probe (µs since the epoch).
+    last_sent_us: AtomicI64,
 }
 
-fn send_now(out: &Outbox, message: Out) -> bool {
-    // A probe that stopped reading is a probe that is gone; never block on it.
-    out.try_send(Ok(ConnectResponse {
-        message: Some(message),
-    }))
-    .is_ok()
-}
+/// How long a reconnected probe's new session waits for its old one to end
+/// before it welcomes the probe (and so before the probe re-reports holds).
+const OLD_SESSION_WAIT: Duration = Duration::from_secs(5);
+/// Bounds on the heartbeat interval a probe may ask for.
+const HEARTBEAT_MIN: Duration = Duration::from_secs(1);
+const HEARTBEAT_MAX: Duration = Duration::from_secs(3600);
 
 impl ProbeSession {
+    /// Sends to the probe without waiting: a probe that stopped reading is a
+    /// probe that is gone.
+    fn send(&self, message: Out) -> bool {
+        self.last_sent_us.store(now_us(), Ordering::Relaxed);
+        self.out
+            .try_send(Ok(ConnectResponse {
+                message: Some(message),
+            }))
+            .is_ok()
+    }
+
+    /// When the next heartbeat is due: the interval after the last message.
+    fn heartbeat_at(&self) -> Instant {
+        let quiet = now_us().saturating_sub(self.last_sent_us.load(Ordering::Relaxed));
+        let quiet = Duration::from_micros(u64::try_from(quiet).unwrap_or(0));
+        Instant::now() + self.heartbeat.saturating_sub(quiet)
+    }
+
     /// Records who connected the probe (`Session.started_by`), before it
     /// runs.
     pub fn set_started_by(&mut self, who: &str) {
@@ -157,6 +182,12 @@ impl ProbeSession {
         output: Arc<Mutex<OutputBuffer>>,
     ) -> Self {
         let hold_limit = ctx.hold_limit;
+        let heartbeat = hello
+            .heartbeat_interval
+            .and_then(|d| Duration::try_from(d).ok())
+            .map_or(ctx.heartbeat_interval, |d| {
+                d.clamp(HEARTBEAT_MIN, HEARTBEAT_MAX)
+            });
         let (mut book, answers) = PauseBook::new(
             id.clone(),
             ctx.pauses.clone(),
@@ -228,6 +259,8 @@ impl ProbeSession {
             output,
             matchers: None,
             span,
+            heartbeat,
+            last_sent_us: AtomicI64::new(now_us()),
         }
     }
 
@@ -236,23 +269,31 @@ impl ProbeSession {
         self.ctx.bus.publish(&self.id, payload);
     }
 
-    /// Welcomes the probe, then serves its stream until it or the session ends.
-    pub async fn run<S>(mut self, mut inbound: S)
+    /// Welcomes the probe, then serves its stream until it or the session
+    /// ends. `old_ended` hears when the session this probe had before ends.
+    pub async fn run<S>(mut self, mut inbound: S, old_ended: Option<oneshot::Receiver<()>>)
     where
         S: Stream<Item = Result<ConnectRequest, Status>> + Unpin,
     {
+        if let Some(ended) = old_ended {
+            // The probe re-reports its holds right after Welcome: the old
+            // session's pauses for them must be gone first.
+            let _ = tokio::time::timeout(OLD_SESSION_WAIT, ended).await;
+        }
         self.publish(Payload::SessionStarted(SessionStarted {
             session: Some(self.session.clone()),
         }));
         let armed = self.armed().await;
-        send_now(
-            &self.out,
-            Out::Welcome(stepd_proto::v1::Welcome {
-                session_id: self.id.clone(),
-                armed: Some(armed),
-                hold_limit: prost_types::Duration::try_from(self.hold_limit).ok(),
-            }),
-        );
+        self.send(Out::Welcome(stepd_proto::v1::Welcome {
+            session_id: self.id.clone(),
+            armed: Some(armed),
+            hold_limit: prost_types::Duration::try_from(self.hold_limit).ok(),
+            heartbeat_interval: prost_types::Duration::try_from(self.heartbeat).ok(),
+        }));
+        // One timer for the session, moved on only when it fires: a busy
+        // stream pays nothing for its heartbeats.
+        let heartbeat = tokio::time::sleep(self.heartbeat);
+        tokio::pin!(heartbeat);
         while !self.ended {
             let deadline = self.next_deadline();
             tokio::select! {
@@ -267,6 +308,12 @@ impl ProbeSession {
                 Some(command) = self.commands.recv() => self.on_command(command).await,
                 Some(answer) = self.answers.recv() => answer::answer(&mut self, answer).await,
                 () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => self.on_deadline().await,
+                () = &mut heartbeat => {
+                    if self.heartbeat_at() <= Instant::now() {
+                        self.send(Out::Heartbeat(HeartbeatEvent { last_seq: self.ctx.bus.last_seq() }));
+                    }
+                    heartbeat.as_mut().reset(self.heartbeat_at());
+                }
             }
         }
     }
@@ -354,7 +401,7 @@ impl ProbeSession {
 
     async fn push_armed(&mut self) {
         let armed = self.armed().await;
-        send_now(&self.out, Out::Armed(armed));
+        self.send(Out::Armed(armed));
     }
 
     // ----- from the probe ---------------------------------------------------
@@ -365,6 +412,8 @@ impl ProbeSession {
             Some(In::EvalResult(result)) => self.on_eval_result(result),
             Some(In::Reports(reports)) => self.on_reports(reports).await,
             Some(In::Withdraw(withdraw)) => self.withdraw(&withdraw.hit_id),
+            // Keeps proxies from cutting a quiet stream; nothing to answer.
+            Some(In::Heartbeat(_)) => {}
             Some(In::Hello(_)) => {
                 self.notify(
                     NotificationLevel::Warning,
@@ -389,27 +438,21 @@ impl ProbeSession {
         value: Option<prost_types::Value>,
         armed: Option<Armed>,
     ) {
-        send_now(
-            &self.out,
-            Out::Resume(Resume {
-                hit_id: hit_id.to_owned(),
-                decision: decision.into(),
-                value,
-                armed,
-            }),
-        );
+        self.send(Out::Resume(Resume {
+            hit_id: hit_id.to_owned(),
+            decision: decision.into(),
+            value,
+            armed,
+        }));
     }
 
     /// Answers a Hit that does not hold with why; the stream goes on.
     fn refuse(&self, hit_id: &str, error: &ApiError) {
         tracing::debug!(session = %self.id, hit_id, %error, "hit refused");
-        send_now(
-            &self.out,
-            Out::Refused(HitRefused {
-                hit_id: hit_id.to_owned(),
-                error: Some(error.to_stream_error("")),
-            }),
-        );
+        self.send(Out::Refused(HitRefused {
+            hit_id: hit_id.to_owned(),
+            error: Some(error.to_stream_error("")),
+        }));
     }
 
     async fn on_hit(&mut self, hit: Hit) {
@@ -428,6 +471,9 @@ impl ProbeSession {
             );
             return self.refuse(&hit.hit_id, &error);
         }
+        if let Some(since) = hit.held_since {
+            return self.rehold(hit, since);
+        }
         let point = hit.point.clone().unwrap_or_default();
         // Whether the mode alone makes this point hold: the step's end, the
         // HERE target, a point outside the scope being left.
@@ -440,7 +486,7 @@ impl ProbeSession {
         };
         if hit.breakpoint_ids.is_empty() {
             let limit = self.hold_limit;
-            return self.hold(hit, point, limit);
+            return self.hold(hit, point, limit, None);
         }
         // The probe evaluated each matcher's condition before naming it.
         let labels: HashMap<String, String> = self.hello.labels.clone();
@@ -470,13 +516,42 @@ impl ProbeSession {
         }
         if stop {
             let limit = limits.into_iter().min().unwrap_or(self.hold_limit);
-            return self.hold(hit, point, limit);
+            return self.hold(hit, point, limit, None);
         }
         if mode_holds {
             let limit = self.hold_limit;
-            return self.hold(hit, point, limit);
+            return self.hold(hit, point, limit, None);
         }
         self.resume(&hit.hit_id, ResumeDecision::Continue, None, None);
+    }
+
+    /// A hold the program kept across a lost stream, re-reported after
+    /// Welcome: not a new breakpoint hit (it was counted when it began, and
+    /// a breakpoint spent by it still holds it), and its limit, the same as
+    /// a fresh hold's, runs from when the program began to wait.
+    fn rehold(&mut self, hit: Hit, since: prost_types::Timestamp) {
+        let limit = hit
+            .breakpoint_ids
+            .iter()
+            .filter_map(|id| self.ctx.bus.with_view(|v| v.breakpoint(id)))
+            .filter_map(|bp| bp.spec?.hold_limit)
+            .filter_map(|d| Duration::try_from(d).ok())
+            .min()
+            .unwrap_or(self.hold_limit);
+        let waited = now_us().saturating_sub(us_from_timestamp(&since));
+        let waited = Duration::from_micros(u64::try_from(waited).unwrap_or(0));
+        let Some(left) = limit.checked_sub(waited).filter(|d| !d.is_zero()) else {
+            self.notify(
+                NotificationLevel::Warning,
+                &format!(
+                    "hold {} was re-reported past its limit and continues",
+                    crate::error::quote(&hit.hit_id)
+                ),
+            );
+            return self.resume(&hit.hit_id, ResumeDecision::Continue, None, None);
+        };
+        let point = hit.point.clone().unwrap_or_default();
+        self.hold(hit, point, left, Some(since));
     }
 
     /// A LOG breakpoint at a point: `{expr}` parts are read with the
@@ -544,7 +619,15 @@ impl ProbeSession {
         ));
     }
 
-    fn hold(&mut self, hit: Hit, point: stepd_proto::v1::PointInfo, limit: Duration) {
+    /// Opens the pause of a hold lasting at most `limit`; `since` is when a
+    /// re-reported hold began.
+    fn hold(
+        &mut self,
+        hit: Hit,
+        point: stepd_proto::v1::PointInfo,
+        limit: Duration,
+        since: Option<prost_types::Timestamp>,
+    ) {
         let key = book::new_key();
         let exception = !hit.exception_message.is_empty();
         let debug_value = point
@@ -576,7 +659,11 @@ impl ProbeSession {
             caught_msg: hit.exception_message.clone(),
             point: Some(point),
             breakpoint_ids: hit.breakpoint_ids.clone(),
-            created_at: Some(now_timestamp()),
+            notes: since
+                .iter()
+                .map(|_| "re-reported by the probe after it reconnected".to_owned())
+                .collect(),
+            created_at: Some(since.unwrap_or_else(now_timestamp)),
             ..Default::default()
         };
         let deadline = Instant::now() + limit;
@@ -833,12 +920,26 @@ impl ProbeSession {
                 self.matchers = None;
                 self.push_armed().await;
             }
-            Command::Superseded { by } => {
+            Command::Superseded { by, ended } => {
                 self.end(
                     EndReason::ProbeDisconnected,
                     format!("the probe reconnected as session {by}"),
                 )
                 .await;
+                let _ = ended.send(());
+            }
+            Command::Drain { reply } => {
+                // No Resume: the program keeps waiting at its holds and
+                // re-reports them to the daemon it reconnects to.
+                self.send(Out::Reconnect(Reconnect {
+                    reason: "the daemon is shutting down".into(),
+                }));
+                self.end(
+                    EndReason::DaemonShutdown,
+                    "the daemon shut down; the probe reconnects".into(),
+                )
+                .await;
+                let _ = reply.send(Ok(()));
             }
             Command::Disconnect { mode, reply } => {
                 // Disconnect stops held points (QUIT); a detach, and the
@@ -1080,10 +1181,10 @@ impl ProbeSession {
             return;
         }
         self.ended = true;
-        let by = if reason == EndReason::ProbeDisconnected {
-            "disconnect"
-        } else {
-            "session-ended"
+        let by = match reason {
+            EndReason::ProbeDisconnected => "disconnect",
+            EndReason::DaemonShutdown => "daemon-shutdown",
+            _ => "session-ended",
         };
         self.book
             .resolve_where(|_| true, CommandKind::Unspecified, by);
@@ -1158,14 +1259,11 @@ impl PauseOwner for ProbeSession {
             return;
         };
         let eval_id = uuid::Uuid::now_v7().simple().to_string();
-        let sent = send_now(
-            &self.out,
-            Out::Eval(Eval {
-                hit_id,
-                eval_id: eval_id.clone(),
-                code: code.clone(),
-            }),
-        );
+        let sent = self.send(Out::Eval(Eval {
+            hit_id,
+            eval_id: eval_id.clone(),
+            code: code.clone(),
+        }));
         if !sent {
             let _ = reply.send(Err(ApiError::new(
                 ErrorReason::SessionEnded,

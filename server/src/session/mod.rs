@@ -101,6 +101,9 @@ pub struct Context {
     pub hold_limit: Duration,
     /// How many holds one probe may have pending.
     pub max_probe_pauses: usize,
+    /// Quiet time after which a probe stream gets a heartbeat, unless the
+    /// probe's Hello asks for another.
+    pub heartbeat_interval: Duration,
     /// Masks secrets before anything leaves the daemon.
     pub redactor: Arc<crate::redact::Redactor>,
 }
@@ -144,6 +147,16 @@ pub enum Command {
     Superseded {
         /// The new session's id.
         by: String,
+        /// Told once this session has ended, so the new one re-reports its
+        /// holds only after the old pauses are gone.
+        ended: oneshot::Sender<()>,
+    },
+    /// Probe sessions: the daemon shuts down. The probe is told to
+    /// reconnect and its holds end without a Resume, so the program keeps
+    /// waiting and re-reports them to the next daemon.
+    Drain {
+        /// Done.
+        reply: oneshot::Sender<ApiResult<()>>,
     },
     /// End the session.
     Disconnect {
@@ -249,6 +262,15 @@ impl SessionHandle {
     pub async fn disconnect(&self, mode: DisconnectMode) -> ApiResult<()> {
         let (reply, answer) = oneshot::channel();
         self.send(Command::Disconnect { mode, reply })?;
+        answer
+            .await
+            .map_err(|_| ApiError::new(ErrorReason::SessionEnded, "the session ended"))?
+    }
+
+    /// Ends a probe session for the daemon's shutdown (see [`Command::Drain`]).
+    pub async fn drain(&self) -> ApiResult<()> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Drain { reply })?;
         answer
             .await
             .map_err(|_| ApiError::new(ErrorReason::SessionEnded, "the session ended"))?
@@ -370,12 +392,12 @@ impl Sessions {
         let handles = self.all();
         let all = async {
             for handle in &handles {
-                // A probe's program is not stepd's to stop: it goes on.
-                let mode = match handle.port.kind() {
-                    SessionKind::Probe => DisconnectMode::Detach,
-                    _ => DisconnectMode::Unspecified,
+                // A probe's program is not stepd's to stop, nor are its
+                // holds stepd's to answer: it keeps them for the next daemon.
+                let _ = match handle.port.kind() {
+                    SessionKind::Probe => handle.drain().await,
+                    _ => handle.disconnect(DisconnectMode::Unspecified).await,
                 };
-                let _ = handle.disconnect(mode).await;
             }
         };
         let _ = tokio::time::timeout(within, all).await;

@@ -68,6 +68,7 @@ async fn world() -> World {
         request_timeout: DEADLINE,
         hold_limit: Duration::from_secs(600),
         max_probe_pauses: 1024,
+        heartbeat_interval: Duration::from_secs(30),
         redactor: Default::default(),
     };
     World {

@@ -1016,6 +1016,9 @@ impl Actor {
             }
             // Only probes reconnect.
             Command::Superseded { .. } => {}
+            Command::Drain { reply } => {
+                let _ = reply.send(Ok(()));
+            }
             Command::Reapply => {
                 let placements = self.apply_breakpoints().await;
                 for placement in &placements {

@@ -23,8 +23,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Event categories a Watch can select. Snapshot, gap, heartbeat and error
-// events are always delivered.
+// Event categories a Watch can select. Snapshot, gap, heartbeat, reconnect
+// and error events are always delivered.
 type EventChannel int32
 
 const (
@@ -1758,6 +1758,54 @@ func (x *Gap) GetReason() string {
 	return ""
 }
 
+// The daemon is going away (it is shutting down): the stream ends next.
+// Reconnect, to the restarted daemon or another instance behind the same
+// address, and resume from your cursor.
+type Reconnect struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why, for people: e.g. "the daemon is shutting down".
+	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reconnect) Reset() {
+	*x = Reconnect{}
+	mi := &file_stepd_v1_event_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reconnect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reconnect) ProtoMessage() {}
+
+func (x *Reconnect) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_event_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reconnect.ProtoReflect.Descriptor instead.
+func (*Reconnect) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Reconnect) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // The stream is alive.
 type HeartbeatEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1769,7 +1817,7 @@ type HeartbeatEvent struct {
 
 func (x *HeartbeatEvent) Reset() {
 	*x = HeartbeatEvent{}
-	mi := &file_stepd_v1_event_proto_msgTypes[23]
+	mi := &file_stepd_v1_event_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1829,7 @@ func (x *HeartbeatEvent) String() string {
 func (*HeartbeatEvent) ProtoMessage() {}
 
 func (x *HeartbeatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[23]
+	mi := &file_stepd_v1_event_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1842,7 @@ func (x *HeartbeatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatEvent.ProtoReflect.Descriptor instead.
 func (*HeartbeatEvent) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{23}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeartbeatEvent) GetLastSeq() uint64 {
@@ -1823,7 +1871,7 @@ type StreamError struct {
 
 func (x *StreamError) Reset() {
 	*x = StreamError{}
-	mi := &file_stepd_v1_event_proto_msgTypes[24]
+	mi := &file_stepd_v1_event_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1883,7 @@ func (x *StreamError) String() string {
 func (*StreamError) ProtoMessage() {}
 
 func (x *StreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[24]
+	mi := &file_stepd_v1_event_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +1896,7 @@ func (x *StreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamError.ProtoReflect.Descriptor instead.
 func (*StreamError) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{24}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StreamError) GetCode() int32 {
@@ -1886,7 +1934,7 @@ func (x *StreamError) GetMetadata() map[string]string {
 	return nil
 }
 
-// One event. Stream-local events (snapshot, heartbeat, error) carry seq 0,
+// One event. Stream-local events (snapshot, heartbeat, reconnect, error) carry seq 0,
 // except snapshot, whose own `seq` field gives the cursor.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1921,6 +1969,7 @@ type Event struct {
 	//	*Event_Error
 	//	*Event_BreakpointSnapshot
 	//	*Event_SessionUpdated
+	//	*Event_Reconnect
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1928,7 +1977,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_stepd_v1_event_proto_msgTypes[25]
+	mi := &file_stepd_v1_event_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +1989,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[25]
+	mi := &file_stepd_v1_event_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2002,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{25}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2173,6 +2222,15 @@ func (x *Event) GetSessionUpdated() *SessionUpdated {
 	return nil
 }
 
+func (x *Event) GetReconnect() *Reconnect {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_Reconnect); ok {
+			return x.Reconnect
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -2282,6 +2340,11 @@ type Event_SessionUpdated struct {
 	SessionUpdated *SessionUpdated `protobuf:"bytes,30,opt,name=session_updated,json=sessionUpdated,proto3,oneof"`
 }
 
+type Event_Reconnect struct {
+	// The daemon is shutting down; the stream ends next. Stream-local.
+	Reconnect *Reconnect `protobuf:"bytes,31,opt,name=reconnect,proto3,oneof"`
+}
+
 func (*Event_Snapshot) isEvent_Payload() {}
 
 func (*Event_SessionStarted) isEvent_Payload() {}
@@ -2324,6 +2387,8 @@ func (*Event_BreakpointSnapshot) isEvent_Payload() {}
 
 func (*Event_SessionUpdated) isEvent_Payload() {}
 
+func (*Event_Reconnect) isEvent_Payload() {}
+
 // What a SNAPSHOT breakpoint captured.
 type BreakpointSnapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2345,7 +2410,7 @@ type BreakpointSnapshot struct {
 
 func (x *BreakpointSnapshot) Reset() {
 	*x = BreakpointSnapshot{}
-	mi := &file_stepd_v1_event_proto_msgTypes[26]
+	mi := &file_stepd_v1_event_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2422,7 @@ func (x *BreakpointSnapshot) String() string {
 func (*BreakpointSnapshot) ProtoMessage() {}
 
 func (x *BreakpointSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_event_proto_msgTypes[26]
+	mi := &file_stepd_v1_event_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2435,7 @@ func (x *BreakpointSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakpointSnapshot.ProtoReflect.Descriptor instead.
 func (*BreakpointSnapshot) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_event_proto_rawDescGZIP(), []int{26}
+	return file_stepd_v1_event_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BreakpointSnapshot) GetBreakpointId() string {
@@ -2523,7 +2588,9 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\x03Gap\x12\x19\n" +
 	"\bfrom_seq\x18\x01 \x01(\x04R\afromSeq\x12\x15\n" +
 	"\x06to_seq\x18\x02 \x01(\x04R\x05toSeq\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"+\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"#\n" +
+	"\tReconnect\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"+\n" +
 	"\x0eHeartbeatEvent\x12\x19\n" +
 	"\blast_seq\x18\x01 \x01(\x04R\alastSeq\"\xfa\x01\n" +
 	"\vStreamError\x12\x12\n" +
@@ -2534,7 +2601,8 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2#.stepd.v1.StreamError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\n" +
+	"\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1d\n" +
 	"\n" +
@@ -2562,7 +2630,8 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\theartbeat\x18\x1b \x01(\v2\x18.stepd.v1.HeartbeatEventH\x00R\theartbeat\x12-\n" +
 	"\x05error\x18\x1c \x01(\v2\x15.stepd.v1.StreamErrorH\x00R\x05error\x12O\n" +
 	"\x13breakpoint_snapshot\x18\x1d \x01(\v2\x1c.stepd.v1.BreakpointSnapshotH\x00R\x12breakpointSnapshot\x12C\n" +
-	"\x0fsession_updated\x18\x1e \x01(\v2\x18.stepd.v1.SessionUpdatedH\x00R\x0esessionUpdatedB\t\n" +
+	"\x0fsession_updated\x18\x1e \x01(\v2\x18.stepd.v1.SessionUpdatedH\x00R\x0esessionUpdated\x123\n" +
+	"\treconnect\x18\x1f \x01(\v2\x13.stepd.v1.ReconnectH\x00R\treconnectB\t\n" +
 	"\apayload\"\xf8\x01\n" +
 	"\x12BreakpointSnapshot\x12#\n" +
 	"\rbreakpoint_id\x18\x01 \x01(\tR\fbreakpointId\x12\x1b\n" +
@@ -2609,7 +2678,7 @@ func file_stepd_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_stepd_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_stepd_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_stepd_v1_event_proto_goTypes = []any{
 	(EventChannel)(0),             // 0: stepd.v1.EventChannel
 	(BreakpointChange)(0),         // 1: stepd.v1.BreakpointChange
@@ -2637,67 +2706,68 @@ var file_stepd_v1_event_proto_goTypes = []any{
 	(*EvalError)(nil),             // 23: stepd.v1.EvalError
 	(*Tap)(nil),                   // 24: stepd.v1.Tap
 	(*Gap)(nil),                   // 25: stepd.v1.Gap
-	(*HeartbeatEvent)(nil),        // 26: stepd.v1.HeartbeatEvent
-	(*StreamError)(nil),           // 27: stepd.v1.StreamError
-	(*Event)(nil),                 // 28: stepd.v1.Event
-	(*BreakpointSnapshot)(nil),    // 29: stepd.v1.BreakpointSnapshot
-	nil,                           // 30: stepd.v1.StreamError.MetadataEntry
-	(*DebugInput)(nil),            // 31: stepd.v1.DebugInput
-	(*Session)(nil),               // 32: stepd.v1.Session
-	(*Pause)(nil),                 // 33: stepd.v1.Pause
-	(*Breakpoint)(nil),            // 34: stepd.v1.Breakpoint
-	(*BreakpointStatus)(nil),      // 35: stepd.v1.BreakpointStatus
-	(EndReason)(0),                // 36: stepd.v1.EndReason
-	(*OutputChunk)(nil),           // 37: stepd.v1.OutputChunk
-	(*Thread)(nil),                // 38: stepd.v1.Thread
-	(CommandKind)(0),              // 39: stepd.v1.CommandKind
-	(*Location)(nil),              // 40: stepd.v1.Location
-	(*DisplayValue)(nil),          // 41: stepd.v1.DisplayValue
-	(*Local)(nil),                 // 42: stepd.v1.Local
-	(*PointInfo)(nil),             // 43: stepd.v1.PointInfo
-	(*structpb.Value)(nil),        // 44: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
-	(*Frame)(nil),                 // 46: stepd.v1.Frame
-	(ErrorReason)(0),              // 47: stepd.v1.ErrorReason
-	(*structpb.Struct)(nil),       // 48: google.protobuf.Struct
+	(*Reconnect)(nil),             // 26: stepd.v1.Reconnect
+	(*HeartbeatEvent)(nil),        // 27: stepd.v1.HeartbeatEvent
+	(*StreamError)(nil),           // 28: stepd.v1.StreamError
+	(*Event)(nil),                 // 29: stepd.v1.Event
+	(*BreakpointSnapshot)(nil),    // 30: stepd.v1.BreakpointSnapshot
+	nil,                           // 31: stepd.v1.StreamError.MetadataEntry
+	(*DebugInput)(nil),            // 32: stepd.v1.DebugInput
+	(*Session)(nil),               // 33: stepd.v1.Session
+	(*Pause)(nil),                 // 34: stepd.v1.Pause
+	(*Breakpoint)(nil),            // 35: stepd.v1.Breakpoint
+	(*BreakpointStatus)(nil),      // 36: stepd.v1.BreakpointStatus
+	(EndReason)(0),                // 37: stepd.v1.EndReason
+	(*OutputChunk)(nil),           // 38: stepd.v1.OutputChunk
+	(*Thread)(nil),                // 39: stepd.v1.Thread
+	(CommandKind)(0),              // 40: stepd.v1.CommandKind
+	(*Location)(nil),              // 41: stepd.v1.Location
+	(*DisplayValue)(nil),          // 42: stepd.v1.DisplayValue
+	(*Local)(nil),                 // 43: stepd.v1.Local
+	(*PointInfo)(nil),             // 44: stepd.v1.PointInfo
+	(*structpb.Value)(nil),        // 45: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
+	(*Frame)(nil),                 // 47: stepd.v1.Frame
+	(ErrorReason)(0),              // 48: stepd.v1.ErrorReason
+	(*structpb.Struct)(nil),       // 49: google.protobuf.Struct
 }
 var file_stepd_v1_event_proto_depIdxs = []int32{
 	0,  // 0: stepd.v1.Watch.channels:type_name -> stepd.v1.EventChannel
 	3,  // 1: stepd.v1.SubscribeRequest.watch:type_name -> stepd.v1.Watch
-	31, // 2: stepd.v1.SubscribeRequest.debug_input:type_name -> stepd.v1.DebugInput
+	32, // 2: stepd.v1.SubscribeRequest.debug_input:type_name -> stepd.v1.DebugInput
 	4,  // 3: stepd.v1.SubscribeRequest.heartbeat:type_name -> stepd.v1.Heartbeat
-	28, // 4: stepd.v1.SubscribeResponse.event:type_name -> stepd.v1.Event
-	32, // 5: stepd.v1.Snapshot.sessions:type_name -> stepd.v1.Session
-	33, // 6: stepd.v1.Snapshot.pauses:type_name -> stepd.v1.Pause
-	34, // 7: stepd.v1.Snapshot.breakpoints:type_name -> stepd.v1.Breakpoint
-	35, // 8: stepd.v1.Snapshot.breakpoint_statuses:type_name -> stepd.v1.BreakpointStatus
-	32, // 9: stepd.v1.SessionStarted.session:type_name -> stepd.v1.Session
-	36, // 10: stepd.v1.SessionEnded.reason:type_name -> stepd.v1.EndReason
-	32, // 11: stepd.v1.SessionUpdated.session:type_name -> stepd.v1.Session
-	33, // 12: stepd.v1.Stopped.pause:type_name -> stepd.v1.Pause
-	37, // 13: stepd.v1.Output.chunk:type_name -> stepd.v1.OutputChunk
+	29, // 4: stepd.v1.SubscribeResponse.event:type_name -> stepd.v1.Event
+	33, // 5: stepd.v1.Snapshot.sessions:type_name -> stepd.v1.Session
+	34, // 6: stepd.v1.Snapshot.pauses:type_name -> stepd.v1.Pause
+	35, // 7: stepd.v1.Snapshot.breakpoints:type_name -> stepd.v1.Breakpoint
+	36, // 8: stepd.v1.Snapshot.breakpoint_statuses:type_name -> stepd.v1.BreakpointStatus
+	33, // 9: stepd.v1.SessionStarted.session:type_name -> stepd.v1.Session
+	37, // 10: stepd.v1.SessionEnded.reason:type_name -> stepd.v1.EndReason
+	33, // 11: stepd.v1.SessionUpdated.session:type_name -> stepd.v1.Session
+	34, // 12: stepd.v1.Stopped.pause:type_name -> stepd.v1.Pause
+	38, // 13: stepd.v1.Output.chunk:type_name -> stepd.v1.OutputChunk
 	1,  // 14: stepd.v1.BreakpointUpdated.change:type_name -> stepd.v1.BreakpointChange
-	34, // 15: stepd.v1.BreakpointUpdated.breakpoint:type_name -> stepd.v1.Breakpoint
-	35, // 16: stepd.v1.BreakpointUpdated.status:type_name -> stepd.v1.BreakpointStatus
-	38, // 17: stepd.v1.ThreadChanged.thread:type_name -> stepd.v1.Thread
-	39, // 18: stepd.v1.PauseResolved.command:type_name -> stepd.v1.CommandKind
-	40, // 19: stepd.v1.Trace.location:type_name -> stepd.v1.Location
-	41, // 20: stepd.v1.Trace.value:type_name -> stepd.v1.DisplayValue
-	42, // 21: stepd.v1.Trace.changed_locals:type_name -> stepd.v1.Local
-	43, // 22: stepd.v1.Trace.point:type_name -> stepd.v1.PointInfo
-	41, // 23: stepd.v1.Enlighten.value:type_name -> stepd.v1.DisplayValue
-	40, // 24: stepd.v1.Enlighten.location:type_name -> stepd.v1.Location
-	44, // 25: stepd.v1.Observed.value:type_name -> google.protobuf.Value
-	45, // 26: stepd.v1.Observed.observed_at:type_name -> google.protobuf.Timestamp
+	35, // 15: stepd.v1.BreakpointUpdated.breakpoint:type_name -> stepd.v1.Breakpoint
+	36, // 16: stepd.v1.BreakpointUpdated.status:type_name -> stepd.v1.BreakpointStatus
+	39, // 17: stepd.v1.ThreadChanged.thread:type_name -> stepd.v1.Thread
+	40, // 18: stepd.v1.PauseResolved.command:type_name -> stepd.v1.CommandKind
+	41, // 19: stepd.v1.Trace.location:type_name -> stepd.v1.Location
+	42, // 20: stepd.v1.Trace.value:type_name -> stepd.v1.DisplayValue
+	43, // 21: stepd.v1.Trace.changed_locals:type_name -> stepd.v1.Local
+	44, // 22: stepd.v1.Trace.point:type_name -> stepd.v1.PointInfo
+	42, // 23: stepd.v1.Enlighten.value:type_name -> stepd.v1.DisplayValue
+	41, // 24: stepd.v1.Enlighten.location:type_name -> stepd.v1.Location
+	45, // 25: stepd.v1.Observed.value:type_name -> google.protobuf.Value
+	46, // 26: stepd.v1.Observed.observed_at:type_name -> google.protobuf.Timestamp
 	2,  // 27: stepd.v1.Notification.level:type_name -> stepd.v1.NotificationLevel
-	40, // 28: stepd.v1.Cause.location:type_name -> stepd.v1.Location
-	46, // 29: stepd.v1.Stack.frames:type_name -> stepd.v1.Frame
+	41, // 28: stepd.v1.Cause.location:type_name -> stepd.v1.Location
+	47, // 29: stepd.v1.Stack.frames:type_name -> stepd.v1.Frame
 	21, // 30: stepd.v1.Stack.causes:type_name -> stepd.v1.Cause
 	21, // 31: stepd.v1.EvalError.causes:type_name -> stepd.v1.Cause
-	41, // 32: stepd.v1.Tap.value:type_name -> stepd.v1.DisplayValue
-	47, // 33: stepd.v1.StreamError.reason:type_name -> stepd.v1.ErrorReason
-	30, // 34: stepd.v1.StreamError.metadata:type_name -> stepd.v1.StreamError.MetadataEntry
-	45, // 35: stepd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	42, // 32: stepd.v1.Tap.value:type_name -> stepd.v1.DisplayValue
+	48, // 33: stepd.v1.StreamError.reason:type_name -> stepd.v1.ErrorReason
+	31, // 34: stepd.v1.StreamError.metadata:type_name -> stepd.v1.StreamError.MetadataEntry
+	46, // 35: stepd.v1.Event.time:type_name -> google.protobuf.Timestamp
 	7,  // 36: stepd.v1.Event.snapshot:type_name -> stepd.v1.Snapshot
 	8,  // 37: stepd.v1.Event.session_started:type_name -> stepd.v1.SessionStarted
 	9,  // 38: stepd.v1.Event.session_ended:type_name -> stepd.v1.SessionEnded
@@ -2715,20 +2785,21 @@ var file_stepd_v1_event_proto_depIdxs = []int32{
 	23, // 50: stepd.v1.Event.eval_error:type_name -> stepd.v1.EvalError
 	24, // 51: stepd.v1.Event.tap:type_name -> stepd.v1.Tap
 	25, // 52: stepd.v1.Event.gap:type_name -> stepd.v1.Gap
-	26, // 53: stepd.v1.Event.heartbeat:type_name -> stepd.v1.HeartbeatEvent
-	27, // 54: stepd.v1.Event.error:type_name -> stepd.v1.StreamError
-	29, // 55: stepd.v1.Event.breakpoint_snapshot:type_name -> stepd.v1.BreakpointSnapshot
+	27, // 53: stepd.v1.Event.heartbeat:type_name -> stepd.v1.HeartbeatEvent
+	28, // 54: stepd.v1.Event.error:type_name -> stepd.v1.StreamError
+	30, // 55: stepd.v1.Event.breakpoint_snapshot:type_name -> stepd.v1.BreakpointSnapshot
 	10, // 56: stepd.v1.Event.session_updated:type_name -> stepd.v1.SessionUpdated
-	40, // 57: stepd.v1.BreakpointSnapshot.frames:type_name -> stepd.v1.Location
-	42, // 58: stepd.v1.BreakpointSnapshot.locals:type_name -> stepd.v1.Local
-	48, // 59: stepd.v1.BreakpointSnapshot.extra:type_name -> google.protobuf.Struct
-	5,  // 60: stepd.v1.EventService.Subscribe:input_type -> stepd.v1.SubscribeRequest
-	6,  // 61: stepd.v1.EventService.Subscribe:output_type -> stepd.v1.SubscribeResponse
-	61, // [61:62] is the sub-list for method output_type
-	60, // [60:61] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	26, // 57: stepd.v1.Event.reconnect:type_name -> stepd.v1.Reconnect
+	41, // 58: stepd.v1.BreakpointSnapshot.frames:type_name -> stepd.v1.Location
+	43, // 59: stepd.v1.BreakpointSnapshot.locals:type_name -> stepd.v1.Local
+	49, // 60: stepd.v1.BreakpointSnapshot.extra:type_name -> google.protobuf.Struct
+	5,  // 61: stepd.v1.EventService.Subscribe:input_type -> stepd.v1.SubscribeRequest
+	6,  // 62: stepd.v1.EventService.Subscribe:output_type -> stepd.v1.SubscribeResponse
+	62, // [62:63] is the sub-list for method output_type
+	61, // [61:62] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_event_proto_init() }
@@ -2747,7 +2818,7 @@ func file_stepd_v1_event_proto_init() {
 		(*SubscribeRequest_Heartbeat)(nil),
 	}
 	file_stepd_v1_event_proto_msgTypes[6].OneofWrappers = []any{}
-	file_stepd_v1_event_proto_msgTypes[25].OneofWrappers = []any{
+	file_stepd_v1_event_proto_msgTypes[26].OneofWrappers = []any{
 		(*Event_Snapshot)(nil),
 		(*Event_SessionStarted)(nil),
 		(*Event_SessionEnded)(nil),
@@ -2769,6 +2840,7 @@ func file_stepd_v1_event_proto_init() {
 		(*Event_Error)(nil),
 		(*Event_BreakpointSnapshot)(nil),
 		(*Event_SessionUpdated)(nil),
+		(*Event_Reconnect)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2776,7 +2848,7 @@ func file_stepd_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_event_proto_rawDesc), len(file_stepd_v1_event_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -65,7 +65,9 @@ type EventServiceClient interface {
 	//   - DebugInput messages are answered on the stream only when they fail, with an
 	//     `error` event; success shows up as the `pause_resolved` event every
 	//     subscriber sees.
-	//   - The stream ends with status OK when the daemon shuts down.
+	//   - When the daemon shuts down it sends a `reconnect` event and ends the
+	//     stream with status OK: resume (Watch.resume_after_seq and
+	//     resume_instance_id) on the restarted daemon or another instance.
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error)
 }
 
@@ -133,7 +135,9 @@ type EventServiceServer interface {
 	//   - DebugInput messages are answered on the stream only when they fail, with an
 	//     `error` event; success shows up as the `pause_resolved` event every
 	//     subscriber sees.
-	//   - The stream ends with status OK when the daemon shuts down.
+	//   - When the daemon shuts down it sends a `reconnect` event and ends the
+	//     stream with status OK: resume (Watch.resume_after_seq and
+	//     resume_instance_id) on the restarted daemon or another instance.
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error
 	mustEmbedUnimplementedEventServiceServer()
 }

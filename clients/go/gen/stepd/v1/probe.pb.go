@@ -240,9 +240,13 @@ type Hello struct {
 	// holds. Session ids are never reused.
 	ResumeSessionId string `protobuf:"bytes,8,opt,name=resume_session_id,json=resumeSessionId,proto3" json:"resume_session_id,omitempty"`
 	// W3C tracestate that goes with `traceparent`; ignored without it.
-	Tracestate    string `protobuf:"bytes,9,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tracestate string `protobuf:"bytes,9,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// How often the daemon should send a heartbeat on this stream when it has
+	// sent nothing else; unset = the daemon's --heartbeat-interval. Clamped to
+	// between 1 s and 1 h.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,10,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -336,6 +340,13 @@ func (x *Hello) GetTracestate() string {
 		return x.Tracestate
 	}
 	return ""
+}
+
+func (x *Hello) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
 }
 
 // What a probe must hold at.
@@ -501,9 +512,12 @@ type Welcome struct {
 	// The initial arming.
 	Armed *Armed `protobuf:"bytes,2,opt,name=armed,proto3" json:"armed,omitempty"`
 	// The longest a hold may last before it resolves as CONTINUE.
-	HoldLimit     *durationpb.Duration `protobuf:"bytes,3,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HoldLimit *durationpb.Duration `protobuf:"bytes,3,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
+	// How often the daemon sends heartbeats on this stream when quiet; the
+	// probe should send its own at the same interval.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -557,6 +571,13 @@ func (x *Welcome) GetHoldLimit() *durationpb.Duration {
 	return nil
 }
 
+func (x *Welcome) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
+}
+
 // A point that holds.
 type Hit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -584,7 +605,13 @@ type Hit struct {
 	// EVAL is offered here even when Hello's capabilities.eval is false.
 	Evaluable bool `protobuf:"varint,10,opt,name=evaluable,proto3" json:"evaluable,omitempty"`
 	// W3C tracestate that goes with `traceparent`; ignored without it.
-	Tracestate    string `protobuf:"bytes,11,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Tracestate string `protobuf:"bytes,11,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// Set when the probe re-reports a hold that began before its previous
+	// stream ended (on this daemon or another): when the program began to
+	// wait. Such a Hit is not counted again as a breakpoint hit (hit counts
+	// and max_hits already include it, and a spent breakpoint still holds
+	// it), and its hold limit runs from this time.
+	HeldSince     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=held_since,json=heldSince,proto3" json:"held_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -694,6 +721,13 @@ func (x *Hit) GetTracestate() string {
 		return x.Tracestate
 	}
 	return ""
+}
+
+func (x *Hit) GetHeldSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeldSince
+	}
+	return nil
 }
 
 // The answer to a Hit.
@@ -1327,6 +1361,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_EvalResult
 	//	*ConnectRequest_Reports
 	//	*ConnectRequest_Withdraw
+	//	*ConnectRequest_Heartbeat
 	Message       isConnectRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1414,6 +1449,15 @@ func (x *ConnectRequest) GetWithdraw() *Withdraw {
 	return nil
 }
 
+func (x *ConnectRequest) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Message interface {
 	isConnectRequest_Message()
 }
@@ -1443,6 +1487,11 @@ type ConnectRequest_Withdraw struct {
 	Withdraw *Withdraw `protobuf:"bytes,5,opt,name=withdraw,proto3,oneof"`
 }
 
+type ConnectRequest_Heartbeat struct {
+	// Keepalive; the daemon answers nothing.
+	Heartbeat *Heartbeat `protobuf:"bytes,6,opt,name=heartbeat,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Hit) isConnectRequest_Message() {}
@@ -1452,6 +1501,8 @@ func (*ConnectRequest_EvalResult) isConnectRequest_Message() {}
 func (*ConnectRequest_Reports) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Withdraw) isConnectRequest_Message() {}
+
+func (*ConnectRequest_Heartbeat) isConnectRequest_Message() {}
 
 // A message to a probe.
 type ConnectResponse struct {
@@ -1465,6 +1516,8 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Resume
 	//	*ConnectResponse_Eval
 	//	*ConnectResponse_Refused
+	//	*ConnectResponse_Reconnect
+	//	*ConnectResponse_Heartbeat
 	Message       isConnectResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1552,6 +1605,24 @@ func (x *ConnectResponse) GetRefused() *HitRefused {
 	return nil
 }
 
+func (x *ConnectResponse) GetReconnect() *Reconnect {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Reconnect); ok {
+			return x.Reconnect
+		}
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetHeartbeat() *HeartbeatEvent {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Message interface {
 	isConnectResponse_Message()
 }
@@ -1581,6 +1652,16 @@ type ConnectResponse_Refused struct {
 	Refused *HitRefused `protobuf:"bytes,5,opt,name=refused,proto3,oneof"`
 }
 
+type ConnectResponse_Reconnect struct {
+	// The daemon is shutting down: reconnect (held points stay held).
+	Reconnect *Reconnect `protobuf:"bytes,6,opt,name=reconnect,proto3,oneof"`
+}
+
+type ConnectResponse_Heartbeat struct {
+	// The stream is alive; the probe answers nothing.
+	Heartbeat *HeartbeatEvent `protobuf:"bytes,7,opt,name=heartbeat,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Armed) isConnectResponse_Message() {}
@@ -1591,6 +1672,10 @@ func (*ConnectResponse_Eval) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Refused) isConnectResponse_Message() {}
 
+func (*ConnectResponse_Reconnect) isConnectResponse_Message() {}
+
+func (*ConnectResponse_Heartbeat) isConnectResponse_Message() {}
+
 var File_stepd_v1_probe_proto protoreflect.FileDescriptor
 
 const file_stepd_v1_probe_proto_rawDesc = "" +
@@ -1599,7 +1684,7 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x11ProbeCapabilities\x12\x12\n" +
 	"\x04eval\x18\x01 \x01(\bR\x04eval\x12\x12\n" +
 	"\x04skip\x18\x02 \x01(\bR\x04skip\x12\x12\n" +
-	"\x04edit\x18\x03 \x01(\bR\x04edit\"\xfc\x02\n" +
+	"\x04edit\x18\x03 \x01(\bR\x04edit\"\xc6\x03\n" +
 	"\x05Hello\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x10\n" +
@@ -1611,7 +1696,9 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x11resume_session_id\x18\b \x01(\tR\x0fresumeSessionId\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\t \x01(\tR\n" +
-	"tracestate\x1a9\n" +
+	"tracestate\x12H\n" +
+	"\x12heartbeat_interval\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
@@ -1627,13 +1714,14 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\x05depth\x18\x03 \x01(\rR\x05depth\x12\x1f\n" +
 	"\vtarget_coor\x18\x04 \x03(\x05R\n" +
 	"targetCoor\x12-\n" +
-	"\x12honour_breakpoints\x18\x05 \x01(\bR\x11honourBreakpoints\"\x89\x01\n" +
+	"\x12honour_breakpoints\x18\x05 \x01(\bR\x11honourBreakpoints\"\xd3\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
 	"\x05armed\x18\x02 \x01(\v2\x0f.stepd.v1.ArmedR\x05armed\x128\n" +
 	"\n" +
-	"hold_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\x92\x03\n" +
+	"hold_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x12H\n" +
+	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xcd\x03\n" +
 	"\x03Hit\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12)\n" +
 	"\x05point\x18\x02 \x01(\v2\x13.stepd.v1.PointInfoR\x05point\x12'\n" +
@@ -1648,7 +1736,9 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	" \x01(\bR\tevaluable\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\v \x01(\tR\n" +
-	"tracestate\"\xaa\x01\n" +
+	"tracestate\x129\n" +
+	"\n" +
+	"held_since\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\"\xaa\x01\n" +
 	"\x06Resume\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x124\n" +
 	"\bdecision\x18\x02 \x01(\x0e2\x18.stepd.v1.ResumeDecisionR\bdecision\x12,\n" +
@@ -1693,21 +1783,24 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\n" +
 	"HitRefused\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12+\n" +
-	"\x05error\x18\x02 \x01(\v2\x15.stepd.v1.StreamErrorR\x05error\"\x81\x02\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.stepd.v1.StreamErrorR\x05error\"\xb6\x02\n" +
 	"\x0eConnectRequest\x12'\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0f.stepd.v1.HelloH\x00R\x05hello\x12!\n" +
 	"\x03hit\x18\x02 \x01(\v2\r.stepd.v1.HitH\x00R\x03hit\x127\n" +
 	"\veval_result\x18\x03 \x01(\v2\x14.stepd.v1.EvalResultH\x00R\n" +
 	"evalResult\x12-\n" +
 	"\areports\x18\x04 \x01(\v2\x11.stepd.v1.ReportsH\x00R\areports\x120\n" +
-	"\bwithdraw\x18\x05 \x01(\v2\x12.stepd.v1.WithdrawH\x00R\bwithdrawB\t\n" +
-	"\amessage\"\xf8\x01\n" +
+	"\bwithdraw\x18\x05 \x01(\v2\x12.stepd.v1.WithdrawH\x00R\bwithdraw\x123\n" +
+	"\theartbeat\x18\x06 \x01(\v2\x13.stepd.v1.HeartbeatH\x00R\theartbeatB\t\n" +
+	"\amessage\"\xe7\x02\n" +
 	"\x0fConnectResponse\x12-\n" +
 	"\awelcome\x18\x01 \x01(\v2\x11.stepd.v1.WelcomeH\x00R\awelcome\x12'\n" +
 	"\x05armed\x18\x02 \x01(\v2\x0f.stepd.v1.ArmedH\x00R\x05armed\x12*\n" +
 	"\x06resume\x18\x03 \x01(\v2\x10.stepd.v1.ResumeH\x00R\x06resume\x12$\n" +
 	"\x04eval\x18\x04 \x01(\v2\x0e.stepd.v1.EvalH\x00R\x04eval\x120\n" +
-	"\arefused\x18\x05 \x01(\v2\x14.stepd.v1.HitRefusedH\x00R\arefusedB\t\n" +
+	"\arefused\x18\x05 \x01(\v2\x14.stepd.v1.HitRefusedH\x00R\arefused\x123\n" +
+	"\treconnect\x18\x06 \x01(\v2\x13.stepd.v1.ReconnectH\x00R\treconnect\x128\n" +
+	"\theartbeat\x18\a \x01(\v2\x18.stepd.v1.HeartbeatEventH\x00R\theartbeatB\t\n" +
 	"\amessage*\x99\x01\n" +
 	"\tProbeMode\x12\x1a\n" +
 	"\x16PROBE_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -1764,51 +1857,60 @@ var file_stepd_v1_probe_proto_goTypes = []any{
 	(*PointInfo)(nil),             // 21: stepd.v1.PointInfo
 	(*Local)(nil),                 // 22: stepd.v1.Local
 	(*Location)(nil),              // 23: stepd.v1.Location
-	(*structpb.Value)(nil),        // 24: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 25: google.protobuf.Value
 	(*StreamError)(nil),           // 26: stepd.v1.StreamError
+	(*Heartbeat)(nil),             // 27: stepd.v1.Heartbeat
+	(*Reconnect)(nil),             // 28: stepd.v1.Reconnect
+	(*HeartbeatEvent)(nil),        // 29: stepd.v1.HeartbeatEvent
 }
 var file_stepd_v1_probe_proto_depIdxs = []int32{
 	19, // 0: stepd.v1.Hello.labels:type_name -> stepd.v1.Hello.LabelsEntry
 	2,  // 1: stepd.v1.Hello.capabilities:type_name -> stepd.v1.ProbeCapabilities
-	0,  // 2: stepd.v1.Armed.mode:type_name -> stepd.v1.ProbeMode
-	4,  // 3: stepd.v1.Armed.matchers:type_name -> stepd.v1.ArmedMatcher
-	5,  // 4: stepd.v1.Welcome.armed:type_name -> stepd.v1.Armed
-	20, // 5: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
-	21, // 6: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
-	22, // 7: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
-	23, // 8: stepd.v1.Hit.location:type_name -> stepd.v1.Location
-	23, // 9: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
-	1,  // 10: stepd.v1.Resume.decision:type_name -> stepd.v1.ResumeDecision
-	24, // 11: stepd.v1.Resume.value:type_name -> google.protobuf.Value
-	5,  // 12: stepd.v1.Resume.armed:type_name -> stepd.v1.Armed
-	24, // 13: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
-	13, // 14: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
-	14, // 15: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
-	15, // 16: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
-	24, // 17: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
-	25, // 18: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
-	21, // 19: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
-	25, // 20: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
-	23, // 21: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
-	26, // 22: stepd.v1.HitRefused.error:type_name -> stepd.v1.StreamError
-	3,  // 23: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
-	7,  // 24: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
-	11, // 25: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
-	12, // 26: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
-	10, // 27: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
-	6,  // 28: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
-	5,  // 29: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
-	8,  // 30: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
-	9,  // 31: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
-	16, // 32: stepd.v1.ConnectResponse.refused:type_name -> stepd.v1.HitRefused
-	17, // 33: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
-	18, // 34: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
-	34, // [34:35] is the sub-list for method output_type
-	33, // [33:34] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	20, // 2: stepd.v1.Hello.heartbeat_interval:type_name -> google.protobuf.Duration
+	0,  // 3: stepd.v1.Armed.mode:type_name -> stepd.v1.ProbeMode
+	4,  // 4: stepd.v1.Armed.matchers:type_name -> stepd.v1.ArmedMatcher
+	5,  // 5: stepd.v1.Welcome.armed:type_name -> stepd.v1.Armed
+	20, // 6: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
+	20, // 7: stepd.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 8: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
+	22, // 9: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
+	23, // 10: stepd.v1.Hit.location:type_name -> stepd.v1.Location
+	23, // 11: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
+	24, // 12: stepd.v1.Hit.held_since:type_name -> google.protobuf.Timestamp
+	1,  // 13: stepd.v1.Resume.decision:type_name -> stepd.v1.ResumeDecision
+	25, // 14: stepd.v1.Resume.value:type_name -> google.protobuf.Value
+	5,  // 15: stepd.v1.Resume.armed:type_name -> stepd.v1.Armed
+	25, // 16: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
+	13, // 17: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
+	14, // 18: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
+	15, // 19: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
+	25, // 20: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
+	24, // 21: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
+	21, // 22: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
+	24, // 23: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
+	23, // 24: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
+	26, // 25: stepd.v1.HitRefused.error:type_name -> stepd.v1.StreamError
+	3,  // 26: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
+	7,  // 27: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
+	11, // 28: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
+	12, // 29: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
+	10, // 30: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
+	27, // 31: stepd.v1.ConnectRequest.heartbeat:type_name -> stepd.v1.Heartbeat
+	6,  // 32: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
+	5,  // 33: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
+	8,  // 34: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
+	9,  // 35: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
+	16, // 36: stepd.v1.ConnectResponse.refused:type_name -> stepd.v1.HitRefused
+	28, // 37: stepd.v1.ConnectResponse.reconnect:type_name -> stepd.v1.Reconnect
+	29, // 38: stepd.v1.ConnectResponse.heartbeat:type_name -> stepd.v1.HeartbeatEvent
+	17, // 39: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
+	18, // 40: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
+	40, // [40:41] is the sub-list for method output_type
+	39, // [39:40] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_probe_proto_init() }
@@ -1825,6 +1927,7 @@ func file_stepd_v1_probe_proto_init() {
 		(*ConnectRequest_EvalResult)(nil),
 		(*ConnectRequest_Reports)(nil),
 		(*ConnectRequest_Withdraw)(nil),
+		(*ConnectRequest_Heartbeat)(nil),
 	}
 	file_stepd_v1_probe_proto_msgTypes[16].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -1832,6 +1935,8 @@ func file_stepd_v1_probe_proto_init() {
 		(*ConnectResponse_Resume)(nil),
 		(*ConnectResponse_Eval)(nil),
 		(*ConnectResponse_Refused)(nil),
+		(*ConnectResponse_Reconnect)(nil),
+		(*ConnectResponse_Heartbeat)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -17,7 +17,9 @@ the injected one (INJECT), raises :class:`stepd.Skipped` (SKIP) or
 
 Threads and asyncio: a background thread owns the gRPC stream and reconnects
 with backoff (while disconnected, points don't hold; a hold in progress when
-the stream drops goes on as if CONTINUE had been answered). Each hold waits on
+the stream drops keeps waiting and is re-reported to the daemon the probe
+reconnects to, within ``reconnect_deadline`` and the hold limit, unless
+``release_on_disconnect=True`` lets it go on at once). Each hold waits on
 its own queue, so other threads keep running and may hold too. In coroutines
 use ``await probe.ahold(...)``, ``async with probe.scope(...)`` and decorate
 ``async def`` functions: the wait never blocks the event loop. Scopes nest per

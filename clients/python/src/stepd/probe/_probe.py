@@ -22,13 +22,13 @@ import weakref
 from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
 
 import grpc
-from google.protobuf import timestamp_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from stepd import _build
 from stepd.probe import _labels, _trace
 from stepd.probe._condition import ConditionError, Predicate, compile_condition, compile_glob
 from stepd.probe._values import fill_value, from_value, to_struct, to_value, type_name
-from stepd.v1 import pause_pb2, probe_pb2, probe_pb2_grpc, source_pb2
+from stepd.v1 import event_pb2, pause_pb2, probe_pb2, probe_pb2_grpc, source_pb2
 
 __all__ = ["Probe", "Skipped", "Stopped", "connect"]
 
@@ -205,7 +205,7 @@ class _ScopeContext:
 class _Waiter:
     """A held point waiting for its Resume (and serving Evals meanwhile)."""
 
-    __slots__ = ("globals", "locals", "value", "q", "loop", "aq")
+    __slots__ = ("globals", "locals", "value", "q", "loop", "aq", "hit", "since")
 
     def __init__(self, f_globals: dict[str, Any], f_locals: Mapping[str, Any], value: Any) -> None:
         self.globals = f_globals
@@ -214,6 +214,10 @@ class _Waiter:
         self.q: queue.SimpleQueue[Any] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.aq: asyncio.Queue[Any] | None = None
+        #: The Hit sent, re-reported (with ``held_since``) after a reconnect.
+        self.hit: probe_pb2.Hit | None = None
+        #: When the program began to wait (seconds since the epoch).
+        self.since = 0.0
 
     def deliver(self, message: Any) -> None:
         if self.loop is not None and self.aq is not None:
@@ -291,8 +295,20 @@ class Probe:
         token: str | None = None,
         traceparent: str | None = None,
         environment_labels: bool = True,
+        release_on_disconnect: bool = False,
+        reconnect_deadline: float = 60.0,
+        heartbeat: float | None = None,
     ) -> None:
         self.name = name or os.path.basename(sys.argv[0] or "python")
+        self._release_on_disconnect = release_on_disconnect
+        self._reconnect_deadline = reconnect_deadline
+        self._heartbeat_asked = heartbeat
+        #: Quiet time after which the stream gets a heartbeat (the daemon's, from Welcome).
+        self._heartbeat = heartbeat or 30.0
+        #: The daemon's hold limit (Welcome), which also bounds a hold kept while disconnected.
+        self._hold_limit = 3600.0
+        self._lost_at = 0.0
+        self._reaper: asyncio.TimerHandle | None = None
         # Read here, in the caller's context: the stream's thread has none.
         self._hello_trace = _trace.at_connect(traceparent)
         self.labels: dict[str, str] = _labels.merged(labels, environment_labels)
@@ -695,6 +711,7 @@ class Probe:
         if frame is not None:
             hit.location.CopyFrom(_location(frame))
             hit.stack.extend(_stack_of(frame))
+        waiter.hit, waiter.since = hit, time.time()
         with self._lock:
             if not self._connected:
                 return ""  # while disconnected, points don't hold
@@ -820,6 +837,7 @@ class Probe:
                 traceparent=self._hello_trace[0],
                 tracestate=self._hello_trace[1],
                 resume_session_id=previous,
+                heartbeat_interval=None if self._heartbeat_asked is None else _duration(self._heartbeat_asked),
             )
         )
 
@@ -835,7 +853,11 @@ class Probe:
 
     async def _writer(self, call: Any, q: asyncio.Queue[Any]) -> None:
         while True:
-            message = await q.get()
+            try:
+                # A quiet stream gets a heartbeat, so proxies do not cut it.
+                message = await asyncio.wait_for(q.get(), self._heartbeat)
+            except asyncio.TimeoutError:
+                message = probe_pb2.ConnectRequest(heartbeat=event_pb2.Heartbeat())
             if message is _WAKE:
                 # Let a burst of reports gather, but never delay a control message.
                 if len(self._reports) < self._batch_size and self._linger > 0 and q.empty():
@@ -912,6 +934,11 @@ class Probe:
                     pass
                 delay = min(delay * 2, self._backoff[1])
         finally:
+            # Closed: no daemon will answer the holds kept for one.
+            with self._lock:
+                waiters, self._hits = self._hits, {}
+            for waiter in waiters.values():
+                waiter.deliver(_RELEASE)
             await channel.close()
 
     def _on_response(self, response: probe_pb2.ConnectResponse, q: asyncio.Queue[Any]) -> bool:
@@ -947,11 +974,25 @@ class Probe:
                 q.put_nowait(probe_pb2.ConnectRequest(eval_result=error))
         elif kind == "welcome":
             welcome = response.welcome
+            if welcome.HasField("hold_limit"):
+                self._hold_limit = welcome.hold_limit.ToTimedelta().total_seconds()
+            if welcome.HasField("heartbeat_interval") and self._heartbeat_asked is None:
+                self._heartbeat = welcome.heartbeat_interval.ToTimedelta().total_seconds() or self._heartbeat
+            if self._reaper is not None:
+                self._reaper.cancel()
+                self._reaper = None
             with self._lock:
                 self.session_id = welcome.session_id
                 self._set_armed(welcome.armed)
                 self._connected = True
                 self.connections += 1
+                # Holds kept across the lost stream are reported again, first.
+                for waiter in self._hits.values():
+                    if waiter.hit is not None:
+                        again = probe_pb2.Hit()
+                        again.CopyFrom(waiter.hit)
+                        again.held_since.FromNanoseconds(int(waiter.since * 1e9))
+                        q.put_nowait(probe_pb2.ConnectRequest(hit=again))
             self._welcomed.set()
             self._attempted.set()
             if self._reports:
@@ -960,16 +1001,43 @@ class Probe:
         return False
 
     def _disconnected(self) -> None:
+        keep = not self._release_on_disconnect and not self._closed.is_set()
         with self._lock:
-            self._connected = False
+            was_connected, self._connected = self._connected, False
             self.session_id = ""
             self._arming = _DISARMED
-            waiters, self._hits = self._hits, {}
+            waiters: dict[str, _Waiter] = {}
+            if not keep:
+                waiters, self._hits = self._hits, {}
         self._welcomed.clear()
         for waiter in waiters.values():
             waiter.deliver(_RELEASE)
+        if keep and was_connected:
+            # The holds wait for a daemon to come back, within the deadline
+            # (counted from the stream's loss, not from each failed attempt).
+            self._lost_at = time.monotonic()
+            self._reap()
         with self._flushed:
             self._flushed.notify_all()
+
+    def _reap(self) -> None:
+        """While disconnected: releases (as CONTINUE) the holds past their hold
+        limit, and all of them once the reconnect deadline passed."""
+        self._reaper = None
+        if self._connected:
+            return
+        now, wall = time.monotonic(), time.time()
+        give_up = now >= self._lost_at + self._reconnect_deadline
+        with self._lock:
+            expired = [h for h, w in self._hits.items() if give_up or wall >= w.since + self._hold_limit]
+            released = [self._hits.pop(h) for h in expired]
+            left = [w.since + self._hold_limit - wall for w in self._hits.values()]
+        for waiter in released:
+            waiter.deliver(_RELEASE)
+        loop = self._loop
+        if left and loop is not None:
+            delay = min([self._lost_at + self._reconnect_deadline - now, *left])
+            self._reaper = loop.call_later(max(delay, 0.0), self._reap)
 
     # -- decorators ---------------------------------------------------------------------------
 
@@ -1075,6 +1143,12 @@ class Probe:
         :class:`Stopped`.
         """
         return _OnException(self, kind, name, editable)
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(seconds * 1e9))
+    return d
 
 
 def _bind_locals(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -1236,6 +1310,15 @@ def connect(
     the pod's environment (``pod``, ``namespace``, ``node``, ``app``: see
     docs/probes.md) with `labels` over them; ``environment_labels=False``
     leaves them out.
+
+    A hold in progress when the stream drops keeps waiting and is reported
+    again to the daemon the probe reconnects to (a restarted one or another
+    instance), where it can be answered; it goes on with its original value
+    when its hold limit passes or no daemon welcomed the probe within
+    ``reconnect_deadline`` seconds (60). ``release_on_disconnect=True`` makes
+    it go on at once instead. ``heartbeat`` is the interval, in seconds, of
+    heartbeats on a quiet stream (default: the daemon's), for proxies that
+    cut idle streams.
     """
     probe = Probe(name, labels, addr, eval, **options)
     if wait > 0:

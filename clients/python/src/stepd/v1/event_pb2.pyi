@@ -50,8 +50,8 @@ class _EventChannelEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventCha
     """notification."""
 
 class EventChannel(_EventChannel, metaclass=_EventChannelEnumTypeWrapper):
-    """Event categories a Watch can select. Snapshot, gap, heartbeat and error
-    events are always delivered.
+    """Event categories a Watch can select. Snapshot, gap, heartbeat, reconnect
+    and error events are always delivered.
     """
 
 EVENT_CHANNEL_UNSPECIFIED: EventChannel.ValueType  # 0
@@ -930,6 +930,31 @@ class Gap(_message.Message):
 Global___Gap: _TypeAlias = Gap  # noqa: Y015
 
 @_typing.final
+class Reconnect(_message.Message):
+    """The daemon is going away (it is shutting down): the stream ends next.
+    Reconnect, to the restarted daemon or another instance behind the same
+    address, and resume from your cursor.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """Why, for people: e.g. "the daemon is shutting down"."""
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Reconnect: _TypeAlias = Reconnect  # noqa: Y015
+
+@_typing.final
 class HeartbeatEvent(_message.Message):
     """The stream is alive."""
 
@@ -1013,7 +1038,7 @@ Global___StreamError: _TypeAlias = StreamError  # noqa: Y015
 
 @_typing.final
 class Event(_message.Message):
-    """One event. Stream-local events (snapshot, heartbeat, error) carry seq 0,
+    """One event. Stream-local events (snapshot, heartbeat, reconnect, error) carry seq 0,
     except snapshot, whose own `seq` field gives the cursor.
     """
 
@@ -1043,6 +1068,7 @@ class Event(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     BREAKPOINT_SNAPSHOT_FIELD_NUMBER: _builtins.int
     SESSION_UPDATED_FIELD_NUMBER: _builtins.int
+    RECONNECT_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Daemon-wide sequence number; 0 for stream-local events."""
     session_id: _builtins.str
@@ -1135,6 +1161,10 @@ class Event(_message.Message):
     def session_updated(self) -> Global___SessionUpdated:
         """A session's record changed (e.g. its pid became known)."""
 
+    @_builtins.property
+    def reconnect(self) -> Global___Reconnect:
+        """The daemon is shutting down; the stream ends next. Stream-local."""
+
     def __init__(
         self,
         *,
@@ -1162,12 +1192,13 @@ class Event(_message.Message):
         error: Global___StreamError | None = ...,
         breakpoint_snapshot: Global___BreakpointSnapshot | None = ...,
         session_updated: Global___SessionUpdated | None = ...,
+        reconnect: Global___Reconnect | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["breakpoint_snapshot", b"breakpoint_snapshot", "breakpoint_updated", b"breakpoint_updated", "continued", b"continued", "enlighten", b"enlighten", "error", b"error", "eval_error", b"eval_error", "gap", b"gap", "heartbeat", b"heartbeat", "notification", b"notification", "observed", b"observed", "output", b"output", "pause_resolved", b"pause_resolved", "payload", b"payload", "session_ended", b"session_ended", "session_started", b"session_started", "session_updated", b"session_updated", "snapshot", b"snapshot", "stack", b"stack", "stopped", b"stopped", "tap", b"tap", "thread_changed", b"thread_changed", "time", b"time", "trace", b"trace"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["breakpoint_snapshot", b"breakpoint_snapshot", "breakpoint_updated", b"breakpoint_updated", "continued", b"continued", "enlighten", b"enlighten", "error", b"error", "eval_error", b"eval_error", "gap", b"gap", "heartbeat", b"heartbeat", "notification", b"notification", "observed", b"observed", "output", b"output", "pause_resolved", b"pause_resolved", "payload", b"payload", "reconnect", b"reconnect", "session_ended", b"session_ended", "session_started", b"session_started", "session_updated", b"session_updated", "snapshot", b"snapshot", "stack", b"stack", "stopped", b"stopped", "tap", b"tap", "thread_changed", b"thread_changed", "time", b"time", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_snapshot", b"breakpoint_snapshot", "breakpoint_updated", b"breakpoint_updated", "continued", b"continued", "enlighten", b"enlighten", "error", b"error", "eval_error", b"eval_error", "gap", b"gap", "heartbeat", b"heartbeat", "notification", b"notification", "observed", b"observed", "output", b"output", "pause_resolved", b"pause_resolved", "payload", b"payload", "seq", b"seq", "session_ended", b"session_ended", "session_id", b"session_id", "session_started", b"session_started", "session_updated", b"session_updated", "snapshot", b"snapshot", "stack", b"stack", "stopped", b"stopped", "tap", b"tap", "thread_changed", b"thread_changed", "time", b"time", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_snapshot", b"breakpoint_snapshot", "breakpoint_updated", b"breakpoint_updated", "continued", b"continued", "enlighten", b"enlighten", "error", b"error", "eval_error", b"eval_error", "gap", b"gap", "heartbeat", b"heartbeat", "notification", b"notification", "observed", b"observed", "output", b"output", "pause_resolved", b"pause_resolved", "payload", b"payload", "reconnect", b"reconnect", "seq", b"seq", "session_ended", b"session_ended", "session_id", b"session_id", "session_started", b"session_started", "session_updated", b"session_updated", "snapshot", b"snapshot", "stack", b"stack", "stopped", b"stopped", "tap", b"tap", "thread_changed", b"thread_changed", "time", b"time", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["snapshot", "session_started", "session_ended", "stopped", "continued", "output", "breakpoint_updated", "thread_changed", "pause_resolved", "trace", "enlighten", "observed", "notification", "stack", "eval_error", "tap", "gap", "heartbeat", "error", "breakpoint_snapshot", "session_updated"]  # noqa: Y015
+    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["snapshot", "session_started", "session_ended", "stopped", "continued", "output", "breakpoint_updated", "thread_changed", "pause_resolved", "trace", "enlighten", "observed", "notification", "stack", "eval_error", "tap", "gap", "heartbeat", "error", "breakpoint_snapshot", "session_updated", "reconnect"]  # noqa: Y015
     _WhichOneofArgType_payload: _TypeAlias = _typing.Literal["payload", b"payload"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
 

@@ -84,7 +84,9 @@ class EventServiceServicer:
         - DebugInput messages are answered on the stream only when they fail, with an
         `error` event; success shows up as the `pause_resolved` event every
         subscriber sees.
-        - The stream ends with status OK when the daemon shuts down.
+        - When the daemon shuts down it sends a `reconnect` event and ends the
+        stream with status OK: resume (Watch.resume_after_seq and
+        resume_instance_id) on the restarted daemon or another instance.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

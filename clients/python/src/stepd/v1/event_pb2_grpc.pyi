@@ -71,7 +71,9 @@ class EventServiceStub:
     - DebugInput messages are answered on the stream only when they fail, with an
       `error` event; success shows up as the `pause_resolved` event every
       subscriber sees.
-    - The stream ends with status OK when the daemon shuts down.
+    - When the daemon shuts down it sends a `reconnect` event and ends the
+      stream with status OK: resume (Watch.resume_after_seq and
+      resume_instance_id) on the restarted daemon or another instance.
     """
 
 @_typing.type_check_only
@@ -117,7 +119,9 @@ class EventServiceAsyncStub(EventServiceStub):
     - DebugInput messages are answered on the stream only when they fail, with an
       `error` event; success shows up as the `pause_resolved` event every
       subscriber sees.
-    - The stream ends with status OK when the daemon shuts down.
+    - When the daemon shuts down it sends a `reconnect` event and ends the
+      stream with status OK: resume (Watch.resume_after_seq and
+      resume_instance_id) on the restarted daemon or another instance.
     """
 
 class EventServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -166,7 +170,9 @@ class EventServiceServicer(metaclass=_abc_1.ABCMeta):
         - DebugInput messages are answered on the stream only when they fail, with an
           `error` event; success shows up as the `pause_resolved` event every
           subscriber sees.
-        - The stream ends with status OK when the daemon shuts down.
+        - When the daemon shuts down it sends a `reconnect` event and ends the
+          stream with status OK: resume (Watch.resume_after_seq and
+          resume_instance_id) on the restarted daemon or another instance.
         """
 
 def add_EventServiceServicer_to_server(servicer: EventServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -158,6 +158,7 @@ class Hello(_message.Message):
     TRACEPARENT_FIELD_NUMBER: _builtins.int
     RESUME_SESSION_ID_FIELD_NUMBER: _builtins.int
     TRACESTATE_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Program name."""
     language: _builtins.str
@@ -188,6 +189,13 @@ class Hello(_message.Message):
     def capabilities(self) -> Global___ProbeCapabilities:
         """What the probe can do."""
 
+    @_builtins.property
+    def heartbeat_interval(self) -> _duration_pb2.Duration:
+        """How often the daemon should send a heartbeat on this stream when it has
+        sent nothing else; unset = the daemon's --heartbeat-interval. Clamped to
+        between 1 s and 1 h.
+        """
+
     def __init__(
         self,
         *,
@@ -200,10 +208,11 @@ class Hello(_message.Message):
         traceparent: _builtins.str = ...,
         resume_session_id: _builtins.str = ...,
         tracestate: _builtins.str = ...,
+        heartbeat_interval: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "host", b"host", "labels", b"labels", "language", b"language", "name", b"name", "pid", b"pid", "resume_session_id", b"resume_session_id", "traceparent", b"traceparent", "tracestate", b"tracestate"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "heartbeat_interval", b"heartbeat_interval", "host", b"host", "labels", b"labels", "language", b"language", "name", b"name", "pid", b"pid", "resume_session_id", b"resume_session_id", "traceparent", b"traceparent", "tracestate", b"tracestate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -294,6 +303,7 @@ class Welcome(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     ARMED_FIELD_NUMBER: _builtins.int
     HOLD_LIMIT_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The probe's session."""
     @_builtins.property
@@ -304,16 +314,23 @@ class Welcome(_message.Message):
     def hold_limit(self) -> _duration_pb2.Duration:
         """The longest a hold may last before it resolves as CONTINUE."""
 
+    @_builtins.property
+    def heartbeat_interval(self) -> _duration_pb2.Duration:
+        """How often the daemon sends heartbeats on this stream when quiet; the
+        probe should send its own at the same interval.
+        """
+
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         armed: Global___Armed | None = ...,
         hold_limit: _duration_pb2.Duration | None = ...,
+        heartbeat_interval: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "hold_limit", b"hold_limit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "heartbeat_interval", b"heartbeat_interval", "hold_limit", b"hold_limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "hold_limit", b"hold_limit", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "heartbeat_interval", b"heartbeat_interval", "hold_limit", b"hold_limit", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -336,6 +353,7 @@ class Hit(_message.Message):
     STACK_FIELD_NUMBER: _builtins.int
     EVALUABLE_FIELD_NUMBER: _builtins.int
     TRACESTATE_FIELD_NUMBER: _builtins.int
+    HELD_SINCE_FIELD_NUMBER: _builtins.int
     hit_id: _builtins.str
     """Probe-chosen id, echoed in Resume."""
     exception_message: _builtins.str
@@ -375,6 +393,15 @@ class Hit(_message.Message):
     def stack(self) -> _containers.RepeatedCompositeFieldContainer[_source_pb2.Location]:
         """The probe's stack at the point, top first."""
 
+    @_builtins.property
+    def held_since(self) -> _timestamp_pb2.Timestamp:
+        """Set when the probe re-reports a hold that began before its previous
+        stream ended (on this daemon or another): when the program began to
+        wait. Such a Hit is not counted again as a breakpoint hit (hit counts
+        and max_hits already include it, and a spent breakpoint still holds
+        it), and its hold limit runs from this time.
+        """
+
     def __init__(
         self,
         *,
@@ -389,10 +416,11 @@ class Hit(_message.Message):
         stack: _abc.Iterable[_source_pb2.Location] | None = ...,
         evaluable: _builtins.bool = ...,
         tracestate: _builtins.str = ...,
+        held_since: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["location", b"location", "point", b"point"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["held_since", b"held_since", "location", b"location", "point", b"point"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "coor", b"coor", "evaluable", b"evaluable", "exception_message", b"exception_message", "hit_id", b"hit_id", "locals", b"locals", "location", b"location", "point", b"point", "stack", b"stack", "traceparent", b"traceparent", "tracestate", b"tracestate"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "coor", b"coor", "evaluable", b"evaluable", "exception_message", b"exception_message", "held_since", b"held_since", "hit_id", b"hit_id", "locals", b"locals", "location", b"location", "point", b"point", "stack", b"stack", "traceparent", b"traceparent", "tracestate", b"tracestate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -737,6 +765,7 @@ class ConnectRequest(_message.Message):
     EVAL_RESULT_FIELD_NUMBER: _builtins.int
     REPORTS_FIELD_NUMBER: _builtins.int
     WITHDRAW_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello:
         """First message."""
@@ -757,6 +786,10 @@ class ConnectRequest(_message.Message):
     def withdraw(self) -> Global___Withdraw:
         """The program gave up a hold."""
 
+    @_builtins.property
+    def heartbeat(self) -> _event_pb2.Heartbeat:
+        """Keepalive; the daemon answers nothing."""
+
     def __init__(
         self,
         *,
@@ -765,12 +798,13 @@ class ConnectRequest(_message.Message):
         eval_result: Global___EvalResult | None = ...,
         reports: Global___Reports | None = ...,
         withdraw: Global___Withdraw | None = ...,
+        heartbeat: _event_pb2.Heartbeat | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["eval_result", b"eval_result", "hello", b"hello", "hit", b"hit", "message", b"message", "reports", b"reports", "withdraw", b"withdraw"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["eval_result", b"eval_result", "heartbeat", b"heartbeat", "hello", b"hello", "hit", b"hit", "message", b"message", "reports", b"reports", "withdraw", b"withdraw"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["eval_result", b"eval_result", "hello", b"hello", "hit", b"hit", "message", b"message", "reports", b"reports", "withdraw", b"withdraw"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["eval_result", b"eval_result", "heartbeat", b"heartbeat", "hello", b"hello", "hit", b"hit", "message", b"message", "reports", b"reports", "withdraw", b"withdraw"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "hit", "eval_result", "reports", "withdraw"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "hit", "eval_result", "reports", "withdraw", "heartbeat"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 
@@ -787,6 +821,8 @@ class ConnectResponse(_message.Message):
     RESUME_FIELD_NUMBER: _builtins.int
     EVAL_FIELD_NUMBER: _builtins.int
     REFUSED_FIELD_NUMBER: _builtins.int
+    RECONNECT_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """Answer to Hello."""
@@ -807,6 +843,14 @@ class ConnectResponse(_message.Message):
     def refused(self) -> Global___HitRefused:
         """A Hit that does not hold."""
 
+    @_builtins.property
+    def reconnect(self) -> _event_pb2.Reconnect:
+        """The daemon is shutting down: reconnect (held points stay held)."""
+
+    @_builtins.property
+    def heartbeat(self) -> _event_pb2.HeartbeatEvent:
+        """The stream is alive; the probe answers nothing."""
+
     def __init__(
         self,
         *,
@@ -815,12 +859,14 @@ class ConnectResponse(_message.Message):
         resume: Global___Resume | None = ...,
         eval: Global___Eval | None = ...,
         refused: Global___HitRefused | None = ...,
+        reconnect: _event_pb2.Reconnect | None = ...,
+        heartbeat: _event_pb2.HeartbeatEvent | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "eval", b"eval", "message", b"message", "refused", b"refused", "resume", b"resume", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "eval", b"eval", "heartbeat", b"heartbeat", "message", b"message", "reconnect", b"reconnect", "refused", b"refused", "resume", b"resume", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "eval", b"eval", "message", b"message", "refused", b"refused", "resume", b"resume", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["armed", b"armed", "eval", b"eval", "heartbeat", b"heartbeat", "message", b"message", "reconnect", b"reconnect", "refused", b"refused", "resume", b"resume", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "armed", "resume", "eval", "refused"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "armed", "resume", "eval", "refused", "reconnect", "heartbeat"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 

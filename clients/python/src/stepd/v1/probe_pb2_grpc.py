@@ -69,7 +69,16 @@ class ProbeServiceServicer:
         - The daemon reads the stream as fast as it handles messages; a probe
         that sends faster waits for HTTP/2 flow-control window.
         - When the stream ends, the session ends; held points resolve as
-        `pause_resolved{by: "disconnect"}`.
+        `pause_resolved{by: "disconnect"}`. The program keeps waiting at them
+        (unless it chose to go on at once) and re-reports each after its next
+        Welcome, to this daemon or another, as a Hit with the same hit_id and
+        `held_since` set; see docs/probes.md.
+        - When the daemon shuts down it sends Reconnect and ends the stream; its
+        held points resolve as `pause_resolved{by: "daemon-shutdown"}` and get
+        no Resume.
+        - Either side sends a heartbeat when it has sent nothing for the
+        heartbeat interval, so proxies never see the stream idle; the other
+        side answers nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
