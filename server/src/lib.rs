@@ -21,6 +21,7 @@ pub mod inspector;
 pub mod json;
 pub mod limits;
 pub mod malformed;
+pub mod metrics;
 pub mod probe;
 pub mod redact;
 pub mod server;

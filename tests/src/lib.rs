@@ -3,6 +3,8 @@
 //! deadlines (never sleeps).
 
 pub mod jaeger;
+pub mod otlp;
+pub mod probe;
 
 use std::{
     path::{Path, PathBuf},

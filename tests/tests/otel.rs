@@ -13,6 +13,7 @@ use std::{
 };
 
 use serde_json::Value as Json;
+use stepd_e2e::probe::{arm, connect_probe, hold, next};
 use stepd_e2e::{
     DEADLINE, Daemon, Subscription, TempDir, dap, fixture,
     jaeger::{
@@ -21,120 +22,16 @@ use stepd_e2e::{
     line_of, source_spec,
 };
 use stepd_proto::v1::{
-    BreakpointSpec, ConnectRequest, ConnectResponse, ContinueCommand, EvaluateRequest,
-    GetSessionRequest, Hello, Hit, LaunchRequest, PingRequest, PointInfo, ProbeCapabilities,
-    ProbeMatch, Watch, breakpoint_spec::Location, connect_request::Message as In,
+    ContinueCommand, EvaluateRequest, GetSessionRequest, LaunchRequest, PingRequest, Watch,
     connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
-    debug_command::Command, probe_service_client::ProbeServiceClient,
+    debug_command::Command,
 };
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
 
 /// A W3C `traceparent` of a caller's own (sampled) span, and its ids.
 fn caller_context(tag: u8) -> (String, String, String) {
     let trace = format!("{tag:02x}5eed5eed5eed5eed5eed5eed5eedbe");
     let span = format!("{tag:02x}c0ffee00000001");
     (format!("00-{trace}-{span}-01"), trace, span)
-}
-
-/// A probe connected with `traceparent` on its Connect call (none if empty).
-struct Probe {
-    tx: mpsc::Sender<ConnectRequest>,
-    rx: Streaming<ConnectResponse>,
-    session_id: String,
-}
-
-async fn connect_probe(daemon: &Daemon, traceparent: &str) -> Probe {
-    let (tx, rx) = mpsc::channel(16);
-    tx.send(ConnectRequest {
-        message: Some(In::Hello(Hello {
-            name: "traced-agent".into(),
-            language: "test".into(),
-            pid: i64::from(std::process::id()),
-            capabilities: Some(ProbeCapabilities {
-                eval: true,
-                skip: true,
-                edit: true,
-            }),
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut request = tonic::Request::new(ReceiverStream::new(rx));
-    if !traceparent.is_empty() {
-        request
-            .metadata_mut()
-            .insert("traceparent", traceparent.parse().unwrap());
-    }
-    let mut rx = ProbeServiceClient::new(daemon.channel().await)
-        .connect(request)
-        .await
-        .unwrap()
-        .into_inner();
-    let welcome = match next(&mut rx).await {
-        Out::Welcome(w) => w,
-        other => panic!("expected Welcome, got {other:?}"),
-    };
-    Probe {
-        tx,
-        rx,
-        session_id: welcome.session_id,
-    }
-}
-
-async fn next(rx: &mut Streaming<ConnectResponse>) -> Out {
-    tokio::time::timeout(DEADLINE, rx.message())
-        .await
-        .expect("a message from the daemon in time")
-        .unwrap()
-        .expect("the stream is open")
-        .message
-        .unwrap()
-}
-
-/// Arms a breakpoint on `tool_call` points named `name` and waits for the
-/// probe to hear of it.
-async fn arm(daemon: &Daemon, probe: &mut Probe, name: &str) -> String {
-    let id = dap::add_breakpoint(
-        daemon,
-        BreakpointSpec {
-            location: Some(Location::Probe(ProbeMatch {
-                point_kind: "tool_call".into(),
-                name_glob: name.into(),
-            })),
-            ..Default::default()
-        },
-    )
-    .await;
-    let Out::Armed(_) = next(&mut probe.rx).await else {
-        panic!("expected Armed")
-    };
-    id
-}
-
-/// Holds at a `tool_call` point, the program's span being `traceparent`
-/// (none if empty).
-async fn hold(probe: &Probe, hit_id: &str, name: &str, breakpoint: &str, traceparent: &str) {
-    probe
-        .tx
-        .send(ConnectRequest {
-            message: Some(In::Hit(Hit {
-                hit_id: hit_id.into(),
-                point: Some(PointInfo {
-                    kind: "tool_call".into(),
-                    name: name.into(),
-                    ..Default::default()
-                }),
-                coor: vec![0],
-                breakpoint_ids: vec![breakpoint.to_owned()],
-                traceparent: traceparent.into(),
-                ..Default::default()
-            })),
-        })
-        .await
-        .unwrap();
 }
 
 // ----- the tests ------------------------------------------------------------
