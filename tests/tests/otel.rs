@@ -17,7 +17,8 @@ use stepd_e2e::probe::{arm, connect_probe, hold, next};
 use stepd_e2e::{
     DEADLINE, Daemon, Subscription, TempDir, dap, fixture,
     jaeger::{
-        Jaeger, command_without_otel, find, operation, parent_of, span_id, tag, traced_daemon,
+        Jaeger, command_without_otel, find, operation, parent_of, span_id, tag, traced_command,
+        traced_daemon,
     },
     line_of, source_spec,
 };
@@ -341,6 +342,63 @@ async fn a_dap_pause_is_a_span_with_its_source_location() {
     );
     let ids = tag(span, "stepd.breakpoint.ids").map(Json::to_string);
     assert!(ids.is_some_and(|ids| ids.contains(&breakpoint)), "{span:#}");
+    // DAP requests are spans only when asked for (the next test).
+    let dap = find(&spans, |s| operation(s).starts_with("dap "));
+    assert!(dap.is_none(), "a DAP request span by default: {dap:?}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn dap_requests_are_spans_under_the_session_when_asked_for() {
+    let Some(jaeger) = Jaeger::start().await else {
+        return;
+    };
+    let dir = TempDir::new("otel-dap-requests");
+    let mut command = traced_command(&dir, &jaeger, "stepd-otel-dap-requests");
+    command.env("RUST_LOG", "warn,stepd::dap::requests=debug");
+    let daemon = Daemon::spawn(command, dir.path()).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let program = fixture("python/hello.py");
+    let path = program.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "print"))).await;
+    let session = dap::launch(&daemon, "debugpy", path, &[])
+        .await
+        .session
+        .unwrap();
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    dap::ended(&mut sub, &session.id).await;
+    let spans = jaeger
+        .spans_of(&session.trace_id, |spans| {
+            find(spans, |s| span_id(s) == session.span_id).is_some()
+                && ["dap initialize", "dap stackTrace", "dap continue"]
+                    .iter()
+                    .all(|name| find(spans, |s| operation(s) == *name).is_some())
+        })
+        .await;
+    for name in [
+        "dap initialize",
+        "dap launch",
+        "dap setBreakpoints",
+        "dap stackTrace",
+        "dap continue",
+    ] {
+        let span =
+            find(&spans, |s| operation(s) == name).unwrap_or_else(|| panic!("no {name:?} span"));
+        assert_eq!(parent_of(span), Some(session.span_id.as_str()), "{span:#}");
+        assert_eq!(tag(span, "stepd.adapter"), Some(&Json::from("debugpy")));
+        assert_eq!(
+            tag(span, "stepd.dap.command"),
+            Some(&Json::from(&name["dap ".len()..]))
+        );
+        assert_eq!(
+            tag(span, "stepd.dap.success"),
+            Some(&Json::from(true)),
+            "{span:#}"
+        );
+    }
     daemon.stop().await;
 }
 
