@@ -9,6 +9,10 @@
 
 use std::{
     net::TcpListener,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -402,9 +406,15 @@ async fn dap_requests_are_spans_under_the_session_when_asked_for() {
     daemon.stop().await;
 }
 
-/// The TCP sockets of process `pid` that are neither listening nor
-/// accepted on one of `served` ports: its outbound connections.
-fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
+/// One TCP socket of a process, from `/proc/PID/net/tcp*`.
+struct Socket {
+    local_port: u16,
+    listening: bool,
+    line: String,
+}
+
+/// The TCP sockets process `pid` holds open.
+fn sockets_of(pid: u32) -> Vec<Socket> {
     let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|dir| {
             dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
@@ -420,7 +430,7 @@ fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    let mut outbound = Vec::new();
+    let mut sockets = Vec::new();
     for table in ["tcp", "tcp6"] {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
             continue;
@@ -432,20 +442,66 @@ fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
             else {
                 continue;
             };
-            if !inodes.iter().any(|i| i == inode) || *state == "0A" {
+            if !inodes.iter().any(|i| i == inode) {
                 continue;
             }
-            let port = local
+            let local_port = local
                 .rsplit(':')
                 .next()
                 .and_then(|p| u16::from_str_radix(p, 16).ok())
                 .unwrap_or(0);
-            if !served.contains(&port) {
-                outbound.push(line.trim().to_owned());
-            }
+            sockets.push(Socket {
+                local_port,
+                listening: *state == "0A",
+                line: line.trim().to_owned(),
+            });
         }
     }
-    outbound
+    sockets
+}
+
+/// The TCP sockets of process `pid` that are neither listening nor
+/// accepted on one of `served` ports: its outbound connections.
+fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
+    sockets_of(pid)
+        .into_iter()
+        .filter(|s| !s.listening && !served.contains(&s.local_port))
+        .map(|s| s.line)
+        .collect()
+}
+
+/// Accepts on `listener` until `stop`, and returns the connections that
+/// came from process `pid`. Others are only noted: the port is the
+/// machine's, and any OpenTelemetry SDK left at its defaults (a Jaeger's
+/// own tracing, another program) exports there.
+fn connections_from(
+    listener: TcpListener,
+    pid: u32,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let mut from_pid = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                // Checked while the connection is held open, so its other
+                // end is still in the table of whoever made it.
+                Ok((stream, peer)) => {
+                    if sockets_of(pid).iter().any(|s| s.local_port == peer.port()) {
+                        from_pid.push(peer.to_string());
+                    } else {
+                        eprintln!("note: {peer}, not the daemon, connected to 127.0.0.1:4317");
+                    }
+                    drop(stream);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("accepting on 127.0.0.1:4317: {e}"),
+            }
+        }
+        from_pid
+    })
 }
 
 #[tokio::test]
@@ -453,13 +509,14 @@ async fn without_otel_variables_nothing_is_exported_or_connected() {
     // The OTLP gRPC default port, held here when free: an exporter that
     // fell back to the default endpoint would connect to it.
     let sentinel = TcpListener::bind("127.0.0.1:4317").ok();
-    if let Some(listener) = &sentinel {
-        listener.set_nonblocking(true).unwrap();
-    } else {
+    if sentinel.is_none() {
         eprintln!("note: 127.0.0.1:4317 is taken; checking /proc only");
     }
     let dir = TempDir::new("otel-off");
     let daemon = Daemon::spawn(command_without_otel(dir.path()), dir.path()).await;
+    let pid = daemon.child.id().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = sentinel.map(|listener| connections_from(listener, pid, stop.clone()));
     let served: u16 = daemon
         .addr
         .rsplit(':')
@@ -501,17 +558,15 @@ async fn without_otel_variables_nothing_is_exported_or_connected() {
     // An exporter would have tried by now (the SDK's batch delay is 5 s, its
     // first connection lazy): look twice, the second time after that delay
     // would have passed for spans of the first RPCs.
-    let pid = daemon.child.id().unwrap();
     assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
-    if let Some(listener) = &sentinel {
-        let accepted = listener.accept();
+    stop.store(true, Ordering::Relaxed);
+    if let Some(watcher) = watcher {
+        let connected = watcher.join().unwrap();
         assert!(
-            accepted
-                .as_ref()
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
-            "something connected to 127.0.0.1:4317: {accepted:?}"
+            connected.is_empty(),
+            "the daemon connected to 127.0.0.1:4317 from {connected:?}"
         );
     }
     drop(probe);
