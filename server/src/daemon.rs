@@ -149,9 +149,7 @@ impl Daemon {
             config,
         })
     }
-}
 
-impl Daemon {
     /// The counts an operator asks about (GetStatus), the same the metrics
     /// export.
     pub fn counts(&self) -> Counts {

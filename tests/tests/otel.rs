@@ -513,7 +513,13 @@ async fn without_otel_variables_nothing_is_exported_or_connected() {
         eprintln!("note: 127.0.0.1:4317 is taken; checking /proc only");
     }
     let dir = TempDir::new("otel-off");
-    let daemon = Daemon::spawn(command_without_otel(dir.path()), dir.path()).await;
+    // Variables that name no endpoint but would make an exporter, had one
+    // been installed anyway, export within the test's window.
+    let mut command = command_without_otel(dir.path());
+    command
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "200")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let daemon = Daemon::spawn(command, dir.path()).await;
     let pid = daemon.child.id().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = sentinel.map(|listener| connections_from(listener, pid, stop.clone()));
@@ -555,9 +561,9 @@ async fn without_otel_variables_nothing_is_exported_or_connected() {
     dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
         .await
         .unwrap();
-    // An exporter would have tried by now (the SDK's batch delay is 5 s, its
-    // first connection lazy): look twice, the second time after that delay
-    // would have passed for spans of the first RPCs.
+    // An exporter would have tried by now (batches every 100 ms, metrics
+    // every 200 ms, its first connection lazy): look twice, the second
+    // time after the SDK's default 5 s batch delay too.
     assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());

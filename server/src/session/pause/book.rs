@@ -150,6 +150,7 @@ impl<T> PauseBook<T> {
 
     /// A registered pause: sent to every subscriber and kept.
     fn opened(&mut self, pause: Pause, data: T, span: telemetry::Span, all_threads_stopped: bool) {
+        let opened = std::time::Instant::now();
         tracing::debug!(pause = %pause.key, reason = pause.reason().as_str_name(), "pause opened");
         self.publish(Payload::Stopped(Stopped {
             pause: Some(pause.clone()),
@@ -162,7 +163,7 @@ impl<T> PauseBook<T> {
                 data,
                 prompt: None,
                 span,
-                opened: std::time::Instant::now(),
+                opened,
             },
         );
     }
