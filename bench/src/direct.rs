@@ -126,8 +126,13 @@ impl Direct {
                 while let Ok(Some(_)) = lines.next_line().await {}
             });
         }
-        let (client, incoming) =
-            DapClient::start(transport.reader, transport.writer, MAX_FRAME, DEADLINE);
+        let (client, incoming) = DapClient::start(
+            transport.reader,
+            transport.writer,
+            MAX_FRAME,
+            DEADLINE,
+            adapter.kind.name(),
+        );
         let mut direct = Self {
             child: transport.child,
             client,

@@ -14,6 +14,7 @@ use crate::{
     dap_session::Launcher,
     events::EventBus,
     inspector::Inspectors,
+    metrics::Counts,
     session::{Context, Sessions, pause::PauseRegistry},
     slots::{Cap, Slots},
     store::Store,
@@ -111,6 +112,21 @@ impl Daemon {
         ));
         sessions.follow(bus.clone());
         let launcher = Launcher::new(context.clone(), sessions.clone());
+        let subscribers = Slots::with_total(
+            "subscribers",
+            Cap {
+                limit: "max_subscribers_per_identity",
+                max: config.max_subscribers_per_identity,
+            },
+            Cap {
+                limit: "max_subscribers",
+                max: config.max_subscribers,
+            },
+        );
+        crate::metrics::observe({
+            let (bus, subscribers) = (bus.clone(), subscribers.clone());
+            move || counts(&bus, &subscribers)
+        });
         Ok(Self {
             context,
             launcher,
@@ -124,17 +140,7 @@ impl Daemon {
             store,
             shutdown: CancellationToken::new(),
             listen: OnceLock::new(),
-            subscribers: Slots::with_total(
-                "subscribers",
-                Cap {
-                    limit: "max_subscribers_per_identity",
-                    max: config.max_subscribers_per_identity,
-                },
-                Cap {
-                    limit: "max_subscribers",
-                    max: config.max_subscribers,
-                },
-            ),
+            subscribers,
             inspectors_per_identity: Slots::new(
                 "inspectors",
                 Cap {
@@ -145,4 +151,18 @@ impl Daemon {
             config,
         })
     }
+
+    /// The counts an operator asks about (GetStatus), the same the metrics
+    /// export.
+    pub fn counts(&self) -> Counts {
+        counts(&self.bus, &self.subscribers)
+    }
+}
+
+/// The daemon's counts: its counters, the state view, the Subscribe slots.
+fn counts(bus: &EventBus, subscribers: &Slots) -> Counts {
+    let mut counts = Counts::of(bus.counters());
+    bus.with_view(|v| v.tally(&mut counts));
+    counts.subscribers = subscribers.total() as u64;
+    counts
 }

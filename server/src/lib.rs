@@ -22,6 +22,7 @@ pub mod json;
 pub mod limits;
 pub mod log_writer;
 pub mod malformed;
+pub mod metrics;
 pub mod probe;
 pub mod redact;
 pub mod reflection;

@@ -1,6 +1,7 @@
 //! Logging and tracing: `tracing` to stderr, filtered by `RUST_LOG`, as text
 //! or JSON lines; and, when the standard `OTEL_*` variables ask for it,
-//! OpenTelemetry traces exported over OTLP gRPC in batches.
+//! OpenTelemetry traces exported over OTLP gRPC in batches, and metrics
+//! (`crate::metrics`) exported periodically.
 //!
 //! Three kinds of span are exported (docs/observability.md): one per RPC
 //! (the `rpc` tracing span, bridged, continuing the caller's `traceparent`),
@@ -11,6 +12,7 @@
 
 use std::{borrow::Cow, sync::OnceLock};
 
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::{
     Context, KeyValue,
     propagation::{Extractor, TextMapPropagator},
@@ -18,6 +20,7 @@ use opentelemetry::{
 };
 use opentelemetry_sdk::{
     Resource,
+    metrics::SdkMeterProvider,
     propagation::TraceContextPropagator,
     trace::{SdkTracer, SdkTracerProvider},
 };
@@ -54,59 +57,97 @@ pub fn enabled() -> bool {
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
     logs: LogFlush,
+    meters: Option<SdkMeterProvider>,
 }
 
 impl Telemetry {
-    /// Exports the spans still batched and stops the exporter (waits at most
-    /// the exporter's timeout).
+    /// Exports the spans still batched and the metrics' last values, and
+    /// stops the exporters (waits at most each exporter's timeout).
     pub async fn shutdown(self) {
-        if let Some(provider) = self.provider {
+        let Self {
+            provider,
+            meters,
+            logs,
+        } = self;
+        if let Some(provider) = provider {
             let result = tokio::task::spawn_blocking(move || provider.shutdown()).await;
             if let Ok(Err(err)) = result {
                 tracing::warn!("OpenTelemetry: flushing the last spans failed: {err}");
             }
         }
-        self.logs.flush();
+        if let Some(meters) = meters {
+            let result = tokio::task::spawn_blocking(move || meters.shutdown()).await;
+            if let Ok(Err(err)) = result {
+                tracing::warn!("OpenTelemetry: exporting the last metrics failed: {err}");
+            }
+        }
+        logs.flush();
     }
 }
 
-/// Whether the environment asks for trace export: an OTLP endpoint is
-/// named (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
-/// `OTEL_EXPORTER_OTLP_ENDPOINT`), the SDK is not disabled
-/// (`OTEL_SDK_DISABLED`), and `OTEL_TRACES_EXPORTER` is unset or `otlp`.
+/// What is exported: each signal is turned on by its own variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Traces,
+    Metrics,
+}
+
+impl Signal {
+    /// As the variables spell it: `OTEL_EXPORTER_OTLP_{TRACES}_ENDPOINT`.
+    fn upper(self) -> &'static str {
+        match self {
+            Self::Traces => "TRACES",
+            Self::Metrics => "METRICS",
+        }
+    }
+
+    fn lower(self) -> &'static str {
+        match self {
+            Self::Traces => "traces",
+            Self::Metrics => "metrics",
+        }
+    }
+}
+
+/// Whether the environment asks for export of `signal`: an OTLP endpoint
+/// is named (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` /
+/// `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT`),
+/// the SDK is not disabled (`OTEL_SDK_DISABLED`), and
+/// `OTEL_TRACES_EXPORTER` / `OTEL_METRICS_EXPORTER` is unset or `otlp`.
 /// `Err` says why a request for export cannot be honoured (only gRPC is
 /// built in).
-fn export_wanted(var: impl Fn(&str) -> Option<String>) -> Result<bool, String> {
+fn export_wanted(signal: Signal, var: impl Fn(&str) -> Option<String>) -> Result<bool, String> {
     let set = |name: &str| {
         var(name)
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
+    let (upper, lower) = (signal.upper(), signal.lower());
     if set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Ok(false);
     }
-    match set("OTEL_TRACES_EXPORTER").as_deref() {
+    match set(&format!("OTEL_{upper}_EXPORTER")).as_deref() {
         None | Some("otlp") => {}
         Some("none") => return Ok(false),
         Some(other) => {
             return Err(format!(
-                "OTEL_TRACES_EXPORTER={other}: only otlp (or none) is supported; no traces are exported"
+                "OTEL_{upper}_EXPORTER={other}: only otlp (or none) is supported; no {lower} are exported"
             ));
         }
     }
-    if set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if set(&format!("OTEL_EXPORTER_OTLP_{upper}_ENDPOINT"))
         .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT"))
         .is_none()
     {
         return Ok(false);
     }
-    match set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+    match set(&format!("OTEL_EXPORTER_OTLP_{upper}_PROTOCOL"))
         .or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL"))
         .as_deref()
     {
         None | Some("grpc") => Ok(true),
         Some(other) => Err(format!(
-            "OTEL_EXPORTER_OTLP_PROTOCOL={other}: stepd exports over grpc only; no traces are exported"
+            "OTEL_EXPORTER_OTLP_PROTOCOL={other}: stepd exports over grpc only; no {lower} are exported"
         )),
     }
 }
@@ -141,25 +182,54 @@ fn provider() -> Result<SdkTracerProvider, String> {
         .build())
 }
 
+/// The periodic metrics exporter (endpoint, headers, timeout from the
+/// environment, the interval from `OTEL_METRIC_EXPORT_INTERVAL`, 60 s by
+/// default): the SDK's own thread collects and exports, and the first
+/// connection is made by the first export.
+fn meter_provider() -> Result<SdkMeterProvider, String> {
+    let exporter = opentelemetry_otlp::MetricExporter::builder()
+        .with_tonic()
+        .build()
+        .map_err(|err| format!("building the OTLP metrics exporter: {err}"))?;
+    Ok(SdkMeterProvider::builder()
+        .with_periodic_exporter(exporter)
+        .with_resource(resource())
+        .build())
+}
+
+/// A signal's exporter when the environment asks for one, or why not.
+fn wanted<P>(signal: Signal, build: fn() -> Result<P, String>) -> (Option<P>, Option<String>) {
+    match export_wanted(signal, |name| std::env::var(name).ok()) {
+        Ok(true) => match build() {
+            Ok(provider) => (Some(provider), None),
+            Err(problem) => (None, Some(problem)),
+        },
+        Ok(false) => (None, None),
+        Err(problem) => (None, Some(problem)),
+    }
+}
+
 /// Installs the global subscriber, and the exporter when the environment
 /// asks for one. Call once, inside the runtime, before anything logs.
 pub fn init(format: LogFormat) -> Telemetry {
     let filter = |default: &str| {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default))
     };
-    let (provider, problem) = match export_wanted(|name| std::env::var(name).ok()) {
-        Ok(true) => match provider() {
-            Ok(provider) => (Some(provider), None),
-            Err(problem) => (None, Some(problem)),
-        },
-        Ok(false) => (None, None),
-        Err(problem) => (None, Some(problem)),
+    let (provider, problem) = wanted(Signal::Traces, provider);
+    let (meters, meters_problem) = wanted(Signal::Metrics, meter_provider);
+    // The SDK's own news (a failed export) at warn and above.
+    let default_filter = if provider.is_some() || meters.is_some() {
+        "info,opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry-otlp=warn"
+    } else {
+        "info"
     };
     let (writer, logs) = LogWriter::stderr();
     let result = match &provider {
         // Export off: exactly the subscriber stepd always had.
         None => {
-            let builder = fmt().with_env_filter(filter("info")).with_writer(writer);
+            let builder = fmt()
+                .with_env_filter(filter(default_filter))
+                .with_writer(writer);
             match format {
                 LogFormat::Text => builder.try_init(),
                 LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -185,10 +255,7 @@ pub fn init(format: LogFormat) -> Telemetry {
                 .with_target(false)
                 .with_filter(Targets::new().with_target(RPC_TARGET, tracing::Level::INFO));
             tracing_subscriber::registry()
-                // The SDK's own news (a failed export) at warn and above.
-                .with(logs.with_filter(filter(
-                    "info,opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry-otlp=warn",
-                )))
+                .with(logs.with_filter(filter(default_filter)))
                 .with(spans)
                 .try_init()
                 .map_err(|err| err.to_string())
@@ -197,12 +264,21 @@ pub fn init(format: LogFormat) -> Telemetry {
     if let Err(err) = result {
         eprintln!("stepd: logging was already initialised: {err}");
     }
-    if let Some(problem) = problem {
+    for problem in [problem, meters_problem].into_iter().flatten() {
         tracing::warn!("OpenTelemetry: {problem}");
-    } else if provider.is_some() {
+    }
+    if provider.is_some() {
         tracing::info!("OpenTelemetry: exporting traces over OTLP gRPC");
     }
-    Telemetry { provider, logs }
+    if let Some(meters) = &meters {
+        crate::metrics::install(meters.meter("stepd"));
+        tracing::info!("OpenTelemetry: exporting metrics over OTLP gRPC");
+    }
+    Telemetry {
+        provider,
+        meters,
+        logs,
+    }
 }
 
 // ----- the RPC span -----------------------------------------------------------
@@ -393,6 +469,7 @@ pub fn short_name(name: &'static str) -> &'static str {
         "PAUSE_REASON_",
         "END_REASON_",
         "SESSION_KIND_",
+        "SESSION_STATE_",
     ];
     PREFIXES
         .iter()
@@ -541,7 +618,7 @@ mod tests {
 
     use opentelemetry::trace::TraceContextExt as _;
 
-    use super::{Remote, export_wanted};
+    use super::{Remote, Signal, export_wanted};
 
     #[test]
     fn a_probes_trace_context_is_read_or_ignored() {
@@ -577,7 +654,41 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        export_wanted(|name| vars.get(name).cloned())
+        export_wanted(Signal::Traces, |name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn metrics_follow_their_own_variables() {
+        let of = |vars: &[(&str, &str)]| {
+            let vars: HashMap<String, String> = vars
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            export_wanted(Signal::Metrics, |name| vars.get(name).cloned())
+        };
+        assert_eq!(of(&[]), Ok(false));
+        assert_eq!(
+            of(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4317")]),
+            Ok(false)
+        );
+        assert_eq!(
+            of(&[("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://c:4317")]),
+            Ok(true)
+        );
+        assert_eq!(
+            of(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                ("OTEL_METRICS_EXPORTER", "none")
+            ]),
+            Ok(false)
+        );
+        assert!(
+            of(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json")
+            ])
+            .is_err()
+        );
     }
 
     #[test]

@@ -220,6 +220,11 @@ pub fn command_without_otel(dir: &Path) -> tokio::process::Command {
 /// A daemon exporting to `jaeger` as `service` (unset if empty), in
 /// batches of at most 100 ms.
 pub async fn traced_daemon(dir: &TempDir, jaeger: &Jaeger, service: &str) -> Daemon {
+    Daemon::spawn(traced_command(dir, jaeger, service), dir.path()).await
+}
+
+/// The command of [`traced_daemon`], to add to.
+pub fn traced_command(dir: &TempDir, jaeger: &Jaeger, service: &str) -> tokio::process::Command {
     let mut command = command_without_otel(dir.path());
     command
         .env(
@@ -230,5 +235,5 @@ pub async fn traced_daemon(dir: &TempDir, jaeger: &Jaeger, service: &str) -> Dae
     if !service.is_empty() {
         command.env("OTEL_SERVICE_NAME", service);
     }
-    Daemon::spawn(command, dir.path()).await
+    command
 }

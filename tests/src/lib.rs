@@ -5,6 +5,8 @@
 pub mod haproxy;
 pub mod held;
 pub mod jaeger;
+pub mod otlp;
+pub mod probe;
 pub mod tmux;
 
 use std::{

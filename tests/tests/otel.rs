@@ -9,132 +9,34 @@
 
 use std::{
     net::TcpListener,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use serde_json::Value as Json;
+use stepd_e2e::probe::{arm, connect_probe, hold, next};
 use stepd_e2e::{
     DEADLINE, Daemon, Subscription, TempDir, dap, fixture,
     jaeger::{
-        Jaeger, command_without_otel, find, operation, parent_of, span_id, tag, traced_daemon,
+        Jaeger, command_without_otel, find, operation, parent_of, span_id, tag, traced_command,
+        traced_daemon,
     },
     line_of, source_spec,
 };
 use stepd_proto::v1::{
-    BreakpointSpec, ConnectRequest, ConnectResponse, ContinueCommand, EvaluateRequest,
-    GetSessionRequest, Hello, Hit, LaunchRequest, PingRequest, PointInfo, ProbeCapabilities,
-    ProbeMatch, Watch, breakpoint_spec::Location, connect_request::Message as In,
+    ContinueCommand, EvaluateRequest, GetSessionRequest, LaunchRequest, PingRequest, Watch,
     connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
-    debug_command::Command, probe_service_client::ProbeServiceClient,
+    debug_command::Command,
 };
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
 
 /// A W3C `traceparent` of a caller's own (sampled) span, and its ids.
 fn caller_context(tag: u8) -> (String, String, String) {
     let trace = format!("{tag:02x}5eed5eed5eed5eed5eed5eed5eedbe");
     let span = format!("{tag:02x}c0ffee00000001");
     (format!("00-{trace}-{span}-01"), trace, span)
-}
-
-/// A probe connected with `traceparent` on its Connect call (none if empty).
-struct Probe {
-    tx: mpsc::Sender<ConnectRequest>,
-    rx: Streaming<ConnectResponse>,
-    session_id: String,
-}
-
-async fn connect_probe(daemon: &Daemon, traceparent: &str) -> Probe {
-    let (tx, rx) = mpsc::channel(16);
-    tx.send(ConnectRequest {
-        message: Some(In::Hello(Hello {
-            name: "traced-agent".into(),
-            language: "test".into(),
-            pid: i64::from(std::process::id()),
-            capabilities: Some(ProbeCapabilities {
-                eval: true,
-                skip: true,
-                edit: true,
-            }),
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut request = tonic::Request::new(ReceiverStream::new(rx));
-    if !traceparent.is_empty() {
-        request
-            .metadata_mut()
-            .insert("traceparent", traceparent.parse().unwrap());
-    }
-    let mut rx = ProbeServiceClient::new(daemon.channel().await)
-        .connect(request)
-        .await
-        .unwrap()
-        .into_inner();
-    let welcome = match next(&mut rx).await {
-        Out::Welcome(w) => w,
-        other => panic!("expected Welcome, got {other:?}"),
-    };
-    Probe {
-        tx,
-        rx,
-        session_id: welcome.session_id,
-    }
-}
-
-async fn next(rx: &mut Streaming<ConnectResponse>) -> Out {
-    tokio::time::timeout(DEADLINE, rx.message())
-        .await
-        .expect("a message from the daemon in time")
-        .unwrap()
-        .expect("the stream is open")
-        .message
-        .unwrap()
-}
-
-/// Arms a breakpoint on `tool_call` points named `name` and waits for the
-/// probe to hear of it.
-async fn arm(daemon: &Daemon, probe: &mut Probe, name: &str) -> String {
-    let id = dap::add_breakpoint(
-        daemon,
-        BreakpointSpec {
-            location: Some(Location::Probe(ProbeMatch {
-                point_kind: "tool_call".into(),
-                name_glob: name.into(),
-            })),
-            ..Default::default()
-        },
-    )
-    .await;
-    let Out::Armed(_) = next(&mut probe.rx).await else {
-        panic!("expected Armed")
-    };
-    id
-}
-
-/// Holds at a `tool_call` point, the program's span being `traceparent`
-/// (none if empty).
-async fn hold(probe: &Probe, hit_id: &str, name: &str, breakpoint: &str, traceparent: &str) {
-    probe
-        .tx
-        .send(ConnectRequest {
-            message: Some(In::Hit(Hit {
-                hit_id: hit_id.into(),
-                point: Some(PointInfo {
-                    kind: "tool_call".into(),
-                    name: name.into(),
-                    ..Default::default()
-                }),
-                coor: vec![0],
-                breakpoint_ids: vec![breakpoint.to_owned()],
-                traceparent: traceparent.into(),
-                ..Default::default()
-            })),
-        })
-        .await
-        .unwrap();
 }
 
 // ----- the tests ------------------------------------------------------------
@@ -444,12 +346,75 @@ async fn a_dap_pause_is_a_span_with_its_source_location() {
     );
     let ids = tag(span, "stepd.breakpoint.ids").map(Json::to_string);
     assert!(ids.is_some_and(|ids| ids.contains(&breakpoint)), "{span:#}");
+    // DAP requests are spans only when asked for (the next test).
+    let dap = find(&spans, |s| operation(s).starts_with("dap "));
+    assert!(dap.is_none(), "a DAP request span by default: {dap:?}");
     daemon.stop().await;
 }
 
-/// The TCP sockets of process `pid` that are neither listening nor
-/// accepted on one of `served` ports: its outbound connections.
-fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
+#[tokio::test]
+async fn dap_requests_are_spans_under_the_session_when_asked_for() {
+    let Some(jaeger) = Jaeger::start().await else {
+        return;
+    };
+    let dir = TempDir::new("otel-dap-requests");
+    let mut command = traced_command(&dir, &jaeger, "stepd-otel-dap-requests");
+    command.env("RUST_LOG", "warn,stepd::dap::requests=debug");
+    let daemon = Daemon::spawn(command, dir.path()).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    let program = fixture("python/hello.py");
+    let path = program.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "print"))).await;
+    let session = dap::launch(&daemon, "debugpy", path, &[])
+        .await
+        .session
+        .unwrap();
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    dap::ended(&mut sub, &session.id).await;
+    let spans = jaeger
+        .spans_of(&session.trace_id, |spans| {
+            find(spans, |s| span_id(s) == session.span_id).is_some()
+                && ["dap initialize", "dap stackTrace", "dap continue"]
+                    .iter()
+                    .all(|name| find(spans, |s| operation(s) == *name).is_some())
+        })
+        .await;
+    for name in [
+        "dap initialize",
+        "dap launch",
+        "dap setBreakpoints",
+        "dap stackTrace",
+        "dap continue",
+    ] {
+        let span =
+            find(&spans, |s| operation(s) == name).unwrap_or_else(|| panic!("no {name:?} span"));
+        assert_eq!(parent_of(span), Some(session.span_id.as_str()), "{span:#}");
+        assert_eq!(tag(span, "stepd.adapter"), Some(&Json::from("debugpy")));
+        assert_eq!(
+            tag(span, "stepd.dap.command"),
+            Some(&Json::from(&name["dap ".len()..]))
+        );
+        assert_eq!(
+            tag(span, "stepd.dap.success"),
+            Some(&Json::from(true)),
+            "{span:#}"
+        );
+    }
+    daemon.stop().await;
+}
+
+/// One TCP socket of a process, from `/proc/PID/net/tcp*`.
+struct Socket {
+    local_port: u16,
+    listening: bool,
+    line: String,
+}
+
+/// The TCP sockets process `pid` holds open.
+fn sockets_of(pid: u32) -> Vec<Socket> {
     let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|dir| {
             dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
@@ -465,7 +430,7 @@ fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    let mut outbound = Vec::new();
+    let mut sockets = Vec::new();
     for table in ["tcp", "tcp6"] {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
             continue;
@@ -477,20 +442,66 @@ fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
             else {
                 continue;
             };
-            if !inodes.iter().any(|i| i == inode) || *state == "0A" {
+            if !inodes.iter().any(|i| i == inode) {
                 continue;
             }
-            let port = local
+            let local_port = local
                 .rsplit(':')
                 .next()
                 .and_then(|p| u16::from_str_radix(p, 16).ok())
                 .unwrap_or(0);
-            if !served.contains(&port) {
-                outbound.push(line.trim().to_owned());
-            }
+            sockets.push(Socket {
+                local_port,
+                listening: *state == "0A",
+                line: line.trim().to_owned(),
+            });
         }
     }
-    outbound
+    sockets
+}
+
+/// The TCP sockets of process `pid` that are neither listening nor
+/// accepted on one of `served` ports: its outbound connections.
+fn outbound_connections(pid: u32, served: &[u16]) -> Vec<String> {
+    sockets_of(pid)
+        .into_iter()
+        .filter(|s| !s.listening && !served.contains(&s.local_port))
+        .map(|s| s.line)
+        .collect()
+}
+
+/// Accepts on `listener` until `stop`, and returns the connections that
+/// came from process `pid`. Others are only noted: the port is the
+/// machine's, and any OpenTelemetry SDK left at its defaults (a Jaeger's
+/// own tracing, another program) exports there.
+fn connections_from(
+    listener: TcpListener,
+    pid: u32,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let mut from_pid = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                // Checked while the connection is held open, so its other
+                // end is still in the table of whoever made it.
+                Ok((stream, peer)) => {
+                    if sockets_of(pid).iter().any(|s| s.local_port == peer.port()) {
+                        from_pid.push(peer.to_string());
+                    } else {
+                        eprintln!("note: {peer}, not the daemon, connected to 127.0.0.1:4317");
+                    }
+                    drop(stream);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("accepting on 127.0.0.1:4317: {e}"),
+            }
+        }
+        from_pid
+    })
 }
 
 #[tokio::test]
@@ -498,13 +509,20 @@ async fn without_otel_variables_nothing_is_exported_or_connected() {
     // The OTLP gRPC default port, held here when free: an exporter that
     // fell back to the default endpoint would connect to it.
     let sentinel = TcpListener::bind("127.0.0.1:4317").ok();
-    if let Some(listener) = &sentinel {
-        listener.set_nonblocking(true).unwrap();
-    } else {
+    if sentinel.is_none() {
         eprintln!("note: 127.0.0.1:4317 is taken; checking /proc only");
     }
     let dir = TempDir::new("otel-off");
-    let daemon = Daemon::spawn(command_without_otel(dir.path()), dir.path()).await;
+    // Variables that name no endpoint but would make an exporter, had one
+    // been installed anyway, export within the test's window.
+    let mut command = command_without_otel(dir.path());
+    command
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "200")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let daemon = Daemon::spawn(command, dir.path()).await;
+    let pid = daemon.child.id().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = sentinel.map(|listener| connections_from(listener, pid, stop.clone()));
     let served: u16 = daemon
         .addr
         .rsplit(':')
@@ -543,20 +561,18 @@ async fn without_otel_variables_nothing_is_exported_or_connected() {
     dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
         .await
         .unwrap();
-    // An exporter would have tried by now (the SDK's batch delay is 5 s, its
-    // first connection lazy): look twice, the second time after that delay
-    // would have passed for spans of the first RPCs.
-    let pid = daemon.child.id().unwrap();
+    // An exporter would have tried by now (batches every 100 ms, metrics
+    // every 200 ms, its first connection lazy): look twice, the second
+    // time after the SDK's default 5 s batch delay too.
     assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(outbound_connections(pid, &[served]), Vec::<String>::new());
-    if let Some(listener) = &sentinel {
-        let accepted = listener.accept();
+    stop.store(true, Ordering::Relaxed);
+    if let Some(watcher) = watcher {
+        let connected = watcher.join().unwrap();
         assert!(
-            accepted
-                .as_ref()
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
-            "something connected to 127.0.0.1:4317: {accepted:?}"
+            connected.is_empty(),
+            "the daemon connected to 127.0.0.1:4317 from {connected:?}"
         );
     }
     drop(probe);

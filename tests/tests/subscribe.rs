@@ -6,7 +6,8 @@ use std::time::Duration;
 use stepd_e2e::{Daemon, Subscription, reason, source_spec};
 use stepd_proto::v1::{
     AddBreakpointRequest, BreakpointChange, DebugCommand, DebugInput, ErrorReason, Event,
-    EventChannel, NextCommand, Watch, breakpoint_service_client::BreakpointServiceClient,
+    EventChannel, GetStatusRequest, NextCommand, Watch,
+    breakpoint_service_client::BreakpointServiceClient, daemon_service_client::DaemonServiceClient,
     debug_command::Command, event::Payload, subscribe_request::Message,
 };
 use tonic::{
@@ -229,6 +230,19 @@ async fn a_slow_subscriber_gets_gap_and_snapshot_and_slows_nobody() {
                     unreachable!()
                 };
                 assert_eq!(s.breakpoints.len(), added.len());
+                // GetStatus counts what the slow one lost and the gap it got.
+                let status = DaemonServiceClient::new(daemon.channel().await)
+                    .get_status(GetStatusRequest {})
+                    .await
+                    .unwrap()
+                    .into_inner();
+                assert_eq!(
+                    status.events_dropped,
+                    gap.to_seq - gap.from_seq + 1,
+                    "{status:?} after {gap:?}"
+                );
+                assert_eq!(status.gaps_sent, 1);
+                assert!(status.events_published >= u64::from(N));
                 break;
             }
             other => panic!("unexpected {other:?}"),

@@ -3,10 +3,12 @@
 use crate::connect::Channel;
 use crate::connect::client;
 use stepd_proto::v1::{
-    CheckStatus, DoctorRequest, GetStatusRequest, GetVersionRequest, PingRequest, ShutdownRequest,
-    daemon_service_client::DaemonServiceClient,
+    CheckStatus, DoctorRequest, GetStatusRequest, GetStatusResponse, GetVersionRequest,
+    ListSessionsRequest, PingRequest, Session, SessionKind, SessionState, ShutdownRequest,
+    daemon_service_client::DaemonServiceClient, session_service_client::SessionServiceClient,
 };
 
+use super::sessions::labels_text;
 use crate::{
     exit::Failure,
     render::{self, print_json},
@@ -34,9 +36,10 @@ pub async fn ping(channel: Channel, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `stepctl status`.
+/// `stepctl status`: the daemon's counts, then the probes connected, by
+/// their labels.
 pub async fn status(channel: Channel, json: bool) -> Result<(), Failure> {
-    let r = client!(DaemonServiceClient, channel)
+    let r = client!(DaemonServiceClient, channel.clone())
         .get_status(GetStatusRequest {})
         .await?
         .into_inner();
@@ -50,17 +53,89 @@ pub async fn status(channel: Channel, json: bool) -> Result<(), Failure> {
         ("uptime", render::duration(r.uptime.as_ref())),
         ("listen", r.listen.join(", ")),
         ("data dir", r.data_dir.clone()),
-        ("sessions", r.active_sessions.to_string()),
+        ("sessions", sessions_text(&r)),
+        ("probes", r.probes.to_string()),
         ("pending pauses", r.pending_pauses.to_string()),
         ("breakpoints", r.breakpoints.to_string()),
         ("subscribers", r.subscribers.to_string()),
-        ("probes", r.probes.to_string()),
+        (
+            "events",
+            format!(
+                "{} published, {} dropped, {} gaps sent",
+                r.events_published, r.events_dropped, r.gaps_sent
+            ),
+        ),
         ("last event seq", r.last_seq.to_string()),
     ];
     for (k, v) in rows {
         println!("{k:<15} {v}");
     }
+    if r.probes > 0 {
+        let mut probes = probe_sessions(channel).await?;
+        probes.sort_by_cached_key(|s| (labels_text(&s.labels), s.name.clone(), s.id.clone()));
+        let rows: Vec<Vec<String>> = probes
+            .iter()
+            .map(|s| {
+                vec![
+                    labels_text(&s.labels),
+                    s.name.clone(),
+                    s.adapter.clone(),
+                    if s.pid > 0 {
+                        s.pid.to_string()
+                    } else {
+                        "-".into()
+                    },
+                    s.id.clone(),
+                ]
+            })
+            .collect();
+        println!();
+        println!(
+            "{}",
+            render::table(&["LABELS", "PROBE", "LANGUAGE", "PID", "SESSION"], &rows)
+        );
+    }
     Ok(())
+}
+
+/// `3 (DAP 1 STOPPED, PROBE 2 RUNNING)`.
+fn sessions_text(r: &GetStatusResponse) -> String {
+    if r.sessions.is_empty() {
+        return r.active_sessions.to_string();
+    }
+    let parts: Vec<String> = r
+        .sessions
+        .iter()
+        .map(|c| {
+            let kind = SessionKind::try_from(c.kind)
+                .map(|k| render::enum_name(k.as_str_name(), "SESSION_KIND_"))
+                .unwrap_or_else(|_| c.kind.to_string());
+            let state = SessionState::try_from(c.state)
+                .map(|s| render::enum_name(s.as_str_name(), "SESSION_STATE_"))
+                .unwrap_or_else(|_| c.state.to_string());
+            format!("{kind} {} {state}", c.count)
+        })
+        .collect();
+    format!("{} ({})", r.active_sessions, parts.join(", "))
+}
+
+/// The probe sessions not ended, every page of them.
+async fn probe_sessions(channel: Channel) -> Result<Vec<Session>, Failure> {
+    let mut client = client!(SessionServiceClient, channel);
+    let mut request = ListSessionsRequest::default();
+    let mut probes = Vec::new();
+    loop {
+        let page = client.list_sessions(request.clone()).await?.into_inner();
+        probes.extend(
+            page.sessions
+                .into_iter()
+                .filter(|s| s.kind == SessionKind::Probe as i32),
+        );
+        if page.next_page_token.is_empty() {
+            return Ok(probes);
+        }
+        request.page_token = page.next_page_token;
+    }
 }
 
 fn check_name(status: i32) -> String {

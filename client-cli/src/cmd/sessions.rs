@@ -447,7 +447,8 @@ pub async fn list(channel: Channel, args: SessionsArgs, json: bool) -> Result<()
     Ok(())
 }
 
-fn labels_text(labels: &std::collections::HashMap<String, String>) -> String {
+/// Labels as `k=v,…` sorted by key, `-` for none.
+pub fn labels_text(labels: &std::collections::HashMap<String, String>) -> String {
     let sorted: BTreeMap<_, _> = labels.iter().collect();
     if sorted.is_empty() {
         return "-".into();

@@ -7,7 +7,8 @@ use stepd_proto::{
     v1::{
         CheckStatus, ConfigCheck, DoctorRequest, DoctorResponse, GetStatusRequest,
         GetStatusResponse, GetVersionRequest, GetVersionResponse, PingRequest, PingResponse,
-        ShutdownRequest, ShutdownResponse, StoreCheck, daemon_service_server::DaemonService,
+        SessionCount, ShutdownRequest, ShutdownResponse, StoreCheck,
+        daemon_service_server::DaemonService,
     },
 };
 use tonic::{Request, Response, Status};
@@ -30,7 +31,7 @@ impl DaemonApi {
     }
 }
 
-fn count(n: usize) -> u32 {
+fn count(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
@@ -51,19 +52,32 @@ impl DaemonService for DaemonApi {
         _: Request<GetStatusRequest>,
     ) -> Result<Response<GetStatusResponse>, Status> {
         let d = &self.daemon;
-        let (active, pauses, breakpoints) = d.bus.with_view(|v| v.counts());
+        let counts = d.counts();
+        let sessions: Vec<SessionCount> = counts
+            .sessions
+            .iter()
+            .map(|c| SessionCount {
+                kind: c.kind.into(),
+                state: c.state.into(),
+                count: count(c.count),
+            })
+            .collect();
         Ok(Response::new(GetStatusResponse {
             version: env!("CARGO_PKG_VERSION").into(),
             instance_id: d.instance_id.clone(),
             uptime: Some(self.uptime()),
-            active_sessions: count(active),
-            subscribers: count(d.subscribers.total()),
-            pending_pauses: count(pauses),
-            breakpoints: count(breakpoints),
+            active_sessions: count(counts.sessions.iter().map(|c| c.count).sum()),
+            subscribers: count(counts.subscribers),
+            pending_pauses: count(counts.pending_pauses),
+            breakpoints: count(d.bus.with_view(|v| v.breakpoint_count()) as u64),
             last_seq: d.bus.last_seq(),
             listen: d.listen.get().cloned().unwrap_or_default(),
             data_dir: d.config.data_dir.display().to_string(),
-            probes: 0,
+            probes: count(counts.probes),
+            sessions,
+            events_published: counts.events_published,
+            events_dropped: counts.events_dropped,
+            gaps_sent: counts.gaps_sent,
         }))
     }
 

@@ -223,7 +223,9 @@ impl SessionService for SessionApi {
             None => wait_mode(false, None),
         };
         let handle = self.daemon.sessions.get(&r.session_id)?;
-        let state = handle.exec(ExecOp::Continue(r.thread_id), wait).await?;
+        let op = ExecOp::Continue(r.thread_id);
+        self.daemon.bus.counters().command(op.command_kind());
+        let state = handle.exec(op, wait).await?;
         Ok(Response::new(ContinueResponse { state: Some(state) }))
     }
 
@@ -240,7 +242,9 @@ impl SessionService for SessionApi {
             None => wait_mode(false, None),
         };
         let handle = self.daemon.sessions.get(&r.session_id)?;
-        let state = handle.exec(ExecOp::Step(r.thread_id, kind), wait).await?;
+        let op = ExecOp::Step(r.thread_id, kind);
+        self.daemon.bus.counters().command(op.command_kind());
+        let state = handle.exec(op, wait).await?;
         Ok(Response::new(StepResponse { state: Some(state) }))
     }
 

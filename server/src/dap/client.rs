@@ -4,10 +4,10 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, OnceLock,
         atomic::{AtomicI64, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use serde::de::DeserializeOwned;
@@ -18,6 +18,7 @@ use tokio::{
 };
 
 use super::codec::{FrameError, read_frame, write_frame};
+use crate::telemetry;
 
 /// What the adapter sends that is not a response.
 #[derive(Debug)]
@@ -73,7 +74,36 @@ pub enum DapError {
 /// Requests waiting for their response, by seq; `None` once the adapter's
 /// output ended, so that a request sent after that fails at once instead of
 /// waiting out its timeout.
-type Pending = Arc<Mutex<Option<HashMap<i64, oneshot::Sender<Value>>>>>;
+type Pending = Arc<Mutex<Option<HashMap<i64, Waiter>>>>;
+
+/// The tracing target of each DAP request's log line and span: off unless
+/// `RUST_LOG` turns it on at debug (docs/observability.md).
+pub const REQUESTS_TARGET: &str = "stepd::dap::requests";
+
+/// A request waiting for its response.
+#[derive(Debug)]
+struct Waiter {
+    reply: oneshot::Sender<Value>,
+    /// Kept only when the request is measured (metrics, its span, its log line).
+    timing: Option<Box<Timing>>,
+}
+
+/// What is measured of one request.
+#[derive(Debug)]
+struct Timing {
+    command: String,
+    sent: Instant,
+    /// Its span, a child of the session's (DAP request spans on).
+    span: telemetry::Span,
+}
+
+/// How a client's requests are measured: the adapter they go to and the
+/// session's span their spans are children of.
+#[derive(Debug)]
+struct Measure {
+    adapter: &'static str,
+    session_span: OnceLock<telemetry::Span>,
+}
 
 /// Why the reader stopped, when the adapter broke the protocol.
 type Fault = Arc<std::sync::OnceLock<String>>;
@@ -86,15 +116,18 @@ pub struct DapClient {
     fault: Fault,
     next_seq: AtomicI64,
     timeout: Duration,
+    measure: Arc<Measure>,
 }
 
 impl DapClient {
-    /// Starts the reader and writer tasks over the adapter's streams.
+    /// Starts the reader and writer tasks over the streams of an adapter
+    /// (`adapter` names it in metrics and spans).
     pub fn start<R, W>(
         reader: R,
         writer: W,
         max_frame: usize,
         timeout: Duration,
+        adapter: &'static str,
     ) -> (Arc<Self>, mpsc::Receiver<Incoming>)
     where
         R: AsyncBufRead + Unpin + Send + 'static,
@@ -104,6 +137,10 @@ impl DapClient {
         let (in_tx, in_rx) = mpsc::channel(INCOMING_QUEUE);
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let fault: Fault = Arc::default();
+        let measure = Arc::new(Measure {
+            adapter,
+            session_span: OnceLock::new(),
+        });
         tokio::spawn(async move {
             let mut writer = writer;
             while let Some(message) = out_rx.recv().await {
@@ -119,6 +156,7 @@ impl DapClient {
             pending.clone(),
             fault.clone(),
             in_tx,
+            measure.clone(),
         ));
         let client = Arc::new(Self {
             out,
@@ -126,21 +164,60 @@ impl DapClient {
             fault,
             next_seq: AtomicI64::new(1),
             timeout,
+            measure,
         });
         (client, in_rx)
+    }
+
+    /// The session's span, parent of the spans of its DAP requests (set
+    /// once: a child session sharing its parent's adapter keeps the
+    /// parent's).
+    pub fn set_session_span(&self, span: &telemetry::Span) {
+        let _ = self.measure.session_span.set(span.clone());
+    }
+
+    /// What to measure of a request about to be sent; nothing unless
+    /// metrics, DAP request spans or their log lines are on.
+    fn timing(&self, command: &str, seq: i64) -> Option<Box<Timing>> {
+        let logged = tracing::enabled!(target: REQUESTS_TARGET, tracing::Level::DEBUG);
+        if !(crate::metrics::enabled() || logged) {
+            return None;
+        }
+        let span = match self.measure.session_span.get() {
+            Some(parent) if logged && telemetry::enabled() => {
+                telemetry::Span::start(format!("dap {command}"), parent, || {
+                    use opentelemetry::KeyValue;
+                    vec![
+                        KeyValue::new("stepd.adapter", self.measure.adapter),
+                        KeyValue::new("stepd.dap.command", command.to_owned()),
+                        KeyValue::new("stepd.dap.seq", seq),
+                    ]
+                })
+            }
+            _ => telemetry::Span::none(),
+        };
+        Some(Box::new(Timing {
+            command: command.to_owned(),
+            sent: Instant::now(),
+            span,
+        }))
     }
 
     /// Sends a request and returns a receiver for its whole response message.
     pub fn send(&self, command: &str, arguments: Value) -> oneshot::Receiver<Value> {
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
+        let waiter = Waiter {
+            reply: tx,
+            timing: self.timing(command, seq),
+        };
         match self
             .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_mut()
         {
-            Some(waiting) => waiting.insert(seq, tx),
+            Some(waiting) => waiting.insert(seq, waiter),
             // The adapter is gone: dropping the sender fails the request now.
             None => return rx,
         };
@@ -328,6 +405,29 @@ impl Handoff {
     }
 }
 
+/// A measured request's response came: its duration goes to the metrics,
+/// its span ends, its log line is written.
+fn answered(measure: &Measure, timing: Timing, seq: i64, response: &Value) {
+    let Timing {
+        command,
+        sent,
+        mut span,
+    } = timing;
+    let took = sent.elapsed();
+    let success = response["success"].as_bool() == Some(true);
+    crate::metrics::dap_request(measure.adapter, &command, took);
+    tracing::debug!(target: REQUESTS_TARGET, adapter = measure.adapter, command, seq, success, ?took, "DAP request answered");
+    if !success {
+        span.fail(
+            response["message"]
+                .as_str()
+                .unwrap_or("the adapter refused the request")
+                .to_owned(),
+        );
+    }
+    span.end(|| vec![opentelemetry::KeyValue::new("stepd.dap.success", success)]);
+}
+
 async fn read_loop<R: AsyncBufRead + Unpin>(
     mut reader: R,
     max_frame: usize,
@@ -335,6 +435,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
     pending: Pending,
     fault: Fault,
     incoming: mpsc::Sender<Incoming>,
+    measure: Arc<Measure>,
 ) {
     let mut handoff = Handoff {
         incoming,
@@ -360,7 +461,10 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
                     .as_mut()
                     .and_then(|waiting| waiting.remove(&seq));
                 if let Some(waiter) = waiter {
-                    let _ = waiter.send(message);
+                    if let Some(timing) = waiter.timing {
+                        answered(&measure, *timing, seq, &message);
+                    }
+                    let _ = waiter.reply.send(message);
                 }
             }
             Some("event") => {
@@ -447,6 +551,7 @@ mod tests {
             tokio::io::sink(),
             1 << 20,
             Duration::from_secs(30),
+            "custom",
         );
         assert!(matches!(
             incoming.recv().await,

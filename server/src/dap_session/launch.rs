@@ -272,6 +272,7 @@ pub(crate) async fn run(
         transport.writer,
         ctx.max_frame_bytes,
         ctx.request_timeout,
+        adapter.kind.name(),
     );
     let id = uuid::Uuid::now_v7().to_string();
     let shared = Arc::new(Shared::new(id.clone(), adapter.kind, ctx.redactor.clone()));
@@ -312,7 +313,8 @@ pub(crate) async fn run(
         mailbox,
         children,
     );
-    tokio::spawn(actor.run(ready));
+    let span = crate::session::log_span(&shared.id, stepd_proto::v1::SessionKind::Dap);
+    tokio::spawn(tracing::Instrument::instrument(actor.run(ready), span));
     outcome
         .await
         .map_err(|_| ApiError::internal("the session ended before it was configured"))?

@@ -12,7 +12,7 @@ use stepd_proto::v1::{Breakpoint, Event, Gap, event::Payload};
 use tokio::sync::broadcast;
 
 use super::{Filter, StateView};
-use crate::time::now_timestamp;
+use crate::{metrics::Counters, time::now_timestamp};
 
 /// Key of the ring holding daemon-level events (no session).
 const DAEMON_RING: &str = "";
@@ -76,6 +76,7 @@ pub struct EventBus {
     /// per-session bound alone would let the rings take gigabytes.
     ring_bytes_total: usize,
     instance_id: String,
+    counters: Counters,
 }
 
 impl EventBus {
@@ -105,6 +106,7 @@ impl EventBus {
             ring_bytes: usize::MAX,
             ring_bytes_total: usize::MAX,
             instance_id,
+            counters: Counters::default(),
         }
     }
 
@@ -128,6 +130,12 @@ impl EventBus {
         // A panic while holding the lock cannot leave the state half-written in
         // a way later readers would misread, so recover rather than cascade.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the daemon counts (events, gaps, commands): everything that
+    /// counts holds the bus.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// The daemon instance id carried by snapshots.
@@ -190,6 +198,7 @@ impl EventBus {
                 *floor = (*floor).max(last.seq);
             }
         }
+        self.counters.published();
         // No receivers is fine: nobody is subscribed.
         let _ = self.live.send(event.clone());
         event

@@ -286,6 +286,10 @@ impl Subscriber {
                         if item.kind == Kind::Start {
                             st.mid_start = match &item.event.payload {
                                 Some(Payload::Snapshot(s)) => s.more,
+                                Some(Payload::Gap(_)) => {
+                                    self.bus.counters().gap_sent();
+                                    true
+                                }
                                 _ => true,
                             };
                         }
@@ -417,6 +421,12 @@ impl Subscriber {
             }
             Pending::Resync(after) => {
                 let (gap, snapshot, rx) = self.bus.resync(&st.filter, after);
+                // What the stream lost is what its gap spans.
+                if let Some(Payload::Gap(g)) = &gap.payload {
+                    self.bus
+                        .counters()
+                        .dropped((g.to_seq + 1).saturating_sub(g.from_seq));
+                }
                 st.live = Some(rx);
                 st.push(gap, Kind::Start);
                 st.push_snapshot(snapshot, self.part_bytes);

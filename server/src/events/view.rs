@@ -11,6 +11,7 @@ use stepd_proto::v1::{
 };
 
 use super::Filter;
+use crate::metrics::Counts;
 
 /// How many ended sessions snapshots still show.
 const ENDED_SESSIONS_KEPT: usize = 64;
@@ -226,14 +227,20 @@ impl StateView {
             .collect()
     }
 
-    /// Counts for GetStatus: (active sessions, pending pauses, breakpoints).
-    pub fn counts(&self) -> (usize, usize, usize) {
-        let active = self
-            .sessions
-            .values()
-            .filter(|s| s.state != SessionState::Ended as i32)
-            .count();
-        (active, self.pauses.len(), self.breakpoints.len())
+    /// Adds the sessions not ended (by kind and state) and the pending
+    /// pauses to `counts`.
+    pub fn tally(&self, counts: &mut Counts) {
+        for session in self.sessions.values() {
+            if session.state != SessionState::Ended as i32 {
+                counts.add_session(session.kind(), session.state());
+            }
+        }
+        counts.pending_pauses = self.pauses.len() as u64;
+    }
+
+    /// How many breakpoints are stored.
+    pub fn breakpoint_count(&self) -> usize {
+        self.breakpoints.len()
     }
 }
 

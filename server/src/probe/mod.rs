@@ -83,7 +83,11 @@ where
     let mut actor =
         session::ProbeSession::new(ctx, id.clone(), hello, previous, out, mailbox, output);
     actor.set_started_by(started_by);
-    tokio::spawn(actor.run(inbound, old_ended));
+    let span = crate::session::log_span(&id, SessionKind::Probe);
+    tokio::spawn(tracing::Instrument::instrument(
+        actor.run(inbound, old_ended),
+        span,
+    ));
     Ok(id)
 }
 

@@ -68,7 +68,9 @@ use std::{
     time::Duration,
 };
 
-use stepd_proto::v1::{DisconnectMode, ErrorReason, SessionKind, StableState, StepKind};
+use stepd_proto::v1::{
+    CommandKind, DisconnectMode, ErrorReason, SessionKind, StableState, StepKind,
+};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 pub use port::{Fut, PauseTarget, SessionPort};
@@ -117,6 +119,20 @@ pub enum ExecOp {
     Step(i64, StepKind),
     /// Interrupt (thread 0 = all).
     Pause(i64),
+}
+
+impl ExecOp {
+    /// The command an execution request is, as pause resolutions and the
+    /// metrics name it (a Pause request is none).
+    pub fn command_kind(&self) -> CommandKind {
+        match self {
+            Self::Continue(_) => CommandKind::Continue,
+            Self::Step(_, StepKind::In) => CommandKind::In,
+            Self::Step(_, StepKind::Out) => CommandKind::Out,
+            Self::Step(..) => CommandKind::Next,
+            Self::Pause(_) => CommandKind::Unspecified,
+        }
+    }
 }
 
 /// When an execution request answers.
@@ -275,6 +291,19 @@ impl SessionHandle {
             .await
             .map_err(|_| ApiError::new(ErrorReason::SessionEnded, "the session ended"))?
     }
+}
+
+/// The tracing span a session's actor runs in, so every line it logs
+/// carries the session's id and kind (a root: the RPC that started the
+/// session ends long before it does). At error level, so that whatever
+/// `RUST_LOG` lets through still has it.
+pub fn log_span(id: &str, kind: SessionKind) -> tracing::Span {
+    tracing::error_span!(
+        parent: None,
+        "session",
+        session = %id,
+        kind = crate::telemetry::short_name(kind.as_str_name()),
+    )
 }
 
 /// Every session of the daemon.

@@ -193,6 +193,7 @@ impl Actor {
             },
         );
         book.set_trace_parent(&span);
+        client.set_session_span(&span);
         let (trace_id, span_id) = span.ids();
         let session = Session {
             id: shared.id.clone(),
@@ -1063,7 +1064,8 @@ impl Actor {
     ) {
         let started = Instant::now();
         let output_from = self.output_end();
-        let result = self.send_exec(op, CommandKind::Unspecified, "api").await;
+        let command = op.command_kind();
+        let result = self.send_exec(op, command, "api").await;
         match result {
             Err(err) => {
                 let _ = reply.send(Err(err));

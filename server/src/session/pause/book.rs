@@ -52,6 +52,8 @@ pub struct Entry<T> {
     prompt: Option<Prompt>,
     /// The pause's span, open while it is held.
     span: telemetry::Span,
+    /// When it was opened: the hold's duration is measured from here.
+    opened: std::time::Instant,
 }
 
 /// The pending pauses of one session.
@@ -148,6 +150,8 @@ impl<T> PauseBook<T> {
 
     /// A registered pause: sent to every subscriber and kept.
     fn opened(&mut self, pause: Pause, data: T, span: telemetry::Span, all_threads_stopped: bool) {
+        let opened = std::time::Instant::now();
+        tracing::debug!(pause = %pause.key, reason = pause.reason().as_str_name(), "pause opened");
         self.publish(Payload::Stopped(Stopped {
             pause: Some(pause.clone()),
             all_threads_stopped,
@@ -159,6 +163,7 @@ impl<T> PauseBook<T> {
                 data,
                 prompt: None,
                 span,
+                opened,
             },
         );
     }
@@ -252,6 +257,15 @@ impl<T> PauseBook<T> {
     pub fn resolve(&mut self, key: &str, command: CommandKind, by: &str) -> Option<Entry<T>> {
         let mut entry = self.entries.remove(key)?;
         self.registry.resolve(key, command, by);
+        let held = entry.opened.elapsed();
+        tracing::debug!(
+            pause = key,
+            command = command.as_str_name(),
+            by,
+            ?held,
+            "pause resolved"
+        );
+        crate::metrics::hold_ended(held, entry.pause.reason().as_str_name(), command);
         if matches!(command, CommandKind::Inject | CommandKind::Skip) {
             entry.span.event(
                 crate::telemetry::short_name(command.as_str_name()),

@@ -248,7 +248,7 @@ impl PauseRegistry {
                 reply,
             });
             match sent {
-                Ok(()) => {}
+                Ok(()) => self.bus.counters().command(kind),
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     return Err(ApiError::new(
                         ErrorReason::LimitExceeded,

@@ -249,7 +249,7 @@ type GetStatusResponse struct {
 	InstanceId string `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	// Time since start.
 	Uptime *durationpb.Duration `protobuf:"bytes,3,opt,name=uptime,proto3" json:"uptime,omitempty"`
-	// Sessions not yet ended.
+	// Sessions not yet ended (the sum of `sessions`).
 	ActiveSessions uint32 `protobuf:"varint,4,opt,name=active_sessions,json=activeSessions,proto3" json:"active_sessions,omitempty"`
 	// Open Subscribe streams.
 	Subscribers uint32 `protobuf:"varint,5,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
@@ -263,8 +263,20 @@ type GetStatusResponse struct {
 	Listen []string `protobuf:"bytes,9,rep,name=listen,proto3" json:"listen,omitempty"`
 	// Data directory.
 	DataDir string `protobuf:"bytes,10,opt,name=data_dir,json=dataDir,proto3" json:"data_dir,omitempty"`
-	// Open probe connections.
-	Probes        uint32 `protobuf:"varint,11,opt,name=probes,proto3" json:"probes,omitempty"`
+	// Probes connected: probe sessions not yet ended (one per Connect stream).
+	Probes uint32 `protobuf:"varint,11,opt,name=probes,proto3" json:"probes,omitempty"`
+	// Sessions not yet ended, by kind and state; only the pairs that occur.
+	// The OpenTelemetry metric `stepd.sessions` reads the same counts.
+	Sessions []*SessionCount `protobuf:"bytes,12,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Events published since the daemon started (numbered events; the
+	// metric `stepd.events.published`).
+	EventsPublished uint64 `protobuf:"varint,13,opt,name=events_published,json=eventsPublished,proto3" json:"events_published,omitempty"`
+	// Events lost since the daemon started by Subscribe streams too slow to
+	// take them: the span (`to_seq - from_seq + 1`) of each `gap` that
+	// resynchronised such a stream (the metric `stepd.events.dropped`).
+	EventsDropped uint64 `protobuf:"varint,14,opt,name=events_dropped,json=eventsDropped,proto3" json:"events_dropped,omitempty"`
+	// `gap` events sent since the daemon started (the metric `stepd.events.gaps`).
+	GapsSent      uint64 `protobuf:"varint,15,opt,name=gaps_sent,json=gapsSent,proto3" json:"gaps_sent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -376,6 +388,98 @@ func (x *GetStatusResponse) GetProbes() uint32 {
 	return 0
 }
 
+func (x *GetStatusResponse) GetSessions() []*SessionCount {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *GetStatusResponse) GetEventsPublished() uint64 {
+	if x != nil {
+		return x.EventsPublished
+	}
+	return 0
+}
+
+func (x *GetStatusResponse) GetEventsDropped() uint64 {
+	if x != nil {
+		return x.EventsDropped
+	}
+	return 0
+}
+
+func (x *GetStatusResponse) GetGapsSent() uint64 {
+	if x != nil {
+		return x.GapsSent
+	}
+	return 0
+}
+
+// How many sessions of one kind are in one state.
+type SessionCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// DAP or probe.
+	Kind SessionKind `protobuf:"varint,1,opt,name=kind,proto3,enum=stepd.v1.SessionKind" json:"kind,omitempty"`
+	// Where they are in their life (never ENDED: ended sessions are not counted).
+	State SessionState `protobuf:"varint,2,opt,name=state,proto3,enum=stepd.v1.SessionState" json:"state,omitempty"`
+	// How many.
+	Count         uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionCount) Reset() {
+	*x = SessionCount{}
+	mi := &file_stepd_v1_daemon_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionCount) ProtoMessage() {}
+
+func (x *SessionCount) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_daemon_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionCount.ProtoReflect.Descriptor instead.
+func (*SessionCount) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SessionCount) GetKind() SessionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return SessionKind_SESSION_KIND_UNSPECIFIED
+}
+
+func (x *SessionCount) GetState() SessionState {
+	if x != nil {
+		return x.State
+	}
+	return SessionState_SESSION_STATE_UNSPECIFIED
+}
+
+func (x *SessionCount) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // Request of DaemonService.GetVersion.
 type GetVersionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -385,7 +489,7 @@ type GetVersionRequest struct {
 
 func (x *GetVersionRequest) Reset() {
 	*x = GetVersionRequest{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[4]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +501,7 @@ func (x *GetVersionRequest) String() string {
 func (*GetVersionRequest) ProtoMessage() {}
 
 func (x *GetVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[4]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +514,7 @@ func (x *GetVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVersionRequest.ProtoReflect.Descriptor instead.
 func (*GetVersionRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{4}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 // Response of DaemonService.GetVersion.
@@ -430,7 +534,7 @@ type GetVersionResponse struct {
 
 func (x *GetVersionResponse) Reset() {
 	*x = GetVersionResponse{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[5]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +546,7 @@ func (x *GetVersionResponse) String() string {
 func (*GetVersionResponse) ProtoMessage() {}
 
 func (x *GetVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[5]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +559,7 @@ func (x *GetVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVersionResponse.ProtoReflect.Descriptor instead.
 func (*GetVersionResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{5}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetVersionResponse) GetVersion() string {
@@ -507,7 +611,7 @@ type AdapterCheck struct {
 
 func (x *AdapterCheck) Reset() {
 	*x = AdapterCheck{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[6]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +623,7 @@ func (x *AdapterCheck) String() string {
 func (*AdapterCheck) ProtoMessage() {}
 
 func (x *AdapterCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[6]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +636,7 @@ func (x *AdapterCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdapterCheck.ProtoReflect.Descriptor instead.
 func (*AdapterCheck) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{6}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AdapterCheck) GetAdapter() string {
@@ -594,7 +698,7 @@ type StoreCheck struct {
 
 func (x *StoreCheck) Reset() {
 	*x = StoreCheck{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[7]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +710,7 @@ func (x *StoreCheck) String() string {
 func (*StoreCheck) ProtoMessage() {}
 
 func (x *StoreCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[7]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +723,7 @@ func (x *StoreCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreCheck.ProtoReflect.Descriptor instead.
 func (*StoreCheck) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StoreCheck) GetStatus() CheckStatus {
@@ -665,7 +769,7 @@ type ConfigCheck struct {
 
 func (x *ConfigCheck) Reset() {
 	*x = ConfigCheck{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[8]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +781,7 @@ func (x *ConfigCheck) String() string {
 func (*ConfigCheck) ProtoMessage() {}
 
 func (x *ConfigCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[8]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +794,7 @@ func (x *ConfigCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigCheck.ProtoReflect.Descriptor instead.
 func (*ConfigCheck) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfigCheck) GetStatus() CheckStatus {
@@ -723,7 +827,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[9]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +839,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[9]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +852,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 // Response of DaemonService.Doctor.
@@ -766,7 +870,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[10]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +882,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[10]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +895,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DoctorResponse) GetAdapters() []*AdapterCheck {
@@ -824,7 +928,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[11]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +940,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[11]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +953,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 // Response of DaemonService.Shutdown. Sent before the daemon starts draining.
@@ -861,7 +965,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[12]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +977,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[12]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,14 +990,14 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 var File_stepd_v1_daemon_proto protoreflect.FileDescriptor
 
 const file_stepd_v1_daemon_proto_rawDesc = "" +
 	"\n" +
-	"\x15stepd/v1/daemon.proto\x12\bstepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
+	"\x15stepd/v1/daemon.proto\x12\bstepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16stepd/v1/session.proto\"\r\n" +
 	"\vPingRequest\"\xe4\x01\n" +
 	"\fPingResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12)\n" +
@@ -903,7 +1007,7 @@ const file_stepd_v1_daemon_proto_rawDesc = "" +
 	"\x06uptime\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12;\n" +
 	"\vserver_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\"\x12\n" +
-	"\x10GetStatusRequest\"\xfb\x02\n" +
+	"\x10GetStatusRequest\"\x9e\x04\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -917,7 +1021,15 @@ const file_stepd_v1_daemon_proto_rawDesc = "" +
 	"\x06listen\x18\t \x03(\tR\x06listen\x12\x19\n" +
 	"\bdata_dir\x18\n" +
 	" \x01(\tR\adataDir\x12\x16\n" +
-	"\x06probes\x18\v \x01(\rR\x06probes\"\x13\n" +
+	"\x06probes\x18\v \x01(\rR\x06probes\x122\n" +
+	"\bsessions\x18\f \x03(\v2\x16.stepd.v1.SessionCountR\bsessions\x12)\n" +
+	"\x10events_published\x18\r \x01(\x04R\x0feventsPublished\x12%\n" +
+	"\x0eevents_dropped\x18\x0e \x01(\x04R\reventsDropped\x12\x1b\n" +
+	"\tgaps_sent\x18\x0f \x01(\x04R\bgapsSent\"}\n" +
+	"\fSessionCount\x12)\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x15.stepd.v1.SessionKindR\x04kind\x12,\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x16.stepd.v1.SessionStateR\x05state\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\"\x13\n" +
 	"\x11GetVersionRequest\"\x96\x01\n" +
 	"\x12GetVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12)\n" +
@@ -975,50 +1087,56 @@ func file_stepd_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stepd_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_stepd_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_stepd_v1_daemon_proto_goTypes = []any{
 	(CheckStatus)(0),              // 0: stepd.v1.CheckStatus
 	(*PingRequest)(nil),           // 1: stepd.v1.PingRequest
 	(*PingResponse)(nil),          // 2: stepd.v1.PingResponse
 	(*GetStatusRequest)(nil),      // 3: stepd.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),     // 4: stepd.v1.GetStatusResponse
-	(*GetVersionRequest)(nil),     // 5: stepd.v1.GetVersionRequest
-	(*GetVersionResponse)(nil),    // 6: stepd.v1.GetVersionResponse
-	(*AdapterCheck)(nil),          // 7: stepd.v1.AdapterCheck
-	(*StoreCheck)(nil),            // 8: stepd.v1.StoreCheck
-	(*ConfigCheck)(nil),           // 9: stepd.v1.ConfigCheck
-	(*DoctorRequest)(nil),         // 10: stepd.v1.DoctorRequest
-	(*DoctorResponse)(nil),        // 11: stepd.v1.DoctorResponse
-	(*ShutdownRequest)(nil),       // 12: stepd.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),      // 13: stepd.v1.ShutdownResponse
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*SessionCount)(nil),          // 5: stepd.v1.SessionCount
+	(*GetVersionRequest)(nil),     // 6: stepd.v1.GetVersionRequest
+	(*GetVersionResponse)(nil),    // 7: stepd.v1.GetVersionResponse
+	(*AdapterCheck)(nil),          // 8: stepd.v1.AdapterCheck
+	(*StoreCheck)(nil),            // 9: stepd.v1.StoreCheck
+	(*ConfigCheck)(nil),           // 10: stepd.v1.ConfigCheck
+	(*DoctorRequest)(nil),         // 11: stepd.v1.DoctorRequest
+	(*DoctorResponse)(nil),        // 12: stepd.v1.DoctorResponse
+	(*ShutdownRequest)(nil),       // 13: stepd.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),      // 14: stepd.v1.ShutdownResponse
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(SessionKind)(0),              // 17: stepd.v1.SessionKind
+	(SessionState)(0),             // 18: stepd.v1.SessionState
 }
 var file_stepd_v1_daemon_proto_depIdxs = []int32{
-	14, // 0: stepd.v1.PingResponse.uptime:type_name -> google.protobuf.Duration
-	15, // 1: stepd.v1.PingResponse.server_time:type_name -> google.protobuf.Timestamp
-	14, // 2: stepd.v1.GetStatusResponse.uptime:type_name -> google.protobuf.Duration
-	0,  // 3: stepd.v1.AdapterCheck.status:type_name -> stepd.v1.CheckStatus
-	0,  // 4: stepd.v1.StoreCheck.status:type_name -> stepd.v1.CheckStatus
-	0,  // 5: stepd.v1.ConfigCheck.status:type_name -> stepd.v1.CheckStatus
-	7,  // 6: stepd.v1.DoctorResponse.adapters:type_name -> stepd.v1.AdapterCheck
-	8,  // 7: stepd.v1.DoctorResponse.store:type_name -> stepd.v1.StoreCheck
-	9,  // 8: stepd.v1.DoctorResponse.config:type_name -> stepd.v1.ConfigCheck
-	1,  // 9: stepd.v1.DaemonService.Ping:input_type -> stepd.v1.PingRequest
-	3,  // 10: stepd.v1.DaemonService.GetStatus:input_type -> stepd.v1.GetStatusRequest
-	5,  // 11: stepd.v1.DaemonService.GetVersion:input_type -> stepd.v1.GetVersionRequest
-	10, // 12: stepd.v1.DaemonService.Doctor:input_type -> stepd.v1.DoctorRequest
-	12, // 13: stepd.v1.DaemonService.Shutdown:input_type -> stepd.v1.ShutdownRequest
-	2,  // 14: stepd.v1.DaemonService.Ping:output_type -> stepd.v1.PingResponse
-	4,  // 15: stepd.v1.DaemonService.GetStatus:output_type -> stepd.v1.GetStatusResponse
-	6,  // 16: stepd.v1.DaemonService.GetVersion:output_type -> stepd.v1.GetVersionResponse
-	11, // 17: stepd.v1.DaemonService.Doctor:output_type -> stepd.v1.DoctorResponse
-	13, // 18: stepd.v1.DaemonService.Shutdown:output_type -> stepd.v1.ShutdownResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	15, // 0: stepd.v1.PingResponse.uptime:type_name -> google.protobuf.Duration
+	16, // 1: stepd.v1.PingResponse.server_time:type_name -> google.protobuf.Timestamp
+	15, // 2: stepd.v1.GetStatusResponse.uptime:type_name -> google.protobuf.Duration
+	5,  // 3: stepd.v1.GetStatusResponse.sessions:type_name -> stepd.v1.SessionCount
+	17, // 4: stepd.v1.SessionCount.kind:type_name -> stepd.v1.SessionKind
+	18, // 5: stepd.v1.SessionCount.state:type_name -> stepd.v1.SessionState
+	0,  // 6: stepd.v1.AdapterCheck.status:type_name -> stepd.v1.CheckStatus
+	0,  // 7: stepd.v1.StoreCheck.status:type_name -> stepd.v1.CheckStatus
+	0,  // 8: stepd.v1.ConfigCheck.status:type_name -> stepd.v1.CheckStatus
+	8,  // 9: stepd.v1.DoctorResponse.adapters:type_name -> stepd.v1.AdapterCheck
+	9,  // 10: stepd.v1.DoctorResponse.store:type_name -> stepd.v1.StoreCheck
+	10, // 11: stepd.v1.DoctorResponse.config:type_name -> stepd.v1.ConfigCheck
+	1,  // 12: stepd.v1.DaemonService.Ping:input_type -> stepd.v1.PingRequest
+	3,  // 13: stepd.v1.DaemonService.GetStatus:input_type -> stepd.v1.GetStatusRequest
+	6,  // 14: stepd.v1.DaemonService.GetVersion:input_type -> stepd.v1.GetVersionRequest
+	11, // 15: stepd.v1.DaemonService.Doctor:input_type -> stepd.v1.DoctorRequest
+	13, // 16: stepd.v1.DaemonService.Shutdown:input_type -> stepd.v1.ShutdownRequest
+	2,  // 17: stepd.v1.DaemonService.Ping:output_type -> stepd.v1.PingResponse
+	4,  // 18: stepd.v1.DaemonService.GetStatus:output_type -> stepd.v1.GetStatusResponse
+	7,  // 19: stepd.v1.DaemonService.GetVersion:output_type -> stepd.v1.GetVersionResponse
+	12, // 20: stepd.v1.DaemonService.Doctor:output_type -> stepd.v1.DoctorResponse
+	14, // 21: stepd.v1.DaemonService.Shutdown:output_type -> stepd.v1.ShutdownResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_daemon_proto_init() }
@@ -1026,13 +1144,14 @@ func file_stepd_v1_daemon_proto_init() {
 	if File_stepd_v1_daemon_proto != nil {
 		return
 	}
+	file_stepd_v1_session_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_daemon_proto_rawDesc), len(file_stepd_v1_daemon_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -10,6 +10,7 @@ from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from stepd.v1 import session_pb2 as _session_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -146,12 +147,16 @@ class GetStatusResponse(_message.Message):
     LISTEN_FIELD_NUMBER: _builtins.int
     DATA_DIR_FIELD_NUMBER: _builtins.int
     PROBES_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    EVENTS_PUBLISHED_FIELD_NUMBER: _builtins.int
+    EVENTS_DROPPED_FIELD_NUMBER: _builtins.int
+    GAPS_SENT_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     """stepd version."""
     instance_id: _builtins.str
     """Daemon instance id."""
     active_sessions: _builtins.int
-    """Sessions not yet ended."""
+    """Sessions not yet ended (the sum of `sessions`)."""
     subscribers: _builtins.int
     """Open Subscribe streams."""
     pending_pauses: _builtins.int
@@ -163,7 +168,18 @@ class GetStatusResponse(_message.Message):
     data_dir: _builtins.str
     """Data directory."""
     probes: _builtins.int
-    """Open probe connections."""
+    """Probes connected: probe sessions not yet ended (one per Connect stream)."""
+    events_published: _builtins.int
+    """Events published since the daemon started (numbered events; the
+    metric `stepd.events.published`).
+    """
+    events_dropped: _builtins.int
+    """Events lost since the daemon started by Subscribe streams too slow to
+    take them: the span (`to_seq - from_seq + 1`) of each `gap` that
+    resynchronised such a stream (the metric `stepd.events.dropped`).
+    """
+    gaps_sent: _builtins.int
+    """`gap` events sent since the daemon started (the metric `stepd.events.gaps`)."""
     @_builtins.property
     def uptime(self) -> _duration_pb2.Duration:
         """Time since start."""
@@ -171,6 +187,12 @@ class GetStatusResponse(_message.Message):
     @_builtins.property
     def listen(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Addresses served, e.g. "127.0.0.1:7701", "unix:/run/user/1000/stepd/stepd.sock"."""
+
+    @_builtins.property
+    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SessionCount]:
+        """Sessions not yet ended, by kind and state; only the pairs that occur.
+        The OpenTelemetry metric `stepd.sessions` reads the same counts.
+        """
 
     def __init__(
         self,
@@ -186,14 +208,48 @@ class GetStatusResponse(_message.Message):
         listen: _abc.Iterable[_builtins.str] | None = ...,
         data_dir: _builtins.str = ...,
         probes: _builtins.int = ...,
+        sessions: _abc.Iterable[Global___SessionCount] | None = ...,
+        events_published: _builtins.int = ...,
+        events_dropped: _builtins.int = ...,
+        gaps_sent: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["uptime", b"uptime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "breakpoints", b"breakpoints", "data_dir", b"data_dir", "instance_id", b"instance_id", "last_seq", b"last_seq", "listen", b"listen", "pending_pauses", b"pending_pauses", "probes", b"probes", "subscribers", b"subscribers", "uptime", b"uptime", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "breakpoints", b"breakpoints", "data_dir", b"data_dir", "events_dropped", b"events_dropped", "events_published", b"events_published", "gaps_sent", b"gaps_sent", "instance_id", b"instance_id", "last_seq", b"last_seq", "listen", b"listen", "pending_pauses", b"pending_pauses", "probes", b"probes", "sessions", b"sessions", "subscribers", b"subscribers", "uptime", b"uptime", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class SessionCount(_message.Message):
+    """How many sessions of one kind are in one state."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    kind: _session_pb2.SessionKind.ValueType
+    """DAP or probe."""
+    state: _session_pb2.SessionState.ValueType
+    """Where they are in their life (never ENDED: ended sessions are not counted)."""
+    count: _builtins.int
+    """How many."""
+    def __init__(
+        self,
+        *,
+        kind: _session_pb2.SessionKind.ValueType = ...,
+        state: _session_pb2.SessionState.ValueType = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "kind", b"kind", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionCount: _TypeAlias = SessionCount  # noqa: Y015
 
 @_typing.final
 class GetVersionRequest(_message.Message):
