@@ -74,11 +74,13 @@ fn protos() -> TempDir {
     let health = dir.path().join("grpc/health/v1");
     std::fs::create_dir_all(&v1).unwrap();
     std::fs::create_dir_all(&health).unwrap();
-    std::fs::copy(
-        repo_root().join("proto/stepd/v1/daemon.proto"),
-        v1.join("daemon.proto"),
-    )
-    .unwrap();
+    // All of stepd.v1: daemon.proto imports its siblings.
+    for entry in std::fs::read_dir(repo_root().join("proto/stepd/v1")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "proto") {
+            std::fs::copy(&path, v1.join(path.file_name().unwrap())).unwrap();
+        }
+    }
     std::fs::write(
         health.join("health.proto"),
         "syntax = \"proto3\";\npackage grpc.health.v1;\n\
