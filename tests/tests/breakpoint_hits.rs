@@ -287,11 +287,68 @@ async fn a_pause_request_wins_over_hits_that_do_not_stop_debugpy() {
     pause_hot_loop("debugpy", program.to_str().unwrap(), &program).await;
 }
 
-// Under lldb (both adapters) a `pause` that reaches lldb as the program stops
-// at a breakpoint is answered only at lldb's interrupt timeout, and the
-// adapter reports no stop after it (docs/adapters/lldb.md): the hot-loop case
-// runs under debugpy only; `dap_lldb.rs::pause_is_reported_as_a_pause_request`
-// covers a plain Pause.
+// Under lldb an interrupt that crosses a breakpoint stop leaves the adapter
+// reporting nothing more (docs/adapters/lldb.md); stepd takes the next hit
+// instead, so the hot loop pauses under both lldb adapters too.
+#[tokio::test]
+async fn a_pause_request_wins_over_hits_that_do_not_stop_lldb() {
+    let built = fixture("build/busy");
+    for adapter in LLDB {
+        pause_hot_loop(adapter, built.to_str().unwrap(), &fixture("c/busy.c")).await;
+    }
+}
+
+// The other side of the same rule: with a breakpoint placed that the loop
+// never reaches, no stop comes by itself, and the Pause interrupts lldb.
+#[tokio::test]
+async fn a_pause_with_breakpoints_that_are_not_hit_interrupts_lldb() {
+    let built = fixture("build/busy");
+    let source = fixture("c/busy.c");
+    for adapter in LLDB {
+        let (daemon, mut sub) = watched().await;
+        let stop_file = stepd_e2e::TempDir::new("stop");
+        let after = source_spec(source.to_str().unwrap(), line_of(&source, "stopped"));
+        dap::add_breakpoint(&daemon, after).await;
+        let session = launch(
+            &daemon,
+            adapter,
+            built.to_str().unwrap(),
+            &[stop_file.path().join("stop").to_str().unwrap()],
+        )
+        .await;
+        sub.wait_for("the program's first output", |e| {
+            e.session_id == session
+                && matches!(&e.payload, Some(Payload::Output(o))
+                    if o.chunk.as_ref().is_some_and(|c| c.text.contains("busy: started")))
+        })
+        .await;
+        let state = dap::sessions(&daemon)
+            .await
+            .pause(PauseRequest {
+                session_id: session.clone(),
+                wait: Some(pause_request::Wait::UntilStable(Wait {
+                    timeout_ms: Some(10_000),
+                })),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .state
+            .unwrap();
+        assert!(!state.timed_out, "{adapter}: {state:?}");
+        assert_eq!(
+            state.stop_reason,
+            PauseReason::PauseRequest as i32,
+            "{adapter}"
+        );
+        let pause = state.pause.unwrap();
+        assert!(pause.breakpoint_ids.is_empty(), "{adapter}: {pause:?}");
+        assert_eq!(pause.raw_reason, "exception", "{adapter}: lldb's SIGSTOP");
+        std::fs::write(stop_file.path().join("stop"), "").unwrap();
+        daemon.stop().await;
+    }
+}
 
 // ----- defect: log points with conditions -----------------------------------
 

@@ -115,6 +115,15 @@ impl AdapterKind {
     pub fn names_exception_stops_by_filter(self) -> bool {
         self == Self::Lldb
     }
+
+    /// Whether an interrupt (`pause`) that reaches the adapter as the
+    /// program stops at a breakpoint can lose both stops: lldb's interrupt
+    /// then waits out its 20 s timeout and the adapter reports nothing more.
+    /// While such an adapter has breakpoints placed, a Pause waits briefly
+    /// for the next stop before interrupting (`actor/interrupt.rs`).
+    pub fn interrupt_may_cross_a_stop(self) -> bool {
+        self == Self::Lldb
+    }
 }
 
 impl std::fmt::Display for AdapterKind {

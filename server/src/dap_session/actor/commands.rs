@@ -355,6 +355,7 @@ impl Actor {
         if let Err(err) = self.client.request(request, args).await {
             tracing::warn!(session = %self.shared.id, %err, request, "could not resume");
         }
+        self.hot.continued(thread_id);
         self.bump_epoch();
     }
 

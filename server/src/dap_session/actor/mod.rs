@@ -26,6 +26,7 @@ use tokio::{
 mod breakpoints;
 mod commands;
 mod exception;
+mod interrupt;
 mod locals;
 mod start;
 
@@ -117,6 +118,8 @@ pub struct Actor {
     /// A Pause request is out; lldb reports the resulting stop as an
     /// "exception" (SIGSTOP), which is normalised to PAUSE_REQUEST.
     expect_pause: bool,
+    /// Hits stepd continued itself, which a Pause request takes the next of.
+    hot: interrupt::HotHits,
     /// A stepping mode left by the last command (forced out, here, trace).
     mode: Mode,
     /// CONTINUE_ALL: no breakpoint applies until the next Pause request.
@@ -232,6 +235,7 @@ impl Actor {
         Self {
             expect_entry: request.stop_on_entry,
             expect_pause: false,
+            hot: interrupt::HotHits::default(),
             mode: Mode::Normal,
             breakpoints_off: false,
             temp_breakpoint: None,
@@ -420,6 +424,9 @@ impl Actor {
                 () = sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
                     self.finish_inflight(true);
                     self.start_next().await;
+                }
+                () = sleep_until(self.hot.deadline().unwrap_or_else(tokio::time::Instant::now)), if self.hot.deadline().is_some() => {
+                    self.pause_waited_too_long().await;
                 }
                 () = process::watch_ended(self.debuggee_watch.as_ref()), if !self.book.is_empty() => {
                     self.on_debuggee_gone().await;
@@ -867,6 +874,7 @@ impl Actor {
         }
         // Whatever the pause shown now, it answers a Pause request that is out.
         self.expect_pause = false;
+        self.hot.stopped();
         if let Some(d) = known_depth {
             self.depths.insert(thread_id, d);
         }
@@ -1167,33 +1175,7 @@ impl Actor {
                 if !self.book.is_empty() {
                     return Ok(Some(self.current_state()));
                 }
-                let target = if thread != 0 {
-                    thread
-                } else {
-                    let threads: messages::ThreadsResponse = self
-                        .client
-                        .call("threads", json!({}))
-                        .await
-                        .map_err(|e| dap_error(&e))?;
-                    threads.threads.first().map_or(0, |t| t.id)
-                };
-                // The answer is not waited for: lldb may hold it back until
-                // stepd has taken the stop that raced the request (a hot
-                // breakpoint), and the stop is what the caller waits for.
-                self.expect_pause = true;
-                let answer = self.client.send("pause", json!({"threadId": target}));
-                let (session, patience) = (self.shared.id.clone(), self.ctx.request_timeout);
-                tokio::spawn(async move {
-                    match tokio::time::timeout(patience, answer).await {
-                        Ok(Ok(response)) => {
-                            if let Err(err) = crate::dap::client::body_of(response) {
-                                tracing::warn!(%session, %err, "the adapter refused a pause");
-                            }
-                        }
-                        Ok(Err(_)) => {}
-                        Err(_) => tracing::warn!(%session, "the adapter did not answer a pause"),
-                    }
-                });
+                self.request_pause(thread).await?;
                 Ok(None)
             }
         }
