@@ -578,12 +578,14 @@ class Client:
         heartbeats: bool = False,
         reconnect: bool = True,
         reconnect_timeout: float | None = 60.0,
+        follow_restarts: bool = False,
     ) -> AsyncSubscription:
         """Subscribes to events; see :class:`stepd.aio.AsyncSubscription`.
 
         `channels` are EventChannel values or names ("lifecycle", "execution",
         "output", "breakpoints", "probe", "inspector", "notifications"); empty =
-        all. Heartbeat events are skipped unless `heartbeats` is true.
+        all. Heartbeat events are skipped unless `heartbeats` is true;
+        `follow_restarts` as in :meth:`stepd.Client.events`.
         """
         return AsyncSubscription(
             self.channel,
@@ -596,6 +598,7 @@ class Client:
             heartbeats=heartbeats,
             reconnect=reconnect,
             reconnect_timeout=reconnect_timeout,
+            follow_restarts=follow_restarts,
         )
 
     async def wait_for_pause(self, session_id: str | None = None, *, timeout: float = 30.0) -> pause_pb2.Pause:
