@@ -3,6 +3,7 @@ leaving its block on an exception leaves no debuggee behind."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typing import Iterator
 import pytest
 
 import stepd
+import stepd.aio
 from conftest import REPO, Daemon
 from probe_support import wait_until
 from stepd.v1 import session_pb2
@@ -136,4 +138,29 @@ def test_without_the_block_the_debuggee_stays_stopped(daemon: Daemon, client: st
         for s in client.list_sessions().sessions:
             if s.pid == pid:
                 client.disconnect(s.id, mode="terminate")
+    wait_until(f"debuggee {pid} gone", lambda: not alive(pid), DEADLINE)
+
+
+def test_the_asyncio_session_ends_its_debuggee_on_an_exception(daemon: Daemon, at_step: str) -> None:
+    pids: list[int] = []
+
+    async def main() -> None:
+        async with stepd.aio.Client(daemon.tcp) as client:
+            with pytest.raises(RuntimeError, match="fails"):
+                async with await client.launch(str(LOOP), adapter="debugpy") as session:
+                    assert session.session.id == session.id
+                    pause = await session.wait_for_pause(DEADLINE)
+                    assert pause.reason == "BREAKPOINT"
+                    assert (await session.locals())["i"] == "0"
+                    assert await session.eval("i + 1") == "1"
+                    assert (await session.wait_for_pause(DEADLINE)).revision == pause.revision + 1
+                    stepped = await session.step()
+                    assert stepped.stop_reason == "STEP" and stepped.pause is not None
+                    assert (await session.wait_for_pause(DEADLINE)).key == stepped.pause.key
+                    pids.append(session.pid)
+                    raise RuntimeError("the coroutine fails while its debuggee is stopped")
+
+    asyncio.run(main())
+    [pid] = pids
+    assert pid > 0
     wait_until(f"debuggee {pid} gone", lambda: not alive(pid), DEADLINE)

@@ -119,7 +119,7 @@ class Session:
         for pause in before:
             self.pauses.settled(pause.key)
         if state.pause is not None:
-            self.pauses.settled("", stopped_in=state.message.pause)
+            self.pauses.book.note(state.message.pause)
         return state
 
     def continue_(self, *, thread_id: int = 0, wait: bool = True, wait_timeout_ms: int | None = None) -> State:
