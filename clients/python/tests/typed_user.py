@@ -14,6 +14,8 @@ from stepd.v1 import pause_pb2
 
 def debug(client: stepd.Client, program: str) -> dict[str, str]:
     with client.launch(program, adapter="debugpy") as session:
+        placed: list[str] = [p.breakpoint_id for p in session.breakpoints]
+        print(session.session.pid, placed)
         pause: stepd.Pause = session.wait_for_pause(timeout=30)
         if pause.reason == "BREAKPOINT" or pause.reason == enums.PauseReason.STEP:
             print(repr(pause.reason), pause.location.line, session.eval("1 + 1"))

@@ -37,6 +37,16 @@ class Session:
         self.end_on_exit = end_on_exit
         self._pauses: Pauses | None = None
 
+    @property
+    def session(self) -> session_pb2.Session:
+        """The session as it started (the response's ``session``)."""
+        return self.response.session
+
+    @property
+    def breakpoints(self) -> Sequence[session_pb2.BreakpointPlacement]:
+        """Where the breakpoints were placed as it started (the response's ``breakpoints``)."""
+        return self.response.breakpoints
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("response", "_pauses"):
             raise AttributeError(name)
