@@ -51,8 +51,8 @@ class View:
             return bool(self.message == other.message)
         return bool(self.message == other)
 
-    def __hash__(self) -> int:
-        return id(self.message)
+    # Messages are mutable, so (like them) views are not hashable.
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message})"
