@@ -87,6 +87,20 @@ def test_session_steps_evaluates_and_reads_output(client: stepd.Client, at_step:
         assert "i=0 total=0" in session.output(["stdout"])
 
 
+def test_pause_interrupts_the_running_program(client: stepd.Client) -> None:
+    busy = REPO / "tests" / "fixtures" / "python" / "busy.py"
+    with client.launch(str(busy), adapter="debugpy") as session:
+        state = session.pause()
+        assert state.state == "STOPPED" and state.stop_reason == "PAUSE_REQUEST"
+        assert state.pause is not None and session.wait_for_pause(DEADLINE).key == state.pause.key
+        assert session.state == "STOPPED"
+        pid = session.pid
+        assert alive(pid)
+    # Leaving the block terminated the program, which would have run for a minute.
+    wait_until(f"debuggee {pid} gone", lambda: not alive(pid), DEADLINE)
+    assert session.info().state == session_pb2.SESSION_STATE_ENDED
+
+
 CRASHING = textwrap.dedent(
     """
     import sys
