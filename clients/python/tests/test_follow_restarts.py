@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import stepd
+import stepd.aio
 from conftest import Daemon
 from stepd.v1 import event_pb2
 
@@ -87,3 +89,35 @@ def test_follows_a_daemon_that_is_not_back_yet_until_reconnect_timeout(tmp_path:
                 following.next(timeout=WAIT)
     finally:
         daemon.stop()
+
+
+def test_the_asyncio_subscription_follows_a_restart_too(tmp_path: Path) -> None:
+    addr = f"127.0.0.1:{free_port()}"
+    first = Daemon(tmp_path / "data", listen=addr, unix_socket=False)
+    daemons = [first]
+
+    async def main() -> None:
+        async with stepd.aio.Client(addr) as client:
+            following = client.events(channels=["breakpoints"], follow_restarts=True, reconnect_timeout=WAIT)
+            plain = client.events(channels=["breakpoints"])
+            old = (await following.next(timeout=WAIT)).snapshot.instance_id
+            await plain.next(timeout=WAIT)
+            first.proc.send_signal(signal.SIGTERM)
+            assert await asyncio.to_thread(first.proc.wait, WAIT) == 0
+            assert (await plain.next(timeout=WAIT)).WhichOneof("payload") == "reconnect"
+            with pytest.raises(StopAsyncIteration):
+                await plain.next(timeout=WAIT)
+            daemons.append(await asyncio.to_thread(Daemon, tmp_path / "data", listen=addr, unix_socket=False))
+            deadline = time.monotonic() + WAIT
+            event = await following.next(timeout=WAIT)
+            while event.WhichOneof("payload") != "snapshot":
+                event = await following.next(timeout=max(0.0, deadline - time.monotonic()))
+            assert event.snapshot.instance_id not in ("", old) and following.reconnects == 1
+            await following.close()
+            await plain.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        for d in daemons:
+            d.stop()
