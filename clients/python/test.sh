@@ -14,7 +14,7 @@ py="$venv/bin/python"
 # Reinstall only when the package metadata or the pins changed.
 stamp="$venv/.stepd-python-client.stamp"
 want="$(cat "$here/pyproject.toml" "$here/requirements-dev.txt" | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$py" -c "import stepd, pytest, mypy" 2>/dev/null; then
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$py" -c "import stepd, pytest, mypy, build" 2>/dev/null; then
   echo "installing the Python client and its test dependencies" >&2
   "$py" -m pip install -q --disable-pip-version-check -r "$here/requirements-dev.txt"
   "$py" -m pip install -q --disable-pip-version-check --no-deps -e "$here"

@@ -8,6 +8,7 @@ import selectors
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -33,16 +34,23 @@ def stepd_bin() -> Path:
 class Daemon:
     """One running stepd process."""
 
-    def __init__(self, data_dir: Path, *args: str, unix_socket: bool = True, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *args: str,
+        unix_socket: bool = True,
+        env: dict[str, str] | None = None,
+        listen: str = "127.0.0.1:0",
+    ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
-        argv = [str(stepd_bin()), "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *args]
+        argv = [str(stepd_bin()), "--listen", listen, "--data-dir", str(data_dir), *args]
         if not unix_socket:
             argv.append("--no-unix-socket")
         self.stderr = open(data_dir / "stepd.log", "wb")
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=self.stderr, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}
-        )
+        # debugpy is in the interpreter running the tests.
+        env = {**os.environ, "STEPD_PYTHON": os.environ.get("STEPD_PYTHON", sys.executable), **(env or {})}
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.stderr, stdin=subprocess.DEVNULL, env=env)
         line = self._ready_line()
         fields = dict(part.split("=", 1) for part in line.split()[2:])
         self.tcp = fields["tcp"]

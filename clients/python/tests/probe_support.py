@@ -79,11 +79,16 @@ class Watcher:
         return sum(1 for e in self.seen[after:] if e.WhichOneof("payload") == kind)
 
 
+def new_run() -> str:
+    """A run id: the label that ties breakpoints to one agent process."""
+    return uuid.uuid4().hex[:12]
+
+
 class AgentRun:
     """The example agent, run as a separate process against the test daemon."""
 
-    def __init__(self, addr: str, *questions: str, name: str = "agent-test") -> None:
-        self.run = uuid.uuid4().hex[:12]
+    def __init__(self, addr: str, *questions: str, name: str = "agent-test", run: str = "") -> None:
+        self.run = run or new_run()
         env = {**os.environ, "STEPD_ADDR": addr, "PYTHONUNBUFFERED": "1"}
         argv = [sys.executable, str(AGENT), *questions, "--name", name, "--label", f"run={self.run}"]
         self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -20,6 +20,8 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     assert fresh_files == committed_files, "run scripts/gen-python"
     _, mismatch, errors = filecmp.cmpfiles(fresh, COMMITTED, fresh_files, shallow=False)
     assert not mismatch and not errors, f"stale generated files {mismatch + errors}: run scripts/gen-python"
+    fresh_enums = (tmp_path / "stepd" / "enums.py").read_text()
+    assert fresh_enums == (COMMITTED.parent / "enums.py").read_text(), "stale stepd/enums.py: run scripts/gen-python"
     # one generated module per proto file, plus stubs
     protos = sorted(p.stem for p in (REPO / "proto" / "stepd" / "v1").glob("*.proto"))
     assert sorted(n.removesuffix("_pb2.py") for n in fresh_files if n.endswith("_pb2.py")) == protos

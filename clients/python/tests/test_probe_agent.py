@@ -13,7 +13,7 @@ import pytest
 
 import stepd
 from conftest import Daemon
-from probe_support import AgentRun, Watcher
+from probe_support import AgentRun, Watcher, new_run
 from stepd.v1 import event_pb2, session_pb2
 
 SIX_TIMES_SEVEN = "what is 6*7?"
@@ -36,15 +36,18 @@ def agents(daemon: Daemon) -> Iterator[list[AgentRun]]:
 
 def start(daemon: Daemon, agents: list[AgentRun], client: stepd.Client, *questions: str, **bps: dict[str, str]) -> AgentRun:
     """Adds the breakpoints (for this run only, by its label), then starts the agent."""
-    run = AgentRun(daemon.tcp, *questions)
-    agents.append(run)
+    run_id = new_run()
+    selector = f"run={run_id}"
     for name, spec in bps.items():
         client.add_breakpoint(
             probe_kind=spec.get("kind", ""),
             probe_name=spec.get("name", ""),
             condition=spec.get("condition"),
-            label_selector=f"{run.selector},{spec['labels']}" if "labels" in spec else run.selector,
+            label_selector=f"{selector},{spec['labels']}" if "labels" in spec else selector,
         )
+    # Started after its breakpoints exist, so a quick agent cannot pass them first.
+    run = AgentRun(daemon.tcp, *questions, run=run_id)
+    agents.append(run)
     return run
 
 
@@ -315,9 +318,10 @@ def test_the_hold_limit(tmp_path: Path, agents: list[AgentRun]) -> None:
     try:
         with d.client() as c:
             w = Watcher(c)
-            run = AgentRun(d.tcp, SIX_TIMES_SEVEN)
+            run_id = new_run()
+            c.add_breakpoint(probe_kind="prompt", label_selector=f"run={run_id}")
+            run = AgentRun(d.tcp, SIX_TIMES_SEVEN, run=run_id)
             agents.append(run)
-            c.add_breakpoint(probe_kind="prompt", label_selector=run.selector)
             pause = w.pause(run.run, kind="prompt")
             resolved = w.resolved(pause.key, timeout=10)
             assert resolved.by == "hold-limit"

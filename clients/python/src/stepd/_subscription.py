@@ -33,7 +33,10 @@ class Subscription:
     snapshot's instance, so the daemon replays exactly what was missed — or sends
     ``gap`` and a fresh snapshot when it no longer holds it. Events are never
     delivered twice. Iteration ends when the daemon ends the stream (shutdown) or
-    :meth:`close` is called; errors the daemon returns (e.g. ``LimitExceeded``)
+    :meth:`close` is called — unless ``follow_restarts`` is set: then a daemon
+    that shuts down or answers UNAVAILABLE is waited for (up to
+    ``reconnect_timeout``) and the stream goes on with the daemon that comes
+    back on the same address, which sends ``gap`` and its snapshot; errors the daemon returns (e.g. ``LimitExceeded``)
     are raised from the iterator.
 
     Iterating (or ``next()`` without a timeout) reads the stream in the
@@ -62,6 +65,7 @@ class Subscription:
         reconnect: bool = True,
         reconnect_timeout: float | None = 60.0,
         keepalive_interval: float = 30.0,
+        follow_restarts: bool = False,
     ) -> None:
         self._channel = channel
         self._stub = event_pb2_grpc.EventServiceStub(channel)
@@ -73,6 +77,7 @@ class Subscription:
         self._reconnect = reconnect
         self._reconnect_timeout = reconnect_timeout
         self._keepalive_interval = keepalive_interval
+        self._follow_restarts = follow_restarts
         self.seq = resume_after_seq
         self.instance_id = resume_instance_id
         self.reconnects = 0
@@ -195,15 +200,17 @@ class Subscription:
                     established, dropped, deadline = True, False, None
                     if self._accept(response.event):
                         yield response.event
-                yield _END  # the daemon ended the stream: shutdown
-                return
+                if not (self._follow_restarts and established):
+                    yield _END  # the daemon ended the stream: shutdown
+                    return
+                err: StepdError = Unavailable("the daemon ended the event stream", code=grpc.StatusCode.UNAVAILABLE)
             except grpc.RpcError as rpc_error:
                 err = from_rpc_error(rpc_error)
             finally:
                 requests.put(None)
             if self._closed.is_set() or err.code == grpc.StatusCode.CANCELLED:
                 break
-            if not (self._reconnect and established and retryable(err)):
+            if not (self._reconnect and established and (retryable(err) or self._follows(err))):
                 yield err
                 return
             if deadline is None and self._reconnect_timeout is not None:
@@ -215,6 +222,10 @@ class Subscription:
             dropped = True
             call, requests = self._open(resume=self.seq > 0)
         yield _END
+
+    def _follows(self, err: StepdError) -> bool:
+        """With follow_restarts, a daemon that is stopping is waited for too."""
+        return self._follow_restarts and err.code == grpc.StatusCode.UNAVAILABLE
 
     def _pump(self) -> None:
         """The reading thread, once a timeout asked for one."""

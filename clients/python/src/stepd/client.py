@@ -11,8 +11,10 @@ from google.protobuf import field_mask_pb2
 
 from stepd import _build
 from stepd._build import ChannelLike, CommandLike, DurationLike, TimeLike
+from stepd._pauses import Pauses
 from stepd._subscription import Subscription
 from stepd.errors import from_rpc_error
+from stepd.session import Session
 from stepd.v1 import (
     breakpoint_pb2,
     breakpoint_pb2_grpc,
@@ -228,15 +230,18 @@ class Client:
         name: str = "",
         adapter_options: Mapping[str, Any] | None = None,
         request_id: str = "",
+        end_on_exit: bool = True,
         timeout: float | None = None,
-    ) -> session_pb2.LaunchResponse:
-        """Starts a program under a debug adapter; answers once configuration is done."""
+    ) -> Session:
+        """Starts a program under a debug adapter; answers once configuration is
+        done, with a :class:`stepd.Session` (which reads as the LaunchResponse).
+        ``with client.launch(...) as session:`` ends it when the block is left."""
         request = session_pb2.LaunchRequest(
             adapter=adapter, adapter_command=list(adapter_command), program=program, args=list(args),
             cwd=cwd, env=dict(env or {}), stop_on_entry=stop_on_entry, labels=dict(labels or {}),
             name=name, adapter_options=_build.to_struct(adapter_options), request_id=request_id,
         )  # fmt: skip
-        return self._call(self.session_stub.Launch, request, timeout)
+        return Session(self, self._call(self.session_stub.Launch, request, timeout), end_on_exit=end_on_exit)
 
     def attach(
         self,
@@ -249,15 +254,17 @@ class Client:
         name: str = "",
         adapter_options: Mapping[str, Any] | None = None,
         request_id: str = "",
+        end_on_exit: bool = True,
         timeout: float | None = None,
-    ) -> session_pb2.AttachResponse:
-        """Attaches a debug adapter to a process (`pid`) or a debug server (`connect`)."""
+    ) -> Session:
+        """Attaches a debug adapter to a process (`pid`) or a debug server
+        (`connect`); returns a :class:`stepd.Session` (which reads as the AttachResponse)."""
         request = session_pb2.AttachRequest(
             adapter=adapter, adapter_command=list(adapter_command), pid=pid, connect=connect,
             labels=dict(labels or {}), name=name, adapter_options=_build.to_struct(adapter_options),
             request_id=request_id,
         )  # fmt: skip
-        return self._call(self.session_stub.Attach, request, timeout)
+        return Session(self, self._call(self.session_stub.Attach, request, timeout), end_on_exit=end_on_exit)
 
     def disconnect(
         self, session_id: str, *, mode: int | str | None = None, timeout: float | None = None
@@ -571,12 +578,16 @@ class Client:
         heartbeats: bool = False,
         reconnect: bool = True,
         reconnect_timeout: float | None = 60.0,
+        follow_restarts: bool = False,
     ) -> Subscription:
         """Subscribes to events; see :class:`stepd.Subscription`.
 
         `channels` are EventChannel values or names ("lifecycle", "execution",
         "output", "breakpoints", "probe", "inspector", "notifications"); empty =
-        all. Heartbeat events are skipped unless `heartbeats` is true.
+        all. Heartbeat events are skipped unless `heartbeats` is true. With
+        `follow_restarts`, a daemon that shuts down (or cannot be reached)
+        does not end the subscription: it waits up to `reconnect_timeout` for
+        a daemon on the same address and goes on there (a gap, then its snapshot).
         """
         return Subscription(
             self.channel,
@@ -589,7 +600,13 @@ class Client:
             heartbeats=heartbeats,
             reconnect=reconnect,
             reconnect_timeout=reconnect_timeout,
+            follow_restarts=follow_restarts,
         )
+
+    def pauses(self, session_ids: Sequence[str] = ()) -> Pauses:
+        """Pending pauses (of `session_ids`, or every session), each yielded once
+        however often it is re-sent; see :class:`stepd.Pauses`."""
+        return Pauses(self, session_ids)
 
     def wait_for_pause(self, session_id: str | None = None, *, timeout: float = 30.0) -> pause_pb2.Pause:
         """The first pending pause (of `session_id`, or any session): one already

@@ -8,7 +8,9 @@
                 ...
 """
 
+from stepd.aio._pauses import AsyncPauses
 from stepd.aio._subscription import AsyncSubscription
 from stepd.aio.client import Client
+from stepd.aio.session import AsyncSession
 
-__all__ = ["AsyncSubscription", "Client"]
+__all__ = ["AsyncPauses", "AsyncSession", "AsyncSubscription", "Client"]

@@ -40,6 +40,7 @@ class AsyncSubscription:
         heartbeats: bool = False,
         reconnect: bool = True,
         reconnect_timeout: float | None = 60.0,
+        follow_restarts: bool = False,
     ) -> None:
         self._channel = channel
         self._stub = event_pb2_grpc.EventServiceStub(channel)
@@ -50,6 +51,7 @@ class AsyncSubscription:
         self._heartbeats = heartbeats
         self._reconnect = reconnect
         self._reconnect_timeout = reconnect_timeout
+        self._follow_restarts = follow_restarts
         self.seq = resume_after_seq
         self.instance_id = resume_instance_id
         self.reconnects = 0
@@ -146,8 +148,11 @@ class AsyncSubscription:
                     while True:
                         response = await call.read()
                         if response is grpc.aio.EOF:
-                            self._events.put_nowait(_END)  # the daemon ended the stream: shutdown
-                            return
+                            if not (self._follow_restarts and established):
+                                self._events.put_nowait(_END)  # the daemon ended the stream: shutdown
+                                return
+                            err: StepdError = Unavailable("the daemon ended the event stream", code=grpc.StatusCode.UNAVAILABLE)
+                            break
                         if dropped:
                             self.reconnects += 1
                         established, dropped, deadline = True, False, None
@@ -158,7 +163,8 @@ class AsyncSubscription:
                     err = await self._status_of(call, usage)
                 if self._closed or err.code == grpc.StatusCode.CANCELLED:
                     break
-                if not (self._reconnect and established and retryable(err)):
+                follows = self._follow_restarts and err.code == grpc.StatusCode.UNAVAILABLE
+                if not (self._reconnect and established and (retryable(err) or follows)):
                     self._events.put_nowait(err)
                     return
                 if deadline is None and self._reconnect_timeout is not None:

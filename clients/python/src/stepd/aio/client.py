@@ -12,7 +12,9 @@ from google.protobuf import field_mask_pb2
 
 from stepd import _build
 from stepd._build import ChannelLike, CommandLike, DurationLike, TimeLike
+from stepd.aio._pauses import AsyncPauses
 from stepd.aio._subscription import AsyncSubscription
+from stepd.aio.session import AsyncSession
 from stepd.client import _pause_of
 from stepd.errors import from_rpc_error
 from stepd.v1 import (
@@ -234,15 +236,17 @@ class Client:
         name: str = "",
         adapter_options: Mapping[str, Any] | None = None,
         request_id: str = "",
+        end_on_exit: bool = True,
         timeout: float | None = None,
-    ) -> session_pb2.LaunchResponse:
-        """Starts a program under a debug adapter; answers once configuration is done."""
+    ) -> AsyncSession:
+        """Starts a program under a debug adapter; answers once configuration is
+        done, with a :class:`stepd.aio.AsyncSession` (``async with await client.launch(...)``)."""
         request = session_pb2.LaunchRequest(
             adapter=adapter, adapter_command=list(adapter_command), program=program, args=list(args),
             cwd=cwd, env=dict(env or {}), stop_on_entry=stop_on_entry, labels=dict(labels or {}),
             name=name, adapter_options=_build.to_struct(adapter_options), request_id=request_id,
         )  # fmt: skip
-        return await self._call(self.session_stub.Launch, request, timeout)
+        return AsyncSession(self, await self._call(self.session_stub.Launch, request, timeout), end_on_exit=end_on_exit)
 
     async def attach(
         self,
@@ -255,15 +259,17 @@ class Client:
         name: str = "",
         adapter_options: Mapping[str, Any] | None = None,
         request_id: str = "",
+        end_on_exit: bool = True,
         timeout: float | None = None,
-    ) -> session_pb2.AttachResponse:
-        """Attaches a debug adapter to a process (`pid`) or a debug server (`connect`)."""
+    ) -> AsyncSession:
+        """Attaches a debug adapter to a process (`pid`) or a debug server
+        (`connect`); returns a :class:`stepd.aio.AsyncSession`."""
         request = session_pb2.AttachRequest(
             adapter=adapter, adapter_command=list(adapter_command), pid=pid, connect=connect,
             labels=dict(labels or {}), name=name, adapter_options=_build.to_struct(adapter_options),
             request_id=request_id,
         )  # fmt: skip
-        return await self._call(self.session_stub.Attach, request, timeout)
+        return AsyncSession(self, await self._call(self.session_stub.Attach, request, timeout), end_on_exit=end_on_exit)
 
     async def disconnect(
         self, session_id: str, *, mode: int | str | None = None, timeout: float | None = None
@@ -578,12 +584,14 @@ class Client:
         heartbeats: bool = False,
         reconnect: bool = True,
         reconnect_timeout: float | None = 60.0,
+        follow_restarts: bool = False,
     ) -> AsyncSubscription:
         """Subscribes to events; see :class:`stepd.aio.AsyncSubscription`.
 
         `channels` are EventChannel values or names ("lifecycle", "execution",
         "output", "breakpoints", "probe", "inspector", "notifications"); empty =
-        all. Heartbeat events are skipped unless `heartbeats` is true.
+        all. Heartbeat events are skipped unless `heartbeats` is true;
+        `follow_restarts` as in :meth:`stepd.Client.events`.
         """
         return AsyncSubscription(
             self.channel,
@@ -596,7 +604,12 @@ class Client:
             heartbeats=heartbeats,
             reconnect=reconnect,
             reconnect_timeout=reconnect_timeout,
+            follow_restarts=follow_restarts,
         )
+
+    def pauses(self, session_ids: Sequence[str] = ()) -> AsyncPauses:
+        """Pending pauses, each yielded once however often it is re-sent; see :class:`stepd.Pauses`."""
+        return AsyncPauses(self, session_ids)
 
     async def wait_for_pause(self, session_id: str | None = None, *, timeout: float = 30.0) -> pause_pb2.Pause:
         """The first pending pause (of `session_id`, or any session): one already

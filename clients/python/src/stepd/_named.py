@@ -1,0 +1,55 @@
+"""The base of the API's enums by name (stepd.enums)."""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import TypeVar
+
+_E = TypeVar("_E", bound="NamedEnum")
+
+
+class NamedEnum(enum.IntEnum):
+    """An API enum member: its wire number, equal to its names too.
+
+    ``PauseReason.BREAKPOINT == "BREAKPOINT" == "pause_reason_breakpoint" == 1``;
+    repr ``PauseReason.BREAKPOINT``, str ``BREAKPOINT``. Hashes as its number,
+    so members and ints are interchangeable as dict keys.
+    """
+
+    @classmethod
+    def prefix(cls) -> str:
+        """The protobuf prefix of the values, e.g. "PAUSE_REASON_"."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).upper() + "_"
+
+    @classmethod
+    def of(cls: type[_E], value: int | str) -> _E:
+        """The member for a number or a name (short or full, any case); ValueError when none."""
+        if isinstance(value, str):
+            name = value.strip().upper().replace("-", "_")
+            member = cls.__members__.get(name.removeprefix(cls.prefix()))
+            if member is None:
+                raise ValueError(f"{value!r} is not a {cls.__name__}: one of {', '.join(cls.__members__)}")
+            return member
+        return cls(value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            name = other.strip().upper().replace("-", "_")
+            return name in (self.name, self.prefix() + self.name)
+        return int.__eq__(self, other) is True
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return int.__hash__(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
