@@ -4,7 +4,7 @@ use prost::Message as _;
 use sqlx::Row as _;
 use stepd_proto::v1::BreakpointSpec;
 
-use super::{Store, WriteError};
+use super::{Statement, Store, WriteError};
 
 /// A breakpoint as stored.
 #[derive(Debug, Clone)]
@@ -52,7 +52,7 @@ impl Store {
         now_us: i64,
         by: &str,
     ) -> Result<StoredBreakpoint, WriteError> {
-        let statement = sqlx::query(
+        let statement = Statement::new(
             "INSERT INTO breakpoints (spec, created_at_us, updated_at_us, created_by, updated_by) \
              VALUES (?, ?, ?, ?, ?) \
              RETURNING id, spec, hit_count, created_at_us, updated_at_us, created_by, updated_by",
@@ -94,7 +94,7 @@ impl Store {
         now_us: i64,
         by: &str,
     ) -> Result<Option<StoredBreakpoint>, WriteError> {
-        let statement = sqlx::query(
+        let statement = Statement::new(
             "UPDATE breakpoints SET spec = ?, updated_at_us = ?, updated_by = ? WHERE id = ? \
              RETURNING id, spec, hit_count, created_at_us, updated_at_us, created_by, updated_by",
         )
@@ -113,7 +113,7 @@ impl Store {
 
     /// Deletes a breakpoint, returning it as it was; `None` when it did not exist.
     pub async fn delete_breakpoint(&self, id: i64) -> Result<Option<StoredBreakpoint>, WriteError> {
-        let statement = sqlx::query(
+        let statement = Statement::new(
             "DELETE FROM breakpoints WHERE id = ? \
              RETURNING id, spec, hit_count, created_at_us, updated_at_us, created_by, updated_by",
         )
@@ -133,7 +133,7 @@ impl Store {
         let statements = hits
             .iter()
             .map(|&(id, hits)| {
-                sqlx::query("UPDATE breakpoints SET hit_count = hit_count + ? WHERE id = ?")
+                Statement::new("UPDATE breakpoints SET hit_count = hit_count + ? WHERE id = ?")
                     .bind(i64::try_from(hits).unwrap_or(i64::MAX))
                     .bind(id)
             })

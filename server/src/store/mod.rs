@@ -2,25 +2,83 @@
 //! binary so an installed daemon needs no files beside it.
 
 mod breakpoints;
+mod writer;
 
 use std::{borrow::Cow, path::Path, str::FromStr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 
 use sqlx::{
-    Sqlite, SqlitePool,
+    SqlitePool,
     migrate::{Migration, MigrationType, Migrator},
-    query::Query,
     sqlite::{
-        SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
-        SqliteSynchronous,
+        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
     },
 };
+use tokio::sync::{mpsc, oneshot};
 
 pub use breakpoints::StoredBreakpoint;
 
-/// One statement of a write, owning its SQL and its bound values.
-type Statement = Query<'static, Sqlite, SqliteArguments>;
+/// One statement of a write, owning its SQL and its bound values (so a
+/// batch that failed can be run again write by write).
+#[derive(Clone, Debug)]
+struct Statement {
+    sql: &'static str,
+    binds: Vec<Bind>,
+}
+
+/// A value bound to a statement's next `?`.
+#[derive(Clone, Debug)]
+enum Bind {
+    Int(i64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl Statement {
+    fn new(sql: &'static str) -> Self {
+        Self {
+            sql,
+            binds: Vec::new(),
+        }
+    }
+
+    fn bind(mut self, value: impl Into<Bind>) -> Self {
+        self.binds.push(value.into());
+        self
+    }
+
+    /// Runs it on `conn` and returns its rows.
+    async fn run(self, conn: &mut sqlx::SqliteConnection) -> Result<Vec<SqliteRow>, sqlx::Error> {
+        let mut query = sqlx::query(self.sql);
+        for bind in self.binds {
+            query = match bind {
+                Bind::Int(v) => query.bind(v),
+                Bind::Text(v) => query.bind(v),
+                Bind::Blob(v) => query.bind(v),
+            };
+        }
+        query.fetch_all(conn).await
+    }
+}
+
+impl From<i64> for Bind {
+    fn from(v: i64) -> Self {
+        Self::Int(v)
+    }
+}
+
+impl From<&str> for Bind {
+    fn from(v: &str) -> Self {
+        Self::Text(v.to_owned())
+    }
+}
+
+impl From<Vec<u8>> for Bind {
+    fn from(v: Vec<u8>) -> Self {
+        Self::Blob(v)
+    }
+}
 
 /// A write the store could not make durable: nothing of it was kept.
 #[derive(Debug)]
@@ -89,6 +147,8 @@ fn private_files(db: &Path) -> anyhow::Result<()> {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    /// The writer task's queue (`writer.rs`): every write goes through it.
+    writes: mpsc::Sender<writer::Job>,
     path: String,
     data_dir: Arc<Path>,
 }
@@ -131,8 +191,11 @@ impl Store {
             .run(&pool)
             .await
             .with_context(|| format!("migrating database {path}"))?;
+        let (writes, jobs) = mpsc::channel(writer::QUEUE);
+        tokio::spawn(writer::run(pool.clone(), jobs));
         Ok(Self {
             pool,
+            writes,
             path,
             data_dir: Arc::from(data_dir.to_path_buf().into_boxed_path()),
         })
@@ -148,47 +211,30 @@ impl Store {
         &self.data_dir
     }
 
-    /// The one way anything is written: `statements` run in a transaction of
-    /// their own (`BEGIN IMMEDIATE` … `COMMIT`), each to its end, and their
-    /// rows are handed back only once the commit succeeded, so an error of
-    /// any step — the commit's WAL write on a full disk (`SQLITE_FULL`), an
-    /// I/O error, a busy database — reaches the caller and nothing of the
-    /// write is kept. (A statement run by itself commits when it is reset;
-    /// sqlx's `fetch_one`/`fetch_optional` reset it after the first row and
-    /// drop that commit's error, so `… RETURNING` would report a write that
-    /// was rolled back.)
+    /// The one way anything is written: `statements` run in a transaction
+    /// (`BEGIN IMMEDIATE` … `COMMIT`, shared with writes that arrive at the
+    /// same time, `writer.rs`), each to its end, and their rows are handed
+    /// back only once the commit succeeded, so an error of any step — the
+    /// commit's WAL write on a full disk (`SQLITE_FULL`), an I/O error, a
+    /// busy database — reaches the caller and nothing of the write is kept.
+    /// (A statement run by itself commits when it is reset; sqlx's
+    /// `fetch_one`/`fetch_optional` reset it after the first row and drop
+    /// that commit's error, so `… RETURNING` would report a write that was
+    /// rolled back.)
     ///
-    /// The transaction runs on a task of its own: a caller that goes away
-    /// (a cancelled request) never leaves it half done on a pooled
-    /// connection. A connection whose write failed is closed rather than
-    /// returned to the pool: after a failed `COMMIT` SQLite has rolled back
-    /// by itself and the connection's transaction state is not to be trusted.
+    /// The transaction runs on the writer task: a caller that goes away (a
+    /// cancelled request) never leaves it half done.
     async fn write(
         &self,
         what: &'static str,
         statements: Vec<Statement>,
     ) -> Result<Vec<SqliteRow>, WriteError> {
-        let pool = self.pool.clone();
-        let outcome = tokio::spawn(async move {
-            let mut conn = pool.acquire().await?;
-            let result = async {
-                sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-                let mut rows = Vec::new();
-                for statement in statements {
-                    rows.extend(statement.fetch_all(&mut *conn).await?);
-                }
-                sqlx::query("COMMIT").execute(&mut *conn).await?;
-                Ok::<_, sqlx::Error>(rows)
-            }
-            .await;
-            if result.is_err() {
-                // Closing rolls back whatever is still open.
-                let _ = conn.close().await;
-            }
-            result
-        })
-        .await
-        .unwrap_or(Err(sqlx::Error::WorkerCrashed));
+        let (reply, rows) = oneshot::channel();
+        let job = writer::Job { statements, reply };
+        let outcome = match self.writes.send(job).await {
+            Ok(()) => rows.await.unwrap_or(Err(sqlx::Error::WorkerCrashed)),
+            Err(_) => Err(sqlx::Error::PoolClosed),
+        };
         outcome.map_err(|source| WriteError {
             what,
             data_dir: self.data_dir.clone(),
