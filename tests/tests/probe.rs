@@ -6,115 +6,17 @@ use std::time::Duration;
 
 use prost_types::{Value, value::Kind};
 use stepd_e2e::dap::answer;
+use stepd_e2e::probe::{Probe, next};
 use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, reason, watched};
 use stepd_proto::v1::{
-    BreakpointSpec, CommandKind, ConnectRequest, ConnectResponse, ContinueCommand, EndReason,
-    EvalCommand, EvalResult, GetSessionRequest, Hello, Hit, InjectCommand, ListBreakpointsRequest,
-    NextCommand, PointInfo, ProbeCapabilities, ProbeMatch, ProbeMode, Reports, ResumeDecision,
-    SkipCommand, StepOutCommand, UpdateBreakpointRequest, Watch, Withdraw,
-    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
-    connect_request::Message as In, connect_response::Message as Out, debug_command::Command,
-    event::Payload, inject_command::Replacement, probe_service_client::ProbeServiceClient,
+    BreakpointSpec, CommandKind, ConnectResponse, ContinueCommand, EndReason, EvalCommand,
+    EvalResult, GetSessionRequest, Hit, InjectCommand, ListBreakpointsRequest, NextCommand,
+    PointInfo, ProbeMatch, ProbeMode, Reports, ResumeDecision, SkipCommand, StepOutCommand,
+    UpdateBreakpointRequest, Watch, Withdraw, breakpoint_service_client::BreakpointServiceClient,
+    breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
+    debug_command::Command, event::Payload, inject_command::Replacement,
 };
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Streaming};
-
-/// The test's side of a probe connection.
-struct Probe {
-    tx: mpsc::Sender<ConnectRequest>,
-    rx: Streaming<ConnectResponse>,
-    session_id: String,
-}
-
-impl Probe {
-    async fn connect(daemon: &Daemon, labels: &[(&str, &str)]) -> (Self, stepd_proto::v1::Armed) {
-        Self::connect_with(daemon, labels, "").await
-    }
-
-    /// Connects, naming the session of a previous connection when `resume` is set.
-    async fn connect_with(
-        daemon: &Daemon,
-        labels: &[(&str, &str)],
-        resume: &str,
-    ) -> (Self, stepd_proto::v1::Armed) {
-        let (tx, rx) = mpsc::channel(16);
-        tx.send(ConnectRequest {
-            message: Some(In::Hello(Hello {
-                name: "agent".into(),
-                language: "test".into(),
-                pid: i64::from(std::process::id()),
-                labels: labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                capabilities: Some(ProbeCapabilities {
-                    eval: true,
-                    skip: true,
-                    edit: true,
-                }),
-                resume_session_id: resume.into(),
-                ..Default::default()
-            })),
-        })
-        .await
-        .unwrap();
-        let mut rx = ProbeServiceClient::new(daemon.channel().await)
-            .connect(ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
-        let welcome = match next(&mut rx).await {
-            Out::Welcome(w) => w,
-            other => panic!("expected Welcome, got {other:?}"),
-        };
-        (
-            Self {
-                tx,
-                rx,
-                session_id: welcome.session_id,
-            },
-            welcome.armed.unwrap(),
-        )
-    }
-
-    async fn send(&self, message: In) {
-        self.tx
-            .send(ConnectRequest {
-                message: Some(message),
-            })
-            .await
-            .unwrap();
-    }
-
-    async fn hit(&self, id: &str, kind: &str, name: &str, value: Value, scope: &[&str]) {
-        self.send(In::Hit(Hit {
-            hit_id: id.into(),
-            point: Some(PointInfo {
-                kind: kind.into(),
-                name: name.into(),
-                payload: Some(value),
-                editable: true,
-                type_hint: "dict".into(),
-                scope_path: scope.iter().map(|s| s.to_string()).collect(),
-                ..Default::default()
-            }),
-            coor: vec![0; scope.len().max(1)],
-            ..Default::default()
-        }))
-        .await;
-    }
-}
-
-async fn next(rx: &mut Streaming<ConnectResponse>) -> Out {
-    tokio::time::timeout(DEADLINE, rx.message())
-        .await
-        .expect("a message from the daemon in time")
-        .unwrap()
-        .expect("the stream is open")
-        .message
-        .unwrap()
-}
 
 fn string(s: &str) -> Value {
     Value {
