@@ -46,7 +46,7 @@ pub struct HitWriter {
     bus: Arc<EventBus>,
     /// The breakpoints' change order (see `Breakpoints::write`): a batch is
     /// published in it, so a HIT never overtakes a removal.
-    order: Arc<tokio::sync::Mutex<()>>,
+    order: Arc<super::order::ChangeOrder>,
     /// Breakpoint row → hits since the last write.
     unwritten: Mutex<HashMap<i64, u64>>,
     /// Breakpoint id → hits the event state does not know yet.
@@ -65,7 +65,7 @@ impl HitWriter {
     pub fn start(
         store: Store,
         bus: Arc<EventBus>,
-        order: Arc<tokio::sync::Mutex<()>>,
+        order: Arc<super::order::ChangeOrder>,
     ) -> Arc<Self> {
         let writer = Arc::new(Self {
             store,
@@ -104,7 +104,7 @@ impl HitWriter {
     /// for the next write.
     pub async fn flush(&self) -> bool {
         {
-            let _order = self.order.lock().await;
+            let _order = self.order.hold().await;
             let batch = std::mem::take(&mut *lock(&self.unpublished));
             for (id, hits) in batch {
                 // A removed breakpoint has nothing left to announce.

@@ -7,6 +7,7 @@ mod glob;
 mod hit_condition;
 mod hits;
 pub mod log_message;
+mod order;
 mod selector;
 pub mod validate;
 pub mod verdict;
@@ -17,7 +18,6 @@ use prost_types::FieldMask;
 use stepd_proto::v1::{
     Breakpoint, BreakpointChange, BreakpointSpec, BreakpointUpdated, ErrorReason, event::Payload,
 };
-use tokio::sync::Mutex;
 
 pub use glob::Glob;
 pub use hit_condition::HitCondition;
@@ -53,8 +53,8 @@ const MASK_PATHS: &[&str] = &[
 /// refuses leaves memory and the event stream as they were.
 pub struct Breakpoints {
     core: Arc<Core>,
-    /// Serialises changes so the event order always matches the store's order.
-    write: Arc<Mutex<()>>,
+    /// Keeps the event order the store's order (`order.rs`).
+    order: Arc<order::ChangeOrder>,
 }
 
 /// What a change touches, shared with the task each change runs on.
@@ -75,33 +75,37 @@ impl Breakpoints {
         bus.seed_breakpoints(stored.iter().map(to_proto).collect());
         let expiries = Arc::new(tokio::sync::Notify::new());
         expiry::watch(bus.clone(), expiries.clone());
-        let write = Arc::new(Mutex::new(()));
+        let order = order::ChangeOrder::new();
         Ok(Self {
             core: Arc::new(Core {
                 expiries,
-                hits: hits::HitWriter::start(store.clone(), bus.clone(), write.clone()),
+                hits: hits::HitWriter::start(store.clone(), bus.clone(), order.clone()),
                 store,
                 bus,
             }),
-            write,
+            order,
         })
     }
 
-    /// Runs a change — store, then publish — in the change order, on a task
-    /// of its own: once the store has a change the event stream gets it too,
-    /// even when the caller has gone away (a cancelled request).
-    async fn change<T, F, Fut>(&self, change: F) -> ApiResult<T>
+    /// Runs a change that reads what it changes (an update, a removal) —
+    /// read, store, publish — holding the change order throughout, on a
+    /// task of its own: once the store has a change the event stream gets
+    /// it too, even when the caller has gone away (a cancelled request).
+    async fn change<F, Fut>(&self, change: F) -> ApiResult<Breakpoint>
     where
-        T: Send + 'static,
         F: FnOnce(Arc<Core>) -> Fut,
-        Fut: Future<Output = ApiResult<T>> + Send + 'static,
+        Fut: Future<Output = ApiResult<(BreakpointChange, Breakpoint)>> + Send + 'static,
     {
-        let order = self.write.clone().lock_owned().await;
+        let order = self.order.clone();
+        let core = self.core.clone();
         let run = change(self.core.clone());
         tokio::spawn(async move {
-            let done = run.await;
-            drop(order);
-            done
+            let held = order.hold().await;
+            let ticket = order.ticket(&held);
+            let changed = run.await;
+            let published = ticket.in_turn(|| core.announce(changed)).await;
+            drop(held);
+            published
         })
         .await
         .unwrap_or_else(|err| Err(ApiError::internal(format!("breakpoint change: {err}"))))
@@ -154,14 +158,23 @@ impl Breakpoints {
         let mut spec = spec.ok_or_else(|| ApiError::invalid_field("spec", "is required"))?;
         check(&spec, true)?;
         spec.enabled.get_or_insert(true);
+        let (order, core) = (self.order.clone(), self.core.clone());
+        // An add reads nothing, so it holds the change order only while its
+        // write is handed to the store: adds made together share a commit.
         let by = by.to_owned();
-        self.change(|core| async move {
-            let stored = core.store.insert_breakpoint(&spec, now_us(), &by).await?;
-            let added = core.publish(BreakpointChange::Added, to_proto(&stored));
-            core.watch_expiry(&added);
-            Ok(added)
+        tokio::spawn(async move {
+            let held = order.hold().await;
+            let ticket = order.ticket(&held);
+            let queued = core.store.queue_insert(&spec, now_us(), &by).await;
+            drop(held);
+            let stored = queued.done().await;
+            let added = stored
+                .map(|stored| (BreakpointChange::Added, to_proto(&stored)))
+                .map_err(ApiError::from);
+            ticket.in_turn(|| core.announce(added)).await
         })
         .await
+        .unwrap_or_else(|err| Err(ApiError::internal(format!("breakpoint change: {err}"))))
     }
 
     /// Removes a breakpoint.
@@ -174,7 +187,7 @@ impl Breakpoints {
                 .delete_breakpoint(row)
                 .await?
                 .ok_or_else(|| not_found(&id))?;
-            Ok(core.publish(BreakpointChange::Removed, core.with_counted_hits(&stored)))
+            Ok((BreakpointChange::Removed, core.with_counted_hits(&stored)))
         })
         .await
     }
@@ -218,9 +231,7 @@ impl Breakpoints {
                 .update_breakpoint(row, &merged, now_us(), &by)
                 .await?
                 .ok_or_else(|| not_found(&id))?;
-            let updated = core.publish(BreakpointChange::Updated, core.with_counted_hits(&stored));
-            core.watch_expiry(&updated);
-            Ok(updated)
+            Ok((BreakpointChange::Updated, core.with_counted_hits(&stored)))
         })
         .await
     }
@@ -238,7 +249,7 @@ impl Breakpoints {
         id: &str,
         decide: impl FnOnce(Option<&Breakpoint>) -> Verdict,
     ) -> Verdict {
-        let _order = self.write.lock().await;
+        let _order = self.order.hold().await;
         let core = &self.core;
         let Some(mut breakpoint) = core.bus.with_view(|v| v.breakpoint(id)) else {
             return decide(None);
@@ -275,6 +286,18 @@ impl Breakpoints {
 }
 
 impl Core {
+    /// Publishes a change the store made, in its turn; a refused one
+    /// publishes nothing.
+    fn announce(
+        &self,
+        changed: ApiResult<(BreakpointChange, Breakpoint)>,
+    ) -> ApiResult<Breakpoint> {
+        let (change, breakpoint) = changed?;
+        let published = self.publish(change, breakpoint);
+        self.watch_expiry(&published);
+        Ok(published)
+    }
+
     fn watch_expiry(&self, breakpoint: &Breakpoint) {
         if breakpoint
             .spec
@@ -456,6 +479,55 @@ mod tests {
         assert_eq!(ids(bps.applying_to(&agent).await), [all, sub]);
         drop(bps);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn changes_made_together_are_published_in_the_stores_order() {
+        let (bps, dir) = breakpoints("order").await;
+        let bps = Arc::new(bps);
+        let first = bps.add(Some(probe("")), "test").await.unwrap().id;
+        let (_, mut live) = bps
+            .core
+            .bus
+            .subscribe(&crate::events::Filter::default(), None, "");
+        let changes: Vec<_> = (0..60)
+            .map(|i| {
+                let (bps, first) = (bps.clone(), first.clone());
+                tokio::spawn(async move {
+                    if i % 10 == 5 {
+                        let spec = BreakpointSpec {
+                            condition: format!("value == {i}"),
+                            ..probe("")
+                        };
+                        bps.update(&first, Some(spec), None, "test").await.unwrap();
+                    } else {
+                        bps.add(Some(probe("")), "test").await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for change in changes {
+            change.await.unwrap();
+        }
+        let mut added = Vec::new();
+        for _ in 0..60 {
+            let event = live.recv().await.unwrap();
+            let Some(Payload::BreakpointUpdated(u)) = &event.payload else {
+                panic!("{event:?}")
+            };
+            if u.change == BreakpointChange::Added as i32 {
+                let id = u.breakpoint.as_ref().unwrap().id.clone();
+                added.push(id.trim_start_matches("bp-").parse::<i64>().unwrap());
+            }
+        }
+        assert_eq!(added.len(), 54);
+        assert!(
+            added.windows(2).all(|w| w[0] < w[1]),
+            "adds are published in the order the store gave their ids: {added:?}"
+        );
+        let stored = bps.core.store.list_breakpoints().await.unwrap();
+        assert_eq!(stored.len(), 55);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

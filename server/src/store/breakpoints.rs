@@ -4,7 +4,7 @@ use prost::Message as _;
 use sqlx::Row as _;
 use stepd_proto::v1::BreakpointSpec;
 
-use super::{Statement, Store, WriteError};
+use super::{Queued, Statement, Store, WriteError};
 
 /// A breakpoint as stored.
 #[derive(Debug, Clone)]
@@ -52,6 +52,13 @@ impl Store {
         now_us: i64,
         by: &str,
     ) -> Result<StoredBreakpoint, WriteError> {
+        self.queue_insert(spec, now_us, by).await.done().await
+    }
+
+    /// Hands the insert of a breakpoint to the writer, behind every write
+    /// handed over before it; the answer's `done` gives the breakpoint with
+    /// its new id once it is durable.
+    pub async fn queue_insert(&self, spec: &BreakpointSpec, now_us: i64, by: &str) -> QueuedInsert {
         let statement = Statement::new(
             "INSERT INTO breakpoints (spec, created_at_us, updated_at_us, created_by, updated_by) \
              VALUES (?, ?, ?, ?, ?) \
@@ -62,11 +69,7 @@ impl Store {
         .bind(now_us)
         .bind(by)
         .bind(by);
-        let rows = self.write("the new breakpoint", vec![statement]).await?;
-        let row = rows
-            .first()
-            .ok_or_else(|| self.write_error("the new breakpoint", sqlx::Error::RowNotFound))?;
-        from_row(row).map_err(|err| self.write_error("the new breakpoint", err))
+        QueuedInsert(self.queue("the new breakpoint", vec![statement]).await)
     }
 
     /// Every breakpoint, in creation order.
@@ -148,5 +151,23 @@ impl Store {
             data_dir: self.data_dir.clone(),
             source,
         }
+    }
+}
+
+/// An insert handed to the writer.
+pub struct QueuedInsert(Queued);
+
+impl QueuedInsert {
+    /// The new breakpoint, once it is durable.
+    pub async fn done(self) -> Result<StoredBreakpoint, WriteError> {
+        let (what, data_dir) = (self.0.what, self.0.data_dir.clone());
+        let fail = |source| WriteError {
+            what,
+            data_dir: data_dir.clone(),
+            source,
+        };
+        let rows = self.0.done().await?;
+        let row = rows.first().ok_or_else(|| fail(sqlx::Error::RowNotFound))?;
+        from_row(row).map_err(fail)
     }
 }

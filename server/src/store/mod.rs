@@ -17,7 +17,7 @@ use sqlx::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-pub use breakpoints::StoredBreakpoint;
+pub use breakpoints::{QueuedInsert, StoredBreakpoint};
 
 /// One statement of a write, owning its SQL and its bound values (so a
 /// batch that failed can be run again write by write).
@@ -143,6 +143,29 @@ fn private_files(db: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A write handed to the writer, not yet known to be durable.
+pub struct Queued {
+    what: &'static str,
+    data_dir: Arc<Path>,
+    /// None when the writer is gone (the store is closing).
+    rows: Option<oneshot::Receiver<Result<Vec<SqliteRow>, sqlx::Error>>>,
+}
+
+impl Queued {
+    /// The write's rows, once it is durable.
+    async fn done(self) -> Result<Vec<SqliteRow>, WriteError> {
+        let outcome = match self.rows {
+            Some(rows) => rows.await.unwrap_or(Err(sqlx::Error::WorkerCrashed)),
+            None => Err(sqlx::Error::PoolClosed),
+        };
+        outcome.map_err(|source| WriteError {
+            what: self.what,
+            data_dir: self.data_dir,
+            source,
+        })
+    }
+}
+
 /// The daemon's database.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -229,17 +252,25 @@ impl Store {
         what: &'static str,
         statements: Vec<Statement>,
     ) -> Result<Vec<SqliteRow>, WriteError> {
+        self.queue(what, statements).await.done().await
+    }
+
+    /// Hands a write to the writer and returns once it is queued, behind
+    /// every write handed over before it; `Queued::done` waits for it.
+    async fn queue(&self, what: &'static str, statements: Vec<Statement>) -> Queued {
         let (reply, rows) = oneshot::channel();
-        let job = writer::Job { statements, reply };
-        let outcome = match self.writes.send(job).await {
-            Ok(()) => rows.await.unwrap_or(Err(sqlx::Error::WorkerCrashed)),
-            Err(_) => Err(sqlx::Error::PoolClosed),
+        let queued = match self.writes.reserve().await {
+            Ok(permit) => {
+                permit.send(writer::Job { statements, reply });
+                Some(rows)
+            }
+            Err(_) => None,
         };
-        outcome.map_err(|source| WriteError {
+        Queued {
             what,
             data_dir: self.data_dir.clone(),
-            source,
-        })
+            rows: queued,
+        }
     }
 
     /// The highest applied migration, as a health check of the store.
