@@ -30,6 +30,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Clients are built from a shared Channel; the generated `connect`
         // constructor would also clash with `ProbeService.Connect`.
         .build_transport(false)
+        // Small initial buffers for every call (why: in src/codec.rs).
+        .codec_path("crate::codec::LeanCodec")
         // Type names let clients look messages up in the descriptor pool (for
         // JSON in the protobuf mapping) without a hand-kept table.
         .compile_fds_with_config(fds, {

@@ -3,6 +3,8 @@
 
 #![allow(clippy::doc_lazy_continuation, clippy::large_enum_variant)]
 
+pub mod codec;
+
 /// Package `stepd.v1`.
 pub mod v1 {
     tonic::include_proto!("stepd.v1");
