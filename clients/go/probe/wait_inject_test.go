@@ -51,6 +51,19 @@ func TestWaitForPauseWaitsForTheHoldAndFailsWhenTheSessionEnds(t *testing.T) {
 		_, err := s.WaitForPause(ctx)
 		waited <- err
 	}()
+	// Quit only once the wait has subscribed, so the end comes as an event.
+	for until := time.Now().Add(deadline); ; time.Sleep(5 * time.Millisecond) {
+		st, err := c.GetStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetSubscribers() >= 1 {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatal("WaitForPause did not subscribe")
+		}
+	}
 	a.send("quit")
 	var err2 error
 	select {
