@@ -1,6 +1,10 @@
 package stepd
 
 import (
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	stepdv1 "github.com/stepd-dev/stepd/clients/go/gen/stepd/v1"
@@ -71,6 +75,35 @@ func CmdInjectValue(value *structpb.Value) *stepdv1.DebugCommand {
 	return &stepdv1.DebugCommand{Command: &stepdv1.DebugCommand_Inject{Inject: &stepdv1.InjectCommand{
 		Replacement: &stepdv1.InjectCommand_Value{Value: value},
 	}}}
+}
+
+// CmdInject replaces the paused (probe) value with value, any Go value that
+// encoding/json marshals (a struct with its json tags, a map, a slice, a
+// number, a string, nil; a json.RawMessage is taken as JSON text; a
+// *structpb.Value as is), and goes on. Numbers travel as JSON numbers
+// (float64): integers beyond 2^53 lose precision.
+func CmdInject(value any) (*stepdv1.DebugCommand, error) {
+	v, err := jsonValue(value)
+	if err != nil {
+		return nil, err
+	}
+	return CmdInjectValue(v), nil
+}
+
+// jsonValue is value as a google.protobuf.Value, through its JSON encoding.
+func jsonValue(value any) (*structpb.Value, error) {
+	if v, ok := value.(*structpb.Value); ok {
+		return v, nil
+	}
+	text, err := json.Marshal(value)
+	if err != nil {
+		return nil, fmt.Errorf("stepd: INJECT value: %w", err)
+	}
+	v := &structpb.Value{}
+	if err := protojson.Unmarshal(text, v); err != nil {
+		return nil, fmt.Errorf("stepd: INJECT value: %w", err)
+	}
+	return v, nil
 }
 
 // CmdSkip does not perform the held call (probe).

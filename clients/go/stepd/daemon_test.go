@@ -133,6 +133,11 @@ func startDaemon(t testing.TB, cfg daemonConfig) *daemon {
 		}
 	}
 	cmd.Env = append(cmd.Env, "RUST_LOG=info")
+	if root, err := repoRoot(); err == nil {
+		// The project's debug adapters (debugpy's Python, dlv) come first, as
+		// `scripts/tools --env` puts them.
+		cmd.Env = append(cmd.Env, "PATH="+filepath.Join(root, ".tools", "venv", "bin")+":"+filepath.Join(root, ".tools", "bin")+":"+os.Getenv("PATH"))
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,9 @@
 //   - context-aware methods for the daemon, breakpoint and session RPCs,
 //     whose errors are [*Error] values carrying the stepd error reason;
 //   - constructors for breakpoint specs ([SourceBreakpoint], ...) and debug
-//     commands ([CmdContinue], ...);
+//     commands ([CmdContinue], [CmdInject] from any JSON-marshalable value, ...);
+//   - [Session], a handle on one session ([Client.LaunchSession]) whose Close
+//     ends it, and [Client.WaitForPause];
 //   - [Client.Subscribe], an event subscription that survives dropped
 //     connections: it resumes after the last event it delivered, so no event
 //     is lost or delivered twice.
