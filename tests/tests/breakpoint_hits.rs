@@ -228,14 +228,20 @@ async fn trace_goes_through_breakpoints_that_do_not_stop() {
 
 // ----- defect: a Pause request during auto-continued hits ---------------------
 
-async fn pause_hot_loop(adapter: &str, program: &str, source: &std::path::Path) {
-    let (daemon, mut sub) = watched().await;
+/// Launches the busy loop under `adapter` with `breakpoint` added, and
+/// returns once the loop runs; the loop ends when the returned directory's
+/// `stop` file exists.
+async fn busy_running(
+    daemon: &Daemon,
+    sub: &mut Subscription,
+    adapter: &str,
+    program: &str,
+    breakpoint: BreakpointSpec,
+) -> (String, stepd_e2e::TempDir) {
     let stop_file = stepd_e2e::TempDir::new("stop");
-    let mut never = source_spec(source.to_str().unwrap(), line_of(source, "busy"));
-    never.hit_condition = "==1000000000".into();
-    dap::add_breakpoint(&daemon, never).await;
+    dap::add_breakpoint(daemon, breakpoint).await;
     let session = launch(
-        &daemon,
+        daemon,
         adapter,
         program,
         &[stop_file.path().join("stop").to_str().unwrap()],
@@ -247,21 +253,35 @@ async fn pause_hot_loop(adapter: &str, program: &str, source: &std::path::Path) 
                 if o.chunk.as_ref().is_some_and(|c| c.text.contains("busy: started")))
     })
     .await;
+    (session, stop_file)
+}
+
+/// A Pause that waits up to 10 s for the session to be stable.
+async fn pause_until_stable(daemon: &Daemon, session: &str) -> stepd_proto::v1::StableState {
+    dap::sessions(daemon)
+        .await
+        .pause(PauseRequest {
+            session_id: session.to_owned(),
+            wait: Some(pause_request::Wait::UntilStable(Wait {
+                timeout_ms: Some(10_000),
+            })),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .state
+        .unwrap()
+}
+
+async fn pause_hot_loop(adapter: &str, program: &str, source: &std::path::Path) {
+    let (daemon, mut sub) = watched().await;
+    let mut never = source_spec(source.to_str().unwrap(), line_of(source, "busy"));
+    never.hit_condition = "==1000000000".into();
+    let (session, stop_file) = busy_running(&daemon, &mut sub, adapter, program, never).await;
     let mut sessions = dap::sessions(&daemon).await;
     for round in 0..4 {
-        let state = sessions
-            .pause(PauseRequest {
-                session_id: session.clone(),
-                wait: Some(pause_request::Wait::UntilStable(Wait {
-                    timeout_ms: Some(10_000),
-                })),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .state
-            .unwrap();
+        let state = pause_until_stable(&daemon, &session).await;
         assert!(!state.timed_out, "{adapter} round {round}: {state:?}");
         assert_eq!(
             state.stop_reason,
@@ -306,36 +326,10 @@ async fn a_pause_with_breakpoints_that_are_not_hit_interrupts_lldb() {
     let source = fixture("c/busy.c");
     for adapter in LLDB {
         let (daemon, mut sub) = watched().await;
-        let stop_file = stepd_e2e::TempDir::new("stop");
         let after = source_spec(source.to_str().unwrap(), line_of(&source, "stopped"));
-        dap::add_breakpoint(&daemon, after).await;
-        let session = launch(
-            &daemon,
-            adapter,
-            built.to_str().unwrap(),
-            &[stop_file.path().join("stop").to_str().unwrap()],
-        )
-        .await;
-        sub.wait_for("the program's first output", |e| {
-            e.session_id == session
-                && matches!(&e.payload, Some(Payload::Output(o))
-                    if o.chunk.as_ref().is_some_and(|c| c.text.contains("busy: started")))
-        })
-        .await;
-        let state = dap::sessions(&daemon)
-            .await
-            .pause(PauseRequest {
-                session_id: session.clone(),
-                wait: Some(pause_request::Wait::UntilStable(Wait {
-                    timeout_ms: Some(10_000),
-                })),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .state
-            .unwrap();
+        let (session, stop_file) =
+            busy_running(&daemon, &mut sub, adapter, built.to_str().unwrap(), after).await;
+        let state = pause_until_stable(&daemon, &session).await;
         assert!(!state.timed_out, "{adapter}: {state:?}");
         assert_eq!(
             state.stop_reason,
