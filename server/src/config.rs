@@ -46,6 +46,9 @@ pub struct Cli {
     /// Directory for the database and the socket [default: $XDG_DATA_HOME/stepd or ~/.local/share/stepd].
     #[arg(long, env = "STEPD_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The database: `sqlite:` (embedded, in the data directory), `sqlite:PATH`, or `postgres://…` shared by replicas [default: sqlite:].
+    #[arg(long, env = "STEPD_DATABASE_URL")]
+    pub database_url: Option<String>,
     /// TOML configuration file [default: <data-dir>/stepd.toml when it exists].
     #[arg(long, env = "STEPD_CONFIG")]
     pub config: Option<PathBuf>,
@@ -158,6 +161,7 @@ pub struct Cli {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<String>,
+    database_url: Option<String>,
     unix_socket: Option<PathBuf>,
     no_unix_socket: Option<bool>,
     insecure: Option<bool>,
@@ -213,6 +217,8 @@ pub struct Config {
     pub unix_socket: Option<PathBuf>,
     /// Data directory.
     pub data_dir: PathBuf,
+    /// The database (`Store::connect`).
+    pub database_url: String,
     /// The configuration file read, if any.
     pub config_file: Option<PathBuf>,
     /// Non-loopback binding allowed without authentication.
@@ -363,10 +369,15 @@ impl Config {
             cli.max_pauses.or(file.max_pauses),
             DEFAULT_MAX_PAUSES,
         )?;
+        let database_url = cli
+            .database_url
+            .or(file.database_url)
+            .unwrap_or_else(|| "sqlite:".to_owned());
         Ok(Self {
             listen,
             unix_socket,
             data_dir,
+            database_url,
             config_file,
             insecure,
             tls_cert,

@@ -58,8 +58,13 @@ pub struct Daemon {
 impl Daemon {
     /// Opens the store, loads breakpoints and sets up the event bus.
     pub async fn open(config: Config) -> anyhow::Result<Self> {
-        let store = Store::open(&config.data_dir).await?;
         let instance_id = uuid::Uuid::now_v7().to_string();
+        let store = Store::connect(
+            &config.database_url,
+            &config.data_dir,
+            &format!("stepd/{instance_id}"),
+        )
+        .await?;
         // Sequence numbers start at the start time in microseconds, so cursors
         // from an earlier instance always fall below this one's.
         let first_seq = u64::try_from(crate::time::now_us()).unwrap_or(1).max(1);
@@ -76,7 +81,7 @@ impl Daemon {
         let breakpoints = Arc::new(
             Breakpoints::load(store.clone(), bus.clone())
                 .await
-                .with_context(|| format!("loading breakpoints from {}", store.path()))?,
+                .with_context(|| format!("loading breakpoints from {}", store.place()))?,
         );
         let pauses = Arc::new(
             PauseRegistry::new(bus.clone())

@@ -271,11 +271,11 @@ impl From<sqlx::Error> for ApiError {
 }
 
 impl From<crate::store::WriteError> for ApiError {
-    /// A write that did not become durable: logged here, once, with the data
-    /// directory (which the client is not told).
+    /// A write that did not become durable: logged here, once, with where
+    /// the database is (which the client is not told).
     fn from(err: crate::store::WriteError) -> Self {
         tracing::warn!(
-            data_dir = %err.data_dir.display(),
+            store = %err.place,
             error = %err.source,
             "could not store {}; the request is refused and nothing changed",
             err.what

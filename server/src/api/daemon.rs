@@ -103,13 +103,13 @@ impl DaemonService for DaemonApi {
         let store = match self.daemon.store.schema_version().await {
             Ok(version) => StoreCheck {
                 status: CheckStatus::Ok.into(),
-                path: self.daemon.store.path().into(),
+                path: self.daemon.store.place().into(),
                 schema_version: version,
                 message: String::new(),
             },
             Err(err) => StoreCheck {
                 status: CheckStatus::Broken.into(),
-                path: self.daemon.store.path().into(),
+                path: self.daemon.store.place().into(),
                 schema_version: 0,
                 message: err.to_string(),
             },

@@ -159,7 +159,7 @@ impl HitWriter {
         state.unwarned += 1;
         if state.attempts == 1 || now.duration_since(state.warned_at) >= WARN_EVERY {
             tracing::warn!(
-                data_dir = %err.data_dir.display(),
+                store = %err.place,
                 error = %err.source,
                 hits = waiting,
                 attempts = state.attempts,
@@ -175,7 +175,7 @@ impl HitWriter {
     fn recovered(&self) {
         if let Some(state) = lock(&self.failing).take() {
             tracing::info!(
-                data_dir = %self.store.data_dir().display(),
+                store = %self.store.place(),
                 attempts = state.attempts,
                 failing_for_s = state.since.elapsed().as_secs(),
                 "breakpoint hits stored again"

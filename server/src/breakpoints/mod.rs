@@ -8,6 +8,7 @@ mod hit_condition;
 mod hits;
 pub mod log_message;
 mod order;
+mod replicas;
 mod selector;
 pub mod validate;
 pub mod verdict;
@@ -70,21 +71,25 @@ struct Core {
 
 impl Breakpoints {
     /// Loads the stored breakpoints into the event bus's state.
+    /// On a shared database, the changes of other replicas are followed
+    /// from before the load, so that none falls between.
     pub async fn load(store: Store, bus: Arc<EventBus>) -> anyhow::Result<Self> {
+        let changes = store.changes().await?;
         let stored = store.list_breakpoints().await?;
         bus.seed_breakpoints(stored.iter().map(to_proto).collect());
         let expiries = Arc::new(tokio::sync::Notify::new());
         expiry::watch(bus.clone(), expiries.clone());
         let order = order::ChangeOrder::new();
-        Ok(Self {
-            core: Arc::new(Core {
-                expiries,
-                hits: hits::HitWriter::start(store.clone(), bus.clone(), order.clone()),
-                store,
-                bus,
-            }),
-            order,
-        })
+        let core = Arc::new(Core {
+            expiries,
+            hits: hits::HitWriter::start(store.clone(), bus.clone(), order.clone()),
+            store,
+            bus,
+        });
+        if let Some(changes) = changes {
+            tokio::spawn(replicas::follow(core.clone(), order.clone(), changes));
+        }
+        Ok(Self { core, order })
     }
 
     /// Runs a change that reads what it changes (an update, a removal) —
@@ -277,7 +282,7 @@ impl Breakpoints {
     pub async fn flush_hits(&self) {
         if !self.core.hits.flush().await {
             tracing::warn!(
-                data_dir = %self.core.store.data_dir().display(),
+                store = %self.core.store.place(),
                 hits = self.core.hits.unwritten(),
                 "breakpoint hits not stored at shutdown are lost"
             );

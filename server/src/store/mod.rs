@@ -1,93 +1,37 @@
-//! Embedded persistence: SQLite through sqlx, with migrations compiled into the
-//! binary so an installed daemon needs no files beside it.
+//! Persistence, on one of two backends behind one interface
+//! (`backend.rs`): embedded SQLite for a single daemon, or PostgreSQL shared
+//! by replicas. Migrations are compiled into the binary, so an installed
+//! daemon needs no files beside it.
 
+mod backend;
 mod breakpoints;
+mod changes;
+mod statement;
 mod writer;
 
-use std::{borrow::Cow, path::Path, str::FromStr, sync::Arc, time::Duration};
+#[cfg(test)]
+mod tests;
+
+use std::{path::Path, sync::Arc};
 
 use anyhow::Context;
-
-use sqlx::{
-    SqlitePool,
-    migrate::{Migration, MigrationType, Migrator},
-    sqlite::{
-        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-    },
-};
+use sqlx::{PgPool, Postgres, Sqlite, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
+use backend::Backend;
 pub use breakpoints::{QueuedInsert, StoredBreakpoint};
-
-/// One statement of a write, owning its SQL and its bound values (so a
-/// batch that failed can be run again write by write).
-#[derive(Clone, Debug)]
-struct Statement {
-    sql: &'static str,
-    binds: Vec<Bind>,
-}
-
-/// A value bound to a statement's next `?`.
-#[derive(Clone, Debug)]
-enum Bind {
-    Int(i64),
-    Text(String),
-    Blob(Vec<u8>),
-}
-
-impl Statement {
-    fn new(sql: &'static str) -> Self {
-        Self {
-            sql,
-            binds: Vec::new(),
-        }
-    }
-
-    fn bind(mut self, value: impl Into<Bind>) -> Self {
-        self.binds.push(value.into());
-        self
-    }
-
-    /// Runs it on `conn` and returns its rows.
-    async fn run(self, conn: &mut sqlx::SqliteConnection) -> Result<Vec<SqliteRow>, sqlx::Error> {
-        let mut query = sqlx::query(self.sql);
-        for bind in self.binds {
-            query = match bind {
-                Bind::Int(v) => query.bind(v),
-                Bind::Text(v) => query.bind(v),
-                Bind::Blob(v) => query.bind(v),
-            };
-        }
-        query.fetch_all(conn).await
-    }
-}
-
-impl From<i64> for Bind {
-    fn from(v: i64) -> Self {
-        Self::Int(v)
-    }
-}
-
-impl From<&str> for Bind {
-    fn from(v: &str) -> Self {
-        Self::Text(v.to_owned())
-    }
-}
-
-impl From<Vec<u8>> for Bind {
-    fn from(v: Vec<u8>) -> Self {
-        Self::Blob(v)
-    }
-}
+pub use changes::{Change, Changes};
+use statement::Statement;
 
 /// A write the store could not make durable: nothing of it was kept.
 #[derive(Debug)]
 pub struct WriteError {
     /// What was being written ("the new breakpoint", "breakpoint hits").
     pub what: &'static str,
-    /// The data directory holding the database.
-    pub data_dir: Arc<Path>,
-    /// SQLite's (or the pool's) error.
+    /// Where the database is: the SQLite file, or the PostgreSQL URL
+    /// without its password.
+    pub place: Arc<str>,
+    /// The database's (or the pool's) error.
     pub source: sqlx::Error,
 }
 
@@ -96,9 +40,7 @@ impl std::fmt::Display for WriteError {
         write!(
             f,
             "could not store {} in {}: {}",
-            self.what,
-            self.data_dir.display(),
-            self.source
+            self.what, self.place, self.source
         )
     }
 }
@@ -109,138 +51,145 @@ impl std::error::Error for WriteError {
     }
 }
 
-/// Migrations in order; each is applied once and recorded by sqlx.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "breakpoints",
-        include_str!("../../migrations/0001_breakpoints.sql"),
-    ),
-    (
-        2,
-        "breakpoint_authors",
-        include_str!("../../migrations/0002_breakpoint_authors.sql"),
-    ),
-];
-
-/// Creates the database file 0600 before SQLite does (which would use the
-/// umask), and tightens it and its WAL files when they are open to others;
-/// SQLite gives the `-wal` and `-shm` files it creates the database's mode.
-fn private_files(db: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(db)
-        .map_err(|err| anyhow::anyhow!("creating {}: {err}", db.display()))?;
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = db.as_os_str().to_owned();
-        name.push(suffix);
-        crate::datadir::tighten(Path::new(&name), 0o600);
-    }
-    Ok(())
-}
-
 /// A write handed to the writer, not yet known to be durable.
 pub struct Queued {
     what: &'static str,
-    data_dir: Arc<Path>,
+    place: Arc<str>,
     /// None when the writer is gone (the store is closing).
-    rows: Option<oneshot::Receiver<Result<Vec<SqliteRow>, sqlx::Error>>>,
+    rows: Option<oneshot::Receiver<Result<Vec<StoredBreakpoint>, sqlx::Error>>>,
 }
 
 impl Queued {
     /// The write's rows, once it is durable.
-    async fn done(self) -> Result<Vec<SqliteRow>, WriteError> {
+    async fn done(self) -> Result<Vec<StoredBreakpoint>, WriteError> {
         let outcome = match self.rows {
             Some(rows) => rows.await.unwrap_or(Err(sqlx::Error::WorkerCrashed)),
             None => Err(sqlx::Error::PoolClosed),
         };
         outcome.map_err(|source| WriteError {
             what: self.what,
-            data_dir: self.data_dir,
+            place: self.place,
             source,
         })
+    }
+}
+
+/// The connections of whichever backend the store runs on.
+#[derive(Clone, Debug)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+impl Pool {
+    /// Runs a read on a connection of its own.
+    async fn fetch(&self, statement: Statement) -> Result<Vec<StoredBreakpoint>, sqlx::Error> {
+        match self {
+            Self::Sqlite(pool) => Sqlite::run(&mut *pool.acquire().await?, statement).await,
+            Self::Postgres(pool) => Postgres::run(&mut *pool.acquire().await?, statement).await,
+        }
+    }
+
+    /// Starts the writer task of this pool.
+    fn spawn_writer(&self) -> mpsc::Sender<writer::Job> {
+        let (writes, jobs) = mpsc::channel(writer::QUEUE);
+        match self.clone() {
+            Self::Sqlite(pool) => tokio::spawn(writer::run(pool, jobs)),
+            Self::Postgres(pool) => tokio::spawn(writer::run(pool, jobs)),
+        };
+        writes
     }
 }
 
 /// The daemon's database.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: Pool,
     /// The writer task's queue (`writer.rs`): every write goes through it.
     writes: mpsc::Sender<writer::Job>,
-    path: String,
-    data_dir: Arc<Path>,
+    place: Arc<str>,
+    /// This daemon's name to the other replicas (`changes.rs`).
+    origin: Arc<str>,
 }
 
 impl Store {
-    /// Opens (creating if needed) `<data_dir>/stepd.db` and applies migrations.
+    /// Opens the embedded database, `<data_dir>/stepd.db`, creating it and
+    /// its directory if needed.
     pub async fn open(data_dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("creating data directory {}", data_dir.display()))?;
-        let file = data_dir.join("stepd.db");
-        private_files(&file)?;
-        let path = file.display().to_string();
-        let options = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))
-            .with_context(|| format!("the database path {path}"))?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // A write is acknowledged once it is on disk, not merely in the
-            // WAL file's page cache (NORMAL would only survive a crash of
-            // the daemon, not of the machine); see docs/decisions.md.
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await
-            .with_context(|| format!("opening database {path}"))?;
-        let migrations = MIGRATIONS
-            .iter()
-            .map(|(version, name, sql)| {
-                Migration::new(
-                    *version,
-                    Cow::Borrowed(*name),
-                    MigrationType::Simple,
-                    sqlx::SqlStr::from_static(sql),
-                    false,
-                )
-            })
-            .collect();
-        Migrator::with_migrations(migrations)
-            .run(&pool)
-            .await
-            .with_context(|| format!("migrating database {path}"))?;
-        let (writes, jobs) = mpsc::channel(writer::QUEUE);
-        tokio::spawn(writer::run(pool.clone(), jobs));
-        Ok(Self {
+        Self::open_sqlite(&data_dir.join("stepd.db")).await
+    }
+
+    /// Opens the database `url` names (docs/configuration.md):
+    /// `postgres://…` (or `postgresql://…`), `sqlite:PATH`, or `sqlite:`
+    /// alone for the embedded database in `data_dir`. `origin` names this
+    /// daemon to the other replicas of a shared database.
+    pub async fn connect(url: &str, data_dir: &Path, origin: &str) -> anyhow::Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let place: Arc<str> = without_password(url).into();
+            let pool = backend::open_postgres(url, &place, origin).await?;
+            return Ok(Self::with(Pool::Postgres(pool), place, origin));
+        }
+        match url.strip_prefix("sqlite:") {
+            Some("") => Self::open(data_dir).await,
+            Some(path) => Self::open_sqlite(Path::new(path.trim_start_matches("//"))).await,
+            None => anyhow::bail!(
+                "the database URL must start with sqlite: or postgres://, not {}",
+                without_password(url)
+            ),
+        }
+    }
+
+    async fn open_sqlite(file: &Path) -> anyhow::Result<Self> {
+        let pool = backend::open_sqlite(file).await?;
+        Ok(Self::with(
+            Pool::Sqlite(pool),
+            file.display().to_string().into(),
+            "",
+        ))
+    }
+
+    fn with(pool: Pool, place: Arc<str>, origin: &str) -> Self {
+        let writes = pool.spawn_writer();
+        Self {
             pool,
             writes,
-            path,
-            data_dir: Arc::from(data_dir.to_path_buf().into_boxed_path()),
-        })
+            place,
+            origin: origin.into(),
+        }
     }
 
-    /// Where the database lives.
-    pub fn path(&self) -> &str {
-        &self.path
+    /// The breakpoint changes other replicas make, from now on; `None` on
+    /// SQLite, which has no other replicas.
+    pub async fn changes(&self) -> Result<Option<Changes>, sqlx::Error> {
+        match &self.pool {
+            Pool::Sqlite(_) => Ok(None),
+            Pool::Postgres(pool) => Changes::listen(pool, &self.origin).await.map(Some),
+        }
     }
 
-    /// The data directory holding the database.
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
+    /// Where the database is: the SQLite file, or the PostgreSQL URL
+    /// without its password.
+    pub fn place(&self) -> &str {
+        &self.place
+    }
+
+    /// Which backend: "sqlite" or "postgres".
+    pub fn backend(&self) -> &'static str {
+        match self.pool {
+            Pool::Sqlite(_) => "sqlite",
+            Pool::Postgres(_) => "postgres",
+        }
     }
 
     /// The one way anything is written: `statements` run in a transaction
-    /// (`BEGIN IMMEDIATE` … `COMMIT`, shared with writes that arrive at the
-    /// same time, `writer.rs`), each to its end, and their rows are handed
-    /// back only once the commit succeeded, so an error of any step — the
-    /// commit's WAL write on a full disk (`SQLITE_FULL`), an I/O error, a
-    /// busy database — reaches the caller and nothing of the write is kept.
-    /// (A statement run by itself commits when it is reset; sqlx's
+    /// (shared with writes that arrive at the same time, `writer.rs`), each
+    /// to its end, and their rows are handed back only once the commit
+    /// succeeded, so an error of any step — the commit's write on a full
+    /// disk (`SQLITE_FULL`), an I/O error, a busy or unreachable database —
+    /// reaches the caller and nothing of the write is kept. (A statement
+    /// run by itself on SQLite commits when it is reset; sqlx's
     /// `fetch_one`/`fetch_optional` reset it after the first row and drop
     /// that commit's error, so `… RETURNING` would report a write that was
     /// rolled back.)
@@ -251,7 +200,7 @@ impl Store {
         &self,
         what: &'static str,
         statements: Vec<Statement>,
-    ) -> Result<Vec<SqliteRow>, WriteError> {
+    ) -> Result<Vec<StoredBreakpoint>, WriteError> {
         self.queue(what, statements).await.done().await
     }
 
@@ -268,20 +217,64 @@ impl Store {
         };
         Queued {
             what,
-            data_dir: self.data_dir.clone(),
+            place: self.place.clone(),
             rows: queued,
         }
     }
 
     /// The highest applied migration, as a health check of the store.
     pub async fn schema_version(&self) -> Result<i64, sqlx::Error> {
-        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success")
-            .fetch_one(&self.pool)
-            .await
+        const SQL: &str = "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success";
+        match &self.pool {
+            Pool::Sqlite(pool) => sqlx::query_scalar(SQL).fetch_one(pool).await,
+            Pool::Postgres(pool) => sqlx::query_scalar(SQL).fetch_one(pool).await,
+        }
     }
 
-    /// Closes the pool, flushing the WAL.
-    pub async fn close(&self) {
-        self.pool.close().await;
+    /// Whether `close` was called.
+    pub fn is_closed(&self) -> bool {
+        match &self.pool {
+            Pool::Sqlite(pool) => pool.is_closed(),
+            Pool::Postgres(pool) => pool.is_closed(),
+        }
     }
+
+    /// Closes the pool (on SQLite, flushing the WAL).
+    pub async fn close(&self) {
+        match &self.pool {
+            Pool::Sqlite(pool) => pool.close().await,
+            Pool::Postgres(pool) => pool.close().await,
+        }
+    }
+}
+
+/// A database URL as it may be shown: without the password of its user
+/// information or of its `password=` parameter.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) => {
+            let user = user.split_once(':').map_or(user, |(name, _)| name);
+            format!("{user}@{host}")
+        }
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some(("password", _)) => "password=***".to_owned(),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
 }

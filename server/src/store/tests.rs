@@ -1,0 +1,244 @@
+//! The store suite, run against every backend: SQLite always, PostgreSQL
+//! when `STEPD_TEST_POSTGRES` names a server to create databases on (the
+//! test command starts one, `scripts/postgres`).
+
+use std::path::PathBuf;
+
+use sqlx::Connection as _;
+use stepd_proto::v1::BreakpointSpec;
+
+use super::{Statement, Store};
+
+/// A fresh, empty database on one backend, which can be opened again.
+struct Database {
+    url: String,
+    dir: PathBuf,
+}
+
+impl Database {
+    async fn open(&self) -> Store {
+        Store::connect(&self.url, &self.dir, "test").await.unwrap()
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One fresh database per backend under test, named after the test.
+async fn databases(test: &str) -> Vec<Database> {
+    let dir = std::env::temp_dir().join(format!("stepd-store-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut all = vec![Database {
+        url: "sqlite:".into(),
+        dir: dir.clone(),
+    }];
+    match std::env::var("STEPD_TEST_POSTGRES") {
+        Ok(server) => {
+            let name = format!("store_{test}_{}", std::process::id());
+            let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
+            for sql in [
+                format!("DROP DATABASE IF EXISTS {name}"),
+                format!("CREATE DATABASE {name}"),
+            ] {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap();
+            }
+            let base = server.rsplit_once('/').map_or(&*server, |(base, _)| base);
+            all.push(Database {
+                url: format!("{base}/{name}"),
+                dir: dir.join("pg"),
+            });
+        }
+        Err(_) => eprintln!("STEPD_TEST_POSTGRES is not set: the PostgreSQL half is skipped"),
+    }
+    all
+}
+
+fn spec(condition: &str) -> BreakpointSpec {
+    BreakpointSpec {
+        condition: condition.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn breakpoints_round_trip_and_ids_are_never_reused() {
+    for db in databases("round_trip").await {
+        let store = db.open().await;
+        assert_eq!(
+            store.schema_version().await.unwrap(),
+            3,
+            "{}",
+            store.place()
+        );
+        let first = store
+            .insert_breakpoint(&spec("a"), 10, "alice")
+            .await
+            .unwrap();
+        let second = store
+            .insert_breakpoint(&spec("b"), 11, "bob")
+            .await
+            .unwrap();
+        assert!(second.id > first.id);
+        assert_eq!(
+            (first.created_by.as_str(), first.updated_by.as_str()),
+            ("alice", "alice")
+        );
+
+        let changed = store
+            .update_breakpoint(first.id, &spec("a2"), 20, "carol")
+            .await
+            .unwrap()
+            .expect("it exists");
+        assert_eq!(changed.spec.condition, "a2");
+        assert_eq!((changed.created_at_us, changed.updated_at_us), (10, 20));
+        assert_eq!(
+            (changed.created_by.as_str(), changed.updated_by.as_str()),
+            ("alice", "carol")
+        );
+
+        let removed = store.delete_breakpoint(second.id).await.unwrap();
+        assert_eq!(removed.map(|b| b.spec.condition), Some("b".into()));
+        assert!(store.delete_breakpoint(second.id).await.unwrap().is_none());
+        assert!(
+            store
+                .update_breakpoint(second.id, &spec("x"), 30, "dave")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(store.get_breakpoint(second.id).await.unwrap().is_none());
+
+        let third = store
+            .insert_breakpoint(&spec("c"), 40, "erin")
+            .await
+            .unwrap();
+        assert!(
+            third.id > second.id,
+            "a removed breakpoint's id is not reused"
+        );
+        store.close().await;
+
+        let reopened = db.open().await;
+        let all: Vec<_> = reopened
+            .list_breakpoints()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| (b.id, b.spec.condition))
+            .collect();
+        assert_eq!(all, [(first.id, "a2".into()), (third.id, "c".into())]);
+        reopened.close().await;
+    }
+}
+
+#[tokio::test]
+async fn hits_add_up_and_skip_breakpoints_that_are_gone() {
+    for db in databases("hits").await {
+        let store = db.open().await;
+        let bp = store.insert_breakpoint(&spec(""), 1, "t").await.unwrap();
+        store
+            .add_hits(&[(bp.id, 3), (bp.id + 100, 5)])
+            .await
+            .unwrap();
+        store.add_hits(&[(bp.id, 4)]).await.unwrap();
+        let stored = store.get_breakpoint(bp.id).await.unwrap().unwrap();
+        assert_eq!(stored.hit_count, 7, "{}", store.place());
+        assert!(store.get_breakpoint(bp.id + 100).await.unwrap().is_none());
+        store.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_made_together_are_each_acknowledged_and_kept() {
+    for db in databases("together").await {
+        let store = db.open().await;
+        let writes: Vec<_> = (0..200)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let spec = spec(&format!("i == {i}"));
+                    store.insert_breakpoint(&spec, i, "test").await.unwrap().id
+                })
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for write in writes {
+            ids.push(write.await.unwrap());
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 200, "every write got an id of its own");
+        store.close().await;
+        let reopened = db.open().await;
+        assert_eq!(reopened.list_breakpoints().await.unwrap().len(), 200);
+        reopened.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_write_fails_alone_when_it_shares_a_transaction() {
+    for db in databases("alone").await {
+        let store = db.open().await;
+        let writes: Vec<_> = (0..40)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    if i % 10 == 3 {
+                        let bad = Statement::new("INSERT INTO no_such_table VALUES ($1)").bind(i);
+                        store.write("a bad row", vec![bad]).await.map(|_| ())
+                    } else {
+                        store
+                            .insert_breakpoint(&spec(""), i, "test")
+                            .await
+                            .map(|_| ())
+                    }
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for write in writes {
+            outcomes.push(write.await.unwrap());
+        }
+        for (i, outcome) in outcomes.iter().enumerate() {
+            assert_eq!(outcome.is_err(), i % 10 == 3, "write {i}: {outcome:?}");
+        }
+        assert_eq!(store.list_breakpoints().await.unwrap().len(), 36);
+        store.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_write_to_a_closed_store_fails_and_keeps_nothing() {
+    for db in databases("closed").await {
+        let store = db.open().await;
+        store.close().await;
+        let err = store
+            .insert_breakpoint(&spec(""), 1, "t")
+            .await
+            .expect_err("the pool is closed");
+        assert_eq!(err.what, "the new breakpoint");
+        let reopened = db.open().await;
+        assert!(reopened.list_breakpoints().await.unwrap().is_empty());
+        reopened.close().await;
+    }
+}
+
+#[test]
+fn a_shown_url_has_no_password() {
+    use super::without_password as shown;
+    assert_eq!(
+        shown("postgres://stepd:s3cret@db.internal:5432/stepd"),
+        "postgres://stepd@db.internal:5432/stepd"
+    );
+    assert_eq!(
+        shown("postgres://db.internal/stepd?sslmode=require&password=s3cret"),
+        "postgres://db.internal/stepd?sslmode=require&password=***"
+    );
+    assert_eq!(shown("postgres://stepd@h/db"), "postgres://stepd@h/db");
+}
