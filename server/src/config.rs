@@ -49,6 +49,15 @@ pub struct Cli {
     /// The database: `sqlite:` (embedded, in the data directory), `sqlite:PATH`, or `postgres://…` shared by replicas [default: sqlite:].
     #[arg(long, env = "STEPD_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Do not record session history.
+    #[arg(long, env = "STEPD_NO_HISTORY")]
+    pub no_history: bool,
+    /// Drop recorded session events older than this [default: 30d].
+    #[arg(long, env = "STEPD_HISTORY_MAX_AGE")]
+    pub history_max_age: Option<String>,
+    /// Drop the oldest recorded session events while the history is larger than this many bytes [default: 1 GiB].
+    #[arg(long, env = "STEPD_HISTORY_MAX_BYTES")]
+    pub history_max_bytes: Option<u64>,
     /// TOML configuration file [default: <data-dir>/stepd.toml when it exists].
     #[arg(long, env = "STEPD_CONFIG")]
     pub config: Option<PathBuf>,
@@ -162,6 +171,9 @@ pub struct Cli {
 struct FileConfig {
     listen: Option<String>,
     database_url: Option<String>,
+    no_history: Option<bool>,
+    history_max_age: Option<String>,
+    history_max_bytes: Option<u64>,
     unix_socket: Option<PathBuf>,
     no_unix_socket: Option<bool>,
     insecure: Option<bool>,
@@ -219,6 +231,10 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The database (`Store::connect`).
     pub database_url: String,
+    /// Whether session history is recorded.
+    pub history: bool,
+    /// How long and how much history is kept.
+    pub history_retention: crate::history::Retention,
     /// The configuration file read, if any.
     pub config_file: Option<PathBuf>,
     /// Non-loopback binding allowed without authentication.
@@ -373,11 +389,25 @@ impl Config {
             .database_url
             .or(file.database_url)
             .unwrap_or_else(|| "sqlite:".to_owned());
+        let history = !(cli.no_history || file.no_history.unwrap_or(false));
+        let history_retention = crate::history::Retention {
+            max_age: duration(
+                "history-max-age",
+                cli.history_max_age.or(file.history_max_age),
+                Duration::from_secs(30 * 24 * 3600),
+            )?,
+            max_bytes: cli
+                .history_max_bytes
+                .or(file.history_max_bytes)
+                .unwrap_or(1 << 30),
+        };
         Ok(Self {
             listen,
             unix_socket,
             data_dir,
             database_url,
+            history,
+            history_retention,
             config_file,
             insecure,
             tls_cert,

@@ -13,6 +13,7 @@ use crate::{
     config::Config,
     dap_session::Launcher,
     events::EventBus,
+    history::History,
     inspector::Inspectors,
     metrics::Counts,
     session::{Context, Sessions, pause::PauseRegistry},
@@ -44,6 +45,8 @@ pub struct Daemon {
     pub inspectors: Arc<Inspectors>,
     /// The database.
     pub store: Store,
+    /// Session history, recorded and read.
+    pub history: History,
     /// Cancelled when the daemon begins shutting down.
     pub shutdown: CancellationToken,
     /// Addresses actually served (known once bound).
@@ -132,7 +135,14 @@ impl Daemon {
             let (bus, subscribers) = (bus.clone(), subscribers.clone());
             move || counts(&bus, &subscribers)
         });
+        let history = History::start(
+            bus.clone(),
+            store.clone(),
+            config.history,
+            config.history_retention,
+        );
         Ok(Self {
+            history,
             context,
             launcher,
             inspectors,

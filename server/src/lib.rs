@@ -17,6 +17,7 @@ pub mod dap_session;
 pub mod datadir;
 pub mod error;
 pub mod events;
+pub mod history;
 pub mod inspector;
 pub mod json;
 pub mod limits;

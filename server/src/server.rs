@@ -11,8 +11,9 @@ use std::{
 use anyhow::{Context, bail};
 use stepd_proto::v1::{
     breakpoint_service_server::BreakpointServiceServer, daemon_service_server::DaemonServiceServer,
-    event_service_server::EventServiceServer, inspector_service_server::InspectorServiceServer,
-    probe_service_server::ProbeServiceServer, session_service_server::SessionServiceServer,
+    event_service_server::EventServiceServer, history_service_server::HistoryServiceServer,
+    inspector_service_server::InspectorServiceServer, probe_service_server::ProbeServiceServer,
+    session_service_server::SessionServiceServer,
 };
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::{StreamExt as _, wrappers::ReceiverStream};
@@ -21,8 +22,8 @@ use tonic_health::ServingStatus;
 
 use crate::{
     api::{
-        breakpoint::BreakpointApi, daemon::DaemonApi, event::EventApi, inspector::InspectorApi,
-        probe::ProbeApi, session::SessionApi,
+        breakpoint::BreakpointApi, daemon::DaemonApi, event::EventApi, history::HistoryApi,
+        inspector::InspectorApi, probe::ProbeApi, session::SessionApi,
     },
     auth::layer::AuthLayer,
     config::Config,
@@ -177,6 +178,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     daemon.breakpoints.flush_hits().await;
+    daemon.history.flush(HISTORY_FLUSH).await;
     daemon.store.close().await;
     if let Some(path) = unix_path {
         let _ = std::fs::remove_file(path);
@@ -292,6 +294,9 @@ fn router(
         .add_service(limited!(SessionServiceServer::new(SessionApi::new(
             daemon.clone()
         ))))
+        .add_service(limited!(HistoryServiceServer::new(HistoryApi::new(
+            daemon.clone()
+        ))))
         .add_service(limited!(InspectorServiceServer::new(InspectorApi::new(
             daemon.clone()
         ))))
@@ -299,6 +304,9 @@ fn router(
             daemon.clone()
         )))))
 }
+
+/// How long shutdown waits for the last events to reach the history.
+const HISTORY_FLUSH: Duration = Duration::from_secs(2);
 
 /// Binds the Unix socket in a 0700 directory with mode 0600, replacing a stale
 /// socket file but never one a live daemon still serves.

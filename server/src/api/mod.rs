@@ -4,6 +4,7 @@
 pub mod breakpoint;
 pub mod daemon;
 pub mod event;
+pub mod history;
 pub mod inspector;
 pub mod probe;
 pub mod session;

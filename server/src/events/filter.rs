@@ -68,7 +68,7 @@ impl Filter {
 }
 
 /// The channel of a payload; `None` for stream-control events that always pass.
-fn channel_of(payload: &Payload) -> Option<EventChannel> {
+pub fn channel_of(payload: &Payload) -> Option<EventChannel> {
     use EventChannel as C;
     Some(match payload {
         Payload::SessionStarted(_)

@@ -8,7 +8,7 @@ use std::{borrow::Cow, future::Future, path::Path, str::FromStr, time::Duration}
 
 use anyhow::Context;
 use sqlx::{
-    Database, Decode, PgPool, Postgres, Row, Sqlite, SqlitePool, Type,
+    Database, PgPool, Postgres, Row, Sqlite, SqlitePool,
     migrate::{Migration, MigrationType, Migrator},
     postgres::{PgConnectOptions, PgPoolOptions},
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
@@ -26,12 +26,11 @@ pub(super) trait Backend: Database {
     /// of it; PostgreSQL locks rows as it goes.
     const BEGIN: &'static str;
 
-    /// Runs a statement on `conn` and decodes the rows it returns (every
-    /// statement that returns rows returns breakpoint rows).
-    fn run(
+    /// Runs a statement on `conn` and decodes the rows it returns.
+    fn run<T: Record>(
         conn: &mut Self::Connection,
         statement: Statement,
-    ) -> impl Future<Output = Result<Vec<StoredBreakpoint>, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<Vec<T>, sqlx::Error>> + Send;
 
     /// Runs SQL with nothing bound and no rows (`BEGIN`, `COMMIT`).
     fn execute(
@@ -40,15 +39,34 @@ pub(super) trait Backend: Database {
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 }
 
+/// A row's columns by name, whichever driver read it.
+pub(super) trait Columns {
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error>;
+    fn text(&self, column: &str) -> Result<String, sqlx::Error>;
+    fn blob(&self, column: &str) -> Result<Vec<u8>, sqlx::Error>;
+}
+
+/// What a row decodes into.
+pub(super) trait Record: Sized + Send + 'static {
+    fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error>;
+}
+
+/// Statements whose rows nobody reads.
+impl Record for () {
+    fn from_row(_: &dyn Columns) -> Result<Self, sqlx::Error> {
+        Ok(())
+    }
+}
+
 macro_rules! backend {
-    ($db:ty, $begin:literal) => {
+    ($db:ty, $row:ty, $begin:literal) => {
         impl Backend for $db {
             const BEGIN: &'static str = $begin;
 
-            async fn run(
+            async fn run<T: Record>(
                 conn: &mut Self::Connection,
                 statement: Statement,
-            ) -> Result<Vec<StoredBreakpoint>, sqlx::Error> {
+            ) -> Result<Vec<T>, sqlx::Error> {
                 let mut query = sqlx::query::<$db>(statement.sql);
                 for bind in statement.binds {
                     query = match bind {
@@ -57,12 +75,8 @@ macro_rules! backend {
                         Bind::Blob(v) => query.bind(v),
                     };
                 }
-                query
-                    .fetch_all(conn)
-                    .await?
-                    .iter()
-                    .map(breakpoint)
-                    .collect()
+                let rows = query.fetch_all(conn).await?;
+                rows.iter().map(|row| T::from_row(row)).collect()
             }
 
             async fn execute(
@@ -72,39 +86,44 @@ macro_rules! backend {
                 sqlx::query::<$db>(sql).execute(conn).await.map(|_| ())
             }
         }
+
+        impl Columns for $row {
+            fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
+                self.try_get(column)
+            }
+            fn text(&self, column: &str) -> Result<String, sqlx::Error> {
+                self.try_get(column)
+            }
+            fn blob(&self, column: &str) -> Result<Vec<u8>, sqlx::Error> {
+                self.try_get(column)
+            }
+        }
     };
 }
 
-backend!(Sqlite, "BEGIN IMMEDIATE");
-backend!(Postgres, "BEGIN");
+backend!(Sqlite, sqlx::sqlite::SqliteRow, "BEGIN IMMEDIATE");
+backend!(Postgres, sqlx::postgres::PgRow, "BEGIN");
 
-/// A breakpoint row, from either driver.
-fn breakpoint<R>(row: &R) -> Result<StoredBreakpoint, sqlx::Error>
-where
-    R: Row,
-    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> &'r str: sqlx::ColumnIndex<R>,
-{
-    use prost::Message as _;
-    let blob: Vec<u8> = row.try_get("spec")?;
-    let spec = stepd_proto::v1::BreakpointSpec::decode(blob.as_slice()).map_err(|e| {
-        sqlx::Error::ColumnDecode {
-            index: "spec".into(),
-            source: Box::new(e),
-        }
-    })?;
-    let hits: i64 = row.try_get("hit_count")?;
-    Ok(StoredBreakpoint {
-        id: row.try_get("id")?,
-        spec,
-        hit_count: u64::try_from(hits).unwrap_or(0),
-        created_at_us: row.try_get("created_at_us")?,
-        updated_at_us: row.try_get("updated_at_us")?,
-        created_by: row.try_get("created_by")?,
-        updated_by: row.try_get("updated_by")?,
-    })
+impl Record for StoredBreakpoint {
+    fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {
+        use prost::Message as _;
+        let spec =
+            stepd_proto::v1::BreakpointSpec::decode(row.blob("spec")?.as_slice()).map_err(|e| {
+                sqlx::Error::ColumnDecode {
+                    index: "spec".into(),
+                    source: Box::new(e),
+                }
+            })?;
+        Ok(StoredBreakpoint {
+            id: row.int("id")?,
+            spec,
+            hit_count: u64::try_from(row.int("hit_count")?).unwrap_or(0),
+            created_at_us: row.int("created_at_us")?,
+            updated_at_us: row.int("updated_at_us")?,
+            created_by: row.text("created_by")?,
+            updated_by: row.text("updated_by")?,
+        })
+    }
 }
 
 /// Each backend's migrations, in order; sqlx applies each once and
@@ -125,6 +144,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "breakpoint_changes",
         include_str!("../../migrations/sqlite/0003_breakpoint_changes.sql"),
     ),
+    (
+        4,
+        "session_history",
+        include_str!("../../migrations/sqlite/0004_session_history.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -141,6 +165,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "breakpoint_changes",
         include_str!("../../migrations/postgres/0003_breakpoint_changes.sql"),
+    ),
+    (
+        4,
+        "session_history",
+        include_str!("../../migrations/postgres/0004_session_history.sql"),
     ),
 ];
 

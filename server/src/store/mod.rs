@@ -6,6 +6,7 @@
 mod backend;
 mod breakpoints;
 mod changes;
+mod history;
 mod statement;
 mod writer;
 
@@ -18,9 +19,10 @@ use anyhow::Context;
 use sqlx::{PgPool, Postgres, Sqlite, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
-use backend::Backend;
+use backend::{Backend, Record};
 pub use breakpoints::{QueuedInsert, StoredBreakpoint};
 pub use changes::{Change, Changes};
+pub use history::{Dropped, RecordedEvent};
 use statement::Statement;
 
 /// A write the store could not make durable: nothing of it was kept.
@@ -52,6 +54,7 @@ impl std::error::Error for WriteError {
 }
 
 /// A write handed to the writer, not yet known to be durable.
+#[must_use = "a queued write is made whether or not it is awaited; `done` says whether it was"]
 pub struct Queued {
     what: &'static str,
     place: Arc<str>,
@@ -61,7 +64,7 @@ pub struct Queued {
 
 impl Queued {
     /// The write's rows, once it is durable.
-    async fn done(self) -> Result<Vec<StoredBreakpoint>, WriteError> {
+    pub async fn done(self) -> Result<Vec<StoredBreakpoint>, WriteError> {
         let outcome = match self.rows {
             Some(rows) => rows.await.unwrap_or(Err(sqlx::Error::WorkerCrashed)),
             None => Err(sqlx::Error::PoolClosed),
@@ -83,7 +86,7 @@ enum Pool {
 
 impl Pool {
     /// Runs a read on a connection of its own.
-    async fn fetch(&self, statement: Statement) -> Result<Vec<StoredBreakpoint>, sqlx::Error> {
+    async fn fetch<T: Record>(&self, statement: Statement) -> Result<Vec<T>, sqlx::Error> {
         match self {
             Self::Sqlite(pool) => Sqlite::run(&mut *pool.acquire().await?, statement).await,
             Self::Postgres(pool) => Postgres::run(&mut *pool.acquire().await?, statement).await,

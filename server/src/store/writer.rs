@@ -75,7 +75,7 @@ async fn transaction<B: Backend>(
         for statements in writes {
             let mut rows = Vec::new();
             for statement in statements {
-                rows.extend(B::run(&mut conn, statement).await?);
+                rows.extend(B::run::<StoredBreakpoint>(&mut conn, statement).await?);
             }
             all.push(rows);
         }

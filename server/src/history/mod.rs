@@ -1,0 +1,54 @@
+//! Session history: every event a session publishes is recorded in the
+//! store (`recorder.rs`), kept within the retention limits (`retention.rs`)
+//! and read back a page at a time (`read.rs`, `HistoryService`).
+
+mod read;
+mod recorder;
+mod retention;
+
+use std::{
+    sync::{Arc, atomic::AtomicU64},
+    time::Duration,
+};
+
+pub use read::Page;
+
+use crate::{events::EventBus, store::Store};
+
+/// How long history is kept and how much of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Events older than this are dropped.
+    pub max_age: Duration,
+    /// When the history is larger, the oldest events are dropped.
+    pub max_bytes: u64,
+}
+
+/// The daemon's session history.
+pub struct History {
+    store: Store,
+    recorder: Option<Arc<recorder::Recorder>>,
+}
+
+impl History {
+    /// Records the sessions' events on `bus` into `store` (unless
+    /// `recording` is false) and keeps them within `retention`.
+    pub fn start(bus: Arc<EventBus>, store: Store, recording: bool, retention: Retention) -> Self {
+        // The history's size, followed by the recorder and the retention.
+        let bytes = Arc::new(AtomicU64::new(0));
+        let recorder =
+            recording.then(|| recorder::Recorder::start(bus, store.clone(), bytes.clone()));
+        if recording {
+            tokio::spawn(retention::watch(store.clone(), retention, bytes));
+        }
+        Self { store, recorder }
+    }
+
+    /// Waits (for at most `within`) until every event published so far is
+    /// recorded: at shutdown, before the store closes.
+    pub async fn flush(&self, within: Duration) {
+        if let Some(recorder) = &self.recorder {
+            recorder.flush(within).await;
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The recorder: a subscriber of the event bus like any other, which hands
+//! each batch of session events to the store's writer. It never slows a
+//! publisher: when it falls behind the bus's live buffer it resumes from the
+//! rings, and what the rings no longer hold is recorded as a `gap` in the
+//! history of every session that was live.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use prost::Message as _;
+use stepd_proto::v1::{Event, Watch, event::Payload};
+use tokio::sync::{broadcast, watch};
+
+use crate::{
+    events::{EventBus, Filter, Start, channel_of},
+    store::{RecordedEvent, Store},
+    time::us_from_timestamp,
+};
+
+/// The most events one write takes.
+const BATCH: usize = 1024;
+
+pub(super) struct Recorder {
+    bus: Arc<EventBus>,
+    /// The highest seq the store has made durable (or given up on).
+    recorded: watch::Receiver<u64>,
+}
+
+impl Recorder {
+    /// Starts recording; `bytes` grows by what is written.
+    pub fn start(bus: Arc<EventBus>, store: Store, bytes: Arc<AtomicU64>) -> Arc<Self> {
+        let (done, recorded) = watch::channel(bus.last_seq());
+        let filter = Filter::from_watch(&Watch::default());
+        let (_, live) = bus.subscribe(&filter, None, "");
+        tokio::spawn(record(bus.clone(), store, live, done, bytes));
+        Arc::new(Self { bus, recorded })
+    }
+
+    pub async fn flush(&self, within: Duration) {
+        let target = self.bus.last_seq();
+        let mut recorded = self.recorded.clone();
+        let _ = tokio::time::timeout(within, recorded.wait_for(|seq| *seq >= target)).await;
+    }
+}
+
+/// The recorder's loop, until the bus is gone.
+async fn record(
+    bus: Arc<EventBus>,
+    store: Store,
+    mut live: broadcast::Receiver<Arc<Event>>,
+    done: watch::Sender<u64>,
+    bytes: Arc<AtomicU64>,
+) {
+    let done = Arc::new(done);
+    let mut last = bus.last_seq();
+    loop {
+        let mut batch = Vec::new();
+        let mut lagged = false;
+        match live.recv().await {
+            Ok(event) => batch.push(event),
+            Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+        while !lagged && batch.len() < BATCH {
+            match live.try_recv() {
+                Ok(event) => batch.push(event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
+                Err(_) => break,
+            }
+        }
+        if lagged {
+            // Take up again after the last event seen, from the rings.
+            let through = batch.last().map_or(last, |e| e.seq);
+            let filter = Filter::from_watch(&Watch::default());
+            let (start, fresh) = bus.subscribe(&filter, Some(through), bus.instance_id());
+            live = fresh;
+            match start {
+                Start::Replay(missed) => batch.extend(missed),
+                Start::Resync { gap, .. } => batch.extend(gaps(&bus, &gap)),
+                Start::Snapshot(_) => {}
+            }
+        }
+        let Some(newest) = batch.iter().map(|e| e.seq).max() else {
+            continue;
+        };
+        last = last.max(newest);
+        let rows: Vec<RecordedEvent> = batch.iter().filter_map(|e| recorded(e)).collect();
+        let done = done.clone();
+        if rows.is_empty() {
+            done.send_replace(last);
+            continue;
+        }
+        let size: usize = rows.iter().map(|r| r.event.len()).sum();
+        let queued = store.queue_events(rows).await;
+        let bytes = bytes.clone();
+        tokio::spawn(async move {
+            match queued.done().await {
+                Ok(_) => {
+                    bytes.fetch_add(size as u64, Ordering::Relaxed);
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "session events not recorded in the history")
+                }
+            }
+            done.send_modify(|seq| *seq = (*seq).max(newest));
+        });
+    }
+}
+
+/// The row of an event that belongs to a session's history.
+fn recorded(event: &Event) -> Option<RecordedEvent> {
+    if event.session_id.is_empty() {
+        return None;
+    }
+    let payload = event.payload.as_ref()?;
+    let channel = match payload {
+        Payload::Gap(_) => 0,
+        other => channel_of(other)? as i32,
+    };
+    Some(RecordedEvent {
+        session_id: event.session_id.clone(),
+        seq: event.seq,
+        channel,
+        time_us: event.time.as_ref().map_or(0, us_from_timestamp),
+        event: event.encode_to_vec(),
+    })
+}
+
+/// A gap the recorder could not fill, as an event of each live session.
+fn gaps(bus: &EventBus, gap: &Event) -> Vec<Arc<Event>> {
+    bus.with_view(|v| v.sessions(false))
+        .into_iter()
+        .map(|session| {
+            Arc::new(Event {
+                session_id: session.id,
+                ..gap.clone()
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,231 @@
+//! Session history rows: each event a session published, and what
+//! retention dropped of each session.
+
+use super::{
+    Queued, Statement, Store, WriteError,
+    backend::{Columns, Record},
+};
+
+/// One event as recorded.
+#[derive(Debug, Clone)]
+pub struct RecordedEvent {
+    pub session_id: String,
+    pub seq: u64,
+    /// `stepd.v1.EventChannel` number.
+    pub channel: i32,
+    pub time_us: i64,
+    /// The encoded `stepd.v1.Event`.
+    pub event: Vec<u8>,
+}
+
+/// What retention dropped of one session's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub events: u64,
+    pub through_seq: u64,
+    pub reason: String,
+    pub at_us: i64,
+}
+
+/// The events of a page: their seqs and encodings.
+struct Page {
+    seq: i64,
+    event: Vec<u8>,
+}
+
+impl Record for Page {
+    fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            seq: row.int("seq")?,
+            event: row.blob("event")?,
+        })
+    }
+}
+
+impl Record for Dropped {
+    fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            events: u64::try_from(row.int("events")?).unwrap_or(0),
+            through_seq: u64::try_from(row.int("through_seq")?).unwrap_or(0),
+            reason: row.text("reason")?,
+            at_us: row.int("at_us")?,
+        })
+    }
+}
+
+/// One number (a count, a sum, a time).
+struct Number(i64);
+
+impl Record for Number {
+    fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {
+        row.int("n").map(Self)
+    }
+}
+
+/// An event's time and size, for the size cut.
+struct Sized {
+    time_us: i64,
+    bytes: i64,
+}
+
+impl Record for Sized {
+    fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            time_us: row.int("time_us")?,
+            bytes: row.int("bytes")?,
+        })
+    }
+}
+
+/// Records the drop of every event at or before `$1` (time, µs) and drops
+/// them, in one transaction.
+const DROP_BEFORE: [&str; 2] = [
+    "INSERT INTO history_dropped (session_id, events, through_seq, reason, at_us) \
+     SELECT session_id, COUNT(*), MAX(seq), $2, $3 FROM session_events \
+     WHERE time_us <= $1 GROUP BY session_id \
+     ON CONFLICT (session_id) DO UPDATE SET \
+       events = history_dropped.events + excluded.events, \
+       through_seq = CASE WHEN excluded.through_seq > history_dropped.through_seq \
+         THEN excluded.through_seq ELSE history_dropped.through_seq END, \
+       reason = excluded.reason, at_us = excluded.at_us",
+    "DELETE FROM session_events WHERE time_us <= $1",
+];
+
+impl Store {
+    /// Hands a batch of events to the writer (one transaction); an event
+    /// recorded already (the same session and seq) is kept as it was.
+    pub async fn queue_events(&self, events: Vec<RecordedEvent>) -> Queued {
+        let statements = events
+            .into_iter()
+            .map(|e| {
+                let bytes = i64::try_from(e.event.len()).unwrap_or(i64::MAX);
+                Statement::new(
+                    "INSERT INTO session_events (session_id, seq, channel, time_us, bytes, event) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (session_id, seq) DO NOTHING",
+                )
+                .bind(e.session_id.as_str())
+                .bind(i64::try_from(e.seq).unwrap_or(i64::MAX))
+                .bind(i64::from(e.channel))
+                .bind(e.time_us)
+                .bind(bytes)
+                .bind(e.event)
+            })
+            .collect();
+        self.queue("session history", statements).await
+    }
+
+    /// A page of one session's events after `after_seq`, oldest first,
+    /// of `channels` (all when empty): each event's seq and encoding.
+    pub async fn session_events(
+        &self,
+        session_id: &str,
+        channels: &[i32],
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>, sqlx::Error> {
+        let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // The channel set is a bit mask, so that one statement serves any set.
+        let mask: i64 = channels
+            .iter()
+            .filter(|c| (1..63).contains(*c))
+            .fold(0, |mask, c| mask | (1 << c));
+        let statement = Statement::new(
+            "SELECT seq, event FROM session_events \
+             WHERE session_id = $1 AND seq > $2 AND ($3 = 0 OR channel = 0 OR (($3 >> CAST(channel AS INTEGER)) & 1) = 1) \
+             ORDER BY seq LIMIT $4",
+        )
+        .bind(session_id)
+        .bind(after)
+        .bind(mask)
+        .bind(limit);
+        let rows: Vec<Page> = self.pool.fetch(statement).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| (u64::try_from(r.seq).unwrap_or(0), r.event))
+            .collect())
+    }
+
+    /// Whether anything of a session's history is known: an event, or a
+    /// record of dropped ones.
+    pub async fn has_history(&self, session_id: &str) -> Result<bool, sqlx::Error> {
+        let statement = Statement::new(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM session_events WHERE session_id = $1 \
+             UNION ALL SELECT 1 FROM history_dropped WHERE session_id = $1) AS known",
+        )
+        .bind(session_id);
+        let rows: Vec<Number> = self.pool.fetch(statement).await?;
+        Ok(rows.first().is_some_and(|n| n.0 > 0))
+    }
+
+    /// What retention dropped of a session's history.
+    pub async fn history_dropped(&self, session_id: &str) -> Result<Option<Dropped>, sqlx::Error> {
+        let statement = Statement::new(
+            "SELECT events, through_seq, reason, at_us FROM history_dropped WHERE session_id = $1",
+        )
+        .bind(session_id);
+        Ok(self.pool.fetch(statement).await?.pop())
+    }
+
+    /// Drops (and records the drop of) every event at or before `time_us`.
+    pub async fn drop_history_through(
+        &self,
+        time_us: i64,
+        reason: &str,
+        now_us: i64,
+    ) -> Result<(), WriteError> {
+        let [record, delete] = DROP_BEFORE;
+        let statements = vec![
+            Statement::new(record)
+                .bind(time_us)
+                .bind(reason)
+                .bind(now_us),
+            Statement::new(delete).bind(time_us),
+        ];
+        self.write("the history's retention", statements).await?;
+        Ok(())
+    }
+
+    /// The time of the oldest event recorded.
+    pub async fn oldest_history(&self) -> Result<Option<i64>, sqlx::Error> {
+        let statement =
+            Statement::new("SELECT time_us AS n FROM session_events ORDER BY time_us LIMIT 1");
+        let rows: Vec<Number> = self.pool.fetch(statement).await?;
+        Ok(rows.first().map(|n| n.0))
+    }
+
+    /// The bytes of history recorded.
+    pub async fn history_bytes(&self) -> Result<u64, sqlx::Error> {
+        let statement = Statement::new(
+            "SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) AS n FROM session_events",
+        );
+        let rows: Vec<Number> = self.pool.fetch(statement).await?;
+        Ok(rows.first().map_or(0, |n| u64::try_from(n.0).unwrap_or(0)))
+    }
+
+    /// The time of the event at which the oldest events add up to `bytes`
+    /// (the last event when they never do): dropping through it frees at
+    /// least that much, oldest first.
+    pub async fn history_cut_for(&self, bytes: u64) -> Result<Option<i64>, sqlx::Error> {
+        let mut freed = 0u64;
+        let mut after = i64::MIN;
+        loop {
+            let statement = Statement::new(
+                "SELECT time_us, bytes FROM session_events WHERE time_us > $1 \
+                 ORDER BY time_us LIMIT 4096",
+            )
+            .bind(after);
+            let rows: Vec<Sized> = self.pool.fetch(statement).await?;
+            let Some(last) = rows.last().map(|r| r.time_us) else {
+                return Ok((after != i64::MIN).then_some(after));
+            };
+            for row in &rows {
+                freed += u64::try_from(row.bytes).unwrap_or(0);
+                if freed >= bytes {
+                    return Ok(Some(row.time_us));
+                }
+            }
+            after = last;
+        }
+    }
+}
