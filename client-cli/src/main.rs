@@ -109,6 +109,9 @@ enum Command {
     Break(BreakCommand),
     /// Stream events as they happen.
     Watch(WatchArgs),
+    /// Show what a session did, from its recorded history: a timeline of its
+    /// pauses, decisions, output and end, also after it ended.
+    History(cmd::history::HistoryArgs),
     /// Debug a session interactively: show each pause, answer with gdb/pdb
     /// commands (n, s, c, finish, p, l, b, bt, up, display, ...; ? lists them).
     Debug(Box<DebugArgs>),
@@ -169,6 +172,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Input(args) => cmd::sessions::input(channel, args, json).await,
         Command::Break(command) => cmd::breakpoints::run(channel, command, json).await,
         Command::Watch(args) => cmd::watch::run(channel, args, json).await,
+        Command::History(args) => cmd::history::run(channel, args, json).await,
         Command::Debug(args) => cmd::debug::run(channel, *args).await,
         Command::Inspect(args) => cmd::inspector::run(channel, *args, json).await,
         Command::Completion { .. } | Command::Man { .. } => Ok(()),

@@ -241,3 +241,87 @@ async fn over_its_size(args: &[&str]) {
     assert!(page.events.iter().all(|e| e.seq > dropped.through_seq));
     daemon.stop().await;
 }
+
+/// Waits until `count` events of a session are recorded (they are written
+/// a moment after they are published).
+async fn recorded(daemon: &Daemon, session: &str, count: usize) {
+    let deadline = tokio::time::Instant::now() + stepd_e2e::DEADLINE;
+    loop {
+        let have = history(
+            daemon,
+            GetSessionHistoryRequest {
+                session_id: session.into(),
+                page_size: 1000,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_or(0, |page| page.events.len());
+        if have >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{have} of {count} events recorded"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+fn stepctl(addr: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(stepd_e2e::stepctl_bin())
+        .args(args)
+        .env("STEPD_ADDR", addr)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run stepctl")
+}
+
+#[tokio::test]
+async fn stepctl_history_shows_a_timeline_of_an_ended_session() {
+    let daemon = Daemon::start(&[]).await;
+    let (session, seen) = one_session(&daemon).await;
+    recorded(&daemon, &session, seen.len()).await;
+
+    let out = stepctl(&daemon.addr, &["history", &session]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("    ")).collect();
+    assert_eq!(lines.len(), seen.len(), "one line per event:\n{text}");
+    assert!(!text.contains(&format!("[{session}]")), "{text}");
+    assert!(text.contains("rm -rf /tmp/x"), "the held value:\n{text}");
+    assert!(text.contains("answered by uid:"), "who decided:\n{text}");
+    assert!(text.contains("ended"), "{text}");
+
+    let out = stepctl(
+        &daemon.addr,
+        &["--json", "history", &session, "--channel", "lifecycle"],
+    );
+    assert!(out.status.success());
+    let events: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(events.len() >= 2);
+    assert!(
+        events.iter().all(|e| e.get("sessionStarted").is_some()
+            || e.get("sessionUpdated").is_some()
+            || e.get("sessionEnded").is_some()),
+        "{events:?}"
+    );
+
+    let out = stepctl(&daemon.addr, &["history", "no-such-session"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no history of session"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    daemon.stop().await;
+}

@@ -41,7 +41,7 @@ pub struct WatchArgs {
     pub heartbeats: bool,
 }
 
-fn channel_of(name: &str) -> Result<i32, Failure> {
+pub fn channel_of(name: &str) -> Result<i32, Failure> {
     let full = format!("EVENT_CHANNEL_{}", name.to_ascii_uppercase());
     EventChannel::from_str_name(&full)
         .filter(|c| *c != EventChannel::Unspecified)

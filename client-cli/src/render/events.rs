@@ -373,8 +373,18 @@ pub fn describe(event: &Event) -> Vec<String> {
 
 /// An event for `stepctl watch`: time, seq, session, then what happened.
 pub fn watch_text(event: &Event) -> String {
+    text(event, true)
+}
+
+/// One event of a session's history: as `watch` shows it, without the
+/// session id that every line would repeat.
+pub fn history_text(event: &Event) -> String {
+    text(event, false)
+}
+
+fn text(event: &Event, with_session: bool) -> String {
     let time = render::timestamp(event.time.as_ref());
-    let session = if event.session_id.is_empty() {
+    let session = if event.session_id.is_empty() || !with_session {
         String::new()
     } else {
         format!(" [{}]", event.session_id)
