@@ -39,6 +39,7 @@ type Client struct {
 	events      stepdv1.EventServiceClient
 	inspector   stepdv1.InspectorServiceClient
 	probe       stepdv1.ProbeServiceClient
+	history     stepdv1.HistoryServiceClient
 }
 
 type options struct {
@@ -247,6 +248,7 @@ func NewClient(conn *grpc.ClientConn, clientName string) *Client {
 		events:      stepdv1.NewEventServiceClient(conn),
 		inspector:   stepdv1.NewInspectorServiceClient(conn),
 		probe:       stepdv1.NewProbeServiceClient(conn),
+		history:     stepdv1.NewHistoryServiceClient(conn),
 	}
 }
 
@@ -274,6 +276,10 @@ func (c *Client) Inspector() stepdv1.InspectorServiceClient { return c.inspector
 
 // Probe is the generated ProbeService client.
 func (c *Client) Probe() stepdv1.ProbeServiceClient { return c.probe }
+
+// HistoryService is the generated HistoryService client ([Client.SessionHistory]
+// follows its pages).
+func (c *Client) HistoryService() stepdv1.HistoryServiceClient { return c.history }
 
 // ---- DaemonService ----
 

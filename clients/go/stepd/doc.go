@@ -12,7 +12,9 @@
 //     ends it, and [Client.WaitForPause];
 //   - [Client.Subscribe], an event subscription that survives dropped
 //     connections: it resumes after the last event it delivered, so no event
-//     is lost or delivered twice.
+//     is lost or delivered twice;
+//   - [Client.SessionHistory], a session's recorded events read back page
+//     by page, also after it ended.
 //
 // The generated clients of the other services (inspector, probe, raw event
 // stream) are available from [Client.Inspector], [Client.Probe] and

@@ -21,6 +21,8 @@ from stepd.v1 import (
     daemon_pb2,
     daemon_pb2_grpc,
     event_pb2,
+    history_pb2,
+    history_pb2_grpc,
     inspector_pb2,
     inspector_pb2_grpc,
     pause_pb2,
@@ -79,6 +81,7 @@ class Client:
         self.session_stub = session_pb2_grpc.SessionServiceStub(self.channel)
         self.breakpoint_stub = breakpoint_pb2_grpc.BreakpointServiceStub(self.channel)
         self.inspector_stub = inspector_pb2_grpc.InspectorServiceStub(self.channel)
+        self.history_stub = history_pb2_grpc.HistoryServiceStub(self.channel)
 
     def close(self) -> None:
         """Closes the channel (when the client created it)."""
@@ -565,6 +568,35 @@ class Client:
         """Drops the inspector."""
         request = inspector_pb2.ClearRequest(inspector_id=inspector_id)
         return self._call(self.inspector_stub.Clear, request, timeout)
+
+    # -- HistoryService ----------------------------------------------------------------
+
+    def session_history(
+        self,
+        session_id: str,
+        *,
+        channels: Sequence[ChannelLike] = (),
+        page_size: int = 0,
+        timeout: float | None = None,
+    ) -> Iterator[event_pb2.Event]:
+        """A session's recorded events, oldest first, read from the store
+        (GetSessionHistory): live or ended, kept until retention drops them.
+
+        `channels` are EventChannel values or names as for :meth:`events`;
+        empty = all. It asks for `page_size` events at a time (0 = the
+        daemon's default) and follows ``next_page_token`` until the last page;
+        `timeout` applies to each page. An unknown session (or one with nothing
+        recorded) raises :class:`stepd.errors.SessionNotFound`.
+        """
+        request = history_pb2.GetSessionHistoryRequest(
+            session_id=session_id, channels=[_build.channel(c) for c in channels], page_size=page_size
+        )
+        while True:
+            page = self._call(self.history_stub.GetSessionHistory, request, timeout)
+            yield from page.events
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
 
     # -- EventService -------------------------------------------------------------------
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 
 from stepd import errors
+from stepd._build import ChannelLike
 from stepd._pauses import Pauses
 from stepd.enums import SessionState
 from stepd.views import Pause, State, named
-from stepd.v1 import session_pb2
+from stepd.v1 import event_pb2, session_pb2
 
 if TYPE_CHECKING:
     from stepd.client import Client
@@ -164,3 +165,10 @@ class Session:
             if not read.chunks or read.next_offset <= after_offset:
                 return "".join(text)
             after_offset = read.next_offset
+
+    # -- history -----------------------------------------------------------------
+
+    def history(self, channels: Sequence[ChannelLike] = (), *, page_size: int = 0) -> Iterator[event_pb2.Event]:
+        """Everything this session published, oldest first, as the daemon
+        recorded it (also after it ended); see :meth:`stepd.Client.session_history`."""
+        return self.client.session_history(self.id, channels=channels, page_size=page_size)

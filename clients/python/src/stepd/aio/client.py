@@ -23,6 +23,8 @@ from stepd.v1 import (
     daemon_pb2,
     daemon_pb2_grpc,
     event_pb2,
+    history_pb2,
+    history_pb2_grpc,
     inspector_pb2,
     inspector_pb2_grpc,
     pause_pb2,
@@ -85,6 +87,7 @@ class Client:
         self.session_stub = session_pb2_grpc.SessionServiceStub(self.channel)
         self.breakpoint_stub = breakpoint_pb2_grpc.BreakpointServiceStub(self.channel)
         self.inspector_stub = inspector_pb2_grpc.InspectorServiceStub(self.channel)
+        self.history_stub = history_pb2_grpc.HistoryServiceStub(self.channel)
 
     async def close(self) -> None:
         """Closes the channel (when the client created it)."""
@@ -571,6 +574,29 @@ class Client:
         """Drops the inspector."""
         request = inspector_pb2.ClearRequest(inspector_id=inspector_id)
         return await self._call(self.inspector_stub.Clear, request, timeout)
+
+    # -- HistoryService ----------------------------------------------------------------
+
+    async def session_history(
+        self,
+        session_id: str,
+        *,
+        channels: Sequence[ChannelLike] = (),
+        page_size: int = 0,
+        timeout: float | None = None,
+    ) -> AsyncIterator[event_pb2.Event]:
+        """A session's recorded events, oldest first, page after page
+        (``async for``); see :meth:`stepd.Client.session_history`."""
+        request = history_pb2.GetSessionHistoryRequest(
+            session_id=session_id, channels=[_build.channel(c) for c in channels], page_size=page_size
+        )
+        while True:
+            page = await self._call(self.history_stub.GetSessionHistory, request, timeout)
+            for event in page.events:
+                yield event
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
 
     # -- EventService -------------------------------------------------------------------
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Sequence, Union
 
 from stepd import errors
+from stepd._build import ChannelLike
 from stepd.aio._pauses import AsyncPauses
 from stepd.enums import SessionState
 from stepd.views import Pause, State
-from stepd.v1 import session_pb2
+from stepd.v1 import event_pb2, session_pb2
 
 if TYPE_CHECKING:
     from stepd.aio.client import Client
@@ -139,3 +140,8 @@ class AsyncSession:
             if not read.chunks or read.next_offset <= after_offset:
                 return "".join(text)
             after_offset = read.next_offset
+
+    def history(self, channels: Sequence[ChannelLike] = (), *, page_size: int = 0) -> AsyncIterator[event_pb2.Event]:
+        """Everything this session published, oldest first (``async for``); see
+        :meth:`stepd.Client.session_history`."""
+        return self.client.session_history(self.id, channels=channels, page_size=page_size)
