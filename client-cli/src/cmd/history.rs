@@ -40,15 +40,16 @@ pub async fn run(channel: Channel, args: HistoryArgs, as_json: bool) -> Result<(
             })
             .await?
             .into_inner();
-        if first && !as_json {
-            if let Some(dropped) = &page.dropped {
-                println!(
-                    "({} earlier events dropped {}: {})",
-                    dropped.events,
-                    render::timestamp(dropped.at.as_ref()),
-                    dropped.reason
-                );
-            }
+        if first
+            && !as_json
+            && let Some(dropped) = &page.dropped
+        {
+            println!(
+                "({} earlier events dropped {}: {})",
+                dropped.events,
+                render::timestamp(dropped.at.as_ref()),
+                dropped.reason
+            );
         }
         first = false;
         for event in &page.events {
