@@ -94,8 +94,10 @@ def test_pause_interrupts_the_running_program(client: stepd.Client) -> None:
         assert state.state == "STOPPED" and state.stop_reason == "PAUSE_REQUEST"
         assert state.pause is not None and session.wait_for_pause(DEADLINE).key == state.pause.key
         assert session.state == "STOPPED"
-        pid = session.pid
-        assert alive(pid)
+        # The pid known now: the one Launch answered may be 0 until the
+        # adapter reports the process.
+        pid = session.info().pid
+        assert pid > 0 and alive(pid)
     # Leaving the block terminated the program, which would have run for a minute.
     wait_until(f"debuggee {pid} gone", lambda: not alive(pid), DEADLINE)
     assert session.info().state == session_pb2.SESSION_STATE_ENDED
@@ -171,7 +173,7 @@ def test_the_asyncio_session_ends_its_debuggee_on_an_exception(daemon: Daemon, a
                     stepped = await session.step()
                     assert stepped.stop_reason == "STEP" and stepped.pause is not None
                     assert (await session.wait_for_pause(DEADLINE)).key == stepped.pause.key
-                    pids.append(session.pid)
+                    pids.append((await session.info()).pid)
                     raise RuntimeError("the coroutine fails while its debuggee is stopped")
 
     asyncio.run(main())
