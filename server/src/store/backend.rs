@@ -51,13 +51,6 @@ pub(super) trait Record: Sized + Send + 'static {
     fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error>;
 }
 
-/// Statements whose rows nobody reads.
-impl Record for () {
-    fn from_row(_: &dyn Columns) -> Result<Self, sqlx::Error> {
-        Ok(())
-    }
-}
-
 macro_rules! backend {
     ($db:ty, $row:ty, $begin:literal) => {
         impl Backend for $db {
