@@ -74,22 +74,17 @@ impl History {
             )
             .with("session_id", crate::error::clip(session_id)));
         }
-        let mut more = rows.len() > size;
-        let mut events = Vec::with_capacity(rows.len().min(size));
-        let mut bytes = 0;
-        for (_, encoded) in rows.into_iter().take(size) {
-            let framed =
-                encoded.len() + prost::encoding::encoded_len_varint(encoded.len() as u64) + 1;
-            if !events.is_empty() && bytes + framed > budget {
-                more = true;
-                break;
-            }
-            let event = Event::decode(encoded.as_slice()).map_err(|err| {
+        let more_rows = rows.len() > size;
+        let events = rows
+            .iter()
+            .take(size)
+            .map(|encoded| Event::decode(encoded.as_slice()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| {
                 ApiError::internal(format!("a recorded event does not decode: {err}"))
             })?;
-            bytes += framed;
-            events.push(event);
-        }
+        let (events, more_bytes) = crate::limits::page(events, size, budget);
+        let more = more_rows || more_bytes;
         let next_page_token = match events.last() {
             Some(last) if more => format!("after-{}", last.seq),
             _ => String::new(),

@@ -27,18 +27,12 @@ pub struct Dropped {
     pub at_us: i64,
 }
 
-/// The events of a page: their seqs and encodings.
-struct Page {
-    seq: i64,
-    event: Vec<u8>,
-}
+/// An event as encoded.
+struct Encoded(Vec<u8>);
 
-impl Record for Page {
+impl Record for Encoded {
     fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {
-        Ok(Self {
-            seq: row.int("seq")?,
-            event: row.blob("event")?,
-        })
+        row.blob("event").map(Self)
     }
 }
 
@@ -115,14 +109,14 @@ impl Store {
     }
 
     /// A page of one session's events after `after_seq`, oldest first,
-    /// of `channels` (all when empty): each event's seq and encoding.
+    /// of `channels` (all when empty), encoded.
     pub async fn session_events(
         &self,
         session_id: &str,
         channels: &[i32],
         after_seq: u64,
         limit: usize,
-    ) -> Result<Vec<(u64, Vec<u8>)>, sqlx::Error> {
+    ) -> Result<Vec<Vec<u8>>, sqlx::Error> {
         let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // The channel set is a bit mask, so that one statement serves any set.
@@ -131,7 +125,7 @@ impl Store {
             .filter(|c| (1..63).contains(*c))
             .fold(0, |mask, c| mask | (1 << c));
         let statement = Statement::new(
-            "SELECT seq, event FROM session_events \
+            "SELECT event FROM session_events \
              WHERE session_id = $1 AND seq > $2 AND ($3 = 0 OR channel = 0 OR (($3 >> CAST(channel AS INTEGER)) & 1) = 1) \
              ORDER BY seq LIMIT $4",
         )
@@ -139,11 +133,8 @@ impl Store {
         .bind(after)
         .bind(mask)
         .bind(limit);
-        let rows: Vec<Page> = self.pool.fetch(statement).await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| (u64::try_from(r.seq).unwrap_or(0), r.event))
-            .collect())
+        let rows: Vec<Encoded> = self.pool.fetch(statement).await?;
+        Ok(rows.into_iter().map(|r| r.0).collect())
     }
 
     /// Whether anything of a session's history is known: an event, or a
