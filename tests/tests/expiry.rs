@@ -21,7 +21,8 @@ fn in_secs(secs: u64) -> Timestamp {
     let since = at.duration_since(SystemTime::UNIX_EPOCH).unwrap();
     Timestamp {
         seconds: since.as_secs() as i64,
-        nanos: 0,
+        // Whole seconds would put it anywhere from 0 to 1 s earlier.
+        nanos: since.subsec_nanos() as i32,
     }
 }
 
