@@ -6,6 +6,9 @@ mod read;
 mod recorder;
 mod retention;
 
+#[cfg(test)]
+mod tests;
+
 use std::{
     sync::{Arc, atomic::AtomicU64},
     time::Duration,

@@ -34,10 +34,14 @@ pub(super) struct Recorder {
 impl Recorder {
     /// Starts recording; `bytes` grows by what is written.
     pub fn start(bus: Arc<EventBus>, store: Store, bytes: Arc<AtomicU64>) -> Arc<Self> {
-        let (done, recorded) = watch::channel(bus.last_seq());
+        // Where recording starts: a lag before the task first runs is
+        // taken up from here. (An event published in between is recorded
+        // once: a second copy of a row is ignored.)
+        let from = bus.last_seq();
+        let (done, recorded) = watch::channel(from);
         let filter = Filter::from_watch(&Watch::default());
         let (_, live) = bus.subscribe(&filter, None, "");
-        tokio::spawn(record(bus.clone(), store, live, done, bytes));
+        tokio::spawn(record(bus.clone(), store, live, from, done, bytes));
         Arc::new(Self { bus, recorded })
     }
 
@@ -53,11 +57,11 @@ async fn record(
     bus: Arc<EventBus>,
     store: Store,
     mut live: broadcast::Receiver<Arc<Event>>,
+    mut last: u64,
     done: watch::Sender<u64>,
     bytes: Arc<AtomicU64>,
 ) {
     let done = Arc::new(done);
-    let mut last = bus.last_seq();
     loop {
         let mut batch = Vec::new();
         let mut lagged = false;
@@ -86,6 +90,10 @@ async fn record(
             }
         }
         let Some(newest) = batch.iter().map(|e| e.seq).max() else {
+            // Nothing to record (a gap with no live session): recorded up
+            // to where the bus is.
+            last = last.max(bus.last_seq());
+            done.send_replace(last);
             continue;
         };
         last = last.max(newest);
@@ -131,12 +139,18 @@ fn recorded(event: &Event) -> Option<RecordedEvent> {
     })
 }
 
-/// A gap the recorder could not fill, as an event of each live session.
+/// A gap the recorder could not fill, as an event of each live session,
+/// numbered as the last event lost so that it stands where the loss ends.
 fn gaps(bus: &EventBus, gap: &Event) -> Vec<Arc<Event>> {
+    let through = match &gap.payload {
+        Some(Payload::Gap(g)) => g.to_seq,
+        _ => return Vec::new(),
+    };
     bus.with_view(|v| v.sessions(false))
         .into_iter()
         .map(|session| {
             Arc::new(Event {
+                seq: through,
                 session_id: session.id,
                 ..gap.clone()
             })

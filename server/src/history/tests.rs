@@ -1,0 +1,98 @@
+//! The recorder where it meets a bus it cannot keep up with.
+
+use std::{sync::Arc, time::Duration};
+
+use stepd_proto::v1::{Output, OutputChunk, Session, SessionStarted, SessionState, event::Payload};
+
+use super::{History, Retention};
+use crate::{events::EventBus, store::Store};
+
+const KEEP: Retention = Retention {
+    max_age: Duration::from_secs(3600),
+    max_bytes: u64::MAX,
+};
+
+/// A store, and a bus whose live buffer holds 4 events and whose rings
+/// hold `ring` events per session.
+async fn setup(tag: &str, ring: usize) -> (Store, Arc<EventBus>, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("stepd-history-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).await.unwrap();
+    let bus = Arc::new(EventBus::new("test".into(), 1, 4, ring));
+    (store, bus, dir)
+}
+
+/// Publishes a session's start and `n` outputs without yielding, so the
+/// recorder (on this single-threaded runtime) falls behind the buffer.
+fn flood(bus: &EventBus, n: usize) {
+    bus.publish(
+        "s1",
+        Payload::SessionStarted(SessionStarted {
+            session: Some(Session {
+                id: "s1".into(),
+                state: SessionState::Running.into(),
+                ..Default::default()
+            }),
+        }),
+    );
+    for i in 0..n {
+        bus.publish(
+            "s1",
+            Payload::Output(Output {
+                chunk: Some(OutputChunk {
+                    text: format!("line {i}\n"),
+                    ..Default::default()
+                }),
+            }),
+        );
+    }
+}
+
+async fn recorded(history: &History) -> Vec<stepd_proto::v1::Event> {
+    history.flush(Duration::from_secs(5)).await;
+    history
+        .page("s1", &[], 1000, "", usize::MAX)
+        .await
+        .unwrap()
+        .events
+}
+
+#[tokio::test]
+async fn a_recorder_that_falls_behind_takes_the_rest_from_the_rings() {
+    let (store, bus, dir) = setup("replay", 1000).await;
+    let history = History::start(bus.clone(), store.clone(), true, KEEP);
+    flood(&bus, 100);
+    let events = recorded(&history).await;
+    assert_eq!(events.len(), 101, "every event, none twice");
+    assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.payload, Some(Payload::Gap(_))))
+    );
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn what_the_rings_no_longer_hold_is_recorded_as_a_gap() {
+    let (store, bus, dir) = setup("gap", 10).await;
+    let history = History::start(bus.clone(), store.clone(), true, KEEP);
+    flood(&bus, 100);
+    let events = recorded(&history).await;
+    let gap = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            Some(Payload::Gap(g)) => Some(g.clone()),
+            _ => None,
+        })
+        .expect("the loss is in the history");
+    assert!(gap.from_seq <= gap.to_seq);
+    // Recording goes on after the gap.
+    flood(&bus, 1);
+    let after = recorded(&history).await;
+    assert_eq!(after.last().map(|e| e.seq), Some(bus.last_seq()));
+    assert!(after.windows(2).all(|w| w[0].seq < w[1].seq));
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
