@@ -62,6 +62,19 @@ impl History {
             0 => DEFAULT_PAGE,
             n => n.min(MAX_PAGE),
         };
+        // What was dropped is read before the events: retention drops and
+        // records in one transaction, so every event read after it is newer
+        // than what it says was dropped.
+        let dropped = self
+            .store
+            .history_dropped(session_id)
+            .await?
+            .map(|d| HistoryDropped {
+                events: d.events,
+                through_seq: d.through_seq,
+                reason: d.reason,
+                at: Some(timestamp_from_us(d.at_us)),
+            });
         // One more than the page, to know whether another follows.
         let rows = self
             .store
@@ -89,16 +102,6 @@ impl History {
             Some(last) if more => format!("after-{}", last.seq),
             _ => String::new(),
         };
-        let dropped = self
-            .store
-            .history_dropped(session_id)
-            .await?
-            .map(|d| HistoryDropped {
-                events: d.events,
-                through_seq: d.through_seq,
-                reason: d.reason,
-                at: Some(timestamp_from_us(d.at_us)),
-            });
         Ok(Page {
             events,
             next_page_token,
