@@ -49,6 +49,15 @@ pub struct Cli {
     /// The database: `sqlite:` (embedded, in the data directory), `sqlite:PATH`, or `postgres://…` shared by replicas [default: sqlite:].
     #[arg(long, env = "STEPD_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// On PostgreSQL, the address this replica's peers reach it on (host:port) [default: the --listen address].
+    #[arg(long, env = "STEPD_ADVERTISE_ADDRESS")]
+    pub advertise_address: Option<String>,
+    /// On PostgreSQL, how long a replica's sessions stay its own after it last renewed its lease [default: 10s].
+    #[arg(long, env = "STEPD_REPLICA_LEASE")]
+    pub replica_lease: Option<String>,
+    /// On PostgreSQL, a file holding the bearer token this replica presents to its peers.
+    #[arg(long, env = "STEPD_PEER_TOKEN_FILE")]
+    pub peer_token_file: Option<PathBuf>,
     /// Do not record session history.
     #[arg(long, env = "STEPD_NO_HISTORY")]
     pub no_history: bool,
@@ -171,6 +180,9 @@ pub struct Cli {
 struct FileConfig {
     listen: Option<String>,
     database_url: Option<String>,
+    advertise_address: Option<String>,
+    replica_lease: Option<String>,
+    peer_token_file: Option<PathBuf>,
     no_history: Option<bool>,
     history_max_age: Option<String>,
     history_max_bytes: Option<u64>,
@@ -231,6 +243,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The database (`Store::connect`).
     pub database_url: String,
+    /// How replicas sharing a PostgreSQL database find and trust each other.
+    pub replica: crate::cluster::ReplicaConfig,
     /// Whether session history is recorded.
     pub history: bool,
     /// How long and how much history is kept.
@@ -390,6 +404,23 @@ impl Config {
             .or(file.database_url)
             .unwrap_or_else(|| "sqlite:".to_owned());
         let history = !(cli.no_history || file.no_history.unwrap_or(false));
+        let replica = crate::cluster::ReplicaConfig {
+            advertise_address: cli.advertise_address.or(file.advertise_address),
+            lease: duration(
+                "replica-lease",
+                cli.replica_lease.or(file.replica_lease),
+                Duration::from_secs(10),
+            )?,
+            peer_token: match cli.peer_token_file.or(file.peer_token_file) {
+                None => None,
+                Some(path) => Some(
+                    std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading --peer-token-file {}", path.display()))?
+                        .trim()
+                        .to_owned(),
+                ),
+            },
+        };
         let history_retention = crate::history::Retention {
             max_age: duration(
                 "history-max-age",
@@ -408,6 +439,7 @@ impl Config {
             database_url,
             history,
             history_retention,
+            replica,
             config_file,
             insecure,
             tls_cert,

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     breakpoints::Breakpoints,
+    cluster::Cluster,
     config::Config,
     dap_session::Launcher,
     events::EventBus,
@@ -47,6 +48,8 @@ pub struct Daemon {
     pub store: Store,
     /// Session history, recorded and read.
     pub history: History,
+    /// This replica's part in a cluster sharing PostgreSQL; none on SQLite.
+    pub cluster: Option<Arc<Cluster>>,
     /// Cancelled when the daemon begins shutting down.
     pub shutdown: CancellationToken,
     /// Addresses actually served (known once bound).
@@ -135,11 +138,14 @@ impl Daemon {
             let (bus, subscribers) = (bus.clone(), subscribers.clone());
             move || counts(&bus, &subscribers)
         });
+        let shutdown = CancellationToken::new();
+        let cluster = Cluster::new(&store, &bus, &config.replica, &shutdown);
         let history = History::start(
             bus.clone(),
             store.clone(),
             config.history,
             config.history_retention,
+            cluster.as_ref().map(Cluster::own),
         );
         Ok(Self {
             history,
@@ -153,7 +159,8 @@ impl Daemon {
             breakpoints,
             sessions,
             store,
-            shutdown: CancellationToken::new(),
+            shutdown,
+            cluster,
             listen: OnceLock::new(),
             subscribers,
             inspectors_per_identity: Slots::new(

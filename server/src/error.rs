@@ -239,7 +239,9 @@ fn code_for(reason: ErrorReason) -> Code {
         | R::SessionEnded
         | R::LaunchFailed
         | R::AdapterError => Code::FailedPrecondition,
-        R::AdapterDied | R::ShuttingDown | R::StoreUnavailable => Code::Unavailable,
+        R::AdapterDied | R::ShuttingDown | R::StoreUnavailable | R::ReplicaUnavailable => {
+            Code::Unavailable
+        }
         R::UnsupportedByAdapter | R::NotImplemented => Code::Unimplemented,
         R::ProtocolError | R::Internal | R::Unspecified => Code::Internal,
         R::InvalidCommand | R::InvalidArgument | R::InvalidValue => Code::InvalidArgument,
@@ -301,6 +303,23 @@ pub fn reason_of(status: &Status) -> ErrorReason {
         .get_details_error_info()
         .and_then(|info| ErrorReason::from_str_name(&format!("ERROR_REASON_{}", info.reason)))
         .unwrap_or(ErrorReason::Unspecified)
+}
+
+impl ApiError {
+    /// A stepd status (one a peer replica answered) as the error it was.
+    pub fn from_status(status: &Status) -> Self {
+        let info = status.get_details_error_info();
+        Self {
+            code: status.code(),
+            reason: reason_of(status),
+            message: status.message().to_owned(),
+            metadata: info.map(|i| i.metadata).unwrap_or_default(),
+            violations: status
+                .get_details_bad_request()
+                .map(|b| b.field_violations)
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// Result alias for daemon operations.

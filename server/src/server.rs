@@ -93,6 +93,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         listen.push(format!("unix:{}", path.display()));
     }
     let _ = daemon.listen.set(listen.clone());
+    if let Some(cluster) = &daemon.cluster {
+        cluster
+            .join(&tcp_addr.to_string())
+            .await
+            .context("registering this replica in the session directory")?;
+    }
 
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, ServingStatus::Serving).await;
@@ -179,6 +185,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     daemon.breakpoints.flush_hits().await;
     daemon.history.flush(HISTORY_FLUSH).await;
+    if let Some(cluster) = &daemon.cluster {
+        cluster.retire().await;
+    }
     daemon.store.close().await;
     if let Some(path) = unix_path {
         let _ = std::fs::remove_file(path);
@@ -212,14 +221,17 @@ async fn deadline_after(shutdown: &tokio_util::sync::CancellationToken, drain: D
 
 type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
 type Layered = tower::layer::util::Stack<
-    SeenLayer,
+    crate::cluster::ForwardLayer,
     tower::layer::util::Stack<
-        AuthLayer,
+        SeenLayer,
         tower::layer::util::Stack<
-            crate::tls::IdentityLayer,
+            AuthLayer,
             tower::layer::util::Stack<
-                tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
-                tower::layer::util::Identity,
+                crate::tls::IdentityLayer,
+                tower::layer::util::Stack<
+                    tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
+                    tower::layer::util::Identity,
+                >,
             >,
         >,
     >,
@@ -279,6 +291,12 @@ fn router(
         })
         .layer(AuthLayer(auth.clone()))
         .layer(SeenLayer(conns.clone()))
+        // Innermost: a call about another replica's session is sent on
+        // only once it is authenticated and allowed here.
+        .layer(crate::cluster::ForwardLayer {
+            cluster: daemon.cluster.clone(),
+            max_bytes: max,
+        })
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -37,24 +37,44 @@ impl EventService for EventApi {
         let who = crate::auth::identity(&request);
         let slot = self.daemon.subscribers.take(&who.name)?;
         let client_name = super::client_name(&request);
+        // A peer replica's relay takes only the sessions this one runs;
+        // only an admin (as peers authenticate) may ask for that.
+        let relay = request.metadata().contains_key(crate::cluster::RELAY)
+            && who.role == crate::auth::roles::Role::Admin;
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let subscriber = Subscriber {
             bus: self.daemon.bus.clone(),
+            only_own: self
+                .daemon
+                .cluster
+                .as_ref()
+                .filter(|_| relay)
+                .map(crate::cluster::Cluster::own),
             answer: {
                 let pauses = self.daemon.pauses.clone();
+                let cluster = self.daemon.cluster.clone();
                 // A DebugInput on the stream is a call of its own: the same
                 // role rule as SendDebugInput, `by` the authenticated
                 // identity (the client's name only in the audit line).
                 Arc::new(move |input, client: String| {
                     let pauses = pauses.clone();
                     let who = who.clone();
+                    let cluster = cluster.clone();
                     Box::pin(async move {
                         let key = input.key.clone();
                         let result = match crate::auth::roles::answer_pause(&who)
                             .and_then(|()| crate::limits::debug_input(&input, "debug_input."))
                         {
-                            Ok(()) => pauses.answer(input, who.name.clone()).await.map(|_| ()),
+                            Ok(()) => match cluster
+                                .as_ref()
+                                .and_then(|c| Some((c, c.owner_of_pause(&input.key)?)))
+                            {
+                                Some((cluster, peer)) => {
+                                    cluster.answer_elsewhere(&peer, input, &who).await
+                                }
+                                None => pauses.answer(input, who.name.clone()).await.map(|_| ()),
+                            },
                             Err(err) => Err(err),
                         };
                         crate::auth::audit::write(

@@ -414,8 +414,17 @@ impl SessionService for SessionApi {
         {
             return Err(session_not_found(id).into());
         }
-        Ok(Response::new(ListPausesResponse {
-            pauses: self.daemon.pauses.list(session),
-        }))
+        let mut pauses = self.daemon.pauses.list(session);
+        // A session on another replica is forwarded there; without one,
+        // the other replicas' pauses come from what this one relays.
+        if let Some(cluster) = &self.daemon.cluster {
+            let elsewhere = self.daemon.bus.with_view(|v| v.pauses(None));
+            pauses.extend(
+                elsewhere
+                    .into_iter()
+                    .filter(|p| !cluster.runs(&p.session_id)),
+            );
+        }
+        Ok(Response::new(ListPausesResponse { pauses }))
     }
 }

@@ -78,6 +78,7 @@ where
         let who = match self
             .auth
             .authenticate(request.headers(), request.extensions())
+            .and_then(|who| super::acting(who, request.headers()))
         {
             Ok(who) => who,
             Err(err) => {

@@ -58,6 +58,49 @@ pub enum How {
     ForwardedCertificate,
     /// No credentials, admitted because of `--insecure`.
     Insecure,
+    /// A caller of another replica, whose call that replica forwarded
+    /// (`x-stepd-on-behalf-of`; only an admin may forward).
+    Forwarded,
+}
+
+/// Headers a forwarding replica sets: the identity (and its role) the call
+/// was authenticated as where it arrived.
+pub const ON_BEHALF_OF: &str = "x-stepd-on-behalf-of";
+/// See [`ON_BEHALF_OF`].
+pub const ON_BEHALF_ROLE: &str = "x-stepd-on-behalf-role";
+
+/// The identity a call acts as: the caller's, or, when an admin (a peer
+/// replica authenticates as one) forwards it, the identity it names. An
+/// admin may already run any code as the daemon's user, so trusting it to
+/// name the caller grants nothing new; anyone else naming one is refused.
+pub fn acting(who: Arc<Identity>, headers: &HeaderMap) -> Result<Arc<Identity>, ApiError> {
+    let Some(name) = headers.get(ON_BEHALF_OF) else {
+        return Ok(who);
+    };
+    if who.role != Role::Admin {
+        return Err(ApiError::new(
+            stepd_proto::v1::ErrorReason::PermissionDenied,
+            format!(
+                "{} may not act on behalf of another identity: only an admin (a peer replica) may",
+                who.name
+            ),
+        )
+        .with("needs", "admin")
+        .with("role", who.role.as_str())
+        .with("identity", crate::error::clip(&who.name)));
+    }
+    let role = headers
+        .get(ON_BEHALF_ROLE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<Role>().ok())
+        .ok_or_else(|| {
+            ApiError::invalid_field(ON_BEHALF_ROLE, "a forwarded call names the caller's role")
+        })?;
+    Ok(Arc::new(Identity {
+        name: String::from_utf8_lossy(name.as_bytes()).into_owned(),
+        role,
+        how: How::Forwarded,
+    }))
 }
 
 impl How {
@@ -71,6 +114,7 @@ impl How {
             How::Certificate => "certificate",
             How::ForwardedCertificate => "forwarded-certificate",
             How::Insecure => "insecure",
+            How::Forwarded => "forwarded",
         }
     }
 }

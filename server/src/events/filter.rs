@@ -1,6 +1,6 @@
 //! Which events a subscriber asked for.
 
-use std::collections::HashSet;
+use std::{collections::HashSet, fmt, sync::Arc};
 
 use stepd_proto::v1::{Event, EventChannel, Watch, event::Payload};
 
@@ -12,6 +12,19 @@ pub struct Filter {
     sessions: HashSet<String>,
     /// Bit `1 << channel` for each selected channel; 0 = all.
     channels: u32,
+    /// For a peer replica: only the sessions this daemon runs itself.
+    own: Option<Own>,
+}
+
+/// Whether this daemon runs a session (rather than relaying another
+/// replica's).
+#[derive(Clone)]
+pub struct Own(pub Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl fmt::Debug for Own {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Own(..)")
+    }
 }
 
 impl Filter {
@@ -41,12 +54,26 @@ impl Filter {
         Self {
             sessions: watch.session_ids.iter().cloned().collect(),
             channels,
+            own: None,
         }
     }
 
+    /// The same filter narrowed to the sessions `own` says this daemon
+    /// runs, without daemon-level events: what a peer replica relays (it
+    /// has its own breakpoints, and the other replicas' sessions from them).
+    pub fn only_own(mut self, own: Own) -> Self {
+        self.own = Some(own);
+        self
+    }
+
     /// Whether events of `session_id` pass the session part of the filter.
-    /// Daemon-level events (empty id) always do.
+    /// Daemon-level events (empty id) always do, but for a peer replica.
     pub fn admits_session(&self, session_id: &str) -> bool {
+        if let Some(own) = &self.own {
+            return !session_id.is_empty()
+                && (own.0)(session_id)
+                && (self.sessions.is_empty() || self.sessions.contains(session_id));
+        }
         session_id.is_empty() || self.sessions.is_empty() || self.sessions.contains(session_id)
     }
 

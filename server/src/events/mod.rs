@@ -7,6 +7,6 @@ mod subscription;
 mod view;
 
 pub use bus::{EventBus, Start};
-pub use filter::{Filter, channel_of};
+pub use filter::{Filter, Own, channel_of};
 pub use subscription::Subscriber;
 pub use view::StateView;

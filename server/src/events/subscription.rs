@@ -62,6 +62,8 @@ pub struct Subscriber {
     pub buffer_bytes: usize,
     /// Largest part of a snapshot, in bytes.
     pub part_bytes: usize,
+    /// For a peer replica's relay: only the sessions this daemon runs.
+    pub only_own: Option<super::Own>,
 }
 
 type Out = mpsc::Sender<Result<SubscribeResponse, Status>>;
@@ -394,7 +396,10 @@ impl Subscriber {
     fn begin(&self, st: &mut Outbound, pending: Pending) {
         match pending {
             Pending::Watch(watch) => {
-                st.filter = Filter::from_watch(&watch);
+                st.filter = match &self.only_own {
+                    Some(own) => Filter::from_watch(&watch).only_own(own.clone()),
+                    None => Filter::from_watch(&watch),
+                };
                 let resume = (watch.resume_after_seq > 0).then_some(watch.resume_after_seq);
                 let (start, rx) = self
                     .bus
@@ -462,6 +467,7 @@ mod tests {
             buffer_events: 1000,
             buffer_bytes,
             part_bytes: 1 << 20,
+            only_own: None,
         }
     }
 

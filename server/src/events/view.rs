@@ -190,7 +190,7 @@ impl StateView {
 
     /// The snapshot a subscriber with `filter` sees.
     pub fn snapshot(&self, filter: &Filter, seq: u64, instance_id: &str) -> Snapshot {
-        let wanted = |sid: &str| filter.sessions().is_empty() || filter.sessions().contains(sid);
+        let wanted = |sid: &str| filter.admits_session(sid);
         Snapshot {
             seq,
             instance_id: instance_id.to_owned(),

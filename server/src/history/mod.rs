@@ -35,12 +35,19 @@ pub struct History {
 
 impl History {
     /// Records the sessions' events on `bus` into `store` (unless
-    /// `recording` is false) and keeps them within `retention`.
-    pub fn start(bus: Arc<EventBus>, store: Store, recording: bool, retention: Retention) -> Self {
+    /// `recording` is false) and keeps them within `retention`; with
+    /// `own`, only the sessions it admits (a replica's own).
+    pub fn start(
+        bus: Arc<EventBus>,
+        store: Store,
+        recording: bool,
+        retention: Retention,
+        own: Option<crate::events::Own>,
+    ) -> Self {
         // The history's size, followed by the recorder and the retention.
         let bytes = Arc::new(AtomicU64::new(0));
         let recorder =
-            recording.then(|| recorder::Recorder::start(bus, store.clone(), bytes.clone()));
+            recording.then(|| recorder::Recorder::start(bus, store.clone(), bytes.clone(), own));
         if recording {
             tokio::spawn(retention::watch(store.clone(), retention, bytes));
         }

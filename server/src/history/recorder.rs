@@ -17,7 +17,7 @@ use stepd_proto::v1::{Event, Watch, event::Payload};
 use tokio::sync::{broadcast, watch};
 
 use crate::{
-    events::{EventBus, Filter, Start, channel_of},
+    events::{EventBus, Filter, Own, Start, channel_of},
     store::{RecordedEvent, Store},
     time::us_from_timestamp,
 };
@@ -32,8 +32,15 @@ pub(super) struct Recorder {
 }
 
 impl Recorder {
-    /// Starts recording; `bytes` grows by what is written.
-    pub fn start(bus: Arc<EventBus>, store: Store, bytes: Arc<AtomicU64>) -> Arc<Self> {
+    /// Starts recording; `bytes` grows by what is written. With `own`,
+    /// only the sessions it admits are recorded: another replica records
+    /// the sessions it runs.
+    pub fn start(
+        bus: Arc<EventBus>,
+        store: Store,
+        bytes: Arc<AtomicU64>,
+        own: Option<Own>,
+    ) -> Arc<Self> {
         // Where recording starts: a lag before the task first runs is
         // taken up from here. (An event published in between is recorded
         // once: a second copy of a row is ignored.)
@@ -41,7 +48,11 @@ impl Recorder {
         let (done, recorded) = watch::channel(from);
         let filter = Filter::from_watch(&Watch::default());
         let (_, live) = bus.subscribe(&filter, None, "");
-        tokio::spawn(record(bus.clone(), store, live, from, done, bytes));
+        let filter = match own {
+            Some(own) => filter.only_own(own),
+            None => filter,
+        };
+        tokio::spawn(record(bus.clone(), store, live, from, done, bytes, filter));
         Arc::new(Self { bus, recorded })
     }
 
@@ -60,6 +71,7 @@ async fn record(
     mut last: u64,
     done: watch::Sender<u64>,
     bytes: Arc<AtomicU64>,
+    own: Filter,
 ) {
     let done = Arc::new(done);
     loop {
@@ -97,7 +109,11 @@ async fn record(
             continue;
         };
         last = last.max(newest);
-        let rows: Vec<RecordedEvent> = batch.iter().filter_map(|e| recorded(e)).collect();
+        let rows: Vec<RecordedEvent> = batch
+            .iter()
+            .filter(|e| own.admits(e))
+            .filter_map(|e| recorded(e))
+            .collect();
         let done = done.clone();
         if rows.is_empty() {
             done.send_replace(last);

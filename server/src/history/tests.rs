@@ -60,7 +60,7 @@ async fn recorded(history: &History) -> Vec<stepd_proto::v1::Event> {
 #[tokio::test]
 async fn a_recorder_that_falls_behind_takes_the_rest_from_the_rings() {
     let (store, bus, dir) = setup("replay", 1000).await;
-    let history = History::start(bus.clone(), store.clone(), true, KEEP);
+    let history = History::start(bus.clone(), store.clone(), true, KEEP, None);
     flood(&bus, 100);
     let events = recorded(&history).await;
     assert_eq!(events.len(), 101, "every event, none twice");
@@ -77,7 +77,7 @@ async fn a_recorder_that_falls_behind_takes_the_rest_from_the_rings() {
 #[tokio::test]
 async fn what_the_rings_no_longer_hold_is_recorded_as_a_gap() {
     let (store, bus, dir) = setup("gap", 10).await;
-    let history = History::start(bus.clone(), store.clone(), true, KEEP);
+    let history = History::start(bus.clone(), store.clone(), true, KEEP, None);
     flood(&bus, 100);
     let events = recorded(&history).await;
     let gap = events

@@ -142,6 +142,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "session_history",
         include_str!("../../migrations/sqlite/0004_session_history.sql"),
     ),
+    (
+        5,
+        "directory",
+        include_str!("../../migrations/sqlite/0005_directory.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -163,6 +168,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         4,
         "session_history",
         include_str!("../../migrations/postgres/0004_session_history.sql"),
+    ),
+    (
+        5,
+        "directory",
+        include_str!("../../migrations/postgres/0005_directory.sql"),
     ),
 ];
 

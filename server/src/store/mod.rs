@@ -6,6 +6,7 @@
 mod backend;
 mod breakpoints;
 mod changes;
+mod directory;
 mod history;
 mod statement;
 mod writer;
@@ -22,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use backend::{Backend, Record};
 pub use breakpoints::{QueuedInsert, StoredBreakpoint};
 pub use changes::{Change, Changes};
+pub use directory::{Owned, Replica};
 pub use history::{Dropped, RecordedEvent};
 use statement::Statement;
 

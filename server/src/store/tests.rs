@@ -72,7 +72,7 @@ async fn breakpoints_round_trip_and_ids_are_never_reused() {
         let store = db.open().await;
         assert_eq!(
             store.schema_version().await.unwrap(),
-            4,
+            5,
             "{}",
             store.place()
         );

@@ -1,0 +1,237 @@
+//! Forwarding: a unary call about a session (or a pause) another replica
+//! runs is sent on to that replica as it came, under this replica's
+//! credentials and with the caller's identity in two headers, and the
+//! owner's answer — success or error — goes back unchanged. The owner
+//! enforces the caller's role again and records the caller, not the
+//! replica.
+//!
+//! The layer sits inside authentication, so the caller is known and
+//! allowed here first. It reads only the first field of the request
+//! (every session-scoped request has `session_id = 1`; SendDebugInput has
+//! `input.key`), and only for the methods in [`target_of`].
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use stepd_proto::v1::{
+    DebugInput, SendDebugInputRequest, session_service_client::SessionServiceClient,
+};
+use tonic::{
+    Status,
+    body::Body,
+    codegen::http::{HeaderValue, Request, Response},
+};
+
+use super::{Cluster, Peer};
+use crate::{
+    auth::{Identity, ON_BEHALF_OF, ON_BEHALF_ROLE},
+    error::{ApiError, ApiResult},
+};
+
+/// Adds [`ForwardService`] in front of the routes; `None` (one daemon)
+/// passes every request straight through.
+#[derive(Clone)]
+pub struct ForwardLayer {
+    /// The cluster, on PostgreSQL.
+    pub cluster: Option<Arc<Cluster>>,
+    /// The largest request accepted (a forwarded one is read whole).
+    pub max_bytes: usize,
+}
+
+impl<S> tower::Layer<S> for ForwardLayer {
+    type Service = ForwardService<S>;
+
+    fn layer(&self, inner: S) -> ForwardService<S> {
+        ForwardService {
+            inner,
+            cluster: self.cluster.clone(),
+            max_bytes: self.max_bytes,
+        }
+    }
+}
+
+/// See [`ForwardLayer`].
+#[derive(Clone)]
+pub struct ForwardService<S> {
+    inner: S,
+    cluster: Option<Arc<Cluster>>,
+    max_bytes: usize,
+}
+
+type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+/// What a request is about.
+enum Target {
+    Session(String),
+    Pause(String),
+}
+
+/// The first field of a session-scoped request.
+#[derive(Clone, PartialEq, prost::Message)]
+struct SessionScoped {
+    #[prost(string, tag = "1")]
+    session_id: String,
+}
+
+/// Reads what a request message is about.
+type Find = fn(&[u8]) -> Option<Target>;
+
+/// The methods that are forwarded, and how to find what each is about.
+fn target_of(path: &str) -> Option<Find> {
+    fn session(message: &[u8]) -> Option<Target> {
+        let scoped: SessionScoped = prost::Message::decode(message).ok()?;
+        (!scoped.session_id.is_empty()).then_some(Target::Session(scoped.session_id))
+    }
+    fn pause(message: &[u8]) -> Option<Target> {
+        let request: SendDebugInputRequest = prost::Message::decode(message).ok()?;
+        Some(Target::Pause(request.input?.key))
+    }
+    let method = path.strip_prefix("/stepd.v1.SessionService/")?;
+    match method {
+        "SendDebugInput" => Some(pause),
+        "Disconnect" | "GetSession" | "Continue" | "Step" | "Pause" | "ListThreads"
+        | "GetStackTrace" | "ListScopes" | "ListVariables" | "SetVariable" | "Evaluate"
+        | "ReadOutput" | "ListPauses" => Some(session),
+        _ => None,
+    }
+}
+
+impl<S> tower::Service<Request<Body>> for ForwardService<S>
+where
+    S: tower::Service<Request<Body>, Response = Response<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Response<Body>, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let (Some(cluster), Some(target_of)) = (&self.cluster, target_of(request.uri().path()))
+        else {
+            return Box::pin(self.inner.call(request));
+        };
+        let cluster = cluster.clone();
+        let max_bytes = self.max_bytes;
+        // The ready service is taken; its clone waits for the next call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let bytes = match Limited::new(body, max_bytes.saturating_add(5))
+                .collect()
+                .await
+            {
+                Ok(collected) => collected.to_bytes(),
+                // Over the limit or broken: the local handler refuses it
+                // as it would any such request.
+                Err(_) => return inner.call(Request::from_parts(parts, Body::empty())).await,
+            };
+            let owner = message(&bytes)
+                .and_then(target_of)
+                .and_then(|target| match target {
+                    Target::Session(id) => cluster.owner_of_session(&id),
+                    Target::Pause(key) => cluster.owner_of_pause(&key),
+                });
+            let identity = parts.extensions.get::<Arc<Identity>>().cloned();
+            let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
+            match (owner, identity) {
+                (Some(peer), Some(who)) => Ok(forward(&cluster, &peer, &who, request).await),
+                _ => inner.call(request).await,
+            }
+        })
+    }
+}
+
+/// The message of an uncompressed one-message gRPC body.
+fn message(body: &Bytes) -> Option<&[u8]> {
+    let (header, rest) = body.split_at_checked(5)?;
+    let length = usize::try_from(u32::from_be_bytes(header[1..5].try_into().ok()?)).ok()?;
+    (header[0] == 0 && rest.len() == length).then_some(rest)
+}
+
+async fn forward(
+    cluster: &Cluster,
+    peer: &Peer,
+    who: &Identity,
+    mut request: Request<Body>,
+) -> Response<Body> {
+    let channel = match cluster.peers.channel(peer) {
+        Ok(channel) => channel,
+        Err(err) => return Status::from(err).into_http(),
+    };
+    let headers = request.headers_mut();
+    headers.remove("authorization");
+    if let Some(authorization) = cluster.peers.authorization()
+        && let Ok(value) = HeaderValue::from_str(authorization.to_str().unwrap_or_default())
+    {
+        headers.insert("authorization", value);
+    }
+    for (name, value) in [
+        (ON_BEHALF_OF, who.name.as_str()),
+        (ON_BEHALF_ROLE, who.role.as_str()),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.insert(name, value);
+        }
+    }
+    use tower::ServiceExt;
+    match channel.oneshot(request).await {
+        Ok(response) => response.map(Body::new),
+        Err(err) => Status::from(unreachable(peer, &err.to_string())).into_http(),
+    }
+}
+
+fn unreachable(peer: &Peer, why: &str) -> ApiError {
+    ApiError::new(
+        stepd_proto::v1::ErrorReason::ReplicaUnavailable,
+        format!(
+            "the session runs on replica {} at {}, which did not answer: {why}",
+            peer.id, peer.address
+        ),
+    )
+    .with("replica", crate::error::clip(&peer.id))
+}
+
+impl Cluster {
+    /// Answers a pause another replica holds (a DebugInput on a Subscribe
+    /// stream here), as `who`.
+    pub async fn answer_elsewhere(
+        &self,
+        peer: &Peer,
+        input: DebugInput,
+        who: &Identity,
+    ) -> ApiResult<()> {
+        let mut request = tonic::Request::new(SendDebugInputRequest { input: Some(input) });
+        let metadata = request.metadata_mut();
+        if let Some(authorization) = self.peers.authorization() {
+            metadata.insert("authorization", authorization);
+        }
+        for (name, value) in [
+            (ON_BEHALF_OF, who.name.as_str()),
+            (ON_BEHALF_ROLE, who.role.as_str()),
+        ] {
+            if let Ok(value) = value.parse() {
+                metadata.insert(name, value);
+            }
+        }
+        SessionServiceClient::new(self.peers.channel(peer)?)
+            .send_debug_input(request)
+            .await
+            .map(|_| ())
+            .map_err(|status| match crate::error::reason_of(&status) {
+                stepd_proto::v1::ErrorReason::Unspecified => unreachable(peer, status.message()),
+                _ => ApiError::from_status(&status),
+            })
+    }
+}

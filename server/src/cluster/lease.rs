@@ -1,0 +1,163 @@
+//! The lease: this replica renews its row in the directory a few times a
+//! lease, drops the rows of replicas that stopped renewing, follows every
+//! live peer's events, and ends a lost peer's sessions here. It also keeps
+//! the directory's record of which sessions this replica runs.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use stepd_proto::v1::{EndReason, EventChannel, SessionEnded, SessionState, Watch, event::Payload};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::{Cluster, Peer, relay};
+use crate::{events::Filter, time::now_us};
+
+/// Renewals per lease: one may fail and the lease still holds.
+const RENEWALS_PER_LEASE: u32 = 3;
+
+pub(super) async fn keep(cluster: Arc<Cluster>) {
+    let every = (cluster.lease / RENEWALS_PER_LEASE).max(Duration::from_millis(50));
+    let mut relays: HashMap<String, (Peer, CancellationToken)> = HashMap::new();
+    loop {
+        if let Err(err) = cluster.renew().await {
+            tracing::warn!(error = %err, "could not renew this replica's lease");
+        }
+        let now = now_us();
+        if let Err(err) = cluster.store.drop_expired_replicas(now).await {
+            tracing::warn!(error = %err, "could not drop the replicas whose lease ran out");
+        }
+        // A directory that cannot be read says nothing about the peers:
+        // they keep their sessions until it can.
+        match cluster.store.replicas().await {
+            Ok(replicas) => {
+                let live: HashMap<String, Peer> = replicas
+                    .into_iter()
+                    .filter(|r| r.id != cluster.id && r.lease_until_us >= now)
+                    .map(|r| {
+                        let peer = Peer {
+                            id: r.id,
+                            address: r.address,
+                        };
+                        (peer.id.clone(), peer)
+                    })
+                    .collect();
+                for (id, peer) in &live {
+                    if !relays.contains_key(id) {
+                        let stop = cluster.stop.child_token();
+                        tokio::spawn(relay::follow(cluster.clone(), peer.clone(), stop.clone()));
+                        relays.insert(id.clone(), (peer.clone(), stop));
+                    }
+                }
+                let gone: Vec<String> = relays
+                    .keys()
+                    .filter(|id| !live.contains_key(*id))
+                    .cloned()
+                    .collect();
+                for id in gone {
+                    if let Some((peer, stop)) = relays.remove(&id) {
+                        stop.cancel();
+                        lost(&cluster, &peer);
+                    }
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "could not read the session directory"),
+        }
+        tokio::select! {
+            () = cluster.stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Ends here every session of a peer that left the directory.
+fn lost(cluster: &Cluster, peer: &Peer) {
+    tracing::warn!(replica = %peer.id, address = %peer.address, "a replica left the cluster; its sessions end");
+    for session in cluster.owners.sessions_of(&peer.id) {
+        let live = cluster.bus.with_view(|v| {
+            v.session(&session)
+                .is_some_and(|s| s.state != SessionState::Ended as i32)
+        });
+        if live {
+            cluster.bus.publish(
+                &session,
+                Payload::SessionEnded(SessionEnded {
+                    reason: EndReason::ReplicaLost.into(),
+                    detail: format!(
+                        "replica {} at {} stopped renewing its lease",
+                        peer.id, peer.address
+                    ),
+                    ..Default::default()
+                }),
+            );
+        }
+        cluster.owners.forget(&session);
+    }
+    cluster.peers.forget(peer);
+}
+
+/// Records in the directory each session this replica starts, and forgets
+/// it when it ends.
+pub(super) async fn record_own_sessions(cluster: Arc<Cluster>) {
+    let filter = Filter::from_watch(&Watch {
+        channels: vec![EventChannel::Lifecycle as i32],
+        ..Default::default()
+    });
+    let (_, mut events) = cluster.bus.subscribe(&filter, None, "");
+    let mut recorded: HashSet<String> = HashSet::new();
+    loop {
+        let event = tokio::select! {
+            () = cluster.stop.cancelled() => return,
+            event = events.recv() => event,
+        };
+        match event {
+            Ok(event) => match &event.payload {
+                Some(Payload::SessionStarted(_)) if cluster.runs(&event.session_id) => {
+                    own(&cluster, &mut recorded, &event.session_id).await;
+                }
+                Some(Payload::SessionEnded(_)) if recorded.remove(&event.session_id) => {
+                    disown(&cluster, &event.session_id).await;
+                }
+                _ => {}
+            },
+            Err(RecvError::Lagged(_)) => {
+                // What was missed is read from the view instead.
+                let live: HashSet<String> = cluster.bus.with_view(|v| {
+                    v.sessions(false)
+                        .into_iter()
+                        .map(|s| s.id)
+                        .filter(|id| cluster.runs(id))
+                        .collect()
+                });
+                for id in live.difference(&recorded.clone()) {
+                    own(&cluster, &mut recorded, id).await;
+                }
+                for id in recorded.clone().difference(&live) {
+                    recorded.remove(id);
+                    disown(&cluster, id).await;
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn own(cluster: &Cluster, recorded: &mut HashSet<String>, session_id: &str) {
+    recorded.insert(session_id.to_owned());
+    if let Err(err) = cluster
+        .store
+        .own_session(session_id, &cluster.id, now_us())
+        .await
+    {
+        tracing::warn!(error = %err, session = %session_id, "could not record the session in the directory");
+    }
+}
+
+async fn disown(cluster: &Cluster, session_id: &str) {
+    if let Err(err) = cluster.store.disown_session(session_id).await {
+        tracing::warn!(error = %err, session = %session_id, "could not take the ended session out of the directory");
+    }
+}

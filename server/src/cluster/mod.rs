@@ -1,0 +1,160 @@
+//! Replicas sharing one PostgreSQL database act as one daemon: each runs
+//! its own sessions and records them in the session directory under a
+//! lease it renews (`lease.rs`), relays every peer's session events into
+//! its own event bus (`relay.rs`), so its streams, lists and snapshots
+//! cover the cluster, and forwards a call about a peer's session to that
+//! peer (`forward.rs`). Nothing here runs on SQLite: one daemon is its own
+//! cluster.
+
+mod forward;
+mod lease;
+mod owners;
+mod peers;
+mod relay;
+
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+pub use forward::ForwardLayer;
+use owners::Owners;
+use peers::Peers;
+use tokio_util::sync::CancellationToken;
+
+use crate::{events::EventBus, store::Store};
+
+/// How a replica finds and trusts its peers (`--advertise-address`,
+/// `--replica-lease`, `--peer-token-file`).
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaConfig {
+    /// Where peers reach this replica; the listen address when unset.
+    pub advertise_address: Option<String>,
+    /// How long this replica's sessions stay its own after a renewal.
+    pub lease: Duration,
+    /// The bearer token presented to peers; none for peers that trust
+    /// this replica by its Unix user (one machine) or run `--insecure`.
+    pub peer_token: Option<String>,
+}
+
+/// Set on a peer's Subscribe: relay only the sessions this replica runs.
+pub const RELAY: &str = "x-stepd-relay";
+
+/// This replica's part in the cluster.
+pub struct Cluster {
+    /// This replica's id (the daemon's instance id).
+    id: String,
+    /// Where peers reach it: known once the daemon serves ([`Cluster::join`]).
+    address: OnceLock<String>,
+    advertise: Option<String>,
+    started_us: i64,
+    lease: Duration,
+    store: Store,
+    bus: Arc<EventBus>,
+    owners: Owners,
+    peers: Peers,
+    stop: CancellationToken,
+}
+
+/// A session or pause another replica runs, and where.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The replica's id.
+    pub id: String,
+    /// Where it is reached.
+    pub address: String,
+}
+
+impl Cluster {
+    /// This replica's part, on PostgreSQL (`None` on SQLite). It relays
+    /// and forwards nothing until it [joins](Cluster::join).
+    pub fn new(
+        store: &Store,
+        bus: &Arc<EventBus>,
+        config: &ReplicaConfig,
+        shutdown: &CancellationToken,
+    ) -> Option<Arc<Self>> {
+        (store.backend() == "postgres").then(|| {
+            Arc::new(Self {
+                id: bus.instance_id().to_owned(),
+                address: OnceLock::new(),
+                advertise: config.advertise_address.clone(),
+                started_us: crate::time::now_us(),
+                lease: config.lease,
+                store: store.clone(),
+                bus: bus.clone(),
+                owners: Owners::default(),
+                peers: Peers::new(config.peer_token.clone()),
+                stop: shutdown.child_token(),
+            })
+        })
+    }
+
+    /// Registers this replica in the directory, reachable at
+    /// `--advertise-address` or else at `listen` (the address it serves
+    /// on), and starts renewing its lease and following its peers.
+    pub async fn join(self: &Arc<Self>, listen: &str) -> anyhow::Result<()> {
+        let address = self.advertise.clone().unwrap_or_else(|| listen.to_owned());
+        let _ = self.address.set(address);
+        self.renew().await?;
+        tokio::spawn(lease::keep(self.clone()));
+        tokio::spawn(lease::record_own_sessions(self.clone()));
+        Ok(())
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The replica that runs `session_id`, when it is not this one.
+    pub fn owner_of_session(&self, session_id: &str) -> Option<Peer> {
+        self.owners.of_session(session_id)
+    }
+
+    /// The replica whose session holds the pause `key`, when it is not
+    /// this one.
+    pub fn owner_of_pause(&self, key: &str) -> Option<Peer> {
+        self.owners.of_pause(key)
+    }
+
+    /// Whether this replica runs `session_id` itself (what a peer's relay
+    /// may take from it).
+    pub fn runs(&self, session_id: &str) -> bool {
+        self.owners.of_session(session_id).is_none()
+    }
+
+    /// Whether this replica runs a session, as an event filter takes it:
+    /// what its history records and what its peers may relay from it.
+    pub fn own(self: &Arc<Self>) -> crate::events::Own {
+        let cluster = Arc::downgrade(self);
+        crate::events::Own(Arc::new(move |session_id| {
+            cluster.upgrade().is_none_or(|c| c.runs(session_id))
+        }))
+    }
+
+    /// Takes this replica out of the directory (shutdown): its peers end
+    /// its sessions at once instead of when the lease runs out.
+    pub async fn retire(&self) {
+        self.stop.cancel();
+        if self.address.get().is_none() {
+            return;
+        }
+        if let Err(err) = self.store.retire_replica(&self.id).await {
+            tracing::warn!(error = %err, "could not take this replica out of the directory");
+        }
+    }
+
+    async fn renew(&self) -> anyhow::Result<()> {
+        let lease_us = i64::try_from(self.lease.as_micros()).unwrap_or(i64::MAX);
+        self.store
+            .renew_replica(&crate::store::Replica {
+                id: self.id.clone(),
+                address: self.address.get().cloned().unwrap_or_default(),
+                started_us: self.started_us,
+                lease_until_us: crate::time::now_us().saturating_add(lease_us),
+            })
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! One gRPC channel per peer replica, opened on first use and kept, and
+//! the credentials this replica presents on it.
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, MutexGuard},
+    time::Duration,
+};
+
+use tonic::{
+    metadata::MetadataValue,
+    transport::{Channel, Endpoint},
+};
+
+use super::Peer;
+use crate::error::{ApiError, ApiResult};
+
+/// How long a peer may take to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub(crate) struct Peers {
+    token: Option<String>,
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+impl Peers {
+    pub(super) fn new(token: Option<String>) -> Self {
+        Self {
+            token,
+            channels: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
+        self.channels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The channel to `peer` (connecting lazily: a peer that is down fails
+    /// the call made on it, not this).
+    pub(crate) fn channel(&self, peer: &Peer) -> ApiResult<Channel> {
+        if let Some(channel) = self.lock().get(&peer.address) {
+            return Ok(channel.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{}", peer.address))
+            .map_err(|err| {
+                ApiError::internal(format!(
+                    "replica {} has an unusable address {}: {err}",
+                    peer.id,
+                    crate::error::quote(&peer.address)
+                ))
+            })?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_while_idle(true);
+        let channel = endpoint.connect_lazy();
+        self.lock().insert(peer.address.clone(), channel.clone());
+        Ok(channel)
+    }
+
+    /// Forgets the channel of a peer that left.
+    pub(super) fn forget(&self, peer: &Peer) {
+        self.lock().remove(&peer.address);
+    }
+
+    /// The `authorization` value this replica presents, if it has a token.
+    pub(crate) fn authorization(&self) -> Option<MetadataValue<tonic::metadata::Ascii>> {
+        let token = self.token.as_ref()?;
+        format!("Bearer {token}").parse().ok()
+    }
+}

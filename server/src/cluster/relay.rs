@@ -1,0 +1,204 @@
+//! Follows one peer's own sessions over its `Subscribe` and publishes their
+//! events on this replica's bus, so every stream, list and snapshot here
+//! covers them. The first answer is a snapshot, reconciled with what this
+//! replica believed of the peer's sessions; after a broken stream the relay
+//! resumes from its cursor on the peer, exactly (replay) or through the
+//! peer's snapshot (gap).
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use stepd_proto::v1::{
+    EndReason, Event, PauseResolved, SessionEnded, SessionStarted, SessionState, Snapshot, Stopped,
+    SubscribeRequest, Watch, event::Payload, event_service_client::EventServiceClient,
+    subscribe_request::Message,
+};
+use tokio::sync::mpsc;
+use tokio_stream::{StreamExt, wrappers::ReceiverStream};
+use tokio_util::sync::CancellationToken;
+
+use super::{Cluster, Peer, RELAY};
+
+/// The longest wait between attempts to reach a peer.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+pub(super) async fn follow(cluster: Arc<Cluster>, peer: Peer, stop: CancellationToken) {
+    let mut cursor = 0u64;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let outcome = tokio::select! {
+            () = stop.cancelled() => return,
+            outcome = stream(&cluster, &peer, &mut cursor) => outcome,
+        };
+        if let Err(err) = outcome {
+            tracing::debug!(replica = %peer.id, error = %err, "following a peer's events broke off");
+        } else {
+            backoff = Duration::from_millis(50);
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One stream from the peer, until it breaks.
+async fn stream(cluster: &Cluster, peer: &Peer, cursor: &mut u64) -> anyhow::Result<()> {
+    let channel = cluster.peers.channel(peer)?;
+    let (requests, inbound) = mpsc::channel(1);
+    requests
+        .send(SubscribeRequest {
+            message: Some(Message::Watch(Watch {
+                resume_after_seq: *cursor,
+                resume_instance_id: peer.id.clone(),
+                client_name: format!("stepd replica {}", cluster.id),
+                ..Default::default()
+            })),
+        })
+        .await?;
+    let mut request = tonic::Request::new(ReceiverStream::new(inbound));
+    request
+        .metadata_mut()
+        .insert(RELAY, tonic::metadata::MetadataValue::from_static("1"));
+    if let Some(authorization) = cluster.peers.authorization() {
+        request
+            .metadata_mut()
+            .insert("authorization", authorization);
+    }
+    let mut events = EventServiceClient::new(channel)
+        .max_decoding_message_size(usize::MAX)
+        .subscribe(request)
+        .await?
+        .into_inner();
+    let mut parts: Vec<Snapshot> = Vec::new();
+    // `requests` stays open: the peer ends a stream whose client hung up.
+    let _requests = requests;
+    while let Some(response) = events.next().await {
+        let Some(event) = response?.event else {
+            continue;
+        };
+        match &event.payload {
+            Some(Payload::Snapshot(part)) => {
+                parts.push(part.clone());
+                if !part.more {
+                    *cursor = part.seq;
+                    reconcile(cluster, peer, std::mem::take(&mut parts));
+                }
+            }
+            Some(Payload::Gap(_) | Payload::Heartbeat(_) | Payload::Error(_)) | None => {}
+            Some(_) => {
+                *cursor = event.seq;
+                relay(cluster, peer, event);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Publishes one of the peer's events here.
+fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
+    if event.session_id.is_empty() {
+        return;
+    }
+    cluster.owners.note(peer, &event);
+    let ended = matches!(event.payload, Some(Payload::SessionEnded(_)));
+    let session_id = event.session_id;
+    if let Some(payload) = event.payload {
+        cluster.bus.publish(&session_id, payload);
+    }
+    if ended {
+        cluster.owners.forget(&session_id);
+    }
+}
+
+/// Brings what this replica shows of the peer's sessions to the peer's
+/// snapshot: new sessions and pauses are announced, and sessions and pauses
+/// the peer no longer has end or resolve here.
+fn reconcile(cluster: &Cluster, peer: &Peer, parts: Vec<Snapshot>) {
+    let sessions: Vec<_> = parts.iter().flat_map(|p| p.sessions.iter()).collect();
+    let pauses: Vec<_> = parts.iter().flat_map(|p| p.pauses.iter()).collect();
+    let live: HashSet<&str> = sessions
+        .iter()
+        .filter(|s| s.state != SessionState::Ended as i32)
+        .map(|s| s.id.as_str())
+        .collect();
+    let (known, known_pauses) = cluster.bus.with_view(|v| {
+        let known: HashSet<String> = v
+            .sessions(false)
+            .into_iter()
+            .map(|s| s.id)
+            .filter(|id| {
+                cluster
+                    .owners
+                    .of_session(id)
+                    .is_some_and(|p| p.id == peer.id)
+            })
+            .collect();
+        let pauses: Vec<_> = v
+            .pauses(None)
+            .into_iter()
+            .filter(|p| known.contains(&p.session_id))
+            .collect();
+        (known, pauses)
+    });
+    for session in &sessions {
+        if live.contains(session.id.as_str()) && !known.contains(&session.id) {
+            let started = Event {
+                session_id: session.id.clone(),
+                payload: Some(Payload::SessionStarted(SessionStarted {
+                    session: Some((*session).clone()),
+                })),
+                ..Default::default()
+            };
+            relay(cluster, peer, started);
+        }
+    }
+    let held: HashSet<&str> = pauses.iter().map(|p| p.key.as_str()).collect();
+    for pause in known_pauses {
+        if !held.contains(pause.key.as_str()) && live.contains(pause.session_id.as_str()) {
+            let resolved = Event {
+                session_id: pause.session_id.clone(),
+                payload: Some(Payload::PauseResolved(PauseResolved {
+                    key: pause.key.clone(),
+                    thread_id: pause.thread_id,
+                    ..Default::default()
+                })),
+                ..Default::default()
+            };
+            relay(cluster, peer, resolved);
+        }
+    }
+    let shown: HashSet<String> = cluster
+        .bus
+        .with_view(|v| v.pauses(None).into_iter().map(|p| p.key).collect());
+    for pause in pauses {
+        if !shown.contains(&pause.key) {
+            let stopped = Event {
+                session_id: pause.session_id.clone(),
+                payload: Some(Payload::Stopped(Stopped {
+                    pause: Some(pause.clone()),
+                    all_threads_stopped: false,
+                })),
+                ..Default::default()
+            };
+            relay(cluster, peer, stopped);
+        }
+    }
+    for id in known {
+        if !live.contains(id.as_str()) {
+            let ended = Event {
+                session_id: id,
+                payload: Some(Payload::SessionEnded(SessionEnded {
+                    reason: EndReason::Unspecified.into(),
+                    detail: format!(
+                        "ended on replica {} while this replica was not following it",
+                        peer.id
+                    ),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            };
+            relay(cluster, peer, ended);
+        }
+    }
+}
