@@ -150,9 +150,10 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
     .expect("resumed");
     for sub in [&mut on_a, &mut on_b, &mut on_c] {
         let event = sub
-            .wait_for("pause_resolved", |e| {
-                matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key)
-            })
+            .wait_for(
+                "pause_resolved",
+                |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
+            )
             .await;
         let Some(Payload::PauseResolved(resolved)) = event.payload else {
             unreachable!()
