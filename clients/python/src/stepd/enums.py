@@ -199,6 +199,9 @@ class EndReason(NamedEnum):
     SIGNALED = 9
     """A signal ended the debuggee (e.g. a crash); `signal` names it and there is no exit code."""
 
+    REPLICA_LOST = 10
+    """The replica that ran the session stopped renewing its lease in the session directory (it died or lost the database); `end_detail` names it."""
+
 
 class ErrorReason(NamedEnum):
     """ErrorReason is the fixed set of reasons stepd puts in the `google.rpc.ErrorInfo` detail of every error status (domain "stepd.dev"). The string sent in `ErrorInfo.reason` is the value's name without the `ERROR_REASON_` prefix, e.g. "SESSION_NOT_FOUND". `ErrorInfo.metadata` carries the specifics (ids, paths, limits). docs/errors.md has the table with gRPC codes and the stepctl exit code of each reason."""
@@ -277,6 +280,9 @@ class ErrorReason(NamedEnum):
 
     ADAPTER_ERROR = 24
     """The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION)."""
+
+    REPLICA_UNAVAILABLE = 25
+    """The session runs on another replica, which did not answer the forwarded call; `replica` names it (UNAVAILABLE)."""
 
 
 class EvaluateContext(NamedEnum):

@@ -80,6 +80,8 @@ const (
 	ErrorReason_ERROR_REASON_LAUNCH_FAILED ErrorReason = 23
 	// The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION).
 	ErrorReason_ERROR_REASON_ADAPTER_ERROR ErrorReason = 24
+	// The session runs on another replica, which did not answer the forwarded call; `replica` names it (UNAVAILABLE).
+	ErrorReason_ERROR_REASON_REPLICA_UNAVAILABLE ErrorReason = 25
 )
 
 // Enum value maps for ErrorReason.
@@ -110,6 +112,7 @@ var (
 		22: "ERROR_REASON_INVALID_VALUE",
 		23: "ERROR_REASON_LAUNCH_FAILED",
 		24: "ERROR_REASON_ADAPTER_ERROR",
+		25: "ERROR_REASON_REPLICA_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -137,6 +140,7 @@ var (
 		"ERROR_REASON_INVALID_VALUE":          22,
 		"ERROR_REASON_LAUNCH_FAILED":          23,
 		"ERROR_REASON_ADAPTER_ERROR":          24,
+		"ERROR_REASON_REPLICA_UNAVAILABLE":    25,
 	}
 )
 
@@ -171,7 +175,7 @@ var File_stepd_v1_errors_proto protoreflect.FileDescriptor
 
 const file_stepd_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15stepd/v1/errors.proto\x12\bstepd.v1*\xd8\x06\n" +
+	"\x15stepd/v1/errors.proto\x12\bstepd.v1*\xfe\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_SESSION_NOT_FOUND\x10\x01\x12 \n" +
@@ -198,7 +202,8 @@ const file_stepd_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_SESSION_ENDED\x10\x15\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_VALUE\x10\x16\x12\x1e\n" +
 	"\x1aERROR_REASON_LAUNCH_FAILED\x10\x17\x12\x1e\n" +
-	"\x1aERROR_REASON_ADAPTER_ERROR\x10\x18B<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
+	"\x1aERROR_REASON_ADAPTER_ERROR\x10\x18\x12$\n" +
+	" ERROR_REASON_REPLICA_UNAVAILABLE\x10\x19B<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
 
 var (
 	file_stepd_v1_errors_proto_rawDescOnce sync.Once

@@ -162,21 +162,25 @@ const (
 	// A signal ended the debuggee (e.g. a crash); `signal` names it and there
 	// is no exit code.
 	EndReason_END_REASON_SIGNALED EndReason = 9
+	// The replica that ran the session stopped renewing its lease in the
+	// session directory (it died or lost the database); `end_detail` names it.
+	EndReason_END_REASON_REPLICA_LOST EndReason = 10
 )
 
 // Enum value maps for EndReason.
 var (
 	EndReason_name = map[int32]string{
-		0: "END_REASON_UNSPECIFIED",
-		1: "END_REASON_EXITED",
-		2: "END_REASON_TERMINATED",
-		3: "END_REASON_DETACHED",
-		4: "END_REASON_ADAPTER_DIED",
-		5: "END_REASON_PROTOCOL_ERROR",
-		6: "END_REASON_PROBE_DISCONNECTED",
-		7: "END_REASON_DAEMON_SHUTDOWN",
-		8: "END_REASON_QUIT",
-		9: "END_REASON_SIGNALED",
+		0:  "END_REASON_UNSPECIFIED",
+		1:  "END_REASON_EXITED",
+		2:  "END_REASON_TERMINATED",
+		3:  "END_REASON_DETACHED",
+		4:  "END_REASON_ADAPTER_DIED",
+		5:  "END_REASON_PROTOCOL_ERROR",
+		6:  "END_REASON_PROBE_DISCONNECTED",
+		7:  "END_REASON_DAEMON_SHUTDOWN",
+		8:  "END_REASON_QUIT",
+		9:  "END_REASON_SIGNALED",
+		10: "END_REASON_REPLICA_LOST",
 	}
 	EndReason_value = map[string]int32{
 		"END_REASON_UNSPECIFIED":        0,
@@ -189,6 +193,7 @@ var (
 		"END_REASON_DAEMON_SHUTDOWN":    7,
 		"END_REASON_QUIT":               8,
 		"END_REASON_SIGNALED":           9,
+		"END_REASON_REPLICA_LOST":       10,
 	}
 )
 
@@ -3973,7 +3978,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x16SESSION_STATE_STARTING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x17\n" +
-	"\x13SESSION_STATE_ENDED\x10\x04*\x9f\x02\n" +
+	"\x13SESSION_STATE_ENDED\x10\x04*\xbc\x02\n" +
 	"\tEndReason\x12\x1a\n" +
 	"\x16END_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11END_REASON_EXITED\x10\x01\x12\x19\n" +
@@ -3984,7 +3989,9 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x1dEND_REASON_PROBE_DISCONNECTED\x10\x06\x12\x1e\n" +
 	"\x1aEND_REASON_DAEMON_SHUTDOWN\x10\a\x12\x13\n" +
 	"\x0fEND_REASON_QUIT\x10\b\x12\x17\n" +
-	"\x13END_REASON_SIGNALED\x10\t*l\n" +
+	"\x13END_REASON_SIGNALED\x10\t\x12\x1b\n" +
+	"\x17END_REASON_REPLICA_LOST\x10\n" +
+	"*l\n" +
 	"\x0eDisconnectMode\x12\x1f\n" +
 	"\x1bDISCONNECT_MODE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19DISCONNECT_MODE_TERMINATE\x10\x01\x12\x1a\n" +

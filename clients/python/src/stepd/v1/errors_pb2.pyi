@@ -72,6 +72,8 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The adapter refused to launch or attach; the message has its words (FAILED_PRECONDITION)."""
     ERROR_REASON_ADAPTER_ERROR: _ErrorReason.ValueType  # 24
     """The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION)."""
+    ERROR_REASON_REPLICA_UNAVAILABLE: _ErrorReason.ValueType  # 25
+    """The session runs on another replica, which did not answer the forwarded call; `replica` names it (UNAVAILABLE)."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the fixed set of reasons stepd puts in the `google.rpc.ErrorInfo`
@@ -132,4 +134,6 @@ ERROR_REASON_LAUNCH_FAILED: ErrorReason.ValueType  # 23
 """The adapter refused to launch or attach; the message has its words (FAILED_PRECONDITION)."""
 ERROR_REASON_ADAPTER_ERROR: ErrorReason.ValueType  # 24
 """The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION)."""
+ERROR_REASON_REPLICA_UNAVAILABLE: ErrorReason.ValueType  # 25
+"""The session runs on another replica, which did not answer the forwarded call; `replica` names it (UNAVAILABLE)."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -108,6 +108,10 @@ class _EndReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EndReason.V
     """A signal ended the debuggee (e.g. a crash); `signal` names it and there
     is no exit code.
     """
+    END_REASON_REPLICA_LOST: _EndReason.ValueType  # 10
+    """The replica that ran the session stopped renewing its lease in the
+    session directory (it died or lost the database); `end_detail` names it.
+    """
 
 class EndReason(_EndReason, metaclass=_EndReasonEnumTypeWrapper):
     """Why a session ended."""
@@ -133,6 +137,10 @@ END_REASON_QUIT: EndReason.ValueType  # 8
 END_REASON_SIGNALED: EndReason.ValueType  # 9
 """A signal ended the debuggee (e.g. a crash); `signal` names it and there
 is no exit code.
+"""
+END_REASON_REPLICA_LOST: EndReason.ValueType  # 10
+"""The replica that ran the session stopped renewing its lease in the
+session directory (it died or lost the database); `end_detail` names it.
 """
 Global___EndReason: _TypeAlias = EndReason  # noqa: Y015
 
