@@ -762,3 +762,50 @@ async fn the_same_user_is_admin_with_no_flags() {
         .expect("the daemon's own user is admin");
     daemon.wait_exit(DEADLINE).await;
 }
+
+/// A call that names another caller (as a forwarding replica does) is
+/// taken as that caller only from an admin: the owner then enforces the
+/// named role and records the named identity.
+#[tokio::test]
+async fn only_an_admin_may_name_the_caller_it_acts_for() {
+    let t = tokened(&[]).await;
+    let behalf = |token: &str, name: &str, role: &str| {
+        let mut request = with_token(AddBreakpointRequest::default(), token);
+        request
+            .metadata_mut()
+            .insert("x-stepd-on-behalf-of", name.parse().unwrap());
+        request
+            .metadata_mut()
+            .insert("x-stepd-on-behalf-role", role.parse().unwrap());
+        request
+    };
+    let mut client = BreakpointServiceClient::new(t.daemon.channel().await);
+    for role in ["viewer", "controller", "probe"] {
+        let err = client
+            .add_breakpoint(behalf(&t.tokens[role], "token:someone", "admin"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::PermissionDenied, "{role}: {err:?}");
+        assert_eq!(reason(&err), "PERMISSION_DENIED");
+    }
+    // An admin acting for a viewer gets the viewer's rights.
+    let err = client
+        .add_breakpoint(behalf(&t.tokens["admin"], "token:someone", "viewer"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    // For a controller, the record names the controller.
+    let mut request = behalf(&t.tokens["admin"], "token:someone", "controller");
+    request.get_mut().spec = Some(stepd_proto::v1::BreakpointSpec {
+        location: Some(stepd_proto::v1::breakpoint_spec::Location::Probe(
+            stepd_proto::v1::ProbeMatch {
+                point_kind: "tool_call".into(),
+                name_glob: "*".into(),
+            },
+        )),
+        ..Default::default()
+    });
+    let added = client.add_breakpoint(request).await.unwrap().into_inner();
+    assert_eq!(added.breakpoint.unwrap().created_by, "token:someone");
+    t.daemon.stop().await;
+}
