@@ -14,8 +14,10 @@ use stepd_proto::v1::{
     event::Payload, session_service_client::SessionServiceClient,
 };
 
+/// A replica with a lease short enough for a test to see it run out, long
+/// enough for a call made right after a kill to fall within it.
 async fn replica(url: &str) -> (Daemon, Subscription) {
-    let daemon = Daemon::start(&["--database-url", url, "--replica-lease", "1s"]).await;
+    let daemon = Daemon::start(&["--database-url", url, "--replica-lease", "3s"]).await;
     let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
     sub.next().await;
     (daemon, sub)

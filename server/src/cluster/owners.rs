@@ -3,7 +3,7 @@
 //! replica's own (or unknown, which the local handlers answer).
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::{Mutex, MutexGuard},
 };
 
@@ -14,11 +14,20 @@ use super::Peer;
 #[derive(Debug, Default)]
 pub(super) struct Owners(Mutex<Maps>);
 
+/// Ended relayed sessions remembered, as the event view keeps ended
+/// sessions: their events are still being recorded and read elsewhere, and
+/// calls about them still go to their replica.
+const ENDED_KEPT: usize = 4096;
+
 #[derive(Debug, Default)]
 struct Maps {
     sessions: HashMap<String, Peer>,
-    /// Pause key → its session.
+    /// Pause key → its session, kept after the pause is resolved (until
+    /// the session ends): a late answer still goes to the owner, which says
+    /// ALREADY_ANSWERED, not to this replica, which never held it.
     pauses: HashMap<String, String>,
+    /// Ended relayed sessions, oldest first.
+    ended: VecDeque<String>,
 }
 
 impl Owners {
@@ -50,18 +59,27 @@ impl Owners {
                         .insert(pause.key.clone(), event.session_id.clone());
                 }
             }
-            Some(Payload::PauseResolved(resolved)) => {
-                maps.pauses.remove(&resolved.key);
+            Some(Payload::SessionEnded(_)) => {
+                let session = event.session_id.clone();
+                maps.pauses.retain(|_, s| *s != session);
+                maps.ended.push_back(session);
+                if maps.ended.len() > ENDED_KEPT
+                    && let Some(old) = maps.ended.pop_front()
+                {
+                    maps.sessions.remove(&old);
+                }
             }
             _ => {}
         }
     }
 
-    /// Forgets an ended relayed session and its pauses.
+    /// Forgets a session of a replica that left: this replica answers
+    /// for it from now on.
     pub(super) fn forget(&self, session_id: &str) {
         let mut maps = self.lock();
         maps.sessions.remove(session_id);
         maps.pauses.retain(|_, session| session != session_id);
+        maps.ended.retain(|s| s != session_id);
     }
 
     /// The relayed sessions `peer_id` runs.

@@ -100,14 +100,11 @@ fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
     if event.session_id.is_empty() {
         return;
     }
+    // Noted first and kept after the end: whatever reads the event later
+    // (the history's recorder) must still find it is the peer's.
     cluster.owners.note(peer, &event);
-    let ended = matches!(event.payload, Some(Payload::SessionEnded(_)));
-    let session_id = event.session_id;
     if let Some(payload) = event.payload {
-        cluster.bus.publish(&session_id, payload);
-    }
-    if ended {
-        cluster.owners.forget(&session_id);
+        cluster.bus.publish(&event.session_id, payload);
     }
 }
 
