@@ -30,19 +30,49 @@ impl Haproxy {
     /// Proxies a free loopback port to `backend` (host:port), HTTP/2 without
     /// TLS on both sides, with client, server and tunnel timeouts of `idle`.
     pub async fn start(backend: &str, idle: Duration) -> Self {
+        let idle = idle.as_millis();
+        Self::run(|port| {
+            format!(
+                "global\n  maxconn 200\n\
+                 defaults\n  mode http\n  timeout connect 5s\n  timeout client {idle}ms\n  \
+                 timeout server {idle}ms\n  timeout tunnel {idle}ms\n\
+                 frontend grpc\n  bind 127.0.0.1:{port} proto h2\n  default_backend stepd\n\
+                 backend stepd\n  server daemon {backend} proto h2\n"
+            )
+        })
+        .await
+    }
+
+    /// Balances a free loopback port round-robin over `backends`, each call
+    /// (HTTP/2 stream) on its own, taking a backend out as soon as one
+    /// health check fails and sending a call it cannot connect to another.
+    pub async fn balance(backends: &[&str]) -> Self {
+        let servers: String = backends
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| {
+                format!("  server r{i} {addr} proto h2 check inter 100ms fall 1 rise 1\n")
+            })
+            .collect();
+        Self::run(|port| {
+            format!(
+                "global\n  maxconn 200\n\
+                 defaults\n  mode http\n  timeout connect 1s\n  timeout client 60s\n  \
+                 timeout server 60s\n  timeout tunnel 60s\n  option redispatch\n  retries 3\n\
+                 frontend grpc\n  bind 127.0.0.1:{port} proto h2\n  default_backend stepd\n\
+                 backend stepd\n  balance roundrobin\n{servers}"
+            )
+        })
+        .await
+    }
+
+    async fn run(config: impl FnOnce(u16) -> String) -> Self {
         let dir = TempDir::new("haproxy");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let idle = idle.as_millis();
-        let config = format!(
-            "global\n  maxconn 200\n\
-             defaults\n  mode http\n  timeout connect 5s\n  timeout client {idle}ms\n  \
-             timeout server {idle}ms\n  timeout tunnel {idle}ms\n\
-             frontend grpc\n  bind 127.0.0.1:{port} proto h2\n  default_backend stepd\n\
-             backend stepd\n  server daemon {backend} proto h2\n"
-        );
+        let config = config(port);
         let file = dir.path().join("haproxy.cfg");
         std::fs::write(&file, config).expect("write haproxy.cfg");
         let child = Command::new(binary())

@@ -27,3 +27,18 @@ pub fn database(test: &str) -> String {
     let base = server.rsplit_once('/').map_or(&*server, |(base, _)| base);
     format!("{base}/{name}")
 }
+
+/// The rows `sql` reads from the database at `url`, one line each, columns
+/// separated by `|`.
+pub fn query(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([url, "-qAtc", sql])
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}

@@ -5,7 +5,9 @@
 
 use std::time::Instant;
 
-use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, postgres, probe::Probe, reason};
+use stepd_e2e::{
+    DEADLINE, Daemon, Subscription, dap, haproxy::Haproxy, held, postgres, probe::Probe, reason,
+};
 use stepd_proto::v1::{
     BreakpointAction, BreakpointChange, BreakpointSpec, CommandKind, DebugCommand, DebugInput,
     EndReason, GetSessionRequest, Hit, ListPausesRequest, ListSessionsRequest, PointInfo,
@@ -212,4 +214,223 @@ async fn a_killed_replica_loses_its_sessions_when_its_lease_runs_out() {
     );
     drop(probe);
     a.stop().await;
+}
+
+/// The replica (of `replicas`) that runs `session`, as the session
+/// directory records it.
+async fn owner_of(url: &str, session: &str, replicas: &[&Daemon]) -> usize {
+    let sql = format!(
+        "SELECT r.address FROM stepd_sessions s JOIN stepd_replicas r ON r.id = s.replica_id \
+         WHERE s.session_id = '{session}'"
+    );
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let address = postgres::query(url, &sql);
+        if let Some(i) = replicas.iter().position(|r| r.addr == address) {
+            return i;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{session} is in no replica's directory row"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The next pause a stream shows of the program in `lang`, in a session
+/// other than `not_in`.
+async fn pause_of(sub: &mut Subscription, lang: &str, not_in: &str) -> stepd_proto::v1::Pause {
+    let event = sub
+        .wait_for("a probe's pause", |e| match &e.payload {
+            Some(Payload::Stopped(s)) => s.pause.as_ref().is_some_and(|p| {
+                p.session_id != not_in && held::payload(p)["lang"].as_str() == Some(lang)
+            }),
+            _ => false,
+        })
+        .await;
+    let Some(Payload::Stopped(stopped)) = event.payload else {
+        unreachable!()
+    };
+    stopped.pause.unwrap()
+}
+
+/// A pending pause of the program in `lang`, in a session other than
+/// `not_in`, as `ListPauses` on `daemon` lists it once it does.
+async fn listed_pause(daemon: &Daemon, lang: &str, not_in: &str) -> stepd_proto::v1::Pause {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let pauses = SessionServiceClient::new(daemon.channel().await)
+            .list_pauses(ListPausesRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .pauses;
+        if let Some(pause) = pauses
+            .into_iter()
+            .find(|p| p.session_id != not_in && held::payload(p)["lang"].as_str() == Some(lang))
+        {
+            return pause;
+        }
+        assert!(Instant::now() < deadline, "no {lang} pause listed");
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The replica id a stream is served by (its snapshot's instance).
+fn instance_of(event: &stepd_proto::v1::Event) -> String {
+    match &event.payload {
+        Some(Payload::Snapshot(s)) => s.instance_id.clone(),
+        other => panic!("a snapshot first, got {other:?}"),
+    }
+}
+
+async fn through(proxy: &Haproxy) -> tonic::transport::Channel {
+    tonic::transport::Channel::from_shared(format!("http://{}", proxy.addr))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect through the proxy")
+}
+
+#[tokio::test]
+async fn three_replicas_behind_a_proxy_answer_for_each_other_and_survive_a_kill() {
+    let url = postgres::database("cluster_proxy");
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(replica(&url).await);
+    }
+    let addrs: Vec<&str> = replicas.iter().map(|(d, _)| d.addr.as_str()).collect();
+    let proxy = Haproxy::balance(&addrs).await;
+
+    // Three watchers through the proxy: round-robin serves one from each
+    // replica.
+    let mut watchers = Vec::new();
+    for _ in 0..3 {
+        let mut watcher = Subscription::open(through(&proxy).await, Watch::default()).await;
+        let first = watcher.next().await;
+        watchers.push((watcher, instance_of(&first), first.seq));
+    }
+
+    // The breakpoint is added through replica 0 and reaches every replica.
+    dap::add_breakpoint(&replicas[0].0, held::bash_breakpoint()).await;
+    for (_, sub) in &mut replicas {
+        sub.wait_for("the breakpoint", |e| {
+            matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+                if u.change == BreakpointChange::Added as i32)
+        })
+        .await;
+    }
+
+    // Both probe programs connect through the proxy.
+    let (mut python, mut go) = held::programs(&proxy.addr, &[]);
+    let session_of = |line: String| {
+        line.strip_prefix("session ")
+            .unwrap_or_else(|| panic!("a session line, got {line:?}"))
+            .to_owned()
+    };
+    let python_session = session_of(python.line().await);
+    let go_session = session_of(go.line().await);
+    let daemons: Vec<&Daemon> = replicas.iter().map(|(d, _)| d).collect();
+    let python_owner = owner_of(&url, &python_session, &daemons).await;
+    let go_owner = owner_of(&url, &go_session, &daemons).await;
+
+    // The Python hold is answered on a replica that does not run it (and is
+    // not the one the breakpoint was added through, when there is one).
+    let answerer = (0..3)
+        .rev()
+        .find(|i| *i != python_owner)
+        .expect("another replica");
+    let python_pause = pause_of(&mut replicas[answerer].1, "python", "").await;
+    held::inject(&replicas[answerer].0, &python_pause, "python").await;
+    assert_eq!(
+        python.line().await,
+        r#"result {"cmd": "injected", "lang": "python"}"#
+    );
+
+    // The replica running the Go probe is killed.
+    let (mut killed, _) = replicas.remove(go_owner);
+    killed.signal("KILL");
+    killed.wait_exit(DEADLINE).await;
+    let killed_at = Instant::now();
+    // Its session ends on the others' streams, with the reason.
+    for (_, sub) in &mut replicas {
+        let event = dap::ended(sub, &go_session).await;
+        let Some(Payload::SessionEnded(ended)) = event.payload else {
+            unreachable!()
+        };
+        assert_eq!(ended.reason, EndReason::ReplicaLost as i32, "{ended:?}");
+    }
+    eprintln!(
+        "the killed replica's session ended {:?} after the kill",
+        killed_at.elapsed()
+    );
+
+    // The Go probe reconnected through the proxy and re-reported its hold
+    // on a survivor; it is answered on the other survivor when that one
+    // does not run it.
+    // (Its re-report may come before the old session's end: it is looked
+    // up in the cluster's list of pauses.)
+    let pause = listed_pause(&replicas[0].0, "go", &go_session).await;
+    let survivors: Vec<&Daemon> = replicas.iter().map(|(d, _)| d).collect();
+    let new_owner = owner_of(&url, &pause.session_id, &survivors).await;
+    held::inject(survivors[1 - new_owner], &pause, "go").await;
+    assert_eq!(go.line().await, r#"result {"cmd":"injected","lang":"go"}"#);
+
+    // The watchers through the proxy lost nothing silently: one whose
+    // replica lived saw the end; one whose stream broke is told what it
+    // missed with a gap when it resumes (through the proxy, on a survivor).
+    assert_eq!(
+        postgres::query(&url, "SELECT count(*) FROM stepd_replicas"),
+        "2",
+        "the killed replica left the directory"
+    );
+    let mut broken = 0;
+    for (mut watcher, watched, mut cursor) in watchers {
+        let broke = loop {
+            match watcher.next_or_error().await {
+                Ok(Some(event)) => {
+                    if event.seq > 0 {
+                        cursor = event.seq;
+                    }
+                    if event.session_id == go_session
+                        && matches!(event.payload, Some(Payload::SessionEnded(_)))
+                    {
+                        break false;
+                    }
+                }
+                Ok(None) | Err(_) => break true,
+            }
+        };
+        if !broke {
+            continue;
+        }
+        broken += 1;
+        let mut resumed = Subscription::open(
+            through(&proxy).await,
+            Watch {
+                resume_after_seq: cursor,
+                resume_instance_id: watched,
+                ..Default::default()
+            },
+        )
+        .await;
+        let gap = resumed.next().await;
+        assert!(matches!(gap.payload, Some(Payload::Gap(_))), "{gap:?}");
+        let snapshot = resumed.next().await;
+        let Some(Payload::Snapshot(snapshot)) = snapshot.payload else {
+            panic!("a snapshot after the gap, got {snapshot:?}")
+        };
+        assert!(
+            snapshot
+                .sessions
+                .iter()
+                .all(|s| s.id != go_session || s.end_reason == EndReason::ReplicaLost as i32),
+            "{snapshot:?}"
+        );
+    }
+    assert_eq!(broken, 1, "one watcher was served by the killed replica");
+    drop((python, go));
+    for (daemon, _) in replicas {
+        daemon.stop().await;
+    }
 }
