@@ -13,8 +13,12 @@
 //!   `STEPD_BASE_BIN`).
 //! - `stepd-bench tls [PINGS]`: a unary Ping over mutual TLS against the same
 //!   over plaintext, on warm connections.
+//! - `stepd-bench cluster [HOLDS] [ROUNDS] [CHANGES]`: the probe hold round
+//!   trip on one daemon, on one replica and across replicas on PostgreSQL
+//!   (`STEPD_TEST_POSTGRES`), and breakpoint propagation between replicas.
 
 mod auth;
+mod cluster;
 mod direct;
 mod fanout;
 mod inspect;
@@ -29,7 +33,8 @@ const USAGE: &str = "usage: stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]
        stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]
        stepd-bench launch [RUNS]
        stepd-bench auth [CALLS] [ROUNDS]
-       stepd-bench tls [PINGS]";
+       stepd-bench tls [PINGS]
+       stepd-bench cluster [HOLDS] [ROUNDS] [CHANGES]";
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> anyhow::Result<T>
 where
@@ -62,6 +67,9 @@ async fn main() -> anyhow::Result<()> {
         Some("auth") => auth::run(arg(&args, 2, 500)?, arg(&args, 3, 10)?).await,
         Some("inspect") => inspect::run(arg(&args, 2, 30)?).await,
         Some("tls") => tls::run(arg(&args, 2, 5000)?).await,
+        Some("cluster") => {
+            cluster::run(arg(&args, 2, 200)?, arg(&args, 3, 5)?, arg(&args, 4, 200)?).await
+        }
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

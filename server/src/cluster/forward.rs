@@ -7,8 +7,10 @@
 //!
 //! The layer sits inside authentication, so the caller is known and
 //! allowed here first. It reads only the first field of the request
-//! (every session-scoped request has `session_id = 1`; SendDebugInput has
-//! `input.key`), and only for the methods in [`target_of`].
+//! (every session-scoped request has `session_id = 1`, every inspector
+//! request `inspector_id = 1`, whose id names the replica holding it;
+//! SendDebugInput has `input.key`), and only for the methods in
+//! [`target_of`].
 
 use std::{
     future::Future,
@@ -70,13 +72,15 @@ type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 enum Target {
     Session(String),
     Pause(String),
+    Inspector(String),
 }
 
-/// The first field of a session-scoped request.
+/// The first field of a session-scoped or inspector request: the id it
+/// is about.
 #[derive(Clone, PartialEq, prost::Message)]
-struct SessionScoped {
+struct FirstField {
     #[prost(string, tag = "1")]
-    session_id: String,
+    id: String,
 }
 
 /// Reads what a request message is about.
@@ -85,12 +89,24 @@ type Find = fn(&[u8]) -> Option<Target>;
 /// The methods that are forwarded, and how to find what each is about.
 fn target_of(path: &str) -> Option<Find> {
     fn session(message: &[u8]) -> Option<Target> {
-        let scoped: SessionScoped = prost::Message::decode(message).ok()?;
-        (!scoped.session_id.is_empty()).then_some(Target::Session(scoped.session_id))
+        let first: FirstField = prost::Message::decode(message).ok()?;
+        (!first.id.is_empty()).then_some(Target::Session(first.id))
     }
     fn pause(message: &[u8]) -> Option<Target> {
         let request: SendDebugInputRequest = prost::Message::decode(message).ok()?;
         Some(Target::Pause(request.input?.key))
+    }
+    fn inspector(message: &[u8]) -> Option<Target> {
+        // Every inspector request but Inspect has `inspector_id = 1`.
+        let first: FirstField = prost::Message::decode(message).ok()?;
+        Some(Target::Inspector(first.id))
+    }
+    if let Some(method) = path.strip_prefix("/stepd.v1.InspectorService/") {
+        return Some(if method == "Inspect" {
+            session
+        } else {
+            inspector
+        });
     }
     let method = path.strip_prefix("/stepd.v1.SessionService/")?;
     match method {
@@ -142,6 +158,7 @@ where
                 .and_then(|target| match target {
                     Target::Session(id) => cluster.owner_of_session(&id),
                     Target::Pause(key) => cluster.owner_of_pause(&key),
+                    Target::Inspector(id) => cluster.owner_of_inspector(&id),
                 });
             let identity = parts.extensions.get::<Arc<Identity>>().cloned();
             let request = Request::from_parts(parts, Body::new(Full::new(bytes)));

@@ -45,6 +45,10 @@ pub(super) async fn keep(cluster: Arc<Cluster>) {
                         (peer.id.clone(), peer)
                     })
                     .collect();
+                *cluster.live.lock().unwrap_or_else(|e| e.into_inner()) = live
+                    .values()
+                    .map(|p| (p.id.replace('-', ""), p.clone()))
+                    .collect();
                 for (id, peer) in &live {
                     if !relays.contains_key(id) {
                         let stop = cluster.stop.child_token();

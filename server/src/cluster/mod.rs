@@ -53,6 +53,9 @@ pub struct Cluster {
     bus: Arc<EventBus>,
     owners: Owners,
     peers: Peers,
+    /// The live peers, by their id without dashes (as inspector ids name
+    /// them).
+    live: std::sync::Mutex<std::collections::HashMap<String, Peer>>,
     stop: CancellationToken,
 }
 
@@ -85,6 +88,7 @@ impl Cluster {
                 bus: bus.clone(),
                 owners: Owners::default(),
                 peers: Peers::new(config.peer_token.clone()),
+                live: Default::default(),
                 stop: shutdown.child_token(),
             })
         })
@@ -116,6 +120,17 @@ impl Cluster {
     /// this one.
     pub fn owner_of_pause(&self, key: &str) -> Option<Peer> {
         self.owners.of_pause(key)
+    }
+
+    /// The replica that holds the inspector `inspector_id`, when it is not
+    /// this one.
+    pub fn owner_of_inspector(&self, inspector_id: &str) -> Option<Peer> {
+        let holder = crate::inspector::holder_of(inspector_id)?;
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(holder)
+            .cloned()
     }
 
     /// Whether this replica runs `session_id` itself (what a peer's relay

@@ -29,6 +29,8 @@ pub struct Retention {
 
 /// The daemon's session history.
 pub struct History {
+    /// What sessions exist (a live session's history may not be written yet).
+    bus: Arc<EventBus>,
     store: Store,
     recorder: Option<Arc<recorder::Recorder>>,
 }
@@ -46,12 +48,16 @@ impl History {
     ) -> Self {
         // The history's size, followed by the recorder and the retention.
         let bytes = Arc::new(AtomicU64::new(0));
-        let recorder =
-            recording.then(|| recorder::Recorder::start(bus, store.clone(), bytes.clone(), own));
+        let recorder = recording
+            .then(|| recorder::Recorder::start(bus.clone(), store.clone(), bytes.clone(), own));
         if recording {
             tokio::spawn(retention::watch(store.clone(), retention, bytes));
         }
-        Self { store, recorder }
+        Self {
+            bus,
+            store,
+            recorder,
+        }
     }
 
     /// Waits (for at most `within`) until every event published so far is

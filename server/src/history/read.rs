@@ -80,7 +80,12 @@ impl History {
             .store
             .session_events(session_id, channels, after, size + 1)
             .await?;
-        if rows.is_empty() && after == 0 && !self.store.has_history(session_id).await? {
+        // While recording, a session this daemon shows has a history, if
+        // nothing of it is written yet (events are recorded a moment after
+        // they happen).
+        let shown =
+            self.recorder.is_some() && self.bus.with_view(|v| v.session(session_id).is_some());
+        if rows.is_empty() && after == 0 && !shown && !self.store.has_history(session_id).await? {
             return Err(ApiError::new(
                 ErrorReason::SessionNotFound,
                 format!("no history of session {}", crate::error::quote(session_id)),

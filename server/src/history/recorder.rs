@@ -24,6 +24,11 @@ use crate::{
 
 /// The most events one write takes.
 const BATCH: usize = 1024;
+/// How long the recorder lets events gather after the first before it
+/// writes them: a step or a hold publishes a burst, and one transaction for
+/// the burst keeps the disk's syncs off the next step's way. (The live
+/// buffer holds thousands of events, so this never makes it lag.)
+const LINGER: Duration = Duration::from_millis(50);
 
 pub(super) struct Recorder {
     bus: Arc<EventBus>,
@@ -78,7 +83,10 @@ async fn record(
         let mut batch = Vec::new();
         let mut lagged = false;
         match live.recv().await {
-            Ok(event) => batch.push(event),
+            Ok(event) => {
+                batch.push(event);
+                tokio::time::sleep(LINGER).await;
+            }
             Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
             Err(broadcast::error::RecvError::Closed) => return,
         }

@@ -177,7 +177,7 @@ impl Inspectors {
             Some(c) => settings.apply(c)?,
             None => None,
         };
-        let id = format!("i-{}", uuid::Uuid::now_v7().simple());
+        let id = new_id(self.bus.instance_id());
         let root = redacted::wrap(root, &self.redactor);
         let mut inspector = Inspector::new(id.clone(), session_id, root, settings);
         if let Some(view) = view {
@@ -289,6 +289,25 @@ pub fn chunks(text: &str, size: usize) -> Vec<String> {
         out.push(String::new());
     }
     out
+}
+
+/// A fresh inspector id, `i-<daemon>.<unique>`: it names the daemon (the
+/// replica, in a cluster) that holds the inspector, so a call about it
+/// reaching another replica can be sent there without a lookup.
+fn new_id(instance_id: &str) -> String {
+    format!(
+        "i-{}.{}",
+        instance_id.replace('-', ""),
+        uuid::Uuid::now_v7().simple()
+    )
+}
+
+/// The daemon an inspector id names (its instance id without dashes).
+pub fn holder_of(inspector_id: &str) -> Option<&str> {
+    inspector_id
+        .strip_prefix("i-")?
+        .split_once('.')
+        .map(|(holder, _)| holder)
 }
 
 #[cfg(test)]
