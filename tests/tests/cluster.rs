@@ -10,10 +10,11 @@ use stepd_e2e::{
 };
 use stepd_proto::v1::{
     BreakpointAction, BreakpointChange, BreakpointSpec, CommandKind, DebugCommand, DebugInput,
-    EndReason, GetSessionRequest, Hit, ListPausesRequest, ListSessionsRequest, PointInfo,
-    ProbeMatch, SendDebugInputRequest, Watch, breakpoint_spec::Location,
-    connect_request::Message as In, connect_response::Message as Out, debug_command::Command,
-    event::Payload, session_service_client::SessionServiceClient,
+    EndReason, GetSessionRequest, Hit, InspectRequest, InspectSource, ListPausesRequest,
+    ListSessionsRequest, PointInfo, ProbeMatch, RefreshRequest, SendDebugInputRequest, Watch,
+    breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
+    debug_command::Command, event::Payload, inspect_source::Source,
+    inspector_service_client::InspectorServiceClient, session_service_client::SessionServiceClient,
 };
 
 /// A replica with a lease short enough for a test to see it run out, long
@@ -51,6 +52,17 @@ async fn hold(probe: &Probe, breakpoint: &str) {
             point: Some(PointInfo {
                 kind: "tool_call".into(),
                 name: "Bash".into(),
+                payload: Some(prost_types::Value {
+                    kind: Some(prost_types::value::Kind::ListValue(
+                        prost_types::ListValue {
+                            values: (0..3)
+                                .map(|n| prost_types::Value {
+                                    kind: Some(prost_types::value::Kind::NumberValue(n.into())),
+                                })
+                                .collect(),
+                        },
+                    )),
+                }),
                 ..Default::default()
             }),
             breakpoint_ids: vec![breakpoint.into()],
@@ -118,6 +130,34 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
         .unwrap()
         .into_inner();
     assert_eq!(got.pauses.len(), 1, "{got:?}");
+
+    // An inspector opened on A over the held value lives on B, and every
+    // call about it made on A is answered there.
+    let mut inspector = InspectorServiceClient::new(a.channel().await);
+    let rendering = inspector
+        .inspect(InspectRequest {
+            session_id: session.clone(),
+            source: Some(InspectSource {
+                source: Some(Source::PauseValue(pause.key.clone())),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rendering
+        .unwrap();
+    let total = |r: &stepd_proto::v1::Rendering| r.page.as_ref().and_then(|p| p.total);
+    assert_eq!(total(&rendering), Some(3), "{rendering:?}");
+    let refreshed = inspector
+        .refresh(RefreshRequest {
+            inspector_id: rendering.inspector_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(total(&refreshed.rendering.unwrap()), Some(3));
 
     // Two clients, on A and on C, answer at once: one wins.
     let answered = Instant::now();
