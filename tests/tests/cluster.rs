@@ -10,11 +10,13 @@ use stepd_e2e::{
 };
 use stepd_proto::v1::{
     BreakpointAction, BreakpointChange, BreakpointSpec, CommandKind, DebugCommand, DebugInput,
-    EndReason, GetSessionRequest, Hit, InspectRequest, InspectSource, ListPausesRequest,
-    ListSessionsRequest, PointInfo, ProbeMatch, RefreshRequest, SendDebugInputRequest, Watch,
-    breakpoint_spec::Location, connect_request::Message as In, connect_response::Message as Out,
-    debug_command::Command, event::Payload, inspect_source::Source,
-    inspector_service_client::InspectorServiceClient, session_service_client::SessionServiceClient,
+    EndReason, GetSessionHistoryRequest, GetSessionRequest, GetStatusRequest, Hit, InspectRequest,
+    InspectSource, ListPausesRequest, ListSessionsRequest, PointInfo, ProbeMatch, RefreshRequest,
+    SendDebugInputRequest, Watch, breakpoint_spec::Location, connect_request::Message as In,
+    connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
+    debug_command::Command, event::Payload, history_service_client::HistoryServiceClient,
+    inspect_source::Source, inspector_service_client::InspectorServiceClient,
+    session_service_client::SessionServiceClient, subscribe_request::Message as SubscribeMessage,
 };
 
 /// A replica with a lease short enough for a test to see it run out, long
@@ -121,6 +123,23 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
         .into_inner()
         .sessions;
     assert!(sessions.iter().any(|s| s.id == session));
+    // Every replica lists the three, and counts the cluster's sessions.
+    let status = DaemonServiceClient::new(a.channel().await)
+        .get_status(GetStatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.replicas.len(), 3, "{status:?}");
+    let answering: Vec<_> = status.replicas.iter().filter(|r| r.answering).collect();
+    assert_eq!(answering.len(), 1);
+    assert_eq!(answering[0].address, a.addr);
+    let b_status = status
+        .replicas
+        .iter()
+        .find(|r| r.address == b.addr)
+        .unwrap();
+    assert_eq!(b_status.sessions, 1);
+    assert_eq!(status.pending_pauses, 1);
     // GetSession is answered by B, whose pause book holds the pause.
     let got = SessionServiceClient::new(a.channel().await)
         .get_session(GetSessionRequest {
@@ -473,4 +492,78 @@ async fn three_replicas_behind_a_proxy_answer_for_each_other_and_survive_a_kill(
     for (daemon, _) in replicas {
         daemon.stop().await;
     }
+}
+
+#[tokio::test]
+async fn a_pause_answered_on_another_replica_s_stream_is_in_the_history_after_every_restart() {
+    let url = postgres::database("cluster_history");
+    let (a, mut on_a) = replica(&url).await;
+    let (b, mut on_b) = replica(&url).await;
+    let id = dap::add_breakpoint(&a, tool_calls()).await;
+    on_b.wait_for("the breakpoint on B", |e| {
+        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+            if u.change == BreakpointChange::Added as i32)
+    })
+    .await;
+    let (probe, _) = Probe::connect(&b, &[]).await;
+    let session = probe.session_id.clone();
+    hold(&probe, &id).await;
+    let pause = dap::next_pause(&mut on_a, &session).await;
+    // Answered on A's stream: sent on to B.
+    on_a.send(SubscribeMessage::DebugInput(
+        carry_on(&pause.key).input.unwrap(),
+    ))
+    .await;
+    let resolved = on_a
+        .wait_for(
+            "pause_resolved",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
+        )
+        .await;
+    let Some(Payload::PauseResolved(resolved)) = resolved.payload else {
+        unreachable!()
+    };
+    drop(probe);
+    dap::ended(&mut on_a, &session).await;
+    a.stop().await;
+    b.stop().await;
+
+    // A new replica on the same database reads what the two recorded.
+    let (c, _) = replica(&url).await;
+    let events = HistoryServiceClient::new(c.channel().await)
+        .get_session_history(GetSessionHistoryRequest {
+            session_id: session.clone(),
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    let count = |f: fn(&Payload) -> bool| {
+        events
+            .iter()
+            .filter(|e| e.payload.as_ref().is_some_and(f))
+            .count()
+    };
+    // Each event once: only the replica that ran the session recorded it.
+    assert_eq!(
+        count(|p| matches!(p, Payload::SessionStarted(_))),
+        1,
+        "{events:#?}"
+    );
+    assert_eq!(count(|p| matches!(p, Payload::Stopped(_))), 1);
+    assert_eq!(count(|p| matches!(p, Payload::SessionEnded(_))), 1);
+    let decided = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            Some(Payload::PauseResolved(r)) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the decision is in the history");
+    assert_eq!(decided.key, pause.key);
+    assert_eq!(decided.command, CommandKind::Continue as i32);
+    assert_eq!(decided.by, resolved.by);
+    assert!(!decided.by.is_empty());
+    c.stop().await;
 }

@@ -53,6 +53,10 @@ impl DaemonService for DaemonApi {
     ) -> Result<Response<GetStatusResponse>, Status> {
         let d = &self.daemon;
         let counts = d.counts();
+        let replicas = match &d.cluster {
+            Some(cluster) => cluster.replicas().await?,
+            None => Vec::new(),
+        };
         let sessions: Vec<SessionCount> = counts
             .sessions
             .iter()
@@ -78,6 +82,7 @@ impl DaemonService for DaemonApi {
             events_published: counts.events_published,
             events_dropped: counts.events_dropped,
             gaps_sent: counts.gaps_sent,
+            replicas,
         }))
     }
 

@@ -133,6 +133,25 @@ impl Cluster {
             .cloned()
     }
 
+    /// The replicas in the directory, each with the live sessions it runs.
+    pub async fn replicas(&self) -> crate::error::ApiResult<Vec<stepd_proto::v1::ReplicaStatus>> {
+        let (replicas, owned) = (
+            self.store.replicas().await?,
+            self.store.owned_sessions().await?,
+        );
+        Ok(replicas
+            .into_iter()
+            .map(|r| stepd_proto::v1::ReplicaStatus {
+                sessions: u32::try_from(owned.iter().filter(|o| o.replica_id == r.id).count())
+                    .unwrap_or(u32::MAX),
+                answering: r.id == self.id,
+                lease_until: Some(crate::time::timestamp_from_us(r.lease_until_us)),
+                id: r.id,
+                address: r.address,
+            })
+            .collect())
+    }
+
     /// Whether this replica runs `session_id` itself (what a peer's relay
     /// may take from it).
     pub fn runs(&self, session_id: &str) -> bool {

@@ -276,7 +276,11 @@ type GetStatusResponse struct {
 	// resynchronised such a stream (the metric `stepd.events.dropped`).
 	EventsDropped uint64 `protobuf:"varint,14,opt,name=events_dropped,json=eventsDropped,proto3" json:"events_dropped,omitempty"`
 	// `gap` events sent since the daemon started (the metric `stepd.events.gaps`).
-	GapsSent      uint64 `protobuf:"varint,15,opt,name=gaps_sent,json=gapsSent,proto3" json:"gaps_sent,omitempty"`
+	GapsSent uint64 `protobuf:"varint,15,opt,name=gaps_sent,json=gapsSent,proto3" json:"gaps_sent,omitempty"`
+	// The replicas sharing this daemon's PostgreSQL database, this one
+	// included, as the session directory lists them; empty on SQLite. The
+	// counts above cover the whole cluster.
+	Replicas      []*ReplicaStatus `protobuf:"bytes,16,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,6 +420,95 @@ func (x *GetStatusResponse) GetGapsSent() uint64 {
 	return 0
 }
 
+func (x *GetStatusResponse) GetReplicas() []*ReplicaStatus {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+// One replica of a cluster, as the session directory records it.
+type ReplicaStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its id (its daemon's instance id).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The address its peers reach it on.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// Until when its sessions stay its own unless it renews its lease.
+	LeaseUntil *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=lease_until,json=leaseUntil,proto3" json:"lease_until,omitempty"`
+	// Live sessions it runs.
+	Sessions uint32 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	// Whether it is the replica that answered.
+	Answering     bool `protobuf:"varint,5,opt,name=answering,proto3" json:"answering,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaStatus) Reset() {
+	*x = ReplicaStatus{}
+	mi := &file_stepd_v1_daemon_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaStatus) ProtoMessage() {}
+
+func (x *ReplicaStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_daemon_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaStatus.ProtoReflect.Descriptor instead.
+func (*ReplicaStatus) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReplicaStatus) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReplicaStatus) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ReplicaStatus) GetLeaseUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseUntil
+	}
+	return nil
+}
+
+func (x *ReplicaStatus) GetSessions() uint32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *ReplicaStatus) GetAnswering() bool {
+	if x != nil {
+		return x.Answering
+	}
+	return false
+}
+
 // How many sessions of one kind are in one state.
 type SessionCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -431,7 +524,7 @@ type SessionCount struct {
 
 func (x *SessionCount) Reset() {
 	*x = SessionCount{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[4]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +536,7 @@ func (x *SessionCount) String() string {
 func (*SessionCount) ProtoMessage() {}
 
 func (x *SessionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[4]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +549,7 @@ func (x *SessionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCount.ProtoReflect.Descriptor instead.
 func (*SessionCount) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{4}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SessionCount) GetKind() SessionKind {
@@ -489,7 +582,7 @@ type GetVersionRequest struct {
 
 func (x *GetVersionRequest) Reset() {
 	*x = GetVersionRequest{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[5]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +594,7 @@ func (x *GetVersionRequest) String() string {
 func (*GetVersionRequest) ProtoMessage() {}
 
 func (x *GetVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[5]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +607,7 @@ func (x *GetVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVersionRequest.ProtoReflect.Descriptor instead.
 func (*GetVersionRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{5}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 // Response of DaemonService.GetVersion.
@@ -534,7 +627,7 @@ type GetVersionResponse struct {
 
 func (x *GetVersionResponse) Reset() {
 	*x = GetVersionResponse{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[6]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +639,7 @@ func (x *GetVersionResponse) String() string {
 func (*GetVersionResponse) ProtoMessage() {}
 
 func (x *GetVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[6]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +652,7 @@ func (x *GetVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVersionResponse.ProtoReflect.Descriptor instead.
 func (*GetVersionResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{6}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetVersionResponse) GetVersion() string {
@@ -611,7 +704,7 @@ type AdapterCheck struct {
 
 func (x *AdapterCheck) Reset() {
 	*x = AdapterCheck{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[7]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +716,7 @@ func (x *AdapterCheck) String() string {
 func (*AdapterCheck) ProtoMessage() {}
 
 func (x *AdapterCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[7]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +729,7 @@ func (x *AdapterCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdapterCheck.ProtoReflect.Descriptor instead.
 func (*AdapterCheck) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AdapterCheck) GetAdapter() string {
@@ -698,7 +791,7 @@ type StoreCheck struct {
 
 func (x *StoreCheck) Reset() {
 	*x = StoreCheck{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[8]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +803,7 @@ func (x *StoreCheck) String() string {
 func (*StoreCheck) ProtoMessage() {}
 
 func (x *StoreCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[8]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +816,7 @@ func (x *StoreCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreCheck.ProtoReflect.Descriptor instead.
 func (*StoreCheck) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StoreCheck) GetStatus() CheckStatus {
@@ -769,7 +862,7 @@ type ConfigCheck struct {
 
 func (x *ConfigCheck) Reset() {
 	*x = ConfigCheck{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[9]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +874,7 @@ func (x *ConfigCheck) String() string {
 func (*ConfigCheck) ProtoMessage() {}
 
 func (x *ConfigCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[9]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +887,7 @@ func (x *ConfigCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigCheck.ProtoReflect.Descriptor instead.
 func (*ConfigCheck) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConfigCheck) GetStatus() CheckStatus {
@@ -827,7 +920,7 @@ type DoctorRequest struct {
 
 func (x *DoctorRequest) Reset() {
 	*x = DoctorRequest{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[10]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +932,7 @@ func (x *DoctorRequest) String() string {
 func (*DoctorRequest) ProtoMessage() {}
 
 func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[10]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +945,7 @@ func (x *DoctorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorRequest.ProtoReflect.Descriptor instead.
 func (*DoctorRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 // Response of DaemonService.Doctor.
@@ -870,7 +963,7 @@ type DoctorResponse struct {
 
 func (x *DoctorResponse) Reset() {
 	*x = DoctorResponse{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[11]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +975,7 @@ func (x *DoctorResponse) String() string {
 func (*DoctorResponse) ProtoMessage() {}
 
 func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[11]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +988,7 @@ func (x *DoctorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoctorResponse.ProtoReflect.Descriptor instead.
 func (*DoctorResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DoctorResponse) GetAdapters() []*AdapterCheck {
@@ -928,7 +1021,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[12]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1033,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[12]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1046,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 // Response of DaemonService.Shutdown. Sent before the daemon starts draining.
@@ -965,7 +1058,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_stepd_v1_daemon_proto_msgTypes[13]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1070,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_daemon_proto_msgTypes[13]
+	mi := &file_stepd_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1083,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 var File_stepd_v1_daemon_proto protoreflect.FileDescriptor
@@ -1007,7 +1100,7 @@ const file_stepd_v1_daemon_proto_rawDesc = "" +
 	"\x06uptime\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06uptime\x12;\n" +
 	"\vserver_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\"\x12\n" +
-	"\x10GetStatusRequest\"\x9e\x04\n" +
+	"\x10GetStatusRequest\"\xd3\x04\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -1025,7 +1118,15 @@ const file_stepd_v1_daemon_proto_rawDesc = "" +
 	"\bsessions\x18\f \x03(\v2\x16.stepd.v1.SessionCountR\bsessions\x12)\n" +
 	"\x10events_published\x18\r \x01(\x04R\x0feventsPublished\x12%\n" +
 	"\x0eevents_dropped\x18\x0e \x01(\x04R\reventsDropped\x12\x1b\n" +
-	"\tgaps_sent\x18\x0f \x01(\x04R\bgapsSent\"}\n" +
+	"\tgaps_sent\x18\x0f \x01(\x04R\bgapsSent\x123\n" +
+	"\breplicas\x18\x10 \x03(\v2\x17.stepd.v1.ReplicaStatusR\breplicas\"\xb0\x01\n" +
+	"\rReplicaStatus\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12;\n" +
+	"\vlease_until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"leaseUntil\x12\x1a\n" +
+	"\bsessions\x18\x04 \x01(\rR\bsessions\x12\x1c\n" +
+	"\tanswering\x18\x05 \x01(\bR\tanswering\"}\n" +
 	"\fSessionCount\x12)\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.stepd.v1.SessionKindR\x04kind\x12,\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x16.stepd.v1.SessionStateR\x05state\x12\x14\n" +
@@ -1087,56 +1188,59 @@ func file_stepd_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stepd_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_stepd_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_stepd_v1_daemon_proto_goTypes = []any{
 	(CheckStatus)(0),              // 0: stepd.v1.CheckStatus
 	(*PingRequest)(nil),           // 1: stepd.v1.PingRequest
 	(*PingResponse)(nil),          // 2: stepd.v1.PingResponse
 	(*GetStatusRequest)(nil),      // 3: stepd.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),     // 4: stepd.v1.GetStatusResponse
-	(*SessionCount)(nil),          // 5: stepd.v1.SessionCount
-	(*GetVersionRequest)(nil),     // 6: stepd.v1.GetVersionRequest
-	(*GetVersionResponse)(nil),    // 7: stepd.v1.GetVersionResponse
-	(*AdapterCheck)(nil),          // 8: stepd.v1.AdapterCheck
-	(*StoreCheck)(nil),            // 9: stepd.v1.StoreCheck
-	(*ConfigCheck)(nil),           // 10: stepd.v1.ConfigCheck
-	(*DoctorRequest)(nil),         // 11: stepd.v1.DoctorRequest
-	(*DoctorResponse)(nil),        // 12: stepd.v1.DoctorResponse
-	(*ShutdownRequest)(nil),       // 13: stepd.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),      // 14: stepd.v1.ShutdownResponse
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(SessionKind)(0),              // 17: stepd.v1.SessionKind
-	(SessionState)(0),             // 18: stepd.v1.SessionState
+	(*ReplicaStatus)(nil),         // 5: stepd.v1.ReplicaStatus
+	(*SessionCount)(nil),          // 6: stepd.v1.SessionCount
+	(*GetVersionRequest)(nil),     // 7: stepd.v1.GetVersionRequest
+	(*GetVersionResponse)(nil),    // 8: stepd.v1.GetVersionResponse
+	(*AdapterCheck)(nil),          // 9: stepd.v1.AdapterCheck
+	(*StoreCheck)(nil),            // 10: stepd.v1.StoreCheck
+	(*ConfigCheck)(nil),           // 11: stepd.v1.ConfigCheck
+	(*DoctorRequest)(nil),         // 12: stepd.v1.DoctorRequest
+	(*DoctorResponse)(nil),        // 13: stepd.v1.DoctorResponse
+	(*ShutdownRequest)(nil),       // 14: stepd.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),      // 15: stepd.v1.ShutdownResponse
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(SessionKind)(0),              // 18: stepd.v1.SessionKind
+	(SessionState)(0),             // 19: stepd.v1.SessionState
 }
 var file_stepd_v1_daemon_proto_depIdxs = []int32{
-	15, // 0: stepd.v1.PingResponse.uptime:type_name -> google.protobuf.Duration
-	16, // 1: stepd.v1.PingResponse.server_time:type_name -> google.protobuf.Timestamp
-	15, // 2: stepd.v1.GetStatusResponse.uptime:type_name -> google.protobuf.Duration
-	5,  // 3: stepd.v1.GetStatusResponse.sessions:type_name -> stepd.v1.SessionCount
-	17, // 4: stepd.v1.SessionCount.kind:type_name -> stepd.v1.SessionKind
-	18, // 5: stepd.v1.SessionCount.state:type_name -> stepd.v1.SessionState
-	0,  // 6: stepd.v1.AdapterCheck.status:type_name -> stepd.v1.CheckStatus
-	0,  // 7: stepd.v1.StoreCheck.status:type_name -> stepd.v1.CheckStatus
-	0,  // 8: stepd.v1.ConfigCheck.status:type_name -> stepd.v1.CheckStatus
-	8,  // 9: stepd.v1.DoctorResponse.adapters:type_name -> stepd.v1.AdapterCheck
-	9,  // 10: stepd.v1.DoctorResponse.store:type_name -> stepd.v1.StoreCheck
-	10, // 11: stepd.v1.DoctorResponse.config:type_name -> stepd.v1.ConfigCheck
-	1,  // 12: stepd.v1.DaemonService.Ping:input_type -> stepd.v1.PingRequest
-	3,  // 13: stepd.v1.DaemonService.GetStatus:input_type -> stepd.v1.GetStatusRequest
-	6,  // 14: stepd.v1.DaemonService.GetVersion:input_type -> stepd.v1.GetVersionRequest
-	11, // 15: stepd.v1.DaemonService.Doctor:input_type -> stepd.v1.DoctorRequest
-	13, // 16: stepd.v1.DaemonService.Shutdown:input_type -> stepd.v1.ShutdownRequest
-	2,  // 17: stepd.v1.DaemonService.Ping:output_type -> stepd.v1.PingResponse
-	4,  // 18: stepd.v1.DaemonService.GetStatus:output_type -> stepd.v1.GetStatusResponse
-	7,  // 19: stepd.v1.DaemonService.GetVersion:output_type -> stepd.v1.GetVersionResponse
-	12, // 20: stepd.v1.DaemonService.Doctor:output_type -> stepd.v1.DoctorResponse
-	14, // 21: stepd.v1.DaemonService.Shutdown:output_type -> stepd.v1.ShutdownResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	16, // 0: stepd.v1.PingResponse.uptime:type_name -> google.protobuf.Duration
+	17, // 1: stepd.v1.PingResponse.server_time:type_name -> google.protobuf.Timestamp
+	16, // 2: stepd.v1.GetStatusResponse.uptime:type_name -> google.protobuf.Duration
+	6,  // 3: stepd.v1.GetStatusResponse.sessions:type_name -> stepd.v1.SessionCount
+	5,  // 4: stepd.v1.GetStatusResponse.replicas:type_name -> stepd.v1.ReplicaStatus
+	17, // 5: stepd.v1.ReplicaStatus.lease_until:type_name -> google.protobuf.Timestamp
+	18, // 6: stepd.v1.SessionCount.kind:type_name -> stepd.v1.SessionKind
+	19, // 7: stepd.v1.SessionCount.state:type_name -> stepd.v1.SessionState
+	0,  // 8: stepd.v1.AdapterCheck.status:type_name -> stepd.v1.CheckStatus
+	0,  // 9: stepd.v1.StoreCheck.status:type_name -> stepd.v1.CheckStatus
+	0,  // 10: stepd.v1.ConfigCheck.status:type_name -> stepd.v1.CheckStatus
+	9,  // 11: stepd.v1.DoctorResponse.adapters:type_name -> stepd.v1.AdapterCheck
+	10, // 12: stepd.v1.DoctorResponse.store:type_name -> stepd.v1.StoreCheck
+	11, // 13: stepd.v1.DoctorResponse.config:type_name -> stepd.v1.ConfigCheck
+	1,  // 14: stepd.v1.DaemonService.Ping:input_type -> stepd.v1.PingRequest
+	3,  // 15: stepd.v1.DaemonService.GetStatus:input_type -> stepd.v1.GetStatusRequest
+	7,  // 16: stepd.v1.DaemonService.GetVersion:input_type -> stepd.v1.GetVersionRequest
+	12, // 17: stepd.v1.DaemonService.Doctor:input_type -> stepd.v1.DoctorRequest
+	14, // 18: stepd.v1.DaemonService.Shutdown:input_type -> stepd.v1.ShutdownRequest
+	2,  // 19: stepd.v1.DaemonService.Ping:output_type -> stepd.v1.PingResponse
+	4,  // 20: stepd.v1.DaemonService.GetStatus:output_type -> stepd.v1.GetStatusResponse
+	8,  // 21: stepd.v1.DaemonService.GetVersion:output_type -> stepd.v1.GetVersionResponse
+	13, // 22: stepd.v1.DaemonService.Doctor:output_type -> stepd.v1.DoctorResponse
+	15, // 23: stepd.v1.DaemonService.Shutdown:output_type -> stepd.v1.ShutdownResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_daemon_proto_init() }
@@ -1151,7 +1255,7 @@ func file_stepd_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_daemon_proto_rawDesc), len(file_stepd_v1_daemon_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from stepd.v1 import session_pb2 as stepd_dot_v1_dot_session__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15stepd/v1/daemon.proto\x12\x08stepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16stepd/v1/session.proto\"\r\n\x0bPingRequest\"\xe4\x01\n\x0cPingResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12)\n\x10protocol_version\x18\x02 \x01(\tR\x0fprotocolVersion\x12\x1f\n\x0binstance_id\x18\x03 \x01(\tR\ninstanceId\x12\x31\n\x06uptime\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06uptime\x12;\n\x0bserver_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nserverTime\"\x12\n\x10GetStatusRequest\"\x9e\x04\n\x11GetStatusResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12\x1f\n\x0binstance_id\x18\x02 \x01(\tR\ninstanceId\x12\x31\n\x06uptime\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06uptime\x12\'\n\x0f\x61\x63tive_sessions\x18\x04 \x01(\rR\x0e\x61\x63tiveSessions\x12 \n\x0bsubscribers\x18\x05 \x01(\rR\x0bsubscribers\x12%\n\x0epending_pauses\x18\x06 \x01(\rR\rpendingPauses\x12 \n\x0b\x62reakpoints\x18\x07 \x01(\rR\x0b\x62reakpoints\x12\x19\n\x08last_seq\x18\x08 \x01(\x04R\x07lastSeq\x12\x16\n\x06listen\x18\t \x03(\tR\x06listen\x12\x19\n\x08\x64\x61ta_dir\x18\n \x01(\tR\x07\x64\x61taDir\x12\x16\n\x06probes\x18\x0b \x01(\rR\x06probes\x12\x32\n\x08sessions\x18\x0c \x03(\x0b\x32\x16.stepd.v1.SessionCountR\x08sessions\x12)\n\x10\x65vents_published\x18\r \x01(\x04R\x0f\x65ventsPublished\x12%\n\x0e\x65vents_dropped\x18\x0e \x01(\x04R\reventsDropped\x12\x1b\n\tgaps_sent\x18\x0f \x01(\x04R\x08gapsSent\"}\n\x0cSessionCount\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x15.stepd.v1.SessionKindR\x04kind\x12,\n\x05state\x18\x02 \x01(\x0e\x32\x16.stepd.v1.SessionStateR\x05state\x12\x14\n\x05\x63ount\x18\x03 \x01(\rR\x05\x63ount\"\x13\n\x11GetVersionRequest\"\x96\x01\n\x12GetVersionResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12)\n\x10protocol_version\x18\x02 \x01(\tR\x0fprotocolVersion\x12#\n\rbuild_profile\x18\x03 \x01(\tR\x0c\x62uildProfile\x12\x16\n\x06target\x18\x04 \x01(\tR\x06target\"\xc1\x01\n\x0c\x41\x64\x61pterCheck\x12\x18\n\x07\x61\x64\x61pter\x18\x01 \x01(\tR\x07\x61\x64\x61pter\x12-\n\x06status\x18\x02 \x01(\x0e\x32\x15.stepd.v1.CheckStatusR\x06status\x12\x18\n\x07\x63ommand\x18\x03 \x03(\tR\x07\x63ommand\x12\x18\n\x07version\x18\x04 \x01(\tR\x07version\x12\x1a\n\x08searched\x18\x05 \x03(\tR\x08searched\x12\x18\n\x07message\x18\x06 \x01(\tR\x07message\"\x90\x01\n\nStoreCheck\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x15.stepd.v1.CheckStatusR\x06status\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12%\n\x0eschema_version\x18\x03 \x01(\x03R\rschemaVersion\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\"l\n\x0b\x43onfigCheck\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x15.stepd.v1.CheckStatusR\x06status\x12\x12\n\x04\x66ile\x18\x02 \x01(\tR\x04\x66ile\x12\x1a\n\x08warnings\x18\x03 \x03(\tR\x08warnings\"\x0f\n\rDoctorRequest\"\x9f\x01\n\x0e\x44octorResponse\x12\x32\n\x08\x61\x64\x61pters\x18\x01 \x03(\x0b\x32\x16.stepd.v1.AdapterCheckR\x08\x61\x64\x61pters\x12*\n\x05store\x18\x02 \x01(\x0b\x32\x14.stepd.v1.StoreCheckR\x05store\x12-\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x15.stepd.v1.ConfigCheckR\x06\x63onfig\"\x11\n\x0fShutdownRequest\"\x12\n\x10ShutdownResponse*\x8d\x01\n\x0b\x43heckStatus\x12\x1c\n\x18\x43HECK_STATUS_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x43HECK_STATUS_OK\x10\x01\x12\x18\n\x14\x43HECK_STATUS_MISSING\x10\x02\x12\x18\n\x14\x43HECK_STATUS_TOO_OLD\x10\x03\x12\x17\n\x13\x43HECK_STATUS_BROKEN\x10\x04\x32\xd5\x02\n\rDaemonService\x12\x35\n\x04Ping\x12\x15.stepd.v1.PingRequest\x1a\x16.stepd.v1.PingResponse\x12\x44\n\tGetStatus\x12\x1a.stepd.v1.GetStatusRequest\x1a\x1b.stepd.v1.GetStatusResponse\x12G\n\nGetVersion\x12\x1b.stepd.v1.GetVersionRequest\x1a\x1c.stepd.v1.GetVersionResponse\x12;\n\x06\x44octor\x12\x17.stepd.v1.DoctorRequest\x1a\x18.stepd.v1.DoctorResponse\x12\x41\n\x08Shutdown\x12\x19.stepd.v1.ShutdownRequest\x1a\x1a.stepd.v1.ShutdownResponseB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15stepd/v1/daemon.proto\x12\x08stepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16stepd/v1/session.proto\"\r\n\x0bPingRequest\"\xe4\x01\n\x0cPingResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12)\n\x10protocol_version\x18\x02 \x01(\tR\x0fprotocolVersion\x12\x1f\n\x0binstance_id\x18\x03 \x01(\tR\ninstanceId\x12\x31\n\x06uptime\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06uptime\x12;\n\x0bserver_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nserverTime\"\x12\n\x10GetStatusRequest\"\xd3\x04\n\x11GetStatusResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12\x1f\n\x0binstance_id\x18\x02 \x01(\tR\ninstanceId\x12\x31\n\x06uptime\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06uptime\x12\'\n\x0f\x61\x63tive_sessions\x18\x04 \x01(\rR\x0e\x61\x63tiveSessions\x12 \n\x0bsubscribers\x18\x05 \x01(\rR\x0bsubscribers\x12%\n\x0epending_pauses\x18\x06 \x01(\rR\rpendingPauses\x12 \n\x0b\x62reakpoints\x18\x07 \x01(\rR\x0b\x62reakpoints\x12\x19\n\x08last_seq\x18\x08 \x01(\x04R\x07lastSeq\x12\x16\n\x06listen\x18\t \x03(\tR\x06listen\x12\x19\n\x08\x64\x61ta_dir\x18\n \x01(\tR\x07\x64\x61taDir\x12\x16\n\x06probes\x18\x0b \x01(\rR\x06probes\x12\x32\n\x08sessions\x18\x0c \x03(\x0b\x32\x16.stepd.v1.SessionCountR\x08sessions\x12)\n\x10\x65vents_published\x18\r \x01(\x04R\x0f\x65ventsPublished\x12%\n\x0e\x65vents_dropped\x18\x0e \x01(\x04R\reventsDropped\x12\x1b\n\tgaps_sent\x18\x0f \x01(\x04R\x08gapsSent\x12\x33\n\x08replicas\x18\x10 \x03(\x0b\x32\x17.stepd.v1.ReplicaStatusR\x08replicas\"\xb0\x01\n\rReplicaStatus\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07\x61\x64\x64ress\x18\x02 \x01(\tR\x07\x61\x64\x64ress\x12;\n\x0blease_until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nleaseUntil\x12\x1a\n\x08sessions\x18\x04 \x01(\rR\x08sessions\x12\x1c\n\tanswering\x18\x05 \x01(\x08R\tanswering\"}\n\x0cSessionCount\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x15.stepd.v1.SessionKindR\x04kind\x12,\n\x05state\x18\x02 \x01(\x0e\x32\x16.stepd.v1.SessionStateR\x05state\x12\x14\n\x05\x63ount\x18\x03 \x01(\rR\x05\x63ount\"\x13\n\x11GetVersionRequest\"\x96\x01\n\x12GetVersionResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12)\n\x10protocol_version\x18\x02 \x01(\tR\x0fprotocolVersion\x12#\n\rbuild_profile\x18\x03 \x01(\tR\x0c\x62uildProfile\x12\x16\n\x06target\x18\x04 \x01(\tR\x06target\"\xc1\x01\n\x0c\x41\x64\x61pterCheck\x12\x18\n\x07\x61\x64\x61pter\x18\x01 \x01(\tR\x07\x61\x64\x61pter\x12-\n\x06status\x18\x02 \x01(\x0e\x32\x15.stepd.v1.CheckStatusR\x06status\x12\x18\n\x07\x63ommand\x18\x03 \x03(\tR\x07\x63ommand\x12\x18\n\x07version\x18\x04 \x01(\tR\x07version\x12\x1a\n\x08searched\x18\x05 \x03(\tR\x08searched\x12\x18\n\x07message\x18\x06 \x01(\tR\x07message\"\x90\x01\n\nStoreCheck\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x15.stepd.v1.CheckStatusR\x06status\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12%\n\x0eschema_version\x18\x03 \x01(\x03R\rschemaVersion\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\"l\n\x0b\x43onfigCheck\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x15.stepd.v1.CheckStatusR\x06status\x12\x12\n\x04\x66ile\x18\x02 \x01(\tR\x04\x66ile\x12\x1a\n\x08warnings\x18\x03 \x03(\tR\x08warnings\"\x0f\n\rDoctorRequest\"\x9f\x01\n\x0e\x44octorResponse\x12\x32\n\x08\x61\x64\x61pters\x18\x01 \x03(\x0b\x32\x16.stepd.v1.AdapterCheckR\x08\x61\x64\x61pters\x12*\n\x05store\x18\x02 \x01(\x0b\x32\x14.stepd.v1.StoreCheckR\x05store\x12-\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x15.stepd.v1.ConfigCheckR\x06\x63onfig\"\x11\n\x0fShutdownRequest\"\x12\n\x10ShutdownResponse*\x8d\x01\n\x0b\x43heckStatus\x12\x1c\n\x18\x43HECK_STATUS_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x43HECK_STATUS_OK\x10\x01\x12\x18\n\x14\x43HECK_STATUS_MISSING\x10\x02\x12\x18\n\x14\x43HECK_STATUS_TOO_OLD\x10\x03\x12\x17\n\x13\x43HECK_STATUS_BROKEN\x10\x04\x32\xd5\x02\n\rDaemonService\x12\x35\n\x04Ping\x12\x15.stepd.v1.PingRequest\x1a\x16.stepd.v1.PingResponse\x12\x44\n\tGetStatus\x12\x1a.stepd.v1.GetStatusRequest\x1a\x1b.stepd.v1.GetStatusResponse\x12G\n\nGetVersion\x12\x1b.stepd.v1.GetVersionRequest\x1a\x1c.stepd.v1.GetVersionResponse\x12;\n\x06\x44octor\x12\x17.stepd.v1.DoctorRequest\x1a\x18.stepd.v1.DoctorResponse\x12\x41\n\x08Shutdown\x12\x19.stepd.v1.ShutdownRequest\x1a\x1a.stepd.v1.ShutdownResponseB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'stepd.v1.daemon_pb2', _glob
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1'
-  _globals['_CHECKSTATUS']._serialized_start=1908
-  _globals['_CHECKSTATUS']._serialized_end=2049
+  _globals['_CHECKSTATUS']._serialized_start=2140
+  _globals['_CHECKSTATUS']._serialized_end=2281
   _globals['_PINGREQUEST']._serialized_start=124
   _globals['_PINGREQUEST']._serialized_end=137
   _globals['_PINGRESPONSE']._serialized_start=140
@@ -44,27 +44,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATUSREQUEST']._serialized_start=370
   _globals['_GETSTATUSREQUEST']._serialized_end=388
   _globals['_GETSTATUSRESPONSE']._serialized_start=391
-  _globals['_GETSTATUSRESPONSE']._serialized_end=933
-  _globals['_SESSIONCOUNT']._serialized_start=935
-  _globals['_SESSIONCOUNT']._serialized_end=1060
-  _globals['_GETVERSIONREQUEST']._serialized_start=1062
-  _globals['_GETVERSIONREQUEST']._serialized_end=1081
-  _globals['_GETVERSIONRESPONSE']._serialized_start=1084
-  _globals['_GETVERSIONRESPONSE']._serialized_end=1234
-  _globals['_ADAPTERCHECK']._serialized_start=1237
-  _globals['_ADAPTERCHECK']._serialized_end=1430
-  _globals['_STORECHECK']._serialized_start=1433
-  _globals['_STORECHECK']._serialized_end=1577
-  _globals['_CONFIGCHECK']._serialized_start=1579
-  _globals['_CONFIGCHECK']._serialized_end=1687
-  _globals['_DOCTORREQUEST']._serialized_start=1689
-  _globals['_DOCTORREQUEST']._serialized_end=1704
-  _globals['_DOCTORRESPONSE']._serialized_start=1707
-  _globals['_DOCTORRESPONSE']._serialized_end=1866
-  _globals['_SHUTDOWNREQUEST']._serialized_start=1868
-  _globals['_SHUTDOWNREQUEST']._serialized_end=1885
-  _globals['_SHUTDOWNRESPONSE']._serialized_start=1887
-  _globals['_SHUTDOWNRESPONSE']._serialized_end=1905
-  _globals['_DAEMONSERVICE']._serialized_start=2052
-  _globals['_DAEMONSERVICE']._serialized_end=2393
+  _globals['_GETSTATUSRESPONSE']._serialized_end=986
+  _globals['_REPLICASTATUS']._serialized_start=989
+  _globals['_REPLICASTATUS']._serialized_end=1165
+  _globals['_SESSIONCOUNT']._serialized_start=1167
+  _globals['_SESSIONCOUNT']._serialized_end=1292
+  _globals['_GETVERSIONREQUEST']._serialized_start=1294
+  _globals['_GETVERSIONREQUEST']._serialized_end=1313
+  _globals['_GETVERSIONRESPONSE']._serialized_start=1316
+  _globals['_GETVERSIONRESPONSE']._serialized_end=1466
+  _globals['_ADAPTERCHECK']._serialized_start=1469
+  _globals['_ADAPTERCHECK']._serialized_end=1662
+  _globals['_STORECHECK']._serialized_start=1665
+  _globals['_STORECHECK']._serialized_end=1809
+  _globals['_CONFIGCHECK']._serialized_start=1811
+  _globals['_CONFIGCHECK']._serialized_end=1919
+  _globals['_DOCTORREQUEST']._serialized_start=1921
+  _globals['_DOCTORREQUEST']._serialized_end=1936
+  _globals['_DOCTORRESPONSE']._serialized_start=1939
+  _globals['_DOCTORRESPONSE']._serialized_end=2098
+  _globals['_SHUTDOWNREQUEST']._serialized_start=2100
+  _globals['_SHUTDOWNREQUEST']._serialized_end=2117
+  _globals['_SHUTDOWNRESPONSE']._serialized_start=2119
+  _globals['_SHUTDOWNRESPONSE']._serialized_end=2137
+  _globals['_DAEMONSERVICE']._serialized_start=2284
+  _globals['_DAEMONSERVICE']._serialized_end=2625
 # @@protoc_insertion_point(module_scope)

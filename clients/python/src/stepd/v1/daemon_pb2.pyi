@@ -151,6 +151,7 @@ class GetStatusResponse(_message.Message):
     EVENTS_PUBLISHED_FIELD_NUMBER: _builtins.int
     EVENTS_DROPPED_FIELD_NUMBER: _builtins.int
     GAPS_SENT_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     """stepd version."""
     instance_id: _builtins.str
@@ -194,6 +195,13 @@ class GetStatusResponse(_message.Message):
         The OpenTelemetry metric `stepd.sessions` reads the same counts.
         """
 
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaStatus]:
+        """The replicas sharing this daemon's PostgreSQL database, this one
+        included, as the session directory lists them; empty on SQLite. The
+        counts above cover the whole cluster.
+        """
+
     def __init__(
         self,
         *,
@@ -212,14 +220,55 @@ class GetStatusResponse(_message.Message):
         events_published: _builtins.int = ...,
         events_dropped: _builtins.int = ...,
         gaps_sent: _builtins.int = ...,
+        replicas: _abc.Iterable[Global___ReplicaStatus] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["uptime", b"uptime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "breakpoints", b"breakpoints", "data_dir", b"data_dir", "events_dropped", b"events_dropped", "events_published", b"events_published", "gaps_sent", b"gaps_sent", "instance_id", b"instance_id", "last_seq", b"last_seq", "listen", b"listen", "pending_pauses", b"pending_pauses", "probes", b"probes", "sessions", b"sessions", "subscribers", b"subscribers", "uptime", b"uptime", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "breakpoints", b"breakpoints", "data_dir", b"data_dir", "events_dropped", b"events_dropped", "events_published", b"events_published", "gaps_sent", b"gaps_sent", "instance_id", b"instance_id", "last_seq", b"last_seq", "listen", b"listen", "pending_pauses", b"pending_pauses", "probes", b"probes", "replicas", b"replicas", "sessions", b"sessions", "subscribers", b"subscribers", "uptime", b"uptime", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class ReplicaStatus(_message.Message):
+    """One replica of a cluster, as the session directory records it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    LEASE_UNTIL_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    ANSWERING_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Its id (its daemon's instance id)."""
+    address: _builtins.str
+    """The address its peers reach it on."""
+    sessions: _builtins.int
+    """Live sessions it runs."""
+    answering: _builtins.bool
+    """Whether it is the replica that answered."""
+    @_builtins.property
+    def lease_until(self) -> _timestamp_pb2.Timestamp:
+        """Until when its sessions stay its own unless it renews its lease."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        address: _builtins.str = ...,
+        lease_until: _timestamp_pb2.Timestamp | None = ...,
+        sessions: _builtins.int = ...,
+        answering: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lease_until", b"lease_until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "answering", b"answering", "id", b"id", "lease_until", b"lease_until", "sessions", b"sessions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplicaStatus: _TypeAlias = ReplicaStatus  # noqa: Y015
 
 @_typing.final
 class SessionCount(_message.Message):

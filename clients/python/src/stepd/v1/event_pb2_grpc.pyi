@@ -60,6 +60,11 @@ class EventServiceStub:
       events instead of a snapshot; otherwise it sends `gap` (what was lost) and
       then a fresh snapshot. Cursors from an earlier daemon instance always take
       the gap path.
+    - Replicas sharing PostgreSQL each stream the whole cluster's sessions
+      (docs/cluster.md), in each session's order. A cursor belongs to the
+      replica that numbered it (Snapshot.instance_id): resuming on that
+      replica replays exactly; resuming on another takes the gap path, with
+      a snapshot of the whole cluster.
     - A subscriber that reads too slowly is never waited for: its buffer is
       bounded in events and in bytes (--subscriber-buffer,
       --subscriber-buffer-bytes); when it overflows, the events it holds are
@@ -108,6 +113,11 @@ class EventServiceAsyncStub(EventServiceStub):
       events instead of a snapshot; otherwise it sends `gap` (what was lost) and
       then a fresh snapshot. Cursors from an earlier daemon instance always take
       the gap path.
+    - Replicas sharing PostgreSQL each stream the whole cluster's sessions
+      (docs/cluster.md), in each session's order. A cursor belongs to the
+      replica that numbered it (Snapshot.instance_id): resuming on that
+      replica replays exactly; resuming on another takes the gap path, with
+      a snapshot of the whole cluster.
     - A subscriber that reads too slowly is never waited for: its buffer is
       bounded in events and in bytes (--subscriber-buffer,
       --subscriber-buffer-bytes); when it overflows, the events it holds are
@@ -159,6 +169,11 @@ class EventServiceServicer(metaclass=_abc_1.ABCMeta):
           events instead of a snapshot; otherwise it sends `gap` (what was lost) and
           then a fresh snapshot. Cursors from an earlier daemon instance always take
           the gap path.
+        - Replicas sharing PostgreSQL each stream the whole cluster's sessions
+          (docs/cluster.md), in each session's order. A cursor belongs to the
+          replica that numbered it (Snapshot.instance_id): resuming on that
+          replica replays exactly; resuming on another takes the gap path, with
+          a snapshot of the whole cluster.
         - A subscriber that reads too slowly is never waited for: its buffer is
           bounded in events and in bytes (--subscriber-buffer,
           --subscriber-buffer-bytes); when it overflows, the events it holds are
