@@ -140,6 +140,19 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
         .unwrap();
     assert_eq!(b_status.sessions, 1);
     assert_eq!(status.pending_pauses, 1);
+    // `stepctl status` shows them too.
+    let out = std::process::Command::new(stepd_e2e::stepctl_bin())
+        .arg("status")
+        .env("STEPD_ADDR", &a.addr)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run stepctl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("\nreplica ").count(), 3, "{text}");
+    assert!(
+        text.contains(&format!("{} {} (1 session)", b.addr, b_status.id)),
+        "{text}"
+    );
     // GetSession is answered by B, whose pause book holds the pause.
     let got = SessionServiceClient::new(a.channel().await)
         .get_session(GetSessionRequest {

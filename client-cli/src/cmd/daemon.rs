@@ -70,6 +70,18 @@ pub async fn status(channel: Channel, json: bool) -> Result<(), Failure> {
     for (k, v) in rows {
         println!("{k:<15} {v}");
     }
+    // A replica of a cluster: each replica, the one answering marked.
+    for replica in &r.replicas {
+        let plural = if replica.sessions == 1 { "" } else { "s" };
+        println!(
+            "{:<15} {} {} ({} session{plural}){}",
+            "replica",
+            replica.address,
+            replica.id,
+            replica.sessions,
+            if replica.answering { ", answering" } else { "" }
+        );
+    }
     if r.probes > 0 {
         let mut probes = probe_sessions(channel).await?;
         probes.sort_by_cached_key(|s| (labels_text(&s.labels), s.name.clone(), s.id.clone()));
