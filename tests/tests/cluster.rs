@@ -153,6 +153,14 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
         text.contains(&format!("{} {} (1 session)", b.addr, b_status.id)),
         "{text}"
     );
+    // A request over the message limit is refused as on one daemon.
+    let err = SessionServiceClient::new(a.channel().await)
+        .get_session(GetSessionRequest {
+            session_id: "x".repeat(17 << 20),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "LIMIT_EXCEEDED", "{err:?}");
     // GetSession is answered by B, whose pause book holds the pause.
     let got = SessionServiceClient::new(a.channel().await)
         .get_session(GetSessionRequest {

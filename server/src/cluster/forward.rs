@@ -149,9 +149,7 @@ where
                 .await
             {
                 Ok(collected) => collected.to_bytes(),
-                // Over the limit or broken: the local handler refuses it
-                // as it would any such request.
-                Err(_) => return inner.call(Request::from_parts(parts, Body::empty())).await,
+                Err(err) => return Ok(unreadable(&*err, max_bytes).into_http()),
             };
             let owner = message(&bytes)
                 .and_then(target_of)
@@ -168,6 +166,21 @@ where
             }
         })
     }
+}
+
+/// The refusal of a request whose body could not be read whole: over the
+/// message limit (as tonic refuses it on one daemon), or broken off.
+fn unreadable(err: &(dyn std::error::Error + 'static), max_bytes: usize) -> Status {
+    if err.is::<http_body_util::LengthLimitError>() {
+        return ApiError::new(
+            stepd_proto::v1::ErrorReason::LimitExceeded,
+            format!("the request is larger than the {max_bytes} bytes --max-message-bytes allows"),
+        )
+        .with("limit", "max_message_bytes")
+        .with("max", max_bytes.to_string())
+        .into();
+    }
+    Status::cancelled(format!("the request broke off: {err}"))
 }
 
 /// The message of an uncompressed one-message gRPC body.
