@@ -588,3 +588,60 @@ async fn a_pause_answered_on_another_replica_s_stream_is_in_the_history_after_ev
     assert!(!decided.by.is_empty());
     c.stop().await;
 }
+
+#[tokio::test]
+async fn replicas_authenticate_to_each_other_with_a_token_and_record_the_caller() {
+    let url = postgres::database("cluster_tokens");
+    let dir = stepd_e2e::TempDir::new("peers");
+    let tokens = dir.path().join("tokens");
+    let peer = stepd_e2e::add_token(&tokens, "peer", "admin");
+    let alice = stepd_e2e::add_token(&tokens, "alice", "controller");
+    let peer_file = dir.path().join("peer-token");
+    std::fs::write(&peer_file, format!("{peer}\n")).unwrap();
+    let (tokens, peer_file) = (
+        tokens.display().to_string(),
+        peer_file.display().to_string(),
+    );
+    let args = [
+        "--database-url",
+        &url,
+        "--auth-tokens",
+        &tokens,
+        "--peer-token-file",
+        &peer_file,
+    ];
+    let (a, b) = (Daemon::start(&args).await, Daemon::start(&args).await);
+    let mut on_a = Subscription::open(a.channel().await, Watch::default()).await;
+    on_a.next().await;
+    let mut on_b = Subscription::open(b.channel().await, Watch::default()).await;
+    on_b.next().await;
+    let id = dap::add_breakpoint(&a, tool_calls()).await;
+    on_b.wait_for("the breakpoint on B", |e| {
+        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+            if u.change == BreakpointChange::Added as i32)
+    })
+    .await;
+    let (probe, _) = Probe::connect(&b, &[]).await;
+    let session = probe.session_id.clone();
+    hold(&probe, &id).await;
+    // Relayed to A over B's stream, which A opened with its token.
+    let pause = dap::next_pause(&mut on_a, &session).await;
+    SessionServiceClient::new(a.channel().await)
+        .send_debug_input(stepd_e2e::with_token(carry_on(&pause.key), &alice))
+        .await
+        .expect("alice, a controller, may answer on any replica");
+    // B recorded alice, not the replica that forwarded her answer.
+    let event = on_b
+        .wait_for(
+            "pause_resolved",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
+        )
+        .await;
+    let Some(Payload::PauseResolved(resolved)) = event.payload else {
+        unreachable!()
+    };
+    assert_eq!(resolved.by, "token:alice");
+    drop(probe);
+    a.stop().await;
+    b.stop().await;
+}

@@ -35,12 +35,17 @@ impl EventService for EventApi {
         request: Request<Streaming<SubscribeRequest>>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
         let who = crate::auth::identity(&request);
-        let slot = self.daemon.subscribers.take(&who.name)?;
-        let client_name = super::client_name(&request);
         // A peer replica's relay takes only the sessions this one runs;
         // only an admin (as peers authenticate) may ask for that.
-        let relay = request.metadata().contains_key(crate::cluster::RELAY)
-            && who.role == crate::auth::roles::Role::Admin;
+        let relay = request.metadata().contains_key(crate::cluster::RELAY);
+        if relay {
+            crate::auth::roles::peer_replica(
+                &who,
+                "relaying a replica's own sessions (x-stepd-relay)",
+            )?;
+        }
+        let slot = self.daemon.subscribers.take(&who.name)?;
+        let client_name = super::client_name(&request);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let subscriber = Subscriber {

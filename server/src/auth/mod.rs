@@ -77,18 +77,10 @@ pub fn acting(who: Arc<Identity>, headers: &HeaderMap) -> Result<Arc<Identity>, 
     let Some(name) = headers.get(ON_BEHALF_OF) else {
         return Ok(who);
     };
-    if who.role != Role::Admin {
-        return Err(ApiError::new(
-            stepd_proto::v1::ErrorReason::PermissionDenied,
-            format!(
-                "{} may not act on behalf of another identity: only an admin (a peer replica) may",
-                who.name
-            ),
-        )
-        .with("needs", "admin")
-        .with("role", who.role.as_str())
-        .with("identity", crate::error::clip(&who.name)));
-    }
+    roles::peer_replica(
+        &who,
+        "acting on behalf of another identity (x-stepd-on-behalf-of)",
+    )?;
     let role = headers
         .get(ON_BEHALF_ROLE)
         .and_then(|v| v.to_str().ok())

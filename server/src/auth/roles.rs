@@ -201,6 +201,13 @@ pub fn inspect(who: &Identity, request: &InspectRequest) -> Result<(), ApiError>
     }
 }
 
+/// Acting for another caller (`x-stepd-on-behalf-of`) or relaying only a
+/// replica's own sessions (`x-stepd-relay`) is what peer replicas do:
+/// admin, which may already run any code as the daemon's user.
+pub fn peer_replica(who: &Identity, what: &str) -> Result<(), ApiError> {
+    require(who, Admin, what)
+}
+
 fn require(who: &Identity, need: Need, what: &str) -> Result<(), ApiError> {
     if who.role.may(need) {
         return Ok(());
