@@ -58,6 +58,15 @@ pub struct Cli {
     /// On PostgreSQL, a file holding the bearer token this replica presents to its peers.
     #[arg(long, env = "STEPD_PEER_TOKEN_FILE")]
     pub peer_token_file: Option<PathBuf>,
+    /// On PostgreSQL with --tls-cert, the PEM client certificate this replica presents to its peers (needs --peer-tls-key).
+    #[arg(long, env = "STEPD_PEER_TLS_CERT")]
+    pub peer_tls_cert: Option<PathBuf>,
+    /// PEM private key of --peer-tls-cert.
+    #[arg(long, env = "STEPD_PEER_TLS_KEY")]
+    pub peer_tls_key: Option<PathBuf>,
+    /// On PostgreSQL with --tls-cert, the CAs whose certificates peers' servers present [default: --tls-client-ca].
+    #[arg(long, env = "STEPD_PEER_TLS_CA")]
+    pub peer_tls_ca: Option<PathBuf>,
     /// Do not record session history.
     #[arg(long, env = "STEPD_NO_HISTORY")]
     pub no_history: bool,
@@ -183,6 +192,9 @@ struct FileConfig {
     advertise_address: Option<String>,
     replica_lease: Option<String>,
     peer_token_file: Option<PathBuf>,
+    peer_tls_cert: Option<PathBuf>,
+    peer_tls_key: Option<PathBuf>,
+    peer_tls_ca: Option<PathBuf>,
     no_history: Option<bool>,
     history_max_age: Option<String>,
     history_max_bytes: Option<u64>,
@@ -404,7 +416,42 @@ impl Config {
             .or(file.database_url)
             .unwrap_or_else(|| "sqlite:".to_owned());
         let history = !(cli.no_history || file.no_history.unwrap_or(false));
+        let read = |flag: &str, path: &PathBuf| {
+            std::fs::read(path).with_context(|| format!("reading {flag} {}", path.display()))
+        };
+        // Peers serve TLS as this replica does (the same deployment).
+        let peer_tls = match &tls_cert {
+            Some(_) if database_url.starts_with("postgres") => {
+                let ca = cli
+                    .peer_tls_ca
+                    .or(file.peer_tls_ca)
+                    .or_else(|| tls_client_ca.clone());
+                let identity = match (
+                    cli.peer_tls_cert.or(file.peer_tls_cert),
+                    cli.peer_tls_key.or(file.peer_tls_key),
+                ) {
+                    (Some(cert), Some(key)) => Some((
+                        read("--peer-tls-cert", &cert)?,
+                        read("--peer-tls-key", &key)?,
+                    )),
+                    (None, None) => None,
+                    _ => bail!("--peer-tls-cert and --peer-tls-key go together"),
+                };
+                let Some(ca) = ca else {
+                    bail!(
+                        "replicas serving TLS check each other's certificates: give \
+                         --peer-tls-ca (or --tls-client-ca)"
+                    );
+                };
+                Some(crate::cluster::PeerTls {
+                    ca: read("--peer-tls-ca", &ca)?,
+                    identity,
+                })
+            }
+            _ => None,
+        };
         let replica = crate::cluster::ReplicaConfig {
+            tls: peer_tls,
             advertise_address: cli.advertise_address.or(file.advertise_address),
             lease: duration(
                 "replica-lease",

@@ -12,7 +12,7 @@ use stepd_proto::v1::{
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
+use tonic::{Streaming, transport::Channel};
 
 use crate::{DEADLINE, Daemon, dap};
 
@@ -30,6 +30,11 @@ impl Probe {
     /// A probe that says `hello`, connected with `traceparent` on its
     /// Connect call (none if empty), and the Welcome it got.
     pub async fn open(daemon: &Daemon, hello: Hello, traceparent: &str) -> (Self, Welcome) {
+        Self::open_on(daemon.channel().await, hello, traceparent).await
+    }
+
+    /// As `open`, on a channel of the caller's (TLS, a proxy).
+    pub async fn open_on(channel: Channel, hello: Hello, traceparent: &str) -> (Self, Welcome) {
         let (tx, rx) = mpsc::channel(16);
         tx.send(ConnectRequest {
             message: Some(In::Hello(hello)),
@@ -42,7 +47,7 @@ impl Probe {
                 .metadata_mut()
                 .insert("traceparent", traceparent.parse().unwrap());
         }
-        let mut rx = ProbeServiceClient::new(daemon.channel().await)
+        let mut rx = ProbeServiceClient::new(channel)
             .connect(request)
             .await
             .unwrap()

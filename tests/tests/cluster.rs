@@ -645,3 +645,122 @@ async fn replicas_authenticate_to_each_other_with_a_token_and_record_the_caller(
     a.stop().await;
     b.stop().await;
 }
+
+#[path = "common/pki.rs"]
+mod pki;
+
+#[tokio::test]
+async fn replicas_serving_mutual_tls_reach_each_other_with_their_own_certificate() {
+    use rcgen::{ExtendedKeyUsagePurpose as Usage, SanType};
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+
+    let url = postgres::database("cluster_mtls");
+    let dir = stepd_e2e::TempDir::new("peers-pki");
+    let ca = pki::ca("stepd replicas CA");
+    let (server, server_key, _) = pki::leaf(
+        &ca,
+        "stepd",
+        vec![SanType::IpAddress("127.0.0.1".parse().unwrap())],
+        Usage::ServerAuth,
+    );
+    let identity = |name: &str| {
+        pki::leaf(
+            &ca,
+            name,
+            vec![SanType::URI(
+                format!("spiffe://stepd.test/{name}").try_into().unwrap(),
+            )],
+            Usage::ClientAuth,
+        )
+    };
+    let (replica_cert, replica_key, _) = identity("replica");
+    let (alice_cert, alice_key, _) = identity("alice");
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let roles = file(
+        "roles",
+        "spiffe://stepd.test/replica admin\nspiffe://stepd.test/alice controller\n",
+    );
+    let args = [
+        "--database-url".to_owned(),
+        url.clone(),
+        "--tls-cert".into(),
+        file("server.pem", &server),
+        "--tls-key".into(),
+        file("server.key", &server_key),
+        "--tls-client-ca".into(),
+        file("ca.pem", &ca.pem),
+        "--tls-client-roles".into(),
+        roles,
+        "--peer-tls-cert".into(),
+        file("replica.pem", &replica_cert),
+        "--peer-tls-key".into(),
+        file("replica.key", &replica_key),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (a, b) = (Daemon::start(&args).await, Daemon::start(&args).await);
+    let channel = |daemon: &Daemon, cert: &str, key: &str| {
+        Endpoint::from_shared(format!("https://{}", daemon.addr))
+            .unwrap()
+            .tls_config(
+                ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(&ca.pem))
+                    .identity(Identity::from_pem(cert, key)),
+            )
+            .unwrap()
+            .connect_lazy()
+    };
+    let mut on_a = Subscription::open(channel(&a, &alice_cert, &alice_key), Watch::default()).await;
+    on_a.next().await;
+    let mut on_b = Subscription::open(channel(&b, &alice_cert, &alice_key), Watch::default()).await;
+    on_b.next().await;
+    let mut breakpoints = stepd_proto::v1::breakpoint_service_client::BreakpointServiceClient::new(
+        channel(&a, &alice_cert, &alice_key),
+    );
+    let id = breakpoints
+        .add_breakpoint(stepd_proto::v1::AddBreakpointRequest {
+            spec: Some(tool_calls()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .breakpoint
+        .unwrap()
+        .id;
+    on_b.wait_for("the breakpoint on B", |e| {
+        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+            if u.change == BreakpointChange::Added as i32)
+    })
+    .await;
+    // The probe connects to B with a certificate that may connect.
+    let (probe, _) = Probe::open_on(
+        channel(&b, &replica_cert, &replica_key),
+        stepd_e2e::probe::hello("agent"),
+        "",
+    )
+    .await;
+    let session = probe.session_id.clone();
+    hold(&probe, &id).await;
+    let pause = dap::next_pause(&mut on_a, &session).await;
+    SessionServiceClient::new(channel(&a, &alice_cert, &alice_key))
+        .send_debug_input(carry_on(&pause.key))
+        .await
+        .expect("alice answers on A; B, over mutual TLS, decides");
+    let event = on_b
+        .wait_for(
+            "pause_resolved",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
+        )
+        .await;
+    let Some(Payload::PauseResolved(resolved)) = event.payload else {
+        unreachable!()
+    };
+    assert_eq!(resolved.by, "cert:spiffe://stepd.test/alice");
+    drop(probe);
+    a.stop().await;
+    b.stop().await;
+}

@@ -6,10 +6,11 @@
 
 use std::{path::Path, process::Stdio, time::Duration};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
+#[path = "common/pki.rs"]
+mod pki;
+
+use pki::{ca, leaf};
+use rcgen::{ExtendedKeyUsagePurpose, SanType};
 use stepd_e2e::{DEADLINE, Daemon, TempDir, stepctl_bin};
 use stepd_proto::v1::{PingRequest, daemon_service_client::DaemonServiceClient};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -23,40 +24,6 @@ struct Pki {
     dir: TempDir,
     /// The client certificate from the CA, DER (to compare identities).
     client_der: Vec<u8>,
-}
-
-struct Ca {
-    issuer: Issuer<'static, KeyPair>,
-    pem: String,
-}
-
-fn ca(name: &str) -> Ca {
-    let mut params = CertificateParams::default();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let key = KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    Ca {
-        pem: cert.pem(),
-        issuer: Issuer::new(params, key),
-    }
-}
-
-/// A leaf certificate signed by `ca`: (certificate PEM, key PEM, DER).
-fn leaf(
-    ca: &Ca,
-    cn: &str,
-    sans: Vec<SanType>,
-    usage: ExtendedKeyUsagePurpose,
-) -> (String, String, Vec<u8>) {
-    let mut params = CertificateParams::default();
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.subject_alt_names = sans;
-    params.extended_key_usages = vec![usage];
-    let key = KeyPair::generate().unwrap();
-    let cert = params.signed_by(&key, &ca.issuer).unwrap();
-    (cert.pem(), key.serialize_pem(), cert.der().to_vec())
 }
 
 impl Pki {

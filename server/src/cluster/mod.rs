@@ -33,8 +33,20 @@ pub struct ReplicaConfig {
     /// How long this replica's sessions stay its own after a renewal.
     pub lease: Duration,
     /// The bearer token presented to peers; none for peers that trust
-    /// this replica by its Unix user (one machine) or run `--insecure`.
+    /// this replica by its Unix user (one machine), by its certificate, or
+    /// run `--insecure`.
     pub peer_token: Option<String>,
+    /// How peers are reached when they serve TLS (as this replica does).
+    pub tls: Option<PeerTls>,
+}
+
+/// TLS to peers (`--peer-tls-ca`, `--peer-tls-cert`, `--peer-tls-key`).
+#[derive(Debug, Clone)]
+pub struct PeerTls {
+    /// PEM CAs the peers' server certificates are checked against.
+    pub ca: Vec<u8>,
+    /// PEM certificate and key presented to peers (mutual TLS).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Set on a peer's Subscribe: relay only the sessions this replica runs.
@@ -87,7 +99,7 @@ impl Cluster {
                 store: store.clone(),
                 bus: bus.clone(),
                 owners: Owners::default(),
-                peers: Peers::new(config.peer_token.clone()),
+                peers: Peers::new(config.peer_token.clone(), config.tls.clone()),
                 live: Default::default(),
                 stop: shutdown.child_token(),
             })

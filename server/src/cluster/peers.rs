@@ -9,10 +9,10 @@ use std::{
 
 use tonic::{
     metadata::MetadataValue,
-    transport::{Channel, Endpoint},
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
 };
 
-use super::Peer;
+use super::{Peer, PeerTls};
 use crate::error::{ApiError, ApiResult};
 
 /// How long a peer may take to accept a connection.
@@ -20,13 +20,22 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(crate) struct Peers {
     token: Option<String>,
+    tls: Option<ClientTlsConfig>,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
 impl Peers {
-    pub(super) fn new(token: Option<String>) -> Self {
+    pub(super) fn new(token: Option<String>, tls: Option<PeerTls>) -> Self {
+        let tls = tls.map(|tls| {
+            let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(tls.ca));
+            if let Some((cert, key)) = tls.identity {
+                config = config.identity(Identity::from_pem(cert, key));
+            }
+            config
+        });
         Self {
             token,
+            tls,
             channels: Mutex::default(),
         }
     }
@@ -41,14 +50,22 @@ impl Peers {
         if let Some(channel) = self.lock().get(&peer.address) {
             return Ok(channel.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{}", peer.address))
-            .map_err(|err| {
-                ApiError::internal(format!(
-                    "replica {} has an unusable address {}: {err}",
-                    peer.id,
-                    crate::error::quote(&peer.address)
-                ))
-            })?
+        let unusable = |err: &dyn std::fmt::Display| {
+            ApiError::internal(format!(
+                "replica {} has an unusable address {}: {err}",
+                peer.id,
+                crate::error::quote(&peer.address)
+            ))
+        };
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{}", peer.address))
+            .map_err(|err| unusable(&err))?;
+        if let Some(tls) = &self.tls {
+            endpoint = endpoint
+                .tls_config(tls.clone())
+                .map_err(|err| unusable(&err))?;
+        }
+        let endpoint = endpoint
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(20))
