@@ -723,7 +723,6 @@ async fn replicas_serving_mutual_tls_reach_each_other_with_their_own_certificate
     let id = breakpoints
         .add_breakpoint(stepd_proto::v1::AddBreakpointRequest {
             spec: Some(tool_calls()),
-            ..Default::default()
         })
         .await
         .unwrap()
