@@ -121,6 +121,7 @@ var (
 	ErrInvalidValue         = sentinel(stepdv1.ErrorReason_ERROR_REASON_INVALID_VALUE)
 	ErrLaunchFailed         = sentinel(stepdv1.ErrorReason_ERROR_REASON_LAUNCH_FAILED)
 	ErrAdapterError         = sentinel(stepdv1.ErrorReason_ERROR_REASON_ADAPTER_ERROR)
+	ErrReplicaUnavailable   = sentinel(stepdv1.ErrorReason_ERROR_REASON_REPLICA_UNAVAILABLE)
 )
 
 var sentinels = map[stepdv1.ErrorReason]*Error{}

@@ -54,6 +54,7 @@ __all__ = [
     "InvalidValue",
     "LaunchFailed",
     "AdapterError",
+    "ReplicaUnavailable",
     "REASONS",
     "error_class",
     "from_rpc_error",
@@ -275,6 +276,12 @@ class AdapterError(StepdError):
     REASON = "ADAPTER_ERROR"
 
 
+class ReplicaUnavailable(StepdError):
+    """The session runs on another replica of the cluster, which did not answer the forwarded call (UNAVAILABLE)."""
+
+    REASON = "REPLICA_UNAVAILABLE"
+
+
 #: Reason string -> exception class, one entry per ErrorReason value.
 REASONS: dict[str, type[StepdError]] = {
     cls.REASON: cls
@@ -303,6 +310,7 @@ REASONS: dict[str, type[StepdError]] = {
         InvalidValue,
         LaunchFailed,
         AdapterError,
+        ReplicaUnavailable,
     )
 }
 
