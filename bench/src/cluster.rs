@@ -16,21 +16,17 @@ use serde_json::json;
 use stepd_e2e::{Daemon, Subscription, dap, postgres, probe::Probe};
 use stepd_proto::v1::{
     BreakpointAction, BreakpointChange, BreakpointSpec, DebugCommand, DebugInput, Hit, PointInfo,
-    ProbeMatch, SendDebugInputRequest, Watch, breakpoint_spec::Location,
-    connect_request::Message as In, connect_response::Message as Out, debug_command::Command,
-    event::Payload, session_service_client::SessionServiceClient,
+    SendDebugInputRequest, Watch, connect_request::Message as In, connect_response::Message as Out,
+    debug_command::Command, event::Payload, session_service_client::SessionServiceClient,
 };
 
 use crate::stats::{Samples, machine, write_result};
 
+/// A STOP breakpoint at the tool call "Bash" the probe holds at.
 fn stop_at_tool_calls() -> BreakpointSpec {
     BreakpointSpec {
-        location: Some(Location::Probe(ProbeMatch {
-            point_kind: "tool_call".into(),
-            name_glob: "*".into(),
-        })),
         action: BreakpointAction::Stop as i32,
-        ..Default::default()
+        ..stepd_e2e::held::bash_breakpoint()
     }
 }
 

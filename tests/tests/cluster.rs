@@ -11,12 +11,12 @@ use stepd_e2e::{
 use stepd_proto::v1::{
     BreakpointAction, BreakpointChange, BreakpointSpec, CommandKind, DebugCommand, DebugInput,
     EndReason, GetSessionHistoryRequest, GetSessionRequest, GetStatusRequest, Hit, InspectRequest,
-    InspectSource, ListPausesRequest, ListSessionsRequest, PointInfo, ProbeMatch, RefreshRequest,
-    SendDebugInputRequest, Watch, breakpoint_spec::Location, connect_request::Message as In,
-    connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
-    debug_command::Command, event::Payload, history_service_client::HistoryServiceClient,
-    inspect_source::Source, inspector_service_client::InspectorServiceClient,
-    session_service_client::SessionServiceClient, subscribe_request::Message as SubscribeMessage,
+    InspectSource, ListPausesRequest, ListSessionsRequest, PointInfo, RefreshRequest,
+    SendDebugInputRequest, Watch, connect_request::Message as In, connect_response::Message as Out,
+    daemon_service_client::DaemonServiceClient, debug_command::Command, event::Payload,
+    history_service_client::HistoryServiceClient, inspect_source::Source,
+    inspector_service_client::InspectorServiceClient, session_service_client::SessionServiceClient,
+    subscribe_request::Message as SubscribeMessage,
 };
 
 /// A replica with a lease short enough for a test to see it run out, long
@@ -28,15 +28,35 @@ async fn replica(url: &str) -> (Daemon, Subscription) {
     (daemon, sub)
 }
 
+/// A STOP breakpoint at the tool call "Bash" the holds below report.
 fn tool_calls() -> BreakpointSpec {
     BreakpointSpec {
-        location: Some(Location::Probe(ProbeMatch {
-            point_kind: "tool_call".into(),
-            name_glob: "*".into(),
-        })),
         action: BreakpointAction::Stop as i32,
-        ..Default::default()
+        ..held::bash_breakpoint()
     }
+}
+
+/// Waits until a stream shows a breakpoint added (on any replica).
+async fn breakpoint_added(sub: &mut Subscription) {
+    sub.wait_for("a breakpoint added", |e| {
+        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+            if u.change == BreakpointChange::Added as i32)
+    })
+    .await;
+}
+
+/// How a stream says the pause `key` was resolved.
+async fn resolution(sub: &mut Subscription, key: &str) -> stepd_proto::v1::PauseResolved {
+    let event = sub
+        .wait_for(
+            "pause_resolved",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == key),
+        )
+        .await;
+    let Some(Payload::PauseResolved(resolved)) = event.payload else {
+        unreachable!()
+    };
+    resolved
 }
 
 /// Waits until a stream shows the session started (relayed from its replica).
@@ -94,11 +114,7 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
 
     // The breakpoint is added through C and reaches B, where the probe is.
     let id = dap::add_breakpoint(&c, tool_calls()).await;
-    on_b.wait_for("the breakpoint on B", |e| {
-        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
-            if u.change == BreakpointChange::Added as i32)
-    })
-    .await;
+    breakpoint_added(&mut on_b).await;
     let (mut probe, _) = Probe::connect(&b, &[]).await;
     let session = probe.session_id.clone();
     started(&mut on_a, &session).await;
@@ -233,15 +249,7 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
     .await
     .expect("resumed");
     for sub in [&mut on_a, &mut on_b, &mut on_c] {
-        let event = sub
-            .wait_for(
-                "pause_resolved",
-                |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
-            )
-            .await;
-        let Some(Payload::PauseResolved(resolved)) = event.payload else {
-            unreachable!()
-        };
+        let resolved = resolution(sub, &pause.key).await;
         assert!(!resolved.by.is_empty());
         assert!(!resolved.by.contains("forwarded"), "{}", resolved.by);
     }
@@ -394,11 +402,7 @@ async fn three_replicas_behind_a_proxy_answer_for_each_other_and_survive_a_kill(
     // The breakpoint is added through replica 0 and reaches every replica.
     dap::add_breakpoint(&replicas[0].0, held::bash_breakpoint()).await;
     for (_, sub) in &mut replicas {
-        sub.wait_for("the breakpoint", |e| {
-            matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
-                if u.change == BreakpointChange::Added as i32)
-        })
-        .await;
+        breakpoint_added(sub).await;
     }
 
     // Both probe programs connect through the proxy.
@@ -521,11 +525,7 @@ async fn a_pause_answered_on_another_replica_s_stream_is_in_the_history_after_ev
     let (a, mut on_a) = replica(&url).await;
     let (b, mut on_b) = replica(&url).await;
     let id = dap::add_breakpoint(&a, tool_calls()).await;
-    on_b.wait_for("the breakpoint on B", |e| {
-        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
-            if u.change == BreakpointChange::Added as i32)
-    })
-    .await;
+    breakpoint_added(&mut on_b).await;
     let (probe, _) = Probe::connect(&b, &[]).await;
     let session = probe.session_id.clone();
     hold(&probe, &id).await;
@@ -535,15 +535,7 @@ async fn a_pause_answered_on_another_replica_s_stream_is_in_the_history_after_ev
         carry_on(&pause.key).input.unwrap(),
     ))
     .await;
-    let resolved = on_a
-        .wait_for(
-            "pause_resolved",
-            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
-        )
-        .await;
-    let Some(Payload::PauseResolved(resolved)) = resolved.payload else {
-        unreachable!()
-    };
+    let resolved = resolution(&mut on_a, &pause.key).await;
     drop(probe);
     dap::ended(&mut on_a, &session).await;
     a.stop().await;
@@ -616,11 +608,7 @@ async fn replicas_authenticate_to_each_other_with_a_token_and_record_the_caller(
     let mut on_b = Subscription::open(b.channel().await, Watch::default()).await;
     on_b.next().await;
     let id = dap::add_breakpoint(&a, tool_calls()).await;
-    on_b.wait_for("the breakpoint on B", |e| {
-        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
-            if u.change == BreakpointChange::Added as i32)
-    })
-    .await;
+    breakpoint_added(&mut on_b).await;
     let (probe, _) = Probe::connect(&b, &[]).await;
     let session = probe.session_id.clone();
     hold(&probe, &id).await;
@@ -631,15 +619,7 @@ async fn replicas_authenticate_to_each_other_with_a_token_and_record_the_caller(
         .await
         .expect("alice, a controller, may answer on any replica");
     // B recorded alice, not the replica that forwarded her answer.
-    let event = on_b
-        .wait_for(
-            "pause_resolved",
-            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
-        )
-        .await;
-    let Some(Payload::PauseResolved(resolved)) = event.payload else {
-        unreachable!()
-    };
+    let resolved = resolution(&mut on_b, &pause.key).await;
     assert_eq!(resolved.by, "token:alice");
     drop(probe);
     a.stop().await;
@@ -730,11 +710,7 @@ async fn replicas_serving_mutual_tls_reach_each_other_with_their_own_certificate
         .breakpoint
         .unwrap()
         .id;
-    on_b.wait_for("the breakpoint on B", |e| {
-        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
-            if u.change == BreakpointChange::Added as i32)
-    })
-    .await;
+    breakpoint_added(&mut on_b).await;
     // The probe connects to B with a certificate that may connect.
     let (probe, _) = Probe::open_on(
         channel(&b, &replica_cert, &replica_key),
@@ -749,15 +725,7 @@ async fn replicas_serving_mutual_tls_reach_each_other_with_their_own_certificate
         .send_debug_input(carry_on(&pause.key))
         .await
         .expect("alice answers on A; B, over mutual TLS, decides");
-    let event = on_b
-        .wait_for(
-            "pause_resolved",
-            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
-        )
-        .await;
-    let Some(Payload::PauseResolved(resolved)) = event.payload else {
-        unreachable!()
-    };
+    let resolved = resolution(&mut on_b, &pause.key).await;
     assert_eq!(resolved.by, "cert:spiffe://stepd.test/alice");
     drop(probe);
     a.stop().await;

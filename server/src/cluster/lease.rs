@@ -136,12 +136,14 @@ pub(super) async fn record_own_sessions(cluster: Arc<Cluster>) {
                         .filter(|id| cluster.runs(id))
                         .collect()
                 });
-                for id in live.difference(&recorded.clone()) {
-                    own(&cluster, &mut recorded, id).await;
+                let new: Vec<String> = live.difference(&recorded).cloned().collect();
+                let gone: Vec<String> = recorded.difference(&live).cloned().collect();
+                for id in new {
+                    own(&cluster, &mut recorded, &id).await;
                 }
-                for id in recorded.clone().difference(&live) {
-                    recorded.remove(id);
-                    disown(&cluster, id).await;
+                for id in gone {
+                    recorded.remove(&id);
+                    disown(&cluster, &id).await;
                 }
             }
             Err(RecvError::Closed) => return,
