@@ -186,6 +186,9 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
         .unwrap()
         .into_inner();
     assert_eq!(got.pauses.len(), 1, "{got:?}");
+    // The probe and the test's clients run as one Unix user: that identity
+    // is what B must record for an answer forwarded from A or C.
+    let caller = got.session.as_ref().unwrap().started_by.clone();
 
     // An inspector opened on A over the held value lives on B, and every
     // call about it made on A is answered there.
@@ -214,6 +217,22 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
         .unwrap()
         .into_inner();
     assert_eq!(total(&refreshed.rendering.unwrap()), Some(3));
+
+    // A command outside the pause's input_type, sent on A, is refused by B
+    // and leaves the pause as it was: the answers below still find it.
+    let refused = SessionServiceClient::new(a.channel().await)
+        .send_debug_input(SendDebugInputRequest {
+            input: Some(DebugInput {
+                key: pause.key.clone(),
+                command: Some(DebugCommand {
+                    command: Some(Command::Locals(Default::default())),
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&refused), "INVALID_COMMAND", "{refused:?}");
 
     // Two clients, on A and on C, answer at once: one wins.
     let answered = Instant::now();
@@ -250,8 +269,8 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
     .expect("resumed");
     for sub in [&mut on_a, &mut on_b, &mut on_c] {
         let resolved = resolution(sub, &pause.key).await;
-        assert!(!resolved.by.is_empty());
-        assert!(!resolved.by.contains("forwarded"), "{}", resolved.by);
+        assert!(resolved.by.starts_with("uid:"), "{}", resolved.by);
+        assert_eq!(resolved.by, caller);
     }
     drop(probe);
     for daemon in [a, b, c] {

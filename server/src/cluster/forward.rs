@@ -27,12 +27,13 @@ use stepd_proto::v1::{
 use tonic::{
     Status,
     body::Body,
-    codegen::http::{HeaderValue, Request, Response},
+    codegen::http::{Request, Response},
+    metadata::MetadataMap,
 };
 
 use super::{Cluster, Peer};
 use crate::{
-    auth::{Identity, ON_BEHALF_OF, ON_BEHALF_ROLE},
+    auth::Identity,
     error::{ApiError, ApiResult},
 };
 
@@ -202,19 +203,7 @@ async fn forward(
     };
     let headers = request.headers_mut();
     headers.remove("authorization");
-    if let Some(authorization) = cluster.peers.authorization()
-        && let Ok(value) = HeaderValue::from_str(authorization.to_str().unwrap_or_default())
-    {
-        headers.insert("authorization", value);
-    }
-    for (name, value) in [
-        (ON_BEHALF_OF, who.name.as_str()),
-        (ON_BEHALF_ROLE, who.role.as_str()),
-    ] {
-        if let Ok(value) = HeaderValue::from_str(value) {
-            headers.insert(name, value);
-        }
-    }
+    headers.extend(cluster.peers.headers(Some(who)));
     use tower::ServiceExt;
     match channel.oneshot(request).await {
         Ok(response) => response.map(Body::new),
@@ -243,18 +232,7 @@ impl Cluster {
         who: &Identity,
     ) -> ApiResult<()> {
         let mut request = tonic::Request::new(SendDebugInputRequest { input: Some(input) });
-        let metadata = request.metadata_mut();
-        if let Some(authorization) = self.peers.authorization() {
-            metadata.insert("authorization", authorization);
-        }
-        for (name, value) in [
-            (ON_BEHALF_OF, who.name.as_str()),
-            (ON_BEHALF_ROLE, who.role.as_str()),
-        ] {
-            if let Ok(value) = value.parse() {
-                metadata.insert(name, value);
-            }
-        }
+        *request.metadata_mut() = MetadataMap::from_headers(self.peers.headers(Some(who)));
         SessionServiceClient::new(self.peers.channel(peer)?)
             .send_debug_input(request)
             .await

@@ -8,12 +8,15 @@ use std::{
 };
 
 use tonic::{
-    metadata::MetadataValue,
-    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
+    codegen::http::{HeaderMap, HeaderValue},
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity as TlsIdentity},
 };
 
 use super::{Peer, PeerTls};
-use crate::error::{ApiError, ApiResult};
+use crate::{
+    auth::{Identity, ON_BEHALF_OF, ON_BEHALF_ROLE},
+    error::{ApiError, ApiResult},
+};
 
 /// How long a peer may take to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -29,7 +32,7 @@ impl Peers {
         let tls = tls.map(|tls| {
             let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(tls.ca));
             if let Some((cert, key)) = tls.identity {
-                config = config.identity(Identity::from_pem(cert, key));
+                config = config.identity(TlsIdentity::from_pem(cert, key));
             }
             config
         });
@@ -80,9 +83,25 @@ impl Peers {
         self.lock().remove(&peer.address);
     }
 
-    /// The `authorization` value this replica presents, if it has a token.
-    pub(crate) fn authorization(&self) -> Option<MetadataValue<tonic::metadata::Ascii>> {
-        let token = self.token.as_ref()?;
-        format!("Bearer {token}").parse().ok()
+    /// The headers of a call to a peer: this replica's token, if it has
+    /// one, and the caller it acts for, if any.
+    pub(crate) fn headers(&self, acting_for: Option<&Identity>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        let token = self
+            .token
+            .as_ref()
+            .map(|t| ("authorization", format!("Bearer {t}")));
+        let caller = acting_for.into_iter().flat_map(|who| {
+            [
+                (ON_BEHALF_OF, who.name.clone()),
+                (ON_BEHALF_ROLE, who.role.as_str().to_owned()),
+            ]
+        });
+        for (name, value) in token.into_iter().chain(caller) {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        }
+        headers
     }
 }

@@ -57,14 +57,11 @@ async fn stream(cluster: &Cluster, peer: &Peer, cursor: &mut u64) -> anyhow::Res
         })
         .await?;
     let mut request = tonic::Request::new(ReceiverStream::new(inbound));
+    *request.metadata_mut() =
+        tonic::metadata::MetadataMap::from_headers(cluster.peers.headers(None));
     request
         .metadata_mut()
         .insert(RELAY, tonic::metadata::MetadataValue::from_static("1"));
-    if let Some(authorization) = cluster.peers.authorization() {
-        request
-            .metadata_mut()
-            .insert("authorization", authorization);
-    }
     let mut events = EventServiceClient::new(channel)
         .max_decoding_message_size(usize::MAX)
         .subscribe(request)
