@@ -286,9 +286,9 @@ fn router(
         // authentication layer; then the registry, which only sees requests
         // that passed, so a connection whose requests are all refused stays
         // silent and is closed as such.
-        .layer(crate::tls::IdentityLayer {
-            trust_forwarded: daemon.config.trust_forwarded_client_cert,
-        })
+        .layer(crate::tls::IdentityLayer::new(
+            daemon.config.trust_forwarded_client_cert,
+        ))
         .layer(AuthLayer(auth.clone()))
         .layer(SeenLayer(conns.clone()))
         // Innermost: a call about another replica's session is sent on

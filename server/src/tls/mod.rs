@@ -9,19 +9,11 @@
 //! [`load_client_roles`] returns. A certificate whose identity has no entry
 //! gets no role, so every RPC but health is refused `PERMISSION_DENIED`.
 
-use std::{
-    collections::BTreeMap,
-    net::SocketAddr,
-    path::Path,
-    task::{Context, Poll},
-};
+use std::{collections::BTreeMap, net::SocketAddr, path::Path};
 
 use anyhow::{Context as _, bail};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
-use tonic::transport::{
-    Certificate, Identity, ServerTlsConfig,
-    server::{TcpConnectInfo, TlsConnectInfo},
-};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use x509_parser::{certificate::X509Certificate, extensions::GeneralName, prelude::FromDer};
 
 use crate::config::Config;
@@ -330,96 +322,9 @@ pub struct PeerIdentity {
     pub source: IdentitySource,
 }
 
-/// The identity of the caller of `request`: the leaf certificate of its TLS
-/// connection; without one, and only when `trust_forwarded`, the last
-/// element of its `x-forwarded-client-cert` header.
-pub fn peer_identity<B>(
-    request: &tonic::codegen::http::Request<B>,
-    trust_forwarded: bool,
-) -> Option<PeerIdentity> {
-    // The daemon's listener describes its connections as `TcpPeer` (the
-    // peer's user, for the same-user rule); plain tonic ones as
-    // `TcpConnectInfo`.
-    let extensions = request.extensions();
-    let certs = extensions
-        .get::<TlsConnectInfo<crate::auth::peer::TcpPeer>>()
-        .and_then(TlsConnectInfo::peer_certs)
-        .or_else(|| {
-            extensions
-                .get::<TlsConnectInfo<TcpConnectInfo>>()
-                .and_then(TlsConnectInfo::peer_certs)
-        });
-    if let Some(leaf) = certs.as_ref().and_then(|certs| certs.first()) {
-        return identity_of(leaf).map(|name| PeerIdentity {
-            name,
-            source: IdentitySource::Certificate,
-        });
-    }
-    if !trust_forwarded {
-        return None;
-    }
-    // Several header lines are one list; the last element is the nearest
-    // proxy's.
-    let header = request
-        .headers()
-        .get_all(FORWARDED_CLIENT_CERT)
-        .iter()
-        .next_back()?
-        .to_str()
-        .ok()?;
-    forwarded_identity(header).map(|name| PeerIdentity {
-        name,
-        source: IdentitySource::ForwardedHeader,
-    })
-}
+mod layer;
 
-/// A tower layer that puts the caller's [`PeerIdentity`] into each
-/// request's extensions (where `tonic::Request::extensions` finds it).
-#[derive(Debug, Clone, Copy)]
-pub struct IdentityLayer {
-    /// Read `x-forwarded-client-cert` (`--trust-forwarded-client-cert`).
-    pub trust_forwarded: bool,
-}
-
-impl<S> tower::Layer<S> for IdentityLayer {
-    type Service = WithIdentity<S>;
-
-    fn layer(&self, inner: S) -> WithIdentity<S> {
-        WithIdentity {
-            inner,
-            trust_forwarded: self.trust_forwarded,
-        }
-    }
-}
-
-/// See [`IdentityLayer`].
-#[derive(Debug, Clone)]
-pub struct WithIdentity<S> {
-    inner: S,
-    trust_forwarded: bool,
-}
-
-impl<S, B> tower::Service<tonic::codegen::http::Request<B>> for WithIdentity<S>
-where
-    S: tower::Service<tonic::codegen::http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: tonic::codegen::http::Request<B>) -> Self::Future {
-        // Whatever a client put there, only this layer's verdict stands.
-        request.extensions_mut().remove::<PeerIdentity>();
-        if let Some(identity) = peer_identity(&request, self.trust_forwarded) {
-            request.extensions_mut().insert(identity);
-        }
-        self.inner.call(request)
-    }
-}
+pub use layer::IdentityLayer;
 
 #[cfg(test)]
 mod tests {
@@ -572,22 +477,5 @@ mod tests {
         assert!(check_exposure(off, true, false, false).is_ok());
         assert!(check_exposure(off, false, true, false).is_ok());
         assert!(check_exposure(off, false, false, true).is_ok());
-    }
-
-    #[test]
-    fn identity_layer_reads_the_header_only_when_trusted() {
-        let header = "Hash=abc;URI=spiffe://cluster.local/ns/ci/sa/runner";
-        let request = tonic::codegen::http::Request::builder()
-            .header(FORWARDED_CLIENT_CERT, header)
-            .body(())
-            .unwrap();
-        assert_eq!(peer_identity(&request, false), None);
-        assert_eq!(
-            peer_identity(&request, true),
-            Some(PeerIdentity {
-                name: "spiffe://cluster.local/ns/ci/sa/runner".into(),
-                source: IdentitySource::ForwardedHeader,
-            })
-        );
     }
 }
