@@ -197,10 +197,33 @@ fn meter_provider() -> Result<SdkMeterProvider, String> {
         .build())
 }
 
+/// The runtime the exporters' gRPC connections live on: one thread of its
+/// own, so encoding and sending a batch never takes a worker of the
+/// daemon's runtime from a hold or a step. It lives as long as the process
+/// (the last flush at shutdown runs on it).
+fn export_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(runtime) = RUNTIME.get() {
+        return Ok(runtime);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("stepd-otlp")
+        .enable_all()
+        .build()
+        .map_err(|err| format!("starting the exporters' thread: {err}"))?;
+    Ok(RUNTIME.get_or_init(|| runtime))
+}
+
 /// A signal's exporter when the environment asks for one, or why not.
 fn wanted<P>(signal: Signal, build: fn() -> Result<P, String>) -> (Option<P>, Option<String>) {
     match export_wanted(signal, |name| std::env::var(name).ok()) {
-        Ok(true) => match build() {
+        // Built inside the export runtime, so the channel's tasks are
+        // spawned there.
+        Ok(true) => match export_runtime().and_then(|runtime| {
+            let _inside = runtime.enter();
+            build()
+        }) {
             Ok(provider) => (Some(provider), None),
             Err(problem) => (None, Some(problem)),
         },
@@ -253,6 +276,9 @@ pub fn init(format: LogFormat) -> Telemetry {
                 .with_threads(false)
                 .with_location(false)
                 .with_target(false)
+                // No busy/idle timing on every enter and exit of a
+                // long-lived stream's span.
+                .with_tracked_inactivity(false)
                 .with_filter(Targets::new().with_target(RPC_TARGET, tracing::Level::INFO));
             tracing_subscriber::registry()
                 .with(logs.with_filter(filter(default_filter)))
