@@ -202,17 +202,20 @@ fn meter_provider() -> Result<SdkMeterProvider, String> {
 /// daemon's runtime from a hold or a step. It lives as long as the process
 /// (the last flush at shutdown runs on it).
 fn export_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(runtime) = RUNTIME.get() {
-        return Ok(runtime);
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("stepd-otlp")
-        .enable_all()
-        .build()
-        .map_err(|err| format!("starting the exporters' thread: {err}"))?;
-    Ok(RUNTIME.get_or_init(|| runtime))
+    // Made once, whether it worked or not: a second runtime would be
+    // dropped inside the daemon's, which tokio refuses.
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("stepd-otlp")
+                .enable_all()
+                .build()
+                .map_err(|err| format!("starting the exporters' thread: {err}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// A signal's exporter when the environment asks for one, or why not.
