@@ -146,6 +146,29 @@ impl EventBus {
     /// Numbers, records and broadcasts an event.
     pub fn publish(&self, session_id: &str, payload: Payload) -> Arc<Event> {
         let mut state = self.lock();
+        self.publish_locked(&mut state, session_id, payload)
+    }
+
+    /// Publishes several events of one session under one lock, in order: a
+    /// probe's batch of reports pays for the lock once, and no other
+    /// event lands between them.
+    pub fn publish_all(&self, session_id: &str, payloads: impl IntoIterator<Item = Payload>) {
+        let mut payloads = payloads.into_iter().peekable();
+        if payloads.peek().is_none() {
+            return;
+        }
+        let mut state = self.lock();
+        for payload in payloads {
+            self.publish_locked(&mut state, session_id, payload);
+        }
+    }
+
+    fn publish_locked(
+        &self,
+        state: &mut BusState,
+        session_id: &str,
+        payload: Payload,
+    ) -> Arc<Event> {
         state.last_seq += 1;
         let event = Arc::new(Event {
             seq: state.last_seq,
@@ -164,7 +187,7 @@ impl EventBus {
             ring_bytes_total,
             floor,
             ..
-        } = &mut *state;
+        } = state;
         let ring = rings.entry(key.to_owned()).or_default();
         let bytes = prost::Message::encoded_len(&*event);
         ring.bytes += bytes;

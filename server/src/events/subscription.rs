@@ -43,6 +43,10 @@ pub type Answerer = Arc<
 /// refused, so one client cannot pile up work.
 const INPUTS_IN_FLIGHT: usize = 64;
 
+/// Most live events one pass of a stream's loop takes, so a flood does not
+/// keep the stream from its client's messages.
+const LIVE_BATCH: usize = 256;
+
 /// Everything a Subscribe stream needs from the daemon.
 pub struct Subscriber {
     /// Where events come from.
@@ -192,6 +196,32 @@ impl Outbound {
         first_lost
     }
 
+    /// Takes the live events already waiting that the client's filter
+    /// passes over, up to `LIVE_BATCH`: one pass of the stream's loop for a
+    /// burst of other sessions' events, not one per event. It stops at the
+    /// first event queued, so what the client takes is written as before.
+    fn take_ready(&mut self, client_name: &str) {
+        for _ in 0..LIVE_BATCH {
+            let Some(rx) = self.live.as_mut().filter(|_| self.queue.is_empty()) else {
+                return;
+            };
+            match rx.try_recv() {
+                Ok(event) => self.take_live(&event),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    return self.lagged(missed, client_name);
+                }
+                // Closed is seen by the next `recv`, which ends the stream.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// The live buffer moved on past this stream: resynchronise.
+    fn lagged(&mut self, missed: u64, client_name: &str) {
+        tracing::info!(missed, client = %client_name, "subscriber lagged; resynchronising");
+        self.resync_after(self.cursor);
+    }
+
     /// Queues a live event the client's filter admits.
     fn take_live(&mut self, event: &Event) {
         if event.seq <= self.cursor {
@@ -264,8 +294,15 @@ impl Subscriber {
         // their failures come back here to be written as `error` events.
         let (failures_tx, mut failures) = mpsc::unbounded_channel::<Event>();
         let in_flight = Arc::new(tokio::sync::Semaphore::new(INPUTS_IN_FLIGHT));
+        // One timer, moved only when something was sent: re-arming it on
+        // every pass would cost a timer-wheel update per event seen.
+        let heartbeat = sleep_until(st.last_sent + self.heartbeat);
+        tokio::pin!(heartbeat);
         loop {
             let heartbeat_at = st.last_sent + self.heartbeat;
+            if heartbeat.deadline() != heartbeat_at {
+                heartbeat.as_mut().reset(heartbeat_at);
+            }
             let open = tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => {
@@ -367,17 +404,16 @@ impl Subscriber {
                 received = next_live(&mut st.live) => match received {
                     Ok(event) => {
                         st.take_live(&event);
+                        st.take_ready(&client_name);
                         true
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::info!(missed, client = %client_name, "subscriber lagged; resynchronising");
-                        let after = st.cursor;
-                        st.resync_after(after);
+                        st.lagged(missed, &client_name);
                         true
                     }
                     Err(broadcast::error::RecvError::Closed) => false,
                 },
-                () = sleep_until(heartbeat_at), if st.queue.is_empty() => {
+                () = &mut heartbeat, if st.queue.is_empty() => {
                     let last_seq = self.bus.last_seq();
                     st.push(local(Payload::Heartbeat(HeartbeatEvent { last_seq })), Kind::Local);
                     // A heartbeat counts as sent once queued, so a stream
@@ -535,6 +571,55 @@ mod tests {
         };
         assert!(after > seq);
         assert!(rx.try_recv().is_err(), "nothing more");
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_other_sessions_passes_a_narrow_watch_by_in_order() {
+        let bus = Arc::new(EventBus::new("i".into(), 1, 4096, 64));
+        let (in_tx, in_rx) = mpsc::channel(8);
+        let (out, mut rx) = mpsc::channel(4);
+        tokio::spawn(subscriber(bus.clone(), 1 << 20).run(ReceiverStream::new(in_rx), out));
+        in_tx
+            .send(Ok(SubscribeRequest {
+                message: Some(Message::Watch(Watch {
+                    session_ids: vec!["a".into()],
+                    ..Default::default()
+                })),
+            }))
+            .await
+            .unwrap();
+        let Payload::Snapshot(_) = next(&mut rx).await else {
+            panic!("expected a snapshot")
+        };
+        // More events of another session than one pass takes, with the
+        // watched session's among them: those arrive, in order, and no gap.
+        let mut mine = Vec::new();
+        for i in 0..3 * LIVE_BATCH {
+            let sid = if i % 100 == 99 { "a" } else { "b" };
+            let seq = bus
+                .publish(sid, Payload::Notification(Notification::default()))
+                .seq;
+            if sid == "a" {
+                mine.push(seq);
+            }
+        }
+        let mut seen = Vec::new();
+        while seen.len() < mine.len() {
+            let event = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("an event in time")
+                .expect("the stream is open")
+                .expect("not an error")
+                .event
+                .expect("an event");
+            assert!(
+                matches!(event.payload, Some(Payload::Notification(_))),
+                "{event:?}"
+            );
+            assert_eq!(event.session_id, "a");
+            seen.push(event.seq);
+        }
+        assert_eq!(seen, mine);
     }
 
     #[tokio::test]

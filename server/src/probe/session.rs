@@ -269,6 +269,20 @@ impl ProbeSession {
         self.ctx.bus.publish(&self.id, payload);
     }
 
+    /// Publishes a batch under one lock of the bus (a probe's reports).
+    fn publish_all(&self, payloads: impl IntoIterator<Item = Payload>) {
+        // Redacted before the lock is taken, so the lock covers numbering only.
+        let redactor = &self.ctx.redactor;
+        let payloads: Vec<Payload> = payloads
+            .into_iter()
+            .map(|mut payload| {
+                redactor.payload(&mut payload);
+                payload
+            })
+            .collect();
+        self.ctx.bus.publish_all(&self.id, payloads);
+    }
+
     /// Welcomes the probe, then serves its stream until it or the session
     /// ends. `old_ended` hears when the session this probe had before ends.
     pub async fn run<S>(mut self, mut inbound: S, old_ended: Option<oneshot::Receiver<()>>)
@@ -745,24 +759,25 @@ impl ProbeSession {
 
     async fn on_reports(&mut self, mut reports: stepd_proto::v1::Reports) {
         self.drop_oversized(&mut reports);
-        for o in reports.observed {
-            self.publish(Payload::Observed(Observed {
+        let observed = reports.observed.into_iter().map(|o| {
+            Payload::Observed(Observed {
                 kind: o.kind,
                 name: o.name,
                 value: o.value,
                 scope_path: o.scope_path,
                 coor: o.coor,
                 observed_at: o.time,
-            }));
-        }
-        for e in reports.enlighten {
-            self.publish(Payload::Enlighten(Enlighten {
+            })
+        });
+        let enlighten = reports.enlighten.into_iter().map(|e| {
+            Payload::Enlighten(Enlighten {
                 coor: e.coor,
                 value: Some(display(&e.value, "")),
                 erase_previous: e.erase_previous,
                 location: None,
-            }));
-        }
+            })
+        });
+        self.publish_all(observed.chain(enlighten));
         self.on_trace(reports.trace).await;
         if reports.dropped > 0 {
             // Loss is never silent: clients learn how many reports the probe dropped.
