@@ -79,13 +79,18 @@ async fn record(
     own: Filter,
 ) {
     let done = Arc::new(done);
+    // Whether the last batch was cut at BATCH: then more are already
+    // waiting, and lingering would only let the live buffer overtake us.
+    let mut behind = false;
     loop {
         let mut batch = Vec::new();
         let mut lagged = false;
         match live.recv().await {
             Ok(event) => {
                 batch.push(event);
-                tokio::time::sleep(LINGER).await;
+                if !behind {
+                    tokio::time::sleep(LINGER).await;
+                }
             }
             Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
             Err(broadcast::error::RecvError::Closed) => return,
@@ -97,6 +102,7 @@ async fn record(
                 Err(_) => break,
             }
         }
+        behind = batch.len() >= BATCH;
         if lagged {
             // Take up again after the last event seen, from the rings.
             let through = batch.last().map_or(last, |e| e.seq);

@@ -205,7 +205,10 @@ pub(super) async fn open_sqlite(file: &Path) -> anyhow::Result<SqlitePool> {
         // WAL file's page cache (NORMAL would only survive a crash of
         // the daemon, not of the machine); see docs/decisions.md.
         .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(Duration::from_secs(5));
+        .busy_timeout(Duration::from_secs(5))
+        // The history's index pages of a thousand sessions are written
+        // at once; a cache that holds them saves reading each back.
+        .pragma("cache_size", "-16384");
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
         .connect_with(options)

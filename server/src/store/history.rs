@@ -85,26 +85,72 @@ const DROP_BEFORE: [&str; 2] = [
     "DELETE FROM session_events WHERE time_us <= $1",
 ];
 
+/// How many rows one insert of events takes, largest first: a few sizes,
+/// so the drivers' statement caches hold them all.
+const ROWS_PER_INSERT: [usize; 3] = [16, 4, 1];
+
+/// The insert of `rows` events (one of `ROWS_PER_INSERT`), made once.
+fn insert_events_sql(rows: usize) -> &'static str {
+    static SQL: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        ROWS_PER_INSERT
+            .iter()
+            .map(|&rows| {
+                let values: Vec<String> = (0..rows)
+                    .map(|row| {
+                        let p = row * 6;
+                        format!(
+                            "(${}, ${}, ${}, ${}, ${}, ${})",
+                            p + 1,
+                            p + 2,
+                            p + 3,
+                            p + 4,
+                            p + 5,
+                            p + 6
+                        )
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO session_events (session_id, seq, channel, time_us, bytes, event) \
+                     VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    let index = ROWS_PER_INSERT
+        .iter()
+        .position(|&r| r == rows)
+        .unwrap_or(ROWS_PER_INSERT.len() - 1);
+    &SQL[index]
+}
+
 impl Store {
     /// Hands a batch of events to the writer (one transaction); an event
     /// recorded already (the same session and seq) is kept as it was.
     pub async fn queue_events(&self, events: Vec<RecordedEvent>) -> Queued {
-        let statements = events
-            .into_iter()
-            .map(|e| {
+        let mut statements = Vec::new();
+        let mut events = events.into_iter().peekable();
+        while events.peek().is_some() {
+            // Rows go in a few at a time: a statement per row would cost a
+            // round trip to the database's worker each, which at tens of
+            // thousands of observed reports a second is most of the daemon.
+            let rows = ROWS_PER_INSERT
+                .into_iter()
+                .find(|&rows| events.len() >= rows)
+                .unwrap_or(1);
+            let mut statement = Statement::new(insert_events_sql(rows));
+            for e in events.by_ref().take(rows) {
                 let bytes = i64::try_from(e.event.len()).unwrap_or(i64::MAX);
-                Statement::new(
-                    "INSERT INTO session_events (session_id, seq, channel, time_us, bytes, event) \
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (session_id, seq) DO NOTHING",
-                )
-                .bind(e.session_id.as_str())
-                .bind(i64::try_from(e.seq).unwrap_or(i64::MAX))
-                .bind(i64::from(e.channel))
-                .bind(e.time_us)
-                .bind(bytes)
-                .bind(e.event)
-            })
-            .collect();
+                statement = statement
+                    .bind(e.session_id.as_str())
+                    .bind(i64::try_from(e.seq).unwrap_or(i64::MAX))
+                    .bind(i64::from(e.channel))
+                    .bind(e.time_us)
+                    .bind(bytes)
+                    .bind(e.event);
+            }
+            statements.push(statement);
+        }
         self.queue("session history", statements).await
     }
 

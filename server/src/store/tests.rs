@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use sqlx::Connection as _;
 use stepd_proto::v1::BreakpointSpec;
 
-use super::{Statement, Store};
+use super::{RecordedEvent, Statement, Store};
 
 /// A fresh, empty database on one backend, which can be opened again.
 struct Database {
@@ -209,6 +209,31 @@ async fn a_failing_write_fails_alone_when_it_shares_a_transaction() {
             assert_eq!(outcome.is_err(), i % 10 == 3, "write {i}: {outcome:?}");
         }
         assert_eq!(store.list_breakpoints().await.unwrap().len(), 36);
+        store.close().await;
+    }
+}
+
+#[tokio::test]
+async fn events_are_recorded_in_order_across_inserts_of_every_size() {
+    for db in databases("events").await {
+        let store = db.open().await;
+        let event = |seq: u64| RecordedEvent {
+            session_id: "s".into(),
+            seq,
+            channel: 1,
+            time_us: 1_000 + i64::try_from(seq).unwrap(),
+            event: seq.to_le_bytes().to_vec(),
+        };
+        // 150 rows go in as nine inserts of 16, one of 4 and two of 1; the last is a copy of
+        // an earlier event, which keeps the first copy.
+        let mut events: Vec<_> = (1..150).map(event).collect();
+        let mut copy = event(7);
+        copy.event = b"second copy".to_vec();
+        events.push(copy);
+        store.queue_events(events).await.done().await.unwrap();
+        let read = store.session_events("s", &[], 0, 1_000).await.unwrap();
+        let expected: Vec<Vec<u8>> = (1..150u64).map(|seq| seq.to_le_bytes().to_vec()).collect();
+        assert_eq!(read, expected);
         store.close().await;
     }
 }
