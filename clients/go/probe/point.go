@@ -406,11 +406,20 @@ func (p *Probe) traceReport(s *scope, coor []int32, pt *point, opts []HoldOption
 }
 
 func (p *Probe) enqueue(r report) {
-	if p.reports.push(r) {
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
+	full, first := p.reports.push(r)
+	if full {
+		signal(p.kick)
+	}
+	if first {
+		signal(p.pending)
+	}
+}
+
+// signal wakes the writer without ever waiting for it.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

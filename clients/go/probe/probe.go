@@ -115,7 +115,10 @@ type Probe struct {
 	heartbeat time.Duration
 
 	reports reportBuffer
+	// kick says a batch's worth of reports is buffered; pending says the
+	// buffer stopped being empty, so a flush is due within FlushInterval.
 	kick    chan struct{}
+	pending chan struct{}
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -188,6 +191,7 @@ func Connect(ctx context.Context, opts Options) (*Probe, error) {
 		holdLimit: time.Hour,
 		heartbeat: 30 * time.Second,
 		kick:      make(chan struct{}, 1),
+		pending:   make(chan struct{}, 1),
 		ctx:       bg,
 		cancel:    cancel,
 		closing:   make(chan struct{}),
@@ -576,11 +580,25 @@ func (p *Probe) send(c *conn, m *stepdv1.ConnectRequest) bool {
 // writer is the only goroutine that sends on the stream: queued messages
 // first, then report batches on a timer or when the buffer fills up.
 func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cancel context.CancelFunc) {
-	ticker := time.NewTicker(p.opts.FlushInterval)
-	defer ticker.Stop()
 	p.mu.Lock()
 	heartbeat := p.heartbeat
 	p.mu.Unlock()
+	// The flush timer runs only while reports wait, so an idle probe's
+	// writer sleeps until its next heartbeat check instead of waking
+	// every FlushInterval.
+	flushTimer := time.NewTimer(p.opts.FlushInterval)
+	defer flushTimer.Stop()
+	var flushDue <-chan time.Time = flushTimer.C
+	// Checked four times a heartbeat, so a quiet stream goes at most 1.25
+	// heartbeats without sending.
+	idle := time.NewTicker(max(heartbeat/4, time.Millisecond))
+	defer idle.Stop()
+	schedule := func() {
+		if flushDue == nil {
+			flushTimer.Reset(p.opts.FlushInterval)
+			flushDue = flushTimer.C
+		}
+	}
 	lastSent := time.Now()
 	flush := func(all bool) bool {
 		for {
@@ -607,11 +625,18 @@ func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cance
 				cancel()
 				return
 			}
-		case <-ticker.C:
+		case <-p.pending:
+			schedule()
+		case <-flushDue:
+			flushDue = nil
 			if !flush(false) {
 				cancel()
 				return
 			}
+			if p.reports.len() > 0 {
+				schedule()
+			}
+		case <-idle.C:
 			// A quiet stream gets a heartbeat, so proxies do not cut it.
 			if time.Since(lastSent) >= heartbeat {
 				lastSent = time.Now()

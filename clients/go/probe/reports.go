@@ -28,10 +28,12 @@ type reportBuffer struct {
 
 func (b *reportBuffer) init(size int) { b.ring = make([]report, size) }
 
-// push adds r and reports whether the buffer holds a batch's worth.
-func (b *reportBuffer) push(r report) bool {
+// push adds r and reports whether the buffer holds a batch's worth, and
+// whether it was empty before (so a flush must be scheduled).
+func (b *reportBuffer) push(r report) (full, first bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	first = b.n == 0
 	if b.n == len(b.ring) {
 		b.ring[b.head] = report{}
 		b.head = (b.head + 1) % len(b.ring)
@@ -41,7 +43,7 @@ func (b *reportBuffer) push(r report) bool {
 	}
 	b.ring[(b.head+b.n)%len(b.ring)] = r
 	b.n++
-	return b.n >= reportBatch
+	return b.n >= reportBatch, first
 }
 
 func (b *reportBuffer) len() int {
