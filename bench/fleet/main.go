@@ -201,9 +201,17 @@ func run(bin string, n, rate, holds int) error {
 		return err
 	}
 	defer sub.Close()
+	var resyncs atomic.Int64
 	go func() {
 		for ev := range sub.Events() {
 			if pause := ev.GetStopped().GetPause(); pause != nil && pause.GetRevision() == 0 {
+				_ = sub.SendDebugInput(pause.GetKey(), stepd.CmdContinue())
+			}
+			// After a gap the pending pause is in the snapshot, not in an event.
+			if gap := ev.GetGap(); gap != nil && gap.GetToSeq() > 0 {
+				resyncs.Add(1)
+			}
+			for _, pause := range ev.GetSnapshot().GetPauses() {
 				_ = sub.SendDebugInput(pause.GetKey(), stepd.CmdContinue())
 			}
 		}
@@ -254,6 +262,7 @@ func run(bin string, n, rate, holds int) error {
 	achieved := float64(observed.Load()-loadFrom) / time.Since(loadStart).Seconds()
 	close(stopLoad)
 	wg.Wait()
+	stage("the subscriber resynchronised %d times under load", resyncs.Load())
 	slices.Sort(samples)
 	p50, p99 := samples[len(samples)/2], samples[len(samples)*99/100]
 	var dropped uint64
