@@ -6,6 +6,9 @@
 //! - `stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]`: one `Step{OVER}`
 //!   through stepd against the same `next` sent straight to the adapter, for
 //!   debugpy and lldb-dap 19; then a traced pass showing where stepd's time goes.
+//! - `stepd-bench export [STEPS] [WARMUP]`: a `Step{OVER}` on a daemon
+//!   exporting OpenTelemetry (to `STEPD_BENCH_OTLP`) against one that does
+//!   not, stepped alternately (`bench/compare-export` starts Jaeger).
 //! - `stepd-bench launch [RUNS]`: Launch → first stop of a hello world, through
 //!   stepd and straight to the adapter.
 //! - `stepd-bench auth [CALLS] [ROUNDS]`: Ping as the daemon's own user, with
@@ -20,6 +23,7 @@
 mod auth;
 mod cluster;
 mod direct;
+mod export;
 mod fanout;
 mod inspect;
 mod launch;
@@ -31,6 +35,7 @@ mod via_stepd;
 
 const USAGE: &str = "usage: stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]
        stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]
+       stepd-bench export [STEPS] [WARMUP]
        stepd-bench launch [RUNS]
        stepd-bench auth [CALLS] [ROUNDS]
        stepd-bench tls [PINGS]
@@ -63,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
         Some("step") => {
             step::run(arg(&args, 2, 200)?, arg(&args, 3, 10)?, arg(&args, 4, 50)?).await
         }
+        Some("export") => export::run(arg(&args, 2, 400)?, arg(&args, 3, 20)?).await,
         Some("launch") => launch::run(arg(&args, 2, 10)?).await,
         Some("auth") => auth::run(arg(&args, 2, 500)?, arg(&args, 3, 10)?).await,
         Some("inspect") => inspect::run(arg(&args, 2, 30)?).await,
