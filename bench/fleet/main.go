@@ -3,8 +3,9 @@
 //
 //   - the daemon's memory per connected, idle probe;
 //
-//   - the hold round trip of one probe while the others send observed
-//     points at a combined rate;
+//   - the hold round trip of one probe while the others, from a process of
+//     their own as other programs would be, send observed points at a
+//     combined rate;
 //
 //   - the time for every probe to reconnect after the daemon restarts on
 //     the same address and data directory.
@@ -23,7 +24,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -38,9 +38,18 @@ func main() {
 	n := flag.Int("probes", 1000, "probe connections")
 	rate := flag.Int("rate", 50000, "observed points per second, all probes together")
 	holds := flag.Int("holds", 2000, "holds measured")
+	flush := flag.Duration("flush", 0, "the observing probes' FlushInterval (0: the library's default)")
+	loadAddr := flag.String("load", "", "run as the observing probes' process, connected to this address")
 	flag.Parse()
+	if *loadAddr != "" {
+		if err := loadMain(*loadAddr, *n, *rate, *flush); err != nil {
+			fmt.Fprintln(os.Stderr, "fleet load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	maxConnections = max(maxConnections, *n+64)
-	if err := run(*bin, *n, *rate, *holds); err != nil {
+	if err := run(*bin, *n, *rate, *holds, *flush); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -137,7 +146,7 @@ func connected(probes []*probe.Probe) int {
 	return n
 }
 
-func run(bin string, n, rate, holds int) error {
+func run(bin string, n, rate, holds int, flush time.Duration) error {
 	if bin == "" {
 		return fmt.Errorf("-stepd (or STEPD_BIN) names the binary")
 	}
@@ -163,22 +172,27 @@ func run(bin string, n, rate, holds int) error {
 	}
 	base := d.rssKiB()
 
-	// N probes, each its own connection; the first is the one that holds.
-	probes := make([]*probe.Probe, n)
+	// N probes, each its own connection: the first, which holds, in this
+	// process; the others, which observe, in a process of their own.
 	began := time.Now()
-	for i := range probes {
-		labels := map[string]string{"fleet": "idle"}
-		if i == 0 {
-			labels["fleet"] = "holder"
-		}
-		p, err := probe.Connect(ctx, probe.Options{Addr: d.addr, Name: fmt.Sprintf("p%d", i), Labels: labels, NoEnvironmentLabels: true})
-		if err != nil {
-			return fmt.Errorf("probe %d: %w", i, err)
-		}
-		defer p.Close()
-		probes[i] = p
+	holder, err := probe.Connect(ctx, probe.Options{Addr: d.addr, Name: "p0", Labels: map[string]string{"fleet": "holder"}, NoEnvironmentLabels: true})
+	if err != nil {
+		return fmt.Errorf("the holding probe: %w", err)
 	}
-	if err := waitFor("all probes connected", time.Minute, func() bool { return connected(probes) == n }); err != nil {
+	defer holder.Close()
+	others, err := startLoad(d.addr, n-1, rate, flush)
+	if err != nil {
+		return err
+	}
+	defer others.close()
+	all := func() int {
+		c := others.connected()
+		if holder.Connected() {
+			c++
+		}
+		return c
+	}
+	if err := waitFor("all probes connected", time.Minute, func() bool { return all() == n }); err != nil {
 		return err
 	}
 	connectTime := time.Since(began)
@@ -189,7 +203,6 @@ func run(bin string, n, rate, holds int) error {
 	perProbe := float64(idle-base) / float64(n)
 
 	// The holder's breakpoint, and a subscriber on its session only that answers.
-	holder := probes[0]
 	if _, err := client.AddBreakpoint(ctx, stepd.ProbeBreakpoint("tool_call", "Read", stepd.LabelSelector("fleet=holder"))); err != nil {
 		return err
 	}
@@ -218,39 +231,17 @@ func run(bin string, n, rate, holds int) error {
 	}()
 
 	// The others observe points at `rate` per second together.
-	stopLoad := make(chan struct{})
-	var observed atomic.Int64
-	var wg sync.WaitGroup
-	others := probes[1:]
-	if len(others) > 0 && rate > 0 {
-		perProbe := float64(rate) / float64(len(others))
-		interval := time.Duration(float64(time.Second) / perProbe)
-		for _, p := range others {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				t := time.NewTicker(interval)
-				defer t.Stop()
-				for {
-					select {
-					case <-stopLoad:
-						return
-					case <-t.C:
-						p.Observe(ctx, "tool_result", "Read", "ok")
-						observed.Add(1)
-					}
-				}
-			}()
-		}
+	if err := others.send("load"); err != nil {
+		return err
 	}
-	stage("holding while %d probes observe", len(others))
+	stage("holding while %d probes observe", n-1)
 	args := map[string]any{"cmd": "cat README.md"}
 	for range 100 { // warm-up
 		if _, err := holder.Hold(ctx, "tool_call", "Read", args); err != nil {
 			return err
 		}
 	}
-	loadFrom, loadStart := observed.Load(), time.Now()
+	loadFrom, loadStart := others.observed(), time.Now()
 	samples := make([]time.Duration, 0, holds)
 	for range holds {
 		start := time.Now()
@@ -259,16 +250,14 @@ func run(bin string, n, rate, holds int) error {
 		}
 		samples = append(samples, time.Since(start))
 	}
-	achieved := float64(observed.Load()-loadFrom) / time.Since(loadStart).Seconds()
-	close(stopLoad)
-	wg.Wait()
+	achieved := float64(others.observed()-loadFrom) / time.Since(loadStart).Seconds()
+	if err := others.send("idle"); err != nil {
+		return err
+	}
 	stage("the subscriber resynchronised %d times under load", resyncs.Load())
 	slices.Sort(samples)
 	p50, p99 := samples[len(samples)/2], samples[len(samples)*99/100]
-	var dropped uint64
-	for _, p := range others {
-		dropped += p.Stats().ReportsDropped
-	}
+	dropped := others.dropped()
 	loaded := d.rssKiB()
 
 	stage("restarting the daemon")
@@ -277,7 +266,7 @@ func run(bin string, n, rate, holds int) error {
 	if err := d.stop(); err != nil {
 		return fmt.Errorf("stopping stepd: %w", err)
 	}
-	if err := waitFor("probes see the daemon gone", 30*time.Second, func() bool { return connected(probes) == 0 }); err != nil {
+	if err := waitFor("probes see the daemon gone", 30*time.Second, func() bool { return all() == 0 }); err != nil {
 		return err
 	}
 	restarted := time.Now()
@@ -285,7 +274,7 @@ func run(bin string, n, rate, holds int) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor("all probes reconnected", 60*time.Second, func() bool { return connected(probes) == n }); err != nil {
+	if err := waitFor("all probes reconnected", 60*time.Second, func() bool { return all() == n }); err != nil {
 		return err
 	}
 	reconnect := time.Since(restarted)
