@@ -238,6 +238,23 @@ impl Sizes {
         self.map(field, labels, LABEL_COUNT, LABELS_BYTES)
     }
 
+    /// Makes the field names collected so far relative to `prefix` (an
+    /// empty name is the prefix itself), which is only made when a field
+    /// was over.
+    pub fn within(&mut self, prefix: impl FnOnce() -> String) -> &mut Self {
+        if !self.over.is_empty() {
+            let prefix = prefix();
+            for (field, _, _) in &mut self.over {
+                *field = if field.is_empty() {
+                    prefix.clone()
+                } else {
+                    format!("{prefix}.{field}")
+                };
+            }
+        }
+        self
+    }
+
     /// Whether nothing was over.
     pub fn is_ok(&self) -> bool {
         self.over.is_empty()
@@ -439,27 +456,29 @@ fn source_location(sizes: &mut Sizes, prefix: &str, l: &stepd_proto::v1::Locatio
 
 /// One observed report of a probe's `Reports` (at `index`).
 pub fn observed(o: &ObservedReport, index: usize) -> ApiResult<()> {
-    let prefix = format!("reports.observed[{index}]");
-    let f = |name: &str| format!("{prefix}.{name}");
+    // Field names relative to the report, spelt out in full only for a
+    // refusal: a probe may send tens of thousands of these a second.
     let mut sizes = Sizes::default();
     sizes
-        .encoded(&prefix, o, HIT_BYTES)
-        .text(&f("kind"), &o.kind, NAME_BYTES)
-        .text(&f("name"), &o.name, NAME_BYTES)
-        .size(&f("scope_path"), o.scope_path.len(), DEPTH_COUNT)
-        .size(&f("coor"), o.coor.len(), DEPTH_COUNT);
+        .encoded("", o, HIT_BYTES)
+        .text("kind", &o.kind, NAME_BYTES)
+        .text("name", &o.name, NAME_BYTES)
+        .size("scope_path", o.scope_path.len(), DEPTH_COUNT)
+        .size("coor", o.coor.len(), DEPTH_COUNT);
     if let Some(value) = &o.value {
-        sizes.encoded(&f("value"), value, VALUE_BYTES);
+        sizes.encoded("value", value, VALUE_BYTES);
     }
-    sizes.check()
+    sizes
+        .within(|| format!("reports.observed[{index}]"))
+        .check()
 }
 
 /// One enlighten report of a probe's `Reports` (at `index`).
 pub fn enlighten(e: &EnlightenReport, index: usize) -> ApiResult<()> {
-    let f = |name: &str| format!("reports.enlighten[{index}].{name}");
     Sizes::default()
-        .text(&f("value"), &e.value, VALUE_BYTES)
-        .size(&f("coor"), e.coor.len(), DEPTH_COUNT)
+        .text("value", &e.value, VALUE_BYTES)
+        .size("coor", e.coor.len(), DEPTH_COUNT)
+        .within(|| format!("reports.enlighten[{index}]"))
         .check()
 }
 

@@ -188,7 +188,11 @@ impl EventBus {
             floor,
             ..
         } = state;
-        let ring = rings.entry(key.to_owned()).or_default();
+        // The key is copied only for a session's first event.
+        let ring = match rings.get_mut(key) {
+            Some(ring) => ring,
+            None => rings.entry(key.to_owned()).or_default(),
+        };
         let bytes = prost::Message::encoded_len(&*event);
         ring.bytes += bytes;
         *ring_bytes_total += bytes;
