@@ -5,7 +5,8 @@
 //! alternate, who goes first rotating, so every pair of samples shares the
 //! machine's moment. Rounds of whole runs, as `bench/compare` makes, differ
 //! by more than the few per cent measured here. `STEPD_BENCH_OTLP=none`
-//! runs the control: neither daemon exports.
+//! runs the control: neither daemon exports. `STEPD_BENCH_BASE_BIN` runs
+//! the daemon that does not export from another build.
 
 use anyhow::Context as _;
 use serde_json::json;
@@ -19,9 +20,26 @@ use crate::{
     via_stepd::{ViaStepd, add_breakpoint},
 };
 
-/// A daemon whose environment has no `OTEL_` variable but `otel`.
-async fn daemon(dir: &TempDir, otel: &[(&str, &str)]) -> Daemon {
+/// A daemon whose environment has no `OTEL_` variable but `otel`; `bin`
+/// replaces `STEPD_BIN`'s binary.
+async fn daemon(dir: &TempDir, otel: &[(&str, &str)], bin: Option<&str>) -> Daemon {
     let mut command: Command = Daemon::command(dir.path(), &["--no-unix-socket"]);
+    if let Some(bin) = bin {
+        // The same arguments and environment, another binary.
+        let mut other = Command::new(bin);
+        other.args(command.as_std().get_args());
+        for (name, value) in command.as_std().get_envs() {
+            match value {
+                Some(value) => other.env(name, value),
+                None => other.env_remove(name),
+            };
+        }
+        other
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        command = other;
+    }
     for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("OTEL_")) {
         command.env_remove(name);
     }
@@ -53,6 +71,10 @@ pub async fn run(steps: usize, warmup: usize) -> anyhow::Result<()> {
             ("OTEL_SERVICE_NAME", "stepd-bench"),
         ]
     };
+    // `STEPD_BENCH_BASE_BIN`: the daemon that does not export runs this
+    // binary (a build from before a change; with `STEPD_BENCH_OTLP=none`,
+    // export off against before).
+    let base = std::env::var("STEPD_BENCH_BASE_BIN").ok();
     println!(
         "| adapter | steps | export off: median | export on: median | on / off | on / off, median of pairs |\n| --- | --- | --- | --- | --- | --- |"
     );
@@ -66,8 +88,8 @@ pub async fn run(steps: usize, warmup: usize) -> anyhow::Result<()> {
         );
         let line = line_of(&source, "start");
         let (dir_off, dir_on) = (TempDir::new("off"), TempDir::new("on"));
-        let off = daemon(&dir_off, &[]).await;
-        let exporting = daemon(&dir_on, on).await;
+        let off = daemon(&dir_off, &[], base.as_deref()).await;
+        let exporting = daemon(&dir_on, on, None).await;
         let mut sessions = Vec::new();
         for d in [&off, &exporting] {
             add_breakpoint(d, &source, line).await?;
