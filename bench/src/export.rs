@@ -10,36 +10,25 @@
 
 use anyhow::Context as _;
 use serde_json::json;
-use stepd_e2e::{Daemon, TempDir, line_of};
+use std::path::PathBuf;
+
+use stepd_e2e::{Daemon, TempDir, stepd_bin};
 use tokio::process::Command;
 
 use crate::{
     direct::AdapterCmd,
     stats::{Samples, machine, write_result},
-    step::step_fixture,
+    step::{label, step_fixture},
     via_stepd::{ViaStepd, add_breakpoint},
 };
+
+const ARGS: &[&str] = &["--no-unix-socket"];
 
 /// A daemon whose environment has no `OTEL_` variable but `otel`; `bin`
 /// replaces `STEPD_BIN`'s binary.
 async fn daemon(dir: &TempDir, otel: &[(&str, &str)], bin: Option<&str>) -> Daemon {
-    let mut command: Command = Daemon::command(dir.path(), &["--no-unix-socket"]);
-    if let Some(bin) = bin {
-        // The same arguments and environment, another binary.
-        let mut other = Command::new(bin);
-        other.args(command.as_std().get_args());
-        for (name, value) in command.as_std().get_envs() {
-            match value {
-                Some(value) => other.env(name, value),
-                None => other.env_remove(name),
-            };
-        }
-        other
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        command = other;
-    }
+    let bin = bin.map_or_else(stepd_bin, PathBuf::from);
+    let mut command: Command = Daemon::command_of(&bin, dir.path(), "127.0.0.1:0", ARGS);
     for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("OTEL_")) {
         command.env_remove(name);
     }
@@ -80,13 +69,7 @@ pub async fn run(steps: usize, warmup: usize) -> anyhow::Result<()> {
     );
     let mut results = Vec::new();
     for adapter in [AdapterCmd::debugpy(), AdapterCmd::lldb()] {
-        let (program, source) = step_fixture(&adapter);
-        anyhow::ensure!(
-            program.is_file(),
-            "{} is missing; run bench/run",
-            program.display()
-        );
-        let line = line_of(&source, "start");
+        let (program, source, line) = step_fixture(&adapter)?;
         let (dir_off, dir_on) = (TempDir::new("off"), TempDir::new("on"));
         let off = daemon(&dir_off, &[], base.as_deref()).await;
         let exporting = daemon(&dir_on, on, None).await;
@@ -118,10 +101,7 @@ pub async fn run(steps: usize, warmup: usize) -> anyhow::Result<()> {
         exporting.stop().await;
         pairs.sort_by(f64::total_cmp);
         let paired = pairs.get(pairs.len() / 2).copied().unwrap_or(f64::NAN);
-        let name = match adapter.kind.name() {
-            "debugpy" => "debugpy",
-            _ => "lldb-dap-19",
-        };
+        let name = label(&adapter);
         let ratio = b.median_ms() / a.median_ms();
         println!(
             "| {name} | {} | {:.3} ms | {:.3} ms | {ratio:.3} | {paired:.3} |",

@@ -7,12 +7,12 @@ use std::{path::Path, process::Stdio, time::SystemTime};
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use stepd_e2e::{Daemon, TempDir, line_of};
+use stepd_e2e::{Daemon, TempDir};
 
 use crate::{
     direct::AdapterCmd,
     stats::Samples,
-    step::step_fixture,
+    step::{label, step_fixture},
     via_stepd::{ViaStepd, add_breakpoint},
 };
 
@@ -92,8 +92,7 @@ fn read_log(path: &Path) -> anyhow::Result<Vec<Logged>> {
 
 /// Profiles `steps` Steps through stepd under `adapter`.
 pub async fn run(adapter: &AdapterCmd, steps: usize) -> anyhow::Result<Value> {
-    let (program, source) = step_fixture(adapter);
-    let line = line_of(&source, "start");
+    let (program, source, line) = step_fixture(adapter)?;
     let dir = TempDir::new("prof");
     let log_path = dir.path().join("stepd.log");
     let mut command = Daemon::command(dir.path(), &["--no-unix-socket", "--log-format", "json"]);
@@ -204,10 +203,7 @@ fn breakdown(adapter: &AdapterCmd, windows: &[(f64, f64)], log: &[Logged]) -> Va
             s.push(v);
         }
     }
-    let name = match adapter.kind.name() {
-        "debugpy" => "debugpy",
-        _ => "lldb-dap-19",
-    };
+    let name = label(adapter);
     let requests = requests_per_step.iter().max().copied().unwrap_or(0);
     println!(
         "Where a Step goes under {name} ({matched} traced steps; {requests} DAP requests per step; in {ahead} of them `scopes` and `variables` went out with `stackTrace`):\n\n| segment | median | p90 |\n| --- | --- | --- |"

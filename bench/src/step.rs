@@ -14,12 +14,28 @@ use crate::{
     via_stepd::{ViaStepd, add_breakpoint},
 };
 
-/// The debuggee of an adapter: (program, source).
-pub fn step_fixture(adapter: &AdapterCmd) -> (PathBuf, PathBuf) {
+/// The debuggee of an adapter, built, and the line of its first stop:
+/// (program, source, line).
+pub fn step_fixture(adapter: &AdapterCmd) -> anyhow::Result<(PathBuf, PathBuf, u32)> {
     let dir = repo_root().join("bench/fixtures");
-    match adapter.kind.name() {
+    let (program, source) = match adapter.kind.name() {
         "debugpy" => (dir.join("step_loop.py"), dir.join("step_loop.py")),
         _ => (dir.join("build/step_loop"), dir.join("step_loop.c")),
+    };
+    anyhow::ensure!(
+        program.is_file(),
+        "{} is missing; run bench/run",
+        program.display()
+    );
+    let line = line_of(&source, "start");
+    Ok((program, source, line))
+}
+
+/// An adapter's name in the benchmarks' tables.
+pub fn label(adapter: &AdapterCmd) -> &'static str {
+    match adapter.kind.name() {
+        "debugpy" => "debugpy",
+        _ => "lldb-dap-19",
     }
 }
 
@@ -49,13 +65,7 @@ pub async fn run(steps: usize, warmup: usize, profile_steps: usize) -> anyhow::R
     );
     let mut verdicts = Vec::new();
     for adapter in [AdapterCmd::debugpy(), AdapterCmd::lldb()] {
-        let (program, source) = step_fixture(&adapter);
-        anyhow::ensure!(
-            program.is_file(),
-            "{} is missing; run bench/run",
-            program.display()
-        );
-        let line = line_of(&source, "start");
+        let (program, source, line) = step_fixture(&adapter)?;
         let daemon = Daemon::start(&["--no-unix-socket"]).await;
         add_breakpoint(&daemon, &source, line).await?;
         let (mut directs, mut sessions) = (Vec::new(), Vec::new());
@@ -94,10 +104,7 @@ pub async fn run(steps: usize, warmup: usize, profile_steps: usize) -> anyhow::R
         via.stop().await;
         daemon.stop().await;
 
-        let name = match adapter.kind.name() {
-            "debugpy" => "debugpy",
-            _ => "lldb-dap-19",
-        };
+        let name = label(&adapter);
         for d in &directs {
             println!(
                 "| {name} | {}: next → stopped | {} | {} |",

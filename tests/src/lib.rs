@@ -176,7 +176,12 @@ impl Daemon {
 
     /// [`Daemon::command`] on a given TCP address (a restart on the same one).
     pub fn command_on(data_dir: &Path, listen: &str, args: &[&str]) -> Command {
-        let mut command = Command::new(stepd_bin());
+        Self::command_of(&stepd_bin(), data_dir, listen, args)
+    }
+
+    /// [`Daemon::command_on`] of another stepd binary (a benchmark's older build).
+    pub fn command_of(bin: &Path, data_dir: &Path, listen: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(bin);
         command
             .arg("--data-dir")
             .arg(data_dir)
