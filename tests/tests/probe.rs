@@ -214,34 +214,53 @@ async fn arming_follows_breakpoints_and_holds_are_answered() {
 async fn reports_become_events_and_drops_are_never_silent() {
     let (daemon, mut sub) = watched().await;
     let (probe, _) = Probe::connect(&daemon, &[]).await;
+    let report = |name: &str| stepd_proto::v1::ObservedReport {
+        kind: "skill_loaded".into(),
+        name: name.into(),
+        value: Some(string("loaded")),
+        ..Default::default()
+    };
     probe
         .send(In::Reports(Reports {
-            observed: vec![stepd_proto::v1::ObservedReport {
-                kind: "skill_loaded".into(),
-                name: "pdf".into(),
-                value: Some(string("loaded")),
+            observed: vec![report("pdf"), report("xlsx"), report("docx")],
+            enlighten: vec![stepd_proto::v1::EnlightenReport {
+                value: "three skills".into(),
+                coor: vec![0],
                 ..Default::default()
             }],
             dropped: 7,
             ..Default::default()
         }))
         .await;
-    let observed = sub
+    let first = sub
         .wait_for("observed", |e| {
             matches!(e.payload, Some(Payload::Observed(_)))
         })
         .await;
-    let Some(Payload::Observed(o)) = observed.payload else {
-        unreachable!()
-    };
-    assert_eq!((o.kind.as_str(), o.name.as_str()), ("skill_loaded", "pdf"));
-    let gap = sub
-        .wait_for("a gap for the drops", |e| {
-            matches!(e.payload, Some(Payload::Gap(_)))
+    // One batch becomes consecutive events in the order sent, observed
+    // before enlighten, and the gap for the drops after them.
+    let mut events = vec![first];
+    for _ in 0..4 {
+        events.push(sub.next().await);
+    }
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    let expected: Vec<u64> = (0..5).map(|i| events[0].seq + i).collect();
+    assert_eq!(seqs, expected, "nothing lands between a batch's events");
+    let names: Vec<&str> = events[..3]
+        .iter()
+        .map(|e| match &e.payload {
+            Some(Payload::Observed(o)) => o.name.as_str(),
+            other => panic!("expected an observed event, got {other:?}"),
         })
-        .await;
-    let Some(Payload::Gap(gap)) = gap.payload else {
-        unreachable!()
+        .collect();
+    assert_eq!(names, ["pdf", "xlsx", "docx"]);
+    assert!(
+        matches!(events[3].payload, Some(Payload::Enlighten(_))),
+        "{:?}",
+        events[3]
+    );
+    let Some(Payload::Gap(gap)) = &events[4].payload else {
+        panic!("expected a gap for the drops, got {:?}", events[4])
     };
     assert!(gap.reason.contains('7'), "{}", gap.reason);
     daemon.stop().await;

@@ -524,15 +524,18 @@ mod tests {
         .seq
     }
 
-    async fn next(rx: &mut mpsc::Receiver<Result<SubscribeResponse, Status>>) -> Payload {
+    async fn next_event(rx: &mut mpsc::Receiver<Result<SubscribeResponse, Status>>) -> Event {
         tokio::time::timeout(Duration::from_secs(10), rx.recv())
             .await
             .expect("an event in time")
             .expect("the stream is open")
             .expect("not an error")
             .event
-            .and_then(|e| e.payload)
-            .expect("a payload")
+            .expect("an event")
+    }
+
+    async fn next(rx: &mut mpsc::Receiver<Result<SubscribeResponse, Status>>) -> Payload {
+        next_event(rx).await.payload.expect("a payload")
     }
 
     /// Waits until the subscriber has taken every client message.
@@ -605,13 +608,7 @@ mod tests {
         }
         let mut seen = Vec::new();
         while seen.len() < mine.len() {
-            let event = tokio::time::timeout(Duration::from_secs(10), rx.recv())
-                .await
-                .expect("an event in time")
-                .expect("the stream is open")
-                .expect("not an error")
-                .event
-                .expect("an event");
+            let event = next_event(&mut rx).await;
             assert!(
                 matches!(event.payload, Some(Payload::Notification(_))),
                 "{event:?}"
