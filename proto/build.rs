@@ -37,7 +37,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_fds_with_config(fds, {
             let mut config = prost_build::Config::new();
             config.enable_type_names();
+            for variant in BOXED_PAYLOADS {
+                config.boxed(format!(".stepd.v1.Event.payload.{variant}"));
+            }
             config
         })?;
     Ok(())
 }
+
+/// The event payloads far larger than the rest. An event is as large as its
+/// largest payload, and the daemon keeps hundreds of thousands of events in
+/// its replay rings, most of them small probe reports.
+const BOXED_PAYLOADS: [&str; 5] = [
+    "stopped",
+    "session_started",
+    "session_updated",
+    "trace",
+    "breakpoint_updated",
+];

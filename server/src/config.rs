@@ -115,10 +115,10 @@ pub struct Cli {
     /// Events kept per session (and for daemon-level events) for resuming subscribers.
     #[arg(long, env = "STEPD_RING_CAPACITY")]
     pub ring_capacity: Option<usize>,
-    /// Bytes of events kept per session (and for daemon-level events) for resuming subscribers.
+    /// Memory, in bytes, of the events kept per session (and for daemon-level events) for resuming subscribers.
     #[arg(long, env = "STEPD_RING_BYTES")]
     pub ring_bytes: Option<usize>,
-    /// Bytes of events all sessions' rings keep together; over it, the busiest publisher's oldest events go first.
+    /// Memory, in bytes, of the events all sessions' rings keep together; over it, the busiest publisher's oldest events go first.
     #[arg(long, env = "STEPD_RING_BYTES_TOTAL")]
     pub ring_bytes_total: Option<usize>,
     /// Most Subscribe streams open at once.

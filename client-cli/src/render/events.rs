@@ -437,23 +437,23 @@ mod tests {
         let payloads = vec![
             (Payload::Snapshot(Snapshot::default()), "snapshot at seq 0"),
             (
-                Payload::SessionStarted(SessionStarted {
+                Payload::SessionStarted(Box::new(SessionStarted {
                     session: Some(Session {
                         id: "s-1".into(),
                         adapter: "debugpy".into(),
                         ..Default::default()
                     }),
-                }),
+                })),
                 "session s-1 started under debugpy",
             ),
             (
-                Payload::SessionUpdated(SessionUpdated {
+                Payload::SessionUpdated(Box::new(SessionUpdated {
                     session: Some(Session {
                         id: "s-1".into(),
                         pid: 9,
                         ..Default::default()
                     }),
-                }),
+                })),
                 "session s-1 updated",
             ),
             (
@@ -465,7 +465,7 @@ mod tests {
                 "session s-1 ended: exited, exit code 3",
             ),
             (
-                Payload::Stopped(Stopped {
+                Payload::Stopped(Box::new(Stopped {
                     pause: Some(Pause {
                         key: "p-1".into(),
                         reason: stepd_proto::v1::PauseReason::Breakpoint as i32,
@@ -474,11 +474,11 @@ mod tests {
                         ..Default::default()
                     }),
                     ..Default::default()
-                }),
+                })),
                 "stopped: breakpoint on thread 1",
             ),
             (
-                Payload::Stopped(Stopped {
+                Payload::Stopped(Box::new(Stopped {
                     pause: Some(Pause {
                         key: "p-2".into(),
                         point: Some(PointInfo {
@@ -489,7 +489,7 @@ mod tests {
                         ..Default::default()
                     }),
                     ..Default::default()
-                }),
+                })),
                 "holding at tool_call Bash",
             ),
             (
@@ -507,14 +507,14 @@ mod tests {
                 "stdout: hello",
             ),
             (
-                Payload::BreakpointUpdated(BreakpointUpdated {
+                Payload::BreakpointUpdated(Box::new(BreakpointUpdated {
                     change: BreakpointChange::Added as i32,
                     breakpoint: Some(Breakpoint {
                         id: "bp-1".into(),
                         ..Default::default()
                     }),
                     status: None,
-                }),
+                })),
                 "breakpoint added bp-1",
             ),
             (
@@ -538,11 +538,11 @@ mod tests {
                 "pause p-1 answered by alice: continue",
             ),
             (
-                Payload::Trace(Trace {
+                Payload::Trace(Box::new(Trace {
                     step: 2,
                     location: Some(location.clone()),
                     ..Default::default()
-                }),
+                })),
                 "trace 2: /src/app.py:12 in work",
             ),
             (

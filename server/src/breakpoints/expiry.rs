@@ -26,11 +26,11 @@ pub fn watch(bus: Arc<EventBus>, changed: Arc<Notify>) {
                 breakpoint.spent = true;
                 bus.publish(
                     "",
-                    Payload::BreakpointUpdated(BreakpointUpdated {
+                    Payload::BreakpointUpdated(Box::new(BreakpointUpdated {
                         change: BreakpointChange::Expired.into(),
                         breakpoint: Some(breakpoint),
                         status: None,
-                    }),
+                    })),
                 );
             }
             match next {

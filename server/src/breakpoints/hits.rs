@@ -114,11 +114,11 @@ impl HitWriter {
                 breakpoint.hit_count += hits;
                 self.bus.publish(
                     "",
-                    Payload::BreakpointUpdated(BreakpointUpdated {
+                    Payload::BreakpointUpdated(Box::new(BreakpointUpdated {
                         change: BreakpointChange::Hit.into(),
                         breakpoint: Some(breakpoint),
                         status: None,
-                    }),
+                    })),
                 );
             }
         }

@@ -332,11 +332,11 @@ impl Core {
     fn publish(&self, change: BreakpointChange, breakpoint: Breakpoint) -> Breakpoint {
         self.bus.publish(
             "",
-            Payload::BreakpointUpdated(BreakpointUpdated {
+            Payload::BreakpointUpdated(Box::new(BreakpointUpdated {
                 change: change.into(),
                 breakpoint: Some(breakpoint.clone()),
                 status: None,
-            }),
+            })),
         );
         breakpoint
     }

@@ -139,9 +139,9 @@ fn reconcile(cluster: &Cluster, peer: &Peer, parts: Vec<Snapshot>) {
         if live.contains(session.id.as_str()) && !known.contains(&session.id) {
             let started = Event {
                 session_id: session.id.clone(),
-                payload: Some(Payload::SessionStarted(SessionStarted {
+                payload: Some(Payload::SessionStarted(Box::new(SessionStarted {
                     session: Some((*session).clone()),
-                })),
+                }))),
                 ..Default::default()
             };
             relay(cluster, peer, started);
@@ -169,10 +169,10 @@ fn reconcile(cluster: &Cluster, peer: &Peer, parts: Vec<Snapshot>) {
         if !shown.contains(&pause.key) {
             let stopped = Event {
                 session_id: pause.session_id.clone(),
-                payload: Some(Payload::Stopped(Stopped {
+                payload: Some(Payload::Stopped(Box::new(Stopped {
                     pause: Some(pause.clone()),
                     all_threads_stopped: false,
-                })),
+                }))),
                 ..Default::default()
             };
             relay(cluster, peer, stopped);

@@ -20,8 +20,9 @@ const DAEMON_RING: &str = "";
 /// Recent events of one session, for resuming subscribers.
 #[derive(Debug, Default)]
 struct Ring {
-    events: VecDeque<Arc<Event>>,
-    /// Encoded bytes of `events`.
+    /// Each event with the bytes it holds (see [`footprint`]).
+    events: VecDeque<(Arc<Event>, usize)>,
+    /// Bytes `events` hold.
     bytes: usize,
     /// Highest seq pushed out of the ring; a cursor below it cannot be replayed.
     evicted_through: u64,
@@ -30,12 +31,21 @@ struct Ring {
 impl Ring {
     /// Drops the oldest event; the bytes it freed.
     fn evict_oldest(&mut self) -> Option<usize> {
-        let old = self.events.pop_front()?;
-        let bytes = prost::Message::encoded_len(&*old);
+        let (old, bytes) = self.events.pop_front()?;
         self.bytes -= bytes;
         self.evicted_through = old.seq;
         Some(bytes)
     }
+}
+
+/// The memory an event kept in a ring holds: the event itself and its
+/// allocation's header, and about its encoded size again for the strings and
+/// lists it owns. The ring limits are in memory, not in encoded bytes: a
+/// small probe report holds several times its encoded size.
+fn footprint(event: &Event) -> usize {
+    std::mem::size_of::<Event>()
+        + 2 * std::mem::size_of::<usize>()
+        + prost::Message::encoded_len(event)
 }
 
 #[derive(Debug)]
@@ -44,7 +54,7 @@ struct BusState {
     /// Cursors below this can never be replayed (earlier instance, dropped rings).
     floor: u64,
     rings: HashMap<String, Ring>,
-    /// Encoded bytes of every ring together.
+    /// Bytes every ring holds together.
     ring_bytes_total: usize,
     view: StateView,
 }
@@ -110,7 +120,7 @@ impl EventBus {
         }
     }
 
-    /// Bounds each ring in bytes (encoded events) as well as in events: the
+    /// Bounds each ring in bytes held (memory) as well as in events: the
     /// oldest events go first, and a cursor before them resynchronises as
     /// for a ring that is full by count.
     pub fn with_ring_bytes(mut self, ring_bytes: usize) -> Self {
@@ -193,10 +203,10 @@ impl EventBus {
             Some(ring) => ring,
             None => rings.entry(key.to_owned()).or_default(),
         };
-        let bytes = prost::Message::encoded_len(&*event);
+        let bytes = footprint(&event);
         ring.bytes += bytes;
         *ring_bytes_total += bytes;
-        ring.events.push_back(event.clone());
+        ring.events.push_back((event.clone(), bytes));
         while ring.events.len() > self.ring_capacity || ring.bytes > self.ring_bytes {
             let Some(freed) = ring.evict_oldest() else {
                 break;
@@ -221,7 +231,7 @@ impl EventBus {
             && let Some(ring) = rings.remove(&old)
         {
             *ring_bytes_total -= ring.bytes;
-            if let Some(last) = ring.events.back() {
+            if let Some((last, _)) = ring.events.back() {
                 *floor = (*floor).max(last.seq);
             }
         }
@@ -279,15 +289,19 @@ impl EventBus {
                 rx,
             );
         }
+        // A ring is in seq order: only its events after the cursor are
+        // looked at, and the sort waits until the lock is released, so a
+        // resume from far back does not hold up every publisher.
         let mut missed: Vec<Arc<Event>> = rings
             .iter()
             .flat_map(|r| {
-                r.events
-                    .iter()
-                    .filter(|e| e.seq > after && filter.admits(e))
+                let from = r.events.partition_point(|(e, _)| e.seq <= after);
+                r.events.range(from..).map(|(e, _)| e)
             })
+            .filter(|e| filter.admits(e))
             .cloned()
             .collect();
+        drop(state);
         missed.sort_unstable_by_key(|e| e.seq);
         (Start::Replay(missed), rx)
     }
@@ -386,7 +400,7 @@ mod tests {
         let sum: usize = state.rings.values().map(|r| r.bytes).sum();
         assert_eq!(sum, state.ring_bytes_total);
         // The quiet session keeps its event; the flood lost its own oldest.
-        assert_eq!(state.rings["quiet"].events[0].seq, quiet);
+        assert_eq!(state.rings["quiet"].events[0].0.seq, quiet);
         assert_eq!(state.rings["quiet"].evicted_through, 0);
         assert!(state.rings["flood"].evicted_through > quiet);
         drop(state);
@@ -396,6 +410,38 @@ mod tests {
         assert!(state.ring_bytes_total <= 20_000);
         assert_eq!(state.rings["third"].events.len(), 1);
         assert_eq!(state.rings["quiet"].events.len(), 1);
+    }
+
+    #[test]
+    fn a_ring_counts_the_memory_its_events_hold() {
+        // An event is as large as its largest payload; the large ones are
+        // boxed, so a small probe report stays small in the rings.
+        assert!(
+            std::mem::size_of::<Event>() <= 320,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+        let sample = EventBus::new("i".into(), 1, 16, 1_000);
+        let one = footprint(&sample.publish("a", Payload::Notification(Notification::default())));
+        assert!(one > std::mem::size_of::<Event>());
+        let bus = EventBus::new("i".into(), 1, 16, 1_000).with_ring_bytes(10 * one + one / 2);
+        for _ in 0..100 {
+            note(&bus, "a");
+        }
+        let state = bus.lock();
+        let ring = &state.rings["a"];
+        // Ten fit by memory, though a hundred would fit by encoded size.
+        assert_eq!(ring.events.len(), 10);
+        let held: usize = ring
+            .events
+            .iter()
+            .map(|(e, bytes)| {
+                assert_eq!(*bytes, footprint(e));
+                bytes
+            })
+            .sum();
+        assert_eq!(held, ring.bytes);
+        assert_eq!(held, state.ring_bytes_total);
     }
 
     #[test]

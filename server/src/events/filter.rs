@@ -126,7 +126,7 @@ pub fn channel_of(payload: &Payload) -> Option<EventChannel> {
 
 #[cfg(test)]
 mod tests {
-    use stepd_proto::v1::{Output, Stopped};
+    use stepd_proto::v1::Output;
 
     use super::*;
 
@@ -145,8 +145,8 @@ mod tests {
             channels: vec![EventChannel::Execution as i32],
             ..Default::default()
         });
-        assert!(f.admits(&event("s1", Payload::Stopped(Stopped::default()))));
-        assert!(!f.admits(&event("s2", Payload::Stopped(Stopped::default()))));
+        assert!(f.admits(&event("s1", Payload::Stopped(Box::default()))));
+        assert!(!f.admits(&event("s2", Payload::Stopped(Box::default()))));
         assert!(!f.admits(&event("s1", Payload::Output(Output::default()))));
         assert!(f.admits(&event("s1", Payload::Gap(Default::default()))));
         assert!(Filter::default().admits(&event("s9", Payload::Output(Output::default()))));

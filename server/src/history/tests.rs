@@ -27,13 +27,13 @@ async fn setup(tag: &str, ring: usize) -> (Store, Arc<EventBus>, std::path::Path
 fn flood(bus: &EventBus, n: usize) {
     bus.publish(
         "s1",
-        Payload::SessionStarted(SessionStarted {
+        Payload::SessionStarted(Box::new(SessionStarted {
             session: Some(Session {
                 id: "s1".into(),
                 state: SessionState::Running.into(),
                 ..Default::default()
             }),
-        }),
+        })),
     );
     for i in 0..n {
         bus.publish(

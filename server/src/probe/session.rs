@@ -294,9 +294,9 @@ impl ProbeSession {
             // session's pauses for them must be gone first.
             let _ = tokio::time::timeout(OLD_SESSION_WAIT, ended).await;
         }
-        self.publish(Payload::SessionStarted(SessionStarted {
+        self.publish(Payload::SessionStarted(Box::new(SessionStarted {
             session: Some(self.session.clone()),
-        }));
+        })));
         let armed = self.armed().await;
         self.send(Out::Welcome(stepd_proto::v1::Welcome {
             session_id: self.id.clone(),
@@ -850,7 +850,7 @@ impl ProbeSession {
                 tracing.step >= tracing.limit,
             );
             let point = record.point.unwrap_or_default();
-            self.publish(Payload::Trace(Trace {
+            self.publish(Payload::Trace(Box::new(Trace {
                 key,
                 step,
                 location: record.location,
@@ -861,7 +861,7 @@ impl ProbeSession {
                 changed_locals: Vec::new(),
                 coor: record.coor,
                 point: Some(point),
-            }));
+            })));
             if last {
                 self.mode = Mode::Step;
                 self.push_armed().await;

@@ -272,11 +272,11 @@ impl Actor {
                 id: placement.breakpoint_id.clone(),
                 ..Default::default()
             });
-        self.publish(Payload::BreakpointUpdated(BreakpointUpdated {
+        self.publish(Payload::BreakpointUpdated(Box::new(BreakpointUpdated {
             change: BreakpointChange::Status.into(),
             breakpoint: Some(breakpoint),
             status: placement.status.clone(),
-        }));
+        })));
     }
 
     /// What the adapter does itself for the breakpoints of one entry, and

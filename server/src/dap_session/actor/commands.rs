@@ -312,7 +312,7 @@ impl Actor {
                     .collect();
                 let taken = taken + 1;
                 let last = taken >= limit;
-                self.publish(Payload::Trace(Trace {
+                self.publish(Payload::Trace(Box::new(Trace {
                     key: key.clone(),
                     step: taken,
                     location: location.cloned(),
@@ -322,7 +322,7 @@ impl Actor {
                         .map(|l| vec![depth_or_one as i32, l.line as i32])
                         .unwrap_or_default(),
                     point: None,
-                }));
+                })));
                 if last {
                     // The step limit: pause here, where the last step landed.
                     self.mode = Mode::Normal;

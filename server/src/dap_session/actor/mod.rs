@@ -686,9 +686,9 @@ impl Actor {
         }
         self.session.pid = i64::from(pid);
         if self.session.state != SessionState::Starting as i32 {
-            self.publish(Payload::SessionUpdated(SessionUpdated {
+            self.publish(Payload::SessionUpdated(Box::new(SessionUpdated {
                 session: Some(self.session.clone()),
-            }));
+            })));
         }
     }
 

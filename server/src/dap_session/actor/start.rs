@@ -120,9 +120,9 @@ impl Actor {
             queued.push(message);
         }
         self.session.state = SessionState::Running.into();
-        self.publish(Payload::SessionStarted(SessionStarted {
+        self.publish(Payload::SessionStarted(Box::new(SessionStarted {
             session: Some(self.session.clone()),
-        }));
+        })));
         for placement in &placements {
             self.publish_status(placement);
         }

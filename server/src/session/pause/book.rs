@@ -152,10 +152,10 @@ impl<T> PauseBook<T> {
     fn opened(&mut self, pause: Pause, data: T, span: telemetry::Span, all_threads_stopped: bool) {
         let opened = std::time::Instant::now();
         tracing::debug!(pause = %pause.key, reason = pause.reason().as_str_name(), "pause opened");
-        self.publish(Payload::Stopped(Stopped {
+        self.publish(Payload::Stopped(Box::new(Stopped {
             pause: Some(pause.clone()),
             all_threads_stopped,
-        }));
+        })));
         self.entries.insert(
             pause.key.clone(),
             Entry {
@@ -312,10 +312,10 @@ impl<T> PauseBook<T> {
         entry.pause.revision += 1;
         let pause = entry.pause.clone();
         self.registry.update(pause.clone());
-        self.publish(Payload::Stopped(Stopped {
+        self.publish(Payload::Stopped(Box::new(Stopped {
             pause: Some(pause.clone()),
             all_threads_stopped: false,
-        }));
+        })));
         Some(pause)
     }
 
