@@ -222,3 +222,34 @@ func TestReportDropsAreCounted(t *testing.T) {
 	gap := ev.waitFor("a gap", func(e *stepdv1.Event) bool { return e.GetGap() != nil })
 	t.Logf("gap: %v", gap.GetGap())
 }
+
+// A point observed before a hold reaches subscribers before the hold's
+// pause, however long the flush interval: the Hit never overtakes the
+// reports buffered ahead of it.
+func TestObservedBeforeHoldArrivesFirst(t *testing.T) {
+	d := startDaemon(t, "")
+	c := d.client(t)
+	ev := subscribe(t, c)
+	p := connect(t, d.addr, probe.Options{FlushInterval: time.Hour})
+	if _, err := c.AddBreakpoint(testContext(t), stepd.ProbeBreakpoint("tool_call", "Bash")); err != nil {
+		t.Fatal(err)
+	}
+	waitArmed(t, p, 1)
+	held := make(chan error, 1)
+	go func() {
+		p.Observe(context.Background(), "web_source", "url", "before")
+		_, err := p.Hold(context.Background(), "tool_call", "Bash", "ls")
+		held <- err
+	}()
+	first := ev.waitFor("the observed point or the pause", func(e *stepdv1.Event) bool {
+		return e.GetSessionId() == p.SessionID() && (e.GetObserved() != nil || e.GetStopped().GetPause() != nil)
+	})
+	if first.GetObserved() == nil {
+		t.Fatalf("the pause came before the point observed ahead of it: %v", first)
+	}
+	pause := ev.pause(p.SessionID())
+	answer(t, c, pause.GetKey(), stepd.CmdContinue())
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}

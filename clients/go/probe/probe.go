@@ -620,6 +620,13 @@ func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cance
 	for {
 		select {
 		case m := <-c.sendq:
+			// Reports buffered before a Hit (or any other message) go
+			// first, so a point observed before a hold is never shown
+			// after its pause.
+			if !flush(true) {
+				cancel()
+				return
+			}
 			lastSent = time.Now()
 			if err := stream.Send(m); err != nil {
 				cancel()
@@ -652,8 +659,9 @@ func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cance
 				return
 			}
 		case <-p.closing:
-			// Drain what is queued, flush the reports, end the stream
-			// politely: the daemon ends the session.
+			// Flush the reports, then what is queued (reports first, as
+			// above), and end the stream politely: the daemon ends the session.
+			flush(true)
 			for {
 				select {
 				case m := <-c.sendq:
@@ -663,7 +671,6 @@ func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cance
 				}
 				break
 			}
-			flush(true)
 			_ = stream.CloseSend()
 			<-c.done
 			return
