@@ -411,7 +411,9 @@ func (p *Probe) enqueue(r report) {
 		signal(p.kick)
 	}
 	if first {
-		signal(p.pending)
+		// Safe from any goroutine: a timer's Reset discards a fire the
+		// writer has not received yet.
+		p.flushTimer.Reset(p.opts.FlushInterval)
 	}
 }
 

@@ -115,10 +115,11 @@ type Probe struct {
 	heartbeat time.Duration
 
 	reports reportBuffer
-	// kick says a batch's worth of reports is buffered; pending says the
-	// buffer stopped being empty, so a flush is due within FlushInterval.
-	kick    chan struct{}
-	pending chan struct{}
+	// kick says a batch's worth of reports is buffered. flushTimer is
+	// armed by the report that finds the buffer empty, so the writer wakes
+	// once per flush, not once more for each report that starts a batch.
+	kick       chan struct{}
+	flushTimer *time.Timer
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -191,11 +192,15 @@ func Connect(ctx context.Context, opts Options) (*Probe, error) {
 		holdLimit: time.Hour,
 		heartbeat: 30 * time.Second,
 		kick:      make(chan struct{}, 1),
-		pending:   make(chan struct{}, 1),
-		ctx:       bg,
-		cancel:    cancel,
-		closing:   make(chan struct{}),
-		runDone:   make(chan struct{}),
+		flushTimer: func() *time.Timer {
+			t := time.NewTimer(time.Hour)
+			t.Stop()
+			return t
+		}(),
+		ctx:     bg,
+		cancel:  cancel,
+		closing: make(chan struct{}),
+		runDone: make(chan struct{}),
 	}
 	p.traceparent, p.tracestate = helloTrace(ctx, opts.Traceparent)
 	p.reports.init(opts.ReportBuffer)
@@ -585,20 +590,14 @@ func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cance
 	p.mu.Unlock()
 	// The flush timer runs only while reports wait, so an idle probe's
 	// writer sleeps until its next heartbeat check instead of waking
-	// every FlushInterval.
-	flushTimer := time.NewTimer(p.opts.FlushInterval)
-	defer flushTimer.Stop()
-	var flushDue <-chan time.Time = flushTimer.C
+	// every FlushInterval. Reports kept while disconnected go soon.
+	if p.reports.len() > 0 {
+		p.flushTimer.Reset(p.opts.FlushInterval)
+	}
 	// Checked four times a heartbeat, so a quiet stream goes at most 1.25
 	// heartbeats without sending.
 	idle := time.NewTicker(max(heartbeat/4, time.Millisecond))
 	defer idle.Stop()
-	schedule := func() {
-		if flushDue == nil {
-			flushTimer.Reset(p.opts.FlushInterval)
-			flushDue = flushTimer.C
-		}
-	}
 	lastSent := time.Now()
 	flush := func(all bool) bool {
 		for {
@@ -632,16 +631,13 @@ func (p *Probe) writer(stream stepdv1.ProbeService_ConnectClient, c *conn, cance
 				cancel()
 				return
 			}
-		case <-p.pending:
-			schedule()
-		case <-flushDue:
-			flushDue = nil
+		case <-p.flushTimer.C:
 			if !flush(false) {
 				cancel()
 				return
 			}
 			if p.reports.len() > 0 {
-				schedule()
+				p.flushTimer.Reset(p.opts.FlushInterval)
 			}
 		case <-idle.C:
 			// A quiet stream gets a heartbeat, so proxies do not cut it.
