@@ -87,26 +87,33 @@ const DROP_BEFORE: [&str; 2] = [
 
 /// How many rows one insert of events takes, largest first: a few sizes,
 /// so the drivers' statement caches hold them all.
-const ROWS_PER_INSERT: [usize; 3] = [16, 4, 1];
+const ROWS_PER_INSERT: [usize; 4] = [64, 16, 4, 1];
 
-/// The insert of `rows` events (one of `ROWS_PER_INSERT`), made once.
-fn insert_events_sql(rows: usize) -> &'static str {
-    static SQL: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+/// The insert of `rows` events (one of `ROWS_PER_INSERT`), made once per
+/// placeholder style.
+///
+/// SQLite gets anonymous `?` placeholders: the driver asks SQLite for each
+/// placeholder's name to bind it, and SQLite finds a numbered one (`$7`)
+/// by a linear scan of the statement's names, so a wide insert with
+/// numbered placeholders costs the square of its width. PostgreSQL reads
+/// only numbered ones, and looks them up directly.
+fn insert_events_sql(rows: usize, anonymous: bool) -> &'static str {
+    fn build(anonymous: bool) -> Vec<String> {
         ROWS_PER_INSERT
             .iter()
             .map(|&rows| {
                 let values: Vec<String> = (0..rows)
                     .map(|row| {
-                        let p = row * 6;
-                        format!(
-                            "(${}, ${}, ${}, ${}, ${}, ${})",
-                            p + 1,
-                            p + 2,
-                            p + 3,
-                            p + 4,
-                            p + 5,
-                            p + 6
-                        )
+                        let row: Vec<String> = (1..=6)
+                            .map(|column| {
+                                if anonymous {
+                                    "?".to_owned()
+                                } else {
+                                    format!("${}", row * 6 + column)
+                                }
+                            })
+                            .collect();
+                        format!("({})", row.join(", "))
                     })
                     .collect();
                 format!(
@@ -116,12 +123,18 @@ fn insert_events_sql(rows: usize) -> &'static str {
                 )
             })
             .collect()
-    });
+    }
+    static NUMBERED: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| build(false));
+    static ANONYMOUS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| build(true));
     let index = ROWS_PER_INSERT
         .iter()
         .position(|&r| r == rows)
         .unwrap_or(ROWS_PER_INSERT.len() - 1);
-    &SQL[index]
+    if anonymous {
+        &ANONYMOUS[index]
+    } else {
+        &NUMBERED[index]
+    }
 }
 
 impl Store {
@@ -129,6 +142,7 @@ impl Store {
     /// recorded already (the same session and seq) is kept as it was.
     pub async fn queue_events(&self, events: Vec<RecordedEvent>) -> Queued {
         let mut statements = Vec::new();
+        let anonymous = matches!(self.pool, super::Pool::Sqlite(_));
         let mut events = events.into_iter().peekable();
         while events.peek().is_some() {
             // Rows go in a few at a time: a statement per row would cost a
@@ -138,7 +152,7 @@ impl Store {
                 .into_iter()
                 .find(|&rows| events.len() >= rows)
                 .unwrap_or(1);
-            let mut statement = Statement::new(insert_events_sql(rows));
+            let mut statement = Statement::new(insert_events_sql(rows, anonymous));
             for e in events.by_ref().take(rows) {
                 let bytes = i64::try_from(e.event.len()).unwrap_or(i64::MAX);
                 statement = statement

@@ -1,7 +1,8 @@
 //! A statement as the store hands it around: SQL written once for both
 //! backends (`$1`, `$2`, … placeholders, which SQLite and PostgreSQL both
-//! read) and the values bound to it, owned so that a batch that failed can
-//! be run again write by write.
+//! read; the wide insert of history events alone is spelt per backend, in
+//! `history.rs`) and the values bound to it, owned so that a batch that
+//! failed can be run again write by write.
 
 /// One statement of a read or a write.
 #[derive(Clone, Debug)]

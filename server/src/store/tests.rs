@@ -224,8 +224,9 @@ async fn events_are_recorded_in_order_across_inserts_of_every_size() {
             time_us: 1_000 + i64::try_from(seq).unwrap(),
             event: seq.to_le_bytes().to_vec(),
         };
-        // 150 rows go in as nine inserts of 16, one of 4 and two of 1; the last is a copy of
-        // an earlier event, which keeps the first copy.
+        // 150 rows go in as two inserts of 64, one of 16, one of 4 and two of 1 (each
+        // placeholder style on its backend); the last is a copy of an earlier event, which
+        // keeps the first copy.
         let mut events: Vec<_> = (1..150).map(event).collect();
         let mut copy = event(7);
         copy.event = b"second copy".to_vec();
