@@ -20,9 +20,10 @@ import (
 	"github.com/stepd-dev/stepd/clients/go/probe"
 )
 
-// loadMain is the child's side: it connects n probes to addr, reports
-// "c CONNECTED OBSERVED DROPPED" on stdout every 20 ms, observes at rate
-// between "load" and "idle" lines on stdin, and exits when stdin closes.
+// loadMain is the child's side with library probes: it connects n probes
+// to addr, reports "c CONNECTED OBSERVED DROPPED" on stdout every 20 ms,
+// observes at rate between "load" and "idle" lines on stdin, and exits
+// when stdin closes.
 func loadMain(addr string, n, rate int, flush time.Duration) error {
 	ctx := context.Background()
 	probes := make([]*probe.Probe, n)
@@ -46,38 +47,56 @@ func loadMain(addr string, n, rate int, flush time.Duration) error {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
+	if rate <= 0 {
+		return conversation(func(chan struct{}) {})
+	}
+	interval := time.Duration(float64(time.Second) * float64(n) / float64(rate))
+	return conversation(func(stop chan struct{}) {
+		var wg sync.WaitGroup
+		for _, p := range probes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t := time.NewTicker(interval)
+				defer t.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-t.C:
+						p.Observe(ctx, "tool_result", "Read", "ok")
+						observed.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+// conversation observes with observe between "load" and "idle" lines on
+// stdin (observe returns once stop is closed), and returns when stdin
+// closes.
+func conversation(observe func(stop chan struct{})) error {
 	var stop chan struct{}
-	var wg sync.WaitGroup
+	var running sync.WaitGroup
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		switch in.Text() {
 		case "load":
-			if stop != nil || rate <= 0 {
+			if stop != nil {
 				continue
 			}
 			stop = make(chan struct{})
-			interval := time.Duration(float64(time.Second) * float64(n) / float64(rate))
-			for _, p := range probes {
-				wg.Add(1)
-				go func(stop chan struct{}) {
-					defer wg.Done()
-					t := time.NewTicker(interval)
-					defer t.Stop()
-					for {
-						select {
-						case <-stop:
-							return
-						case <-t.C:
-							p.Observe(ctx, "tool_result", "Read", "ok")
-							observed.Add(1)
-						}
-					}
-				}(stop)
-			}
+			running.Add(1)
+			go func(stop chan struct{}) {
+				defer running.Done()
+				observe(stop)
+			}(stop)
 		case "idle":
 			if stop != nil {
 				close(stop)
-				wg.Wait()
+				running.Wait()
 				stop = nil
 			}
 		}
@@ -92,12 +111,12 @@ type load struct {
 	state atomic.Pointer[[3]int64]
 }
 
-func startLoad(addr string, n, rate int, flush time.Duration) (*load, error) {
+func startLoad(addr string, n, rate int, flush time.Duration, lean bool) (*load, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "-load", addr, "-probes", strconv.Itoa(n), "-rate", strconv.Itoa(rate), "-flush", flush.String())
+	cmd := exec.Command(self, "-load", addr, "-probes", strconv.Itoa(n), "-rate", strconv.Itoa(rate), "-flush", flush.String(), "-lean="+strconv.FormatBool(lean))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

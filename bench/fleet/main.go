@@ -10,7 +10,12 @@
 //   - the time for every probe to reconnect after the daemon restarts on
 //     the same address and data directory.
 //
-//     go run . -stepd target/release/stepd [-probes 1000] [-rate 50000] [-holds 2000]
+//     go run . -stepd target/release/stepd [-probes 1000] [-rate 50000] [-holds 2000] [-lean]
+//
+// With -lean the observing probes are spoken at the protocol level
+// (lean.go): the daemon reads the same messages, and the load generator
+// takes a fraction of the CPU it otherwise would. Lean probes do not
+// reconnect, so that run does not restart the daemon.
 package main
 
 import (
@@ -40,16 +45,21 @@ func main() {
 	holds := flag.Int("holds", 2000, "holds measured")
 	flush := flag.Duration("flush", 0, "the observing probes' FlushInterval (0: the library's default)")
 	loadAddr := flag.String("load", "", "run as the observing probes' process, connected to this address")
+	lean := flag.Bool("lean", false, "the observing probes speak the protocol themselves instead of running the probe library")
 	flag.Parse()
 	if *loadAddr != "" {
-		if err := loadMain(*loadAddr, *n, *rate, *flush); err != nil {
+		run := func() error { return loadMain(*loadAddr, *n, *rate, *flush) }
+		if *lean {
+			run = func() error { return leanMain(*loadAddr, *n, *rate) }
+		}
+		if err := run(); err != nil {
 			fmt.Fprintln(os.Stderr, "fleet load:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	maxConnections = max(maxConnections, *n+64)
-	if err := run(*bin, *n, *rate, *holds, *flush); err != nil {
+	if err := run(*bin, *n, *rate, *holds, *flush, *lean); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -146,7 +156,7 @@ func connected(probes []*probe.Probe) int {
 	return n
 }
 
-func run(bin string, n, rate, holds int, flush time.Duration) error {
+func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 	if bin == "" {
 		return fmt.Errorf("-stepd (or STEPD_BIN) names the binary")
 	}
@@ -180,7 +190,7 @@ func run(bin string, n, rate, holds int, flush time.Duration) error {
 		return fmt.Errorf("the holding probe: %w", err)
 	}
 	defer holder.Close()
-	others, err := startLoad(d.addr, n-1, rate, flush)
+	others, err := startLoad(d.addr, n-1, rate, flush, lean)
 	if err != nil {
 		return err
 	}
@@ -260,30 +270,43 @@ func run(bin string, n, rate, holds int, flush time.Duration) error {
 	dropped := others.dropped()
 	loaded := d.rssKiB()
 
+	reconnected := "—"
+	if !lean {
+		took, err := restart(d, bin, dataDir, all, n)
+		if err != nil {
+			return err
+		}
+		reconnected = fmt.Sprintf("%.2f s", took.Seconds())
+	}
+	fmt.Printf("| probes | connect all | RSS idle − before | per idle probe | hold p50 | hold p99 | observed/s achieved | reports dropped | RSS under load | reconnect all after restart |\n")
+	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Printf("| %d | %.2f s | %.1f MiB | %.1f KiB | %.3f ms | %.3f ms | %.0f | %d | %.1f MiB | %s |\n",
+		n, connectTime.Seconds(), float64(idle-base)/1024, perProbe,
+		float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000,
+		achieved, dropped, float64(loaded)/1024, reconnected)
+	return nil
+}
+
+// restart stops d and starts it again on the same address and data
+// directory, and times until every probe is connected again.
+func restart(d *daemon, bin, dataDir string, all func() int, n int) (time.Duration, error) {
 	stage("restarting the daemon")
 	// Restart on the same address and data directory; every probe reconnects.
 	addr := d.addr
 	if err := d.stop(); err != nil {
-		return fmt.Errorf("stopping stepd: %w", err)
+		return 0, fmt.Errorf("stopping stepd: %w", err)
 	}
 	if err := waitFor("probes see the daemon gone", 30*time.Second, func() bool { return all() == 0 }); err != nil {
-		return err
+		return 0, err
 	}
 	restarted := time.Now()
-	d, err = start(bin, addr, dataDir)
+	again, err := start(bin, addr, dataDir)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	*d = *again
 	if err := waitFor("all probes reconnected", 60*time.Second, func() bool { return all() == n }); err != nil {
-		return err
+		return 0, err
 	}
-	reconnect := time.Since(restarted)
-
-	fmt.Printf("| probes | connect all | RSS idle − before | per idle probe | hold p50 | hold p99 | observed/s achieved | reports dropped | RSS under load | reconnect all after restart |\n")
-	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	fmt.Printf("| %d | %.2f s | %.1f MiB | %.1f KiB | %.3f ms | %.3f ms | %.0f | %d | %.1f MiB | %.2f s |\n",
-		n, connectTime.Seconds(), float64(idle-base)/1024, perProbe,
-		float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000,
-		achieved, dropped, float64(loaded)/1024, reconnect.Seconds())
-	return nil
+	return time.Since(restarted), nil
 }
