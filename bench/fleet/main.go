@@ -226,6 +226,11 @@ func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 	defer sub.Close()
 	var resyncs atomic.Int64
 	go func() {
+		defer func() {
+			if err := sub.Err(); err != nil {
+				stage("the answering subscription ended: %v", err)
+			}
+		}()
 		for ev := range sub.Events() {
 			if pause := ev.GetStopped().GetPause(); pause != nil && pause.GetRevision() == 0 {
 				_ = sub.SendDebugInput(pause.GetKey(), stepd.CmdContinue())
@@ -253,10 +258,14 @@ func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 	}
 	loadFrom, loadStart := others.observed(), time.Now()
 	samples := make([]time.Duration, 0, holds)
-	for range holds {
+	for i := range holds {
 		start := time.Now()
-		if _, err := holder.Hold(ctx, "tool_call", "Read", args); err != nil {
-			return err
+		// A hold nobody answers fails the run instead of hanging it.
+		held, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err := holder.Hold(held, "tool_call", "Read", args)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("hold %d: %w (the subscriber resynchronised %d times)", i, err, resyncs.Load())
 		}
 		samples = append(samples, time.Since(start))
 	}
