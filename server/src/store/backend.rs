@@ -121,7 +121,7 @@ impl Record for StoredBreakpoint {
 
 /// Each backend's migrations, in order; sqlx applies each once and
 /// records it. The two lists keep the same versions and names.
-pub(super) const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
+const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "breakpoints",
@@ -147,13 +147,8 @@ pub(super) const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "directory",
         include_str!("../../migrations/sqlite/0005_directory.sql"),
     ),
-    (
-        6,
-        "history_session_numbers",
-        include_str!("../../migrations/sqlite/0006_history_session_numbers.sql"),
-    ),
 ];
-pub(super) const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "breakpoints",
@@ -179,14 +174,9 @@ pub(super) const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         "directory",
         include_str!("../../migrations/postgres/0005_directory.sql"),
     ),
-    (
-        6,
-        "history_session_numbers",
-        include_str!("../../migrations/postgres/0006_history_session_numbers.sql"),
-    ),
 ];
 
-pub(super) fn migrator(migrations: &'static [(i64, &'static str, &'static str)]) -> Migrator {
+fn migrator(migrations: &'static [(i64, &'static str, &'static str)]) -> Migrator {
     Migrator::with_migrations(
         migrations
             .iter()

@@ -75,8 +75,8 @@ impl Record for Sized {
 /// them, in one transaction.
 const DROP_BEFORE: [&str; 2] = [
     "INSERT INTO history_dropped (session_id, events, through_seq, reason, at_us) \
-     SELECT h.session_id, COUNT(*), MAX(e.seq), $2, $3 FROM session_events e, history_sessions h \
-     WHERE h.session_no = e.session_no AND e.time_us <= $1 GROUP BY h.session_id \
+     SELECT session_id, COUNT(*), MAX(seq), $2, $3 FROM session_events \
+     WHERE time_us <= $1 GROUP BY session_id \
      ON CONFLICT (session_id) DO UPDATE SET \
        events = history_dropped.events + excluded.events, \
        through_seq = CASE WHEN excluded.through_seq > history_dropped.through_seq \
@@ -85,132 +85,86 @@ const DROP_BEFORE: [&str; 2] = [
     "DELETE FROM session_events WHERE time_us <= $1",
 ];
 
-/// How many rows one insert takes, largest first: a few sizes, so the
-/// drivers' statement caches hold them all.
+/// How many rows one insert of events takes, largest first: a few sizes,
+/// so the drivers' statement caches hold them all.
 const ROWS_PER_INSERT: [usize; 4] = [64, 16, 4, 1];
 
-/// The two wide inserts of a batch of events: the sessions' numbers
-/// (`history_sessions`), then the events, each naming its session by the
-/// number its id has.
-#[derive(Clone, Copy)]
-enum Insert {
-    Sessions,
-    Events,
-}
-
-/// The SQL of `what` for `rows` rows (one of `ROWS_PER_INSERT`), made once
-/// per placeholder style.
+/// The insert of `rows` events (one of `ROWS_PER_INSERT`), made once per
+/// placeholder style.
 ///
 /// SQLite gets anonymous `?` placeholders: the driver asks SQLite for each
 /// placeholder's name to bind it, and SQLite finds a numbered one (`$7`)
 /// by a linear scan of the statement's names, so a wide insert with
 /// numbered placeholders costs the square of its width. PostgreSQL reads
 /// only numbered ones, and looks them up directly.
-fn insert_sql(what: Insert, rows: usize, anonymous: bool) -> &'static str {
-    fn build(what: Insert, anonymous: bool) -> Vec<String> {
-        let (columns, into, conflict) = match what {
-            Insert::Sessions => (1, "history_sessions (session_id)", "session_id"),
-            Insert::Events => (
-                6,
-                "session_events (session_no, seq, channel, time_us, bytes, event)",
-                "session_no, seq",
-            ),
-        };
+fn insert_events_sql(rows: usize, anonymous: bool) -> &'static str {
+    fn build(anonymous: bool) -> Vec<String> {
         ROWS_PER_INSERT
             .iter()
             .map(|&rows| {
                 let values: Vec<String> = (0..rows)
                     .map(|row| {
-                        let mut row: Vec<String> = (1..=columns)
+                        let row: Vec<String> = (1..=6)
                             .map(|column| {
                                 if anonymous {
                                     "?".to_owned()
                                 } else {
-                                    format!("${}", row * columns + column)
+                                    format!("${}", row * 6 + column)
                                 }
                             })
                             .collect();
-                        if let Insert::Events = what {
-                            row[0] = format!(
-                                "(SELECT session_no FROM history_sessions WHERE session_id = {})",
-                                row[0]
-                            );
-                        }
                         format!("({})", row.join(", "))
                     })
                     .collect();
                 format!(
-                    "INSERT INTO {into} VALUES {} ON CONFLICT ({conflict}) DO NOTHING",
+                    "INSERT INTO session_events (session_id, seq, channel, time_us, bytes, event) \
+                     VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
                     values.join(", ")
                 )
             })
             .collect()
     }
-    type Made = std::sync::LazyLock<Vec<String>>;
-    static SESSIONS: Made = Made::new(|| build(Insert::Sessions, false));
-    static SESSIONS_ANONYMOUS: Made = Made::new(|| build(Insert::Sessions, true));
-    static EVENTS: Made = Made::new(|| build(Insert::Events, false));
-    static EVENTS_ANONYMOUS: Made = Made::new(|| build(Insert::Events, true));
+    static NUMBERED: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| build(false));
+    static ANONYMOUS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| build(true));
     let index = ROWS_PER_INSERT
         .iter()
         .position(|&r| r == rows)
         .unwrap_or(ROWS_PER_INSERT.len() - 1);
-    let made = match (what, anonymous) {
-        (Insert::Sessions, false) => &SESSIONS,
-        (Insert::Sessions, true) => &SESSIONS_ANONYMOUS,
-        (Insert::Events, false) => &EVENTS,
-        (Insert::Events, true) => &EVENTS_ANONYMOUS,
-    };
-    &made[index]
-}
-
-/// `items` as inserts of `what`, a few rows each, binding each item's
-/// values with `bind`. Rows go in a few at a time: a statement per row
-/// would cost a round trip to the database's worker each, which at tens of
-/// thousands of observed reports a second is most of the daemon.
-fn inserts<T>(
-    what: Insert,
-    anonymous: bool,
-    items: Vec<T>,
-    bind: impl Fn(Statement, T) -> Statement,
-) -> Vec<Statement> {
-    let mut statements = Vec::new();
-    let mut items = items.into_iter().peekable();
-    while items.peek().is_some() {
-        let rows = ROWS_PER_INSERT
-            .into_iter()
-            .find(|&rows| items.len() >= rows)
-            .unwrap_or(1);
-        let statement = Statement::new(insert_sql(what, rows, anonymous));
-        statements.push(items.by_ref().take(rows).fold(statement, &bind));
+    if anonymous {
+        &ANONYMOUS[index]
+    } else {
+        &NUMBERED[index]
     }
-    statements
 }
 
 impl Store {
     /// Hands a batch of events to the writer (one transaction); an event
     /// recorded already (the same session and seq) is kept as it was.
     pub async fn queue_events(&self, events: Vec<RecordedEvent>) -> Queued {
+        let mut statements = Vec::new();
         let anonymous = matches!(self.pool, super::Pool::Sqlite(_));
-        let mut sessions: Vec<&str> = events.iter().map(|e| e.session_id.as_str()).collect();
-        sessions.sort_unstable();
-        sessions.dedup();
-        let mut statements = inserts(Insert::Sessions, anonymous, sessions, Statement::bind);
-        statements.extend(inserts(
-            Insert::Events,
-            anonymous,
-            events,
-            |statement, e| {
+        let mut events = events.into_iter().peekable();
+        while events.peek().is_some() {
+            // Rows go in a few at a time: a statement per row would cost a
+            // round trip to the database's worker each, which at tens of
+            // thousands of observed reports a second is most of the daemon.
+            let rows = ROWS_PER_INSERT
+                .into_iter()
+                .find(|&rows| events.len() >= rows)
+                .unwrap_or(1);
+            let mut statement = Statement::new(insert_events_sql(rows, anonymous));
+            for e in events.by_ref().take(rows) {
                 let bytes = i64::try_from(e.event.len()).unwrap_or(i64::MAX);
-                statement
+                statement = statement
                     .bind(e.session_id.as_str())
                     .bind(i64::try_from(e.seq).unwrap_or(i64::MAX))
                     .bind(i64::from(e.channel))
                     .bind(e.time_us)
                     .bind(bytes)
-                    .bind(e.event)
-            },
-        ));
+                    .bind(e.event);
+            }
+            statements.push(statement);
+        }
         self.queue("session history", statements).await
     }
 
@@ -232,8 +186,7 @@ impl Store {
             .fold(0, |mask, c| mask | (1 << c));
         let statement = Statement::new(
             "SELECT event FROM session_events \
-             WHERE session_no = (SELECT session_no FROM history_sessions WHERE session_id = $1) \
-             AND seq > $2 AND ($3 = 0 OR channel = 0 OR (($3 >> CAST(channel AS INTEGER)) & 1) = 1) \
+             WHERE session_id = $1 AND seq > $2 AND ($3 = 0 OR channel = 0 OR (($3 >> CAST(channel AS INTEGER)) & 1) = 1) \
              ORDER BY seq LIMIT $4",
         )
         .bind(session_id)
@@ -248,8 +201,7 @@ impl Store {
     /// record of dropped ones.
     pub async fn has_history(&self, session_id: &str) -> Result<bool, sqlx::Error> {
         let statement = Statement::new(
-            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM session_events \
-             WHERE session_no = (SELECT session_no FROM history_sessions WHERE session_id = $1) \
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM session_events WHERE session_id = $1 \
              UNION ALL SELECT 1 FROM history_dropped WHERE session_id = $1) AS known",
         )
         .bind(session_id);

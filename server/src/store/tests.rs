@@ -72,7 +72,7 @@ async fn breakpoints_round_trip_and_ids_are_never_reused() {
         let store = db.open().await;
         assert_eq!(
             store.schema_version().await.unwrap(),
-            6,
+            5,
             "{}",
             store.place()
         );
@@ -235,93 +235,6 @@ async fn events_are_recorded_in_order_across_inserts_of_every_size() {
         let read = store.session_events("s", &[], 0, 1_000).await.unwrap();
         let expected: Vec<Vec<u8>> = (1..150u64).map(|seq| seq.to_le_bytes().to_vec()).collect();
         assert_eq!(read, expected);
-        store.close().await;
-    }
-}
-
-/// Two sessions' events and one's drop record as migration 0005 kept them,
-/// keyed by the session's id.
-const HISTORY_OF_SCHEMA_5: &str = "\
-    INSERT INTO session_events (session_id, seq, channel, time_us, bytes, event) VALUES \
-      ('a', 1, 1, 10, 2, 'a1'), ('b', 2, 1, 20, 2, 'b2'), ('a', 3, 2, 30, 2, 'a3'); \
-    INSERT INTO history_dropped (session_id, events, through_seq, reason, at_us) \
-      VALUES ('c', 5, 9, 'age', 40);";
-
-#[tokio::test]
-async fn history_recorded_before_session_numbers_is_read_after_them() {
-    use super::backend::{POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, migrator};
-    for db in databases("numbers").await {
-        // The database as a daemon before migration 0006 left it.
-        if db.url.starts_with("sqlite:") {
-            std::fs::create_dir_all(&db.dir).unwrap();
-            let options = sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(db.dir.join("stepd.db"))
-                .create_if_missing(true);
-            let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-            migrator(&SQLITE_MIGRATIONS[..5]).run(&pool).await.unwrap();
-            sqlx::raw_sql(HISTORY_OF_SCHEMA_5)
-                .execute(&pool)
-                .await
-                .unwrap();
-            pool.close().await;
-        } else {
-            let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-            migrator(&POSTGRES_MIGRATIONS[..5])
-                .run(&pool)
-                .await
-                .unwrap();
-            let sql = HISTORY_OF_SCHEMA_5.replace("'a1'", "'a1'::bytea");
-            let sql = sql
-                .replace("'b2'", "'b2'::bytea")
-                .replace("'a3'", "'a3'::bytea");
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap();
-            pool.close().await;
-        }
-        let store = db.open().await;
-        let read = |session: &'static str, channels: &'static [i32]| {
-            let store = store.clone();
-            async move {
-                store
-                    .session_events(session, channels, 0, 10)
-                    .await
-                    .unwrap()
-            }
-        };
-        assert_eq!(read("a", &[]).await, vec![b"a1".to_vec(), b"a3".to_vec()]);
-        assert_eq!(read("a", &[2]).await, vec![b"a3".to_vec()]);
-        assert_eq!(read("b", &[]).await, vec![b"b2".to_vec()]);
-        assert!(store.has_history("b").await.unwrap());
-        assert!(
-            store.has_history("c").await.unwrap(),
-            "a drop record is history"
-        );
-        assert!(!store.has_history("d").await.unwrap());
-        // New events go on after the old ones, in the sessions' numbers.
-        let event = |session_id: &str, seq: u64| RecordedEvent {
-            session_id: session_id.into(),
-            seq,
-            channel: 1,
-            time_us: 50,
-            event: format!("{session_id}{seq}").into_bytes(),
-        };
-        store
-            .queue_events(vec![event("a", 4), event("d", 5)])
-            .await
-            .done()
-            .await
-            .unwrap();
-        assert_eq!(read("a", &[]).await.len(), 3);
-        assert_eq!(read("d", &[]).await, vec![b"d5".to_vec()]);
-        // Retention drops by time and records the drop under the session's id.
-        store.drop_history_through(30, "age", 60).await.unwrap();
-        assert_eq!(read("a", &[]).await, vec![b"a4".to_vec()]);
-        let dropped = store.history_dropped("a").await.unwrap().unwrap();
-        assert_eq!((dropped.events, dropped.through_seq), (2, 3));
-        assert!(read("b", &[]).await.is_empty());
-        assert_eq!(store.history_dropped("b").await.unwrap().unwrap().events, 1);
         store.close().await;
     }
 }
