@@ -36,7 +36,7 @@ const LINGER: Duration = Duration::from_millis(200);
 /// While lingering the recorder takes what has arrived this often, so the
 /// live buffer (4,096 events by default) never overflows meanwhile: 20 ms
 /// is 1,000 events at 50,000 a second.
-const DRAIN: Duration = Duration::from_millis(20);
+pub(super) const DRAIN: Duration = Duration::from_millis(20);
 /// Writes handed to the store and not yet made. Past this the recorder
 /// waits, lags the live buffer and takes up again from the rings, so a
 /// store slower than the events costs a bounded amount of memory.

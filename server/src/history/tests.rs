@@ -96,3 +96,39 @@ async fn what_the_rings_no_longer_hold_is_recorded_as_a_gap() {
     store.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Bursts that together overflow the live buffer, spread over the time the
+/// recorder lets a batch gather: it takes each burst as it comes, so none
+/// is lost, although the rings keep too little to fill a gap.
+#[tokio::test]
+async fn a_recorder_gathering_a_batch_keeps_up_with_bursts() {
+    let (store, bus, dir) = setup("bursts", 2).await;
+    let history = History::start(bus.clone(), store.clone(), true, KEEP, None);
+    flood(&bus, 2);
+    for _ in 0..5 {
+        // The bursts' spacing is the scenario: each comes after the
+        // recorder's next look at the buffer, within one gathering.
+        tokio::time::sleep(super::recorder::DRAIN + Duration::from_millis(5)).await;
+        for i in 0..3 {
+            bus.publish(
+                "s1",
+                Payload::Output(Output {
+                    chunk: Some(OutputChunk {
+                        text: format!("burst line {i}\n"),
+                        ..Default::default()
+                    }),
+                }),
+            );
+        }
+    }
+    let events = recorded(&history).await;
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.payload, Some(Payload::Gap(_)))),
+        "nothing was lost: {events:?}"
+    );
+    assert_eq!(events.len(), 18, "every event, none twice");
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
