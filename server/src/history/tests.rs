@@ -106,9 +106,9 @@ async fn a_recorder_gathering_a_batch_keeps_up_with_bursts() {
     let history = History::start(bus.clone(), store.clone(), true, KEEP, None);
     flood(&bus, 2);
     for _ in 0..5 {
-        // The bursts' spacing is the scenario: each comes after the
-        // recorder's next look at the buffer, within one gathering.
-        tokio::time::sleep(super::recorder::DRAIN + Duration::from_millis(5)).await;
+        // The bursts' spacing is the scenario: the recorder looks at the
+        // buffer at least once between two of them, within one gathering.
+        tokio::time::sleep(2 * super::recorder::DRAIN).await;
         for i in 0..3 {
             bus.publish(
                 "s1",
