@@ -2,9 +2,16 @@
 //! so the tour cannot rot. Each block runs as one shell script from the
 //! repository root, so a block may set variables for its later lines.
 
-use std::process::Stdio;
+use std::{
+    path::Path,
+    process::{ExitStatus, Stdio},
+    time::Duration,
+};
 
-use stepd_e2e::{Daemon, repo_root, stepctl_bin, tools_path};
+use stepd_e2e::{Daemon, TempDir, repo_root, stepctl_bin, tools_path};
+
+/// How long one block may run: its slowest command waits 30 s for a pause.
+const BLOCK_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The `$ ` lines of each ```console block.
 fn console_blocks(markdown: &str) -> Vec<Vec<String>> {
@@ -33,6 +40,48 @@ fn console_blocks(markdown: &str) -> Vec<Vec<String>> {
     blocks
 }
 
+/// What a block printed, and how it ended (`None`: not within the deadline).
+struct Ran {
+    status: Option<ExitStatus>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `script` with bash in a process group of its own, its output going to
+/// files: a program a failed block leaves running (a probe still held) can
+/// neither keep the output open nor outlive the block, as the group is killed
+/// when bash ends or the deadline passes.
+async fn run_block(script: &str, path: &str, addr: &str, dir: &Path) -> Ran {
+    let (out, err) = (dir.join("stdout"), dir.join("stderr"));
+    let mut child = tokio::process::Command::new("bash")
+        .args(["-c", script])
+        .current_dir(repo_root())
+        .env("PATH", path)
+        .env("STEPD_ADDR", addr)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let group = child.id().expect("bash runs") as libc::pid_t;
+    let status = tokio::time::timeout(BLOCK_DEADLINE, child.wait())
+        .await
+        .ok()
+        .map(|waited| waited.unwrap());
+    // SAFETY: killpg only sends a signal, to the group this block created.
+    unsafe { libc::killpg(group, libc::SIGKILL) };
+    let _ = child.wait().await;
+    let read =
+        |file| String::from_utf8_lossy(&std::fs::read(file).unwrap_or_default()).into_owned();
+    Ran {
+        status,
+        stdout: read(&out),
+        stderr: read(&err),
+    }
+}
+
 #[tokio::test]
 async fn every_readme_command_works() {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
@@ -43,6 +92,7 @@ async fn every_readme_command_works() {
     let daemon = Daemon::start(&[]).await;
     let bin_dir = stepctl_bin().parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin_dir.display(), tools_path());
+    let scratch = TempDir::new("readme");
     for block in &blocks {
         let mut script = String::new();
         for command in block {
@@ -55,20 +105,30 @@ async fn every_readme_command_works() {
                     .replace('$', "\\$")
             ));
         }
-        let out = std::process::Command::new("bash")
-            .args(["-c", &script])
-            .current_dir(repo_root())
-            .env("PATH", &path)
-            .env("STEPD_ADDR", &daemon.addr)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "README block failed:\n{script}\nstdout: {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let Ran {
+            status,
+            stdout,
+            stderr,
+        } = run_block(&script, &path, &daemon.addr, scratch.path()).await;
+        if !status.is_some_and(|s| s.success()) {
+            // What the daemon holds tells which of the block's waits went wrong.
+            let state = run_block(
+                "stepctl sessions --all; stepctl pauses",
+                &path,
+                &daemon.addr,
+                scratch.path(),
+            )
+            .await;
+            let ended = match status {
+                Some(status) => format!("failed ({status})"),
+                None => format!("did not end within {BLOCK_DEADLINE:?}"),
+            };
+            panic!(
+                "README block {ended}:\n{script}\nstdout: {stdout}\nstderr: {stderr}\n\
+                 the daemon then:\n{}{}",
+                state.stdout, state.stderr
+            );
+        }
         if block.iter().any(|c| c.starts_with("stepctl ping")) {
             assert!(stdout.contains("stepd.v1"), "{stdout}");
         }
