@@ -89,51 +89,68 @@ const DROP_BEFORE: [&str; 2] = [
 /// so the drivers' statement caches hold them all.
 const ROWS_PER_INSERT: [usize; 4] = [64, 16, 4, 1];
 
+/// How the wide insert of history events is spelt for each backend.
+#[derive(Clone, Copy)]
+enum Dialect {
+    /// Anonymous `?` placeholders and `INSERT OR IGNORE`.
+    ///
+    /// The driver asks SQLite for each placeholder's name to bind it, and
+    /// SQLite finds a numbered one (`$7`) by a linear scan of the
+    /// statement's names, so a wide insert with numbered placeholders costs
+    /// the square of its width.
+    ///
+    /// `ON CONFLICT DO NOTHING` leaves the columns' `NOT NULL` able to abort
+    /// the statement, so SQLite journals every page a many-row insert
+    /// touches in case it must undo just that statement; under a flood of
+    /// reports that journal was 40 % of SQLite's work. `OR IGNORE` cannot
+    /// abort (no value bound here is ever NULL), so there is no journal.
+    Sqlite,
+    /// Numbered placeholders (the only ones it reads, looked up directly)
+    /// and `ON CONFLICT DO NOTHING`.
+    Postgres,
+}
+
 /// The insert of `rows` events (one of `ROWS_PER_INSERT`), made once per
-/// placeholder style.
-///
-/// SQLite gets anonymous `?` placeholders: the driver asks SQLite for each
-/// placeholder's name to bind it, and SQLite finds a numbered one (`$7`)
-/// by a linear scan of the statement's names, so a wide insert with
-/// numbered placeholders costs the square of its width. PostgreSQL reads
-/// only numbered ones, and looks them up directly.
-fn insert_events_sql(rows: usize, anonymous: bool) -> &'static str {
-    fn build(anonymous: bool) -> Vec<String> {
+/// dialect.
+fn insert_events_sql(rows: usize, dialect: Dialect) -> &'static str {
+    fn build(dialect: Dialect) -> Vec<String> {
         ROWS_PER_INSERT
             .iter()
             .map(|&rows| {
                 let values: Vec<String> = (0..rows)
                     .map(|row| {
                         let row: Vec<String> = (1..=6)
-                            .map(|column| {
-                                if anonymous {
-                                    "?".to_owned()
-                                } else {
-                                    format!("${}", row * 6 + column)
-                                }
+                            .map(|column| match dialect {
+                                Dialect::Sqlite => "?".to_owned(),
+                                Dialect::Postgres => format!("${}", row * 6 + column),
                             })
                             .collect();
                         format!("({})", row.join(", "))
                     })
                     .collect();
+                let (verb, on_conflict) = match dialect {
+                    Dialect::Sqlite => ("INSERT OR IGNORE", ""),
+                    Dialect::Postgres => ("INSERT", " ON CONFLICT (session_id, seq) DO NOTHING"),
+                };
                 format!(
-                    "INSERT INTO session_events (session_id, seq, channel, time_us, bytes, event) \
-                     VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
+                    "{verb} INTO session_events (session_id, seq, channel, time_us, bytes, event) \
+                     VALUES {}{on_conflict}",
                     values.join(", ")
                 )
             })
             .collect()
     }
-    static NUMBERED: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| build(false));
-    static ANONYMOUS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| build(true));
+    static SQLITE: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| build(Dialect::Sqlite));
+    static POSTGRES: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| build(Dialect::Postgres));
     let index = ROWS_PER_INSERT
         .iter()
         .position(|&r| r == rows)
         .unwrap_or(ROWS_PER_INSERT.len() - 1);
-    if anonymous {
-        &ANONYMOUS[index]
-    } else {
-        &NUMBERED[index]
+    match dialect {
+        Dialect::Sqlite => &SQLITE[index],
+        Dialect::Postgres => &POSTGRES[index],
     }
 }
 
@@ -142,7 +159,10 @@ impl Store {
     /// recorded already (the same session and seq) is kept as it was.
     pub async fn queue_events(&self, events: Vec<RecordedEvent>) -> Queued {
         let mut statements = Vec::new();
-        let anonymous = matches!(self.pool, super::Pool::Sqlite(_));
+        let dialect = match self.pool {
+            super::Pool::Sqlite(_) => Dialect::Sqlite,
+            super::Pool::Postgres(_) => Dialect::Postgres,
+        };
         let mut events = events.into_iter().peekable();
         while events.peek().is_some() {
             // Rows go in a few at a time: a statement per row would cost a
@@ -152,7 +172,7 @@ impl Store {
                 .into_iter()
                 .find(|&rows| events.len() >= rows)
                 .unwrap_or(1);
-            let mut statement = Statement::new(insert_events_sql(rows, anonymous));
+            let mut statement = Statement::new(insert_events_sql(rows, dialect));
             for e in events.by_ref().take(rows) {
                 let bytes = i64::try_from(e.event.len()).unwrap_or(i64::MAX);
                 statement = statement
