@@ -225,8 +225,8 @@ async fn events_are_recorded_in_order_across_inserts_of_every_size() {
             event: seq.to_le_bytes().to_vec(),
         };
         // 150 rows go in as two inserts of 64, one of 16, one of 4 and two of 1 (each
-        // placeholder style on its backend); the last is a copy of an earlier event, which
-        // keeps the first copy.
+        // backend's spelling); the last is a copy of an earlier event, which keeps the
+        // first copy.
         let mut events: Vec<_> = (1..150).map(event).collect();
         let mut copy = event(7);
         copy.event = b"second copy".to_vec();
@@ -234,6 +234,22 @@ async fn events_are_recorded_in_order_across_inserts_of_every_size() {
         store.queue_events(events).await.done().await.unwrap();
         let read = store.session_events("s", &[], 0, 1_000).await.unwrap();
         let expected: Vec<Vec<u8>> = (1..150u64).map(|seq| seq.to_le_bytes().to_vec()).collect();
+        assert_eq!(read, expected);
+        // A later batch (a recorder taking up from the rings) repeats 50 recorded events
+        // in one wide insert beside new ones: the new ones go in, the repeats change nothing.
+        let again: Vec<_> = (100..180u64)
+            .map(|seq| RecordedEvent {
+                event: if seq < 150 {
+                    b"again".to_vec()
+                } else {
+                    seq.to_le_bytes().to_vec()
+                },
+                ..event(seq)
+            })
+            .collect();
+        store.queue_events(again).await.done().await.unwrap();
+        let read = store.session_events("s", &[], 0, 1_000).await.unwrap();
+        let expected: Vec<Vec<u8>> = (1..180u64).map(|seq| seq.to_le_bytes().to_vec()).collect();
         assert_eq!(read, expected);
         store.close().await;
     }
