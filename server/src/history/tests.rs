@@ -35,6 +35,11 @@ fn flood(bus: &EventBus, n: usize) {
             }),
         })),
     );
+    outputs(bus, n);
+}
+
+/// Publishes `n` lines of output of session s1.
+fn outputs(bus: &EventBus, n: usize) {
     for i in 0..n {
         bus.publish(
             "s1",
@@ -109,17 +114,7 @@ async fn a_recorder_gathering_a_batch_keeps_up_with_bursts() {
         // The bursts' spacing is the scenario: the recorder looks at the
         // buffer at least once between two of them, within one gathering.
         tokio::time::sleep(2 * super::recorder::DRAIN).await;
-        for i in 0..3 {
-            bus.publish(
-                "s1",
-                Payload::Output(Output {
-                    chunk: Some(OutputChunk {
-                        text: format!("burst line {i}\n"),
-                        ..Default::default()
-                    }),
-                }),
-            );
-        }
+        outputs(&bus, 3);
     }
     let events = recorded(&history).await;
     assert!(
