@@ -25,14 +25,19 @@ use crate::{
     time::us_from_timestamp,
 };
 
-/// The most events one write takes.
-const BATCH: usize = 16 * 1024;
+/// The most events one write takes: a second of a flood of 50,000 a second.
+const BATCH: usize = 64 * 1024;
 /// How long the recorder lets events gather after the first before it
 /// writes them. One transaction for a step's burst keeps the disk's syncs
-/// off the next step's way, and under a flood of reports a write of a few
-/// thousand rows costs SQLite about half as much per row as one of a
-/// thousand (each commit writes every page it touched once).
+/// off the next step's way.
 const LINGER: Duration = Duration::from_millis(200);
+/// A batch this large when `LINGER` is up is a flood of reports, and goes
+/// on gathering until `FLOOD_LINGER`: with a thousand sessions reporting,
+/// each commit writes a page of the history's index per session however
+/// few rows each got, so a second's transaction costs SQLite a quarter
+/// less per row than a fifth of a second's (docs/benchmarks.md).
+const FLOOD: usize = 4 * 1024;
+const FLOOD_LINGER: Duration = Duration::from_secs(1);
 /// While lingering the recorder takes what has arrived this often, so the
 /// live buffer (4,096 events by default) never overflows meanwhile: 20 ms
 /// is 1,000 events at 50,000 a second.
@@ -103,7 +108,8 @@ async fn record(
             Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
             Err(broadcast::error::RecvError::Closed) => return,
         }
-        let linger_until = Instant::now() + if behind { Duration::ZERO } else { LINGER };
+        let first = Instant::now();
+        let mut linger_until = first + if behind { Duration::ZERO } else { LINGER };
         loop {
             while !lagged && batch.len() < BATCH {
                 match live.try_recv() {
@@ -113,6 +119,9 @@ async fn record(
                 }
             }
             let now = Instant::now();
+            if now >= linger_until && !behind && batch.len() >= FLOOD {
+                linger_until = first + FLOOD_LINGER;
+            }
             if lagged || batch.len() >= BATCH || now >= linger_until {
                 break;
             }
@@ -139,11 +148,18 @@ async fn record(
             continue;
         };
         last = last.max(newest);
-        let rows: Vec<RecordedEvent> = batch
-            .iter()
-            .filter(|e| own.admits(e))
-            .filter_map(|e| recorded(e))
-            .collect();
+        let mut rows = Vec::with_capacity(batch.len());
+        for event in &batch {
+            if own.admits(event)
+                && let Some(row) = recorded(event)
+            {
+                rows.push(row);
+            }
+            // Under a flood a batch is ten thousand events: encoded in one
+            // go they held a worker for milliseconds, and every task queued
+            // behind it (a hold's round trip among them) waited as long.
+            tokio::task::consume_budget().await;
+        }
         let done = done.clone();
         if rows.is_empty() {
             done.send_replace(last);

@@ -182,6 +182,9 @@ impl Store {
                     .bind(e.time_us)
                     .bind(bytes)
                     .bind(e.event);
+                // Yields now and then: see the recorder, whose batches
+                // these are.
+                tokio::task::consume_budget().await;
             }
             statements.push(statement);
         }

@@ -271,6 +271,28 @@ async fn a_write_to_a_closed_store_fails_and_keeps_nothing() {
     }
 }
 
+#[tokio::test]
+async fn closing_takes_back_the_connection_the_writer_keeps() {
+    for db in databases("close_after_write").await {
+        let store = db.open().await;
+        // The writer keeps its connection from one write to the next; a
+        // close that waited for it would never end.
+        let kept = store.insert_breakpoint(&spec(""), 1, "t").await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), store.close())
+            .await
+            .unwrap_or_else(|_| panic!("{}: the close waited for the writer", store.place()));
+        store
+            .insert_breakpoint(&spec(""), 2, "t")
+            .await
+            .expect_err("the pool is closed");
+        let reopened = db.open().await;
+        let listed = reopened.list_breakpoints().await.unwrap();
+        assert_eq!(listed.len(), 1, "{}", reopened.place());
+        assert_eq!(listed[0].id, kept.id);
+        reopened.close().await;
+    }
+}
+
 #[test]
 fn a_shown_url_has_no_password() {
     use super::without_password as shown;

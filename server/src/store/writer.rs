@@ -8,6 +8,7 @@
 //! whole transaction by itself on such errors, and the writes after it
 //! would then run outside any transaction.
 
+use sqlx::pool::PoolConnection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{StoredBreakpoint, backend::Backend, statement::Statement};
@@ -26,13 +27,27 @@ pub(super) struct Job {
 
 /// Runs until every sender is gone, then returns.
 pub(super) async fn run<B: Backend>(pool: sqlx::Pool<B>, mut jobs: mpsc::Receiver<Job>) {
+    // Closing the pool waits for every connection to come back, the
+    // writer's own included.
+    let closed = pool.close_event();
+    tokio::pin!(closed);
+    let mut writer = Connection::new(pool);
     let mut batch = Vec::with_capacity(BATCH);
-    while jobs.recv_many(&mut batch, BATCH).await > 0 {
+    loop {
+        tokio::select! {
+            received = jobs.recv_many(&mut batch, BATCH) => if received == 0 {
+                return;
+            },
+            () = &mut closed, if writer.conn.is_some() => {
+                writer.conn = None;
+                continue;
+            }
+        }
         // A caller that went away still has its write made: it may have
         // been acknowledged to nobody, but never half made.
         if batch.len() == 1 {
             let job = batch.remove(0);
-            let outcome = transaction(&pool, vec![job.statements]).await;
+            let outcome = writer.transaction(vec![job.statements]).await;
             let _ = job.reply.send(outcome.map(|mut rows| rows.remove(0)));
             continue;
         }
@@ -43,7 +58,7 @@ pub(super) async fn run<B: Backend>(pool: sqlx::Pool<B>, mut jobs: mpsc::Receive
         // Statements are consumed by running them, so a batch that fails is
         // retried from copies taken before it ran.
         let copies = statements.clone();
-        match transaction(&pool, statements).await {
+        match writer.transaction(statements).await {
             Ok(rows) => {
                 for (reply, rows) in replies.into_iter().zip(rows) {
                     let _ = reply.send(Ok(rows));
@@ -51,7 +66,7 @@ pub(super) async fn run<B: Backend>(pool: sqlx::Pool<B>, mut jobs: mpsc::Receive
             }
             Err(_) => {
                 for (reply, statements) in replies.into_iter().zip(copies) {
-                    let outcome = transaction(&pool, vec![statements]).await;
+                    let outcome = writer.transaction(vec![statements]).await;
                     let _ = reply.send(outcome.map(|mut rows| rows.remove(0)));
                 }
             }
@@ -59,33 +74,55 @@ pub(super) async fn run<B: Backend>(pool: sqlx::Pool<B>, mut jobs: mpsc::Receive
     }
 }
 
-/// Runs each write's statements in one transaction (`Backend::BEGIN` …
-/// `COMMIT`) and returns each write's rows, only once the commit
-/// succeeded. A connection whose transaction failed is closed rather than
-/// returned to the pool: after a failed `COMMIT` SQLite has rolled back by
-/// itself and the connection's transaction state is not to be trusted.
-async fn transaction<B: Backend>(
-    pool: &sqlx::Pool<B>,
-    writes: Vec<Vec<Statement>>,
-) -> Result<Vec<Vec<StoredBreakpoint>>, sqlx::Error> {
-    let mut conn = pool.acquire().await?;
-    let result = async {
-        B::execute(&mut conn, B::BEGIN).await?;
-        let mut all = Vec::with_capacity(writes.len());
-        for statements in writes {
-            let mut rows = Vec::new();
-            for statement in statements {
-                rows.extend(B::run::<StoredBreakpoint>(&mut conn, statement).await?);
+/// The writer's connection, kept from one transaction to the next. A
+/// SQLite connection drops its whole page cache when another connection
+/// wrote since its last transaction, so a writer taking whichever pooled
+/// connection was idle read back every index page it touched, each time;
+/// its own connection keeps them.
+struct Connection<B: Backend> {
+    pool: sqlx::Pool<B>,
+    conn: Option<PoolConnection<B>>,
+}
+
+impl<B: Backend> Connection<B> {
+    fn new(pool: sqlx::Pool<B>) -> Self {
+        Self { pool, conn: None }
+    }
+
+    /// Runs each write's statements in one transaction (`Backend::BEGIN` …
+    /// `COMMIT`) and returns each write's rows, only once the commit
+    /// succeeded. A connection whose transaction failed is closed rather
+    /// than kept: after a failed `COMMIT` SQLite has rolled back by itself
+    /// and the connection's transaction state is not to be trusted (and a
+    /// connection the server dropped fails this way once).
+    async fn transaction(
+        &mut self,
+        writes: Vec<Vec<Statement>>,
+    ) -> Result<Vec<Vec<StoredBreakpoint>>, sqlx::Error> {
+        let mut conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await?,
+        };
+        let result = async {
+            B::execute(&mut conn, B::BEGIN).await?;
+            let mut all = Vec::with_capacity(writes.len());
+            for statements in writes {
+                let mut rows = Vec::new();
+                for statement in statements {
+                    rows.extend(B::run::<StoredBreakpoint>(&mut conn, statement).await?);
+                }
+                all.push(rows);
             }
-            all.push(rows);
+            B::execute(&mut conn, "COMMIT").await?;
+            Ok::<_, sqlx::Error>(all)
         }
-        B::execute(&mut conn, "COMMIT").await?;
-        Ok::<_, sqlx::Error>(all)
+        .await;
+        if result.is_ok() {
+            self.conn = Some(conn);
+        } else {
+            // Closing rolls back whatever is still open.
+            let _ = conn.close().await;
+        }
+        result
     }
-    .await;
-    if result.is_err() {
-        // Closing rolls back whatever is still open.
-        let _ = conn.close().await;
-    }
-    result
 }
