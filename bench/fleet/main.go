@@ -21,6 +21,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -225,6 +226,7 @@ func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 	}
 	defer sub.Close()
 	var resyncs atomic.Int64
+	var lastSeq atomic.Uint64
 	go func() {
 		defer func() {
 			if err := sub.Err(); err != nil {
@@ -232,6 +234,9 @@ func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 			}
 		}()
 		for ev := range sub.Events() {
+			if ev.GetSeq() > lastSeq.Load() {
+				lastSeq.Store(ev.GetSeq())
+			}
 			if pause := ev.GetStopped().GetPause(); pause != nil && pause.GetRevision() == 0 {
 				_ = sub.SendDebugInput(pause.GetKey(), stepd.CmdContinue())
 			}
@@ -278,6 +283,12 @@ func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 	p50, p99 := samples[len(samples)/2], samples[len(samples)*99/100]
 	dropped := others.dropped()
 	loaded := d.rssKiB()
+	gaps := "—" // history recording off (STEPD_NO_HISTORY)
+	if n, err := historyGaps(ctx, client, holder.SessionID(), lastSeq.Load()); err == nil {
+		gaps = strconv.Itoa(n)
+	} else if !errors.Is(err, stepd.ErrSessionNotFound) {
+		return err
+	}
 
 	reconnected := "—"
 	if !lean {
@@ -287,13 +298,42 @@ func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 		}
 		reconnected = fmt.Sprintf("%.2f s", took.Seconds())
 	}
-	fmt.Printf("| probes | connect all | RSS idle − before | per idle probe | hold p50 | hold p99 | observed/s achieved | reports dropped | RSS under load | reconnect all after restart |\n")
-	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	fmt.Printf("| %d | %.2f s | %.1f MiB | %.1f KiB | %.3f ms | %.3f ms | %.0f | %d | %.1f MiB | %s |\n",
+	fmt.Printf("| probes | connect all | RSS idle − before | per idle probe | hold p50 | hold p99 | observed/s achieved | reports dropped | RSS under load | reconnect all after restart | history gaps |\n")
+	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Printf("| %d | %.2f s | %.1f MiB | %.1f KiB | %.3f ms | %.3f ms | %.0f | %d | %.1f MiB | %s | %s |\n",
 		n, connectTime.Seconds(), float64(idle-base)/1024, perProbe,
 		float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000,
-		achieved, dropped, float64(loaded)/1024, reconnected)
+		achieved, dropped, float64(loaded)/1024, reconnected, gaps)
 	return nil
+}
+
+// historyGaps counts the gaps in a session's recorded history once it holds
+// the session's events through seq `through`. The history's writer records
+// a gap in every live session's history when it falls so far behind that
+// the bus's rings no longer hold what it missed, so one session tells
+// whether the history kept up with the load.
+func historyGaps(ctx context.Context, client *stepd.Client, session string, through uint64) (int, error) {
+	gaps := 0
+	var failed error
+	err := waitFor("the history caught up", time.Minute, func() bool {
+		gaps, failed = 0, nil
+		newest := uint64(0)
+		for ev, err := range client.SessionHistory(ctx, session, stepd.HistoryPageSize(1000)) {
+			if err != nil {
+				failed = err
+				return true
+			}
+			newest = max(newest, ev.GetSeq())
+			if ev.GetGap() != nil {
+				gaps++
+			}
+		}
+		return newest >= through
+	})
+	if failed != nil {
+		return 0, failed
+	}
+	return gaps, err
 }
 
 // restart stops d and starts it again on the same address and data
