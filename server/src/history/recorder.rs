@@ -42,10 +42,11 @@ const FLOOD_LINGER: Duration = Duration::from_secs(1);
 /// live buffer (4,096 events by default) never overflows meanwhile: 20 ms
 /// is 1,000 events at 50,000 a second.
 pub(super) const DRAIN: Duration = Duration::from_millis(20);
-/// Writes handed to the store and not yet made. Past this the recorder
+/// Events handed to the store and not yet written. Past this the recorder
 /// waits, lags the live buffer and takes up again from the rings, so a
-/// store slower than the events costs a bounded amount of memory.
-const IN_FLIGHT: usize = 8;
+/// store slower than the events costs a bounded amount of memory: two of
+/// a flood's batches.
+const IN_FLIGHT: usize = 2 * BATCH;
 
 pub(super) struct Recorder {
     bus: Arc<EventBus>,
@@ -166,7 +167,10 @@ async fn record(
             continue;
         }
         let size: usize = rows.iter().map(|r| r.event.len()).sum();
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+        // A batch that took up a lag from the rings may be larger than
+        // all the permits; it takes them all.
+        let events = u32::try_from(rows.len().min(IN_FLIGHT)).unwrap_or(u32::MAX);
+        let Ok(permit) = in_flight.clone().acquire_many_owned(events).await else {
             return;
         };
         let queued = store.queue_events(rows).await;
