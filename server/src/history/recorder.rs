@@ -37,6 +37,7 @@ const LINGER: Duration = Duration::from_millis(200);
 /// few rows each got, so a second's transaction costs SQLite a quarter
 /// less per row than a fifth of a second's (docs/benchmarks.md).
 const FLOOD: usize = 4 * 1024;
+/// How long a flood's batch gathers, from its first event.
 const FLOOD_LINGER: Duration = Duration::from_secs(1);
 /// While lingering the recorder takes what has arrived this often, so the
 /// live buffer (4,096 events by default) never overflows meanwhile: 20 ms

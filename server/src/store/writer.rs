@@ -35,13 +35,16 @@ pub(super) async fn run<B: Backend>(pool: sqlx::Pool<B>, mut jobs: mpsc::Receive
     let mut batch = Vec::with_capacity(BATCH);
     loop {
         tokio::select! {
-            received = jobs.recv_many(&mut batch, BATCH) => if received == 0 {
-                return;
-            },
+            // A closing pool takes no more writes, as when the writer took a
+            // connection for each.
+            biased;
             () = &mut closed, if writer.conn.is_some() => {
                 writer.conn = None;
                 continue;
             }
+            received = jobs.recv_many(&mut batch, BATCH) => if received == 0 {
+                return;
+            },
         }
         // A caller that went away still has its write made: it may have
         // been acknowledged to nobody, but never half made.
