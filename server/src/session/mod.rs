@@ -64,14 +64,17 @@ pub mod values;
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
 use stepd_proto::v1::{
     CommandKind, DisconnectMode, ErrorReason, SessionKind, StableState, StepKind,
 };
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 pub use port::{Fut, PauseTarget, SessionPort};
 
@@ -188,21 +191,31 @@ pub const MAILBOX: usize = 64;
 
 /// An actor's side of its mailbox. Breakpoint changes arrive apart from
 /// the bounded command queue, as one coalesced `Reapply`, so a full queue
-/// never loses one.
+/// never loses one: a flag carries the change, and a `Reapply` message on
+/// the queue only wakes the actor.
 pub struct Mailbox {
     commands: mpsc::Receiver<Command>,
-    reapply: Arc<Notify>,
+    /// A breakpoint change the actor has not taken yet.
+    reapply: Arc<AtomicBool>,
     /// The session's slot under the session caps, freed with the actor.
     _slot: Option<Slot>,
 }
 
 impl Mailbox {
-    /// The next command; `None` once every handle is gone.
+    /// The next command; `None` once every handle is gone. A flag, not a
+    /// `Notify`: an actor's loop asks for its next command once per
+    /// message it reads, and a `Notify` registered and dropped its waiter
+    /// under a lock each time.
     pub async fn recv(&mut self) -> Option<Command> {
-        tokio::select! {
-            biased;
-            () = self.reapply.notified() => Some(Command::Reapply),
-            command = self.commands.recv() => command,
+        loop {
+            if self.reapply.swap(false, Ordering::AcqRel) {
+                return Some(Command::Reapply);
+            }
+            match self.commands.recv().await? {
+                // The wake-up for a change the flag above already carried.
+                Command::Reapply => {}
+                command => return Some(command),
+            }
         }
     }
 }
@@ -210,7 +223,7 @@ impl Mailbox {
 /// A new mailbox: the actor's side, and the handle's.
 pub fn mailbox(port: Arc<dyn SessionPort>) -> (SessionHandle, Mailbox) {
     let (commands, inbox) = mpsc::channel(MAILBOX);
-    let reapply = Arc::new(Notify::new());
+    let reapply = Arc::new(AtomicBool::new(false));
     let handle = SessionHandle {
         port,
         commands,
@@ -230,7 +243,7 @@ pub struct SessionHandle {
     /// The inspection paths.
     pub port: Arc<dyn SessionPort>,
     commands: mpsc::Sender<Command>,
-    reapply: Arc<Notify>,
+    reapply: Arc<AtomicBool>,
 }
 
 impl SessionHandle {
@@ -262,7 +275,12 @@ impl SessionHandle {
 
     /// Tells the actor the project's breakpoints changed.
     pub fn reapply(&self) {
-        self.reapply.notify_one();
+        // Only the change that raised the flag wakes the actor; if the
+        // queue is full the actor is busy, and sees the flag at its next
+        // command.
+        if !self.reapply.swap(true, Ordering::AcqRel) {
+            let _ = self.commands.try_send(Command::Reapply);
+        }
     }
 
     /// Runs an execution request (queued behind any in flight).

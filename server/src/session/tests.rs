@@ -583,3 +583,53 @@ async fn a_malformed_adapter_answer_is_reported_not_read_as_empty() {
     assert_ne!(next.key, s.pause.key);
     assert_eq!(next.location.unwrap().line, 3);
 }
+
+/// A port with nothing behind it, for the mailbox's own tests.
+struct Bare;
+
+impl super::SessionPort for Bare {
+    fn id(&self) -> &str {
+        "bare"
+    }
+
+    fn kind(&self) -> stepd_proto::v1::SessionKind {
+        stepd_proto::v1::SessionKind::Probe
+    }
+
+    fn pause_node<'a>(
+        &'a self,
+        _: &'a Pause,
+        _: &'a super::PauseTarget,
+    ) -> super::Fut<'a, Arc<dyn crate::inspector::value::Node>> {
+        Box::pin(async {
+            Err(crate::error::ApiError::invalid_field(
+                "pause",
+                "no pauses here",
+            ))
+        })
+    }
+}
+
+#[tokio::test]
+async fn breakpoint_changes_reach_a_busy_actor_once_and_first() {
+    use super::Command as Cmd;
+    let (handle, mut mailbox) = super::mailbox(Arc::new(Bare));
+    for _ in 0..super::MAILBOX {
+        let (reply, _) = tokio::sync::oneshot::channel();
+        handle.send(Cmd::Drain { reply }).unwrap();
+    }
+    // The queue is full: the changes wait in the flag, not lost.
+    handle.reapply();
+    handle.reapply();
+    assert!(matches!(mailbox.recv().await, Some(Cmd::Reapply)));
+    for _ in 0..super::MAILBOX {
+        assert!(matches!(mailbox.recv().await, Some(Cmd::Drain { .. })));
+    }
+    // Two changes to an idle actor are one Reapply; the message that woke
+    // it for them is not a second.
+    handle.reapply();
+    handle.reapply();
+    assert!(matches!(mailbox.recv().await, Some(Cmd::Reapply)));
+    drop(handle);
+    assert!(mailbox.recv().await.is_none(), "nothing more");
+}
