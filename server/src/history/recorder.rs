@@ -7,7 +7,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -30,15 +30,15 @@ const BATCH: usize = 64 * 1024;
 /// How long the recorder lets events gather after the first before it
 /// writes them. One transaction for a step's burst keeps the disk's syncs
 /// off the next step's way.
-const LINGER: Duration = Duration::from_millis(200);
+pub(super) const LINGER: Duration = Duration::from_millis(200);
 /// A batch this large when `LINGER` is up is a flood of reports, and goes
 /// on gathering until `FLOOD_LINGER`: with a thousand sessions reporting,
 /// each commit writes a page of the history's index per session however
 /// few rows each got, so a second's transaction costs SQLite a quarter
 /// less per row than a fifth of a second's (docs/benchmarks.md).
-const FLOOD: usize = 4 * 1024;
+pub(super) const FLOOD: usize = 4 * 1024;
 /// How long a flood's batch gathers, from its first event.
-const FLOOD_LINGER: Duration = Duration::from_secs(1);
+pub(super) const FLOOD_LINGER: Duration = Duration::from_secs(1);
 /// While lingering the recorder takes what has arrived this often, so the
 /// live buffer (4,096 events by default) never overflows meanwhile: 20 ms
 /// is 1,000 events at 50,000 a second.
@@ -53,6 +53,17 @@ pub(super) struct Recorder {
     bus: Arc<EventBus>,
     /// The highest seq the store has made durable (or given up on).
     recorded: watch::Receiver<u64>,
+    progress: Arc<Progress>,
+}
+
+/// What the recorder's loop shares with its handle.
+struct Progress {
+    /// Sends the highest seq the store has made durable (or given up on).
+    done: watch::Sender<u64>,
+    /// Set by `flush`: from then on a batch is written as soon as it is
+    /// taken, for a flood's second of gathering would spend half of the
+    /// daemon's time to flush at shutdown.
+    hurry: AtomicBool,
 }
 
 impl Recorder {
@@ -76,11 +87,28 @@ impl Recorder {
             Some(own) => filter.only_own(own),
             None => filter,
         };
-        tokio::spawn(record(bus.clone(), store, live, from, done, bytes, filter));
-        Arc::new(Self { bus, recorded })
+        let progress = Arc::new(Progress {
+            done,
+            hurry: AtomicBool::new(false),
+        });
+        tokio::spawn(record(
+            bus.clone(),
+            store,
+            live,
+            from,
+            progress.clone(),
+            bytes,
+            filter,
+        ));
+        Arc::new(Self {
+            bus,
+            recorded,
+            progress,
+        })
     }
 
     pub async fn flush(&self, within: Duration) {
+        self.progress.hurry.store(true, Ordering::Relaxed);
         let target = self.bus.last_seq();
         let mut recorded = self.recorded.clone();
         let _ = tokio::time::timeout(within, recorded.wait_for(|seq| *seq >= target)).await;
@@ -93,11 +121,10 @@ async fn record(
     store: Store,
     mut live: broadcast::Receiver<Arc<Event>>,
     mut last: u64,
-    done: watch::Sender<u64>,
+    progress: Arc<Progress>,
     bytes: Arc<AtomicU64>,
     own: Filter,
 ) {
-    let done = Arc::new(done);
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
     // Whether the last batch was cut at BATCH: then more are already
     // waiting, and lingering would only let the live buffer overtake us.
@@ -124,7 +151,8 @@ async fn record(
             if now >= linger_until && !behind && batch.len() >= FLOOD {
                 linger_until = first + FLOOD_LINGER;
             }
-            if lagged || batch.len() >= BATCH || now >= linger_until {
+            let hurry = progress.hurry.load(Ordering::Relaxed);
+            if lagged || batch.len() >= BATCH || now >= linger_until || hurry {
                 break;
             }
             tokio::time::sleep_until((now + DRAIN).min(linger_until)).await;
@@ -146,7 +174,7 @@ async fn record(
             // Nothing to record (a gap with no live session): recorded up
             // to where the bus is.
             last = last.max(bus.last_seq());
-            done.send_replace(last);
+            progress.done.send_replace(last);
             continue;
         };
         last = last.max(newest);
@@ -162,9 +190,8 @@ async fn record(
             // behind it (a hold's round trip among them) waited as long.
             tokio::task::consume_budget().await;
         }
-        let done = done.clone();
         if rows.is_empty() {
-            done.send_replace(last);
+            progress.done.send_replace(last);
             continue;
         }
         let size: usize = rows.iter().map(|r| r.event.len()).sum();
@@ -175,7 +202,7 @@ async fn record(
             return;
         };
         let queued = store.queue_events(rows).await;
-        let bytes = bytes.clone();
+        let (bytes, progress) = (bytes.clone(), progress.clone());
         tokio::spawn(async move {
             let _permit = permit;
             match queued.done().await {
@@ -186,7 +213,7 @@ async fn record(
                     tracing::warn!(error = %err, "session events not recorded in the history")
                 }
             }
-            done.send_modify(|seq| *seq = (*seq).max(newest));
+            progress.done.send_modify(|seq| *seq = (*seq).max(newest));
         });
     }
 }

@@ -127,3 +127,32 @@ async fn a_recorder_gathering_a_batch_keeps_up_with_bursts() {
     store.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A flood gathers for a second before it is written; a flush (the
+/// daemon stopping) does not wait for that, it has the batch written now.
+#[tokio::test]
+async fn a_flush_does_not_wait_for_a_flood_to_gather() {
+    let dir = std::env::temp_dir().join(format!("stepd-history-hurry-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).await.unwrap();
+    // A live buffer that holds the whole flood, so the recorder gathers it.
+    let bus = Arc::new(EventBus::new("test".into(), 1, 8192, 8192));
+    let history = History::start(bus.clone(), store.clone(), true, KEEP, None);
+    tokio::task::yield_now().await;
+    flood(&bus, super::recorder::FLOOD + 100);
+    // Let the recorder take the flood and pass its first 200 ms: from then
+    // on it is gathering for a second.
+    tokio::time::sleep(super::recorder::LINGER + 2 * super::recorder::DRAIN).await;
+    let asked = std::time::Instant::now();
+    history.flush(Duration::from_secs(10)).await;
+    let took = asked.elapsed();
+    let last = bus.last_seq();
+    let tail = store.session_events("s1", &[], last - 1, 10).await.unwrap();
+    assert_eq!(tail.len(), 1, "the flood's last event is recorded");
+    assert!(
+        took < (super::recorder::FLOOD_LINGER - super::recorder::LINGER) / 2,
+        "the flush waited {took:?}, about as long as the flood would have gathered"
+    );
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
