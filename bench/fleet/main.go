@@ -308,27 +308,37 @@ func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 }
 
 // historyGaps counts the gaps in a session's recorded history once it holds
-// the session's events through seq `through`. The history's writer records
-// a gap in every live session's history when it falls so far behind that
-// the bus's rings no longer hold what it missed, so one session tells
-// whether the history kept up with the load.
+// the session's events through seq `through`, reading each page once: the
+// last page's token is asked again until the history has caught up. The
+// history's writer records a gap in every live session's history when it
+// falls so far behind that the bus's rings no longer hold what it missed, so
+// one session tells whether the history kept up with the load.
 func historyGaps(ctx context.Context, client *stepd.Client, session string, through uint64) (int, error) {
-	gaps := 0
+	gaps, newest := 0, uint64(0)
+	req := &stepdv1.GetSessionHistoryRequest{SessionId: session, PageSize: 1000}
 	var failed error
 	err := waitFor("the history caught up", time.Minute, func() bool {
-		gaps, failed = 0, nil
-		newest := uint64(0)
-		for ev, err := range client.SessionHistory(ctx, session, stepd.HistoryPageSize(1000)) {
+		for failed == nil {
+			resp, err := client.HistoryService().GetSessionHistory(ctx, req)
 			if err != nil {
-				failed = err
-				return true
+				failed = stepd.FromError(err)
+				break
 			}
-			newest = max(newest, ev.GetSeq())
-			if ev.GetGap() != nil {
-				gaps++
+			for _, ev := range resp.GetEvents() {
+				if ev.GetSeq() <= newest {
+					continue // the last page again
+				}
+				newest = ev.GetSeq()
+				if ev.GetGap() != nil {
+					gaps++
+				}
 			}
+			if resp.GetNextPageToken() == "" {
+				break
+			}
+			req.PageToken = resp.GetNextPageToken()
 		}
-		return newest >= through
+		return failed != nil || newest >= through
 	})
 	if failed != nil {
 		return 0, failed
