@@ -2,9 +2,9 @@ package main
 
 // The lean load: the observing probes spoken at the protocol level. Each
 // is its own HTTP/2 connection with one ProbeService.Connect stream that
-// says Hello and then sends one Reports message with one observed point at
-// a time, so the daemon reads exactly what a thousand library probes send
-// it. What it saves is the load generator's own CPU: on one two-core
+// says Hello and then sends one Reports message with the observed points of
+// one flush interval at a time, so the daemon reads exactly what a thousand
+// library probes send it. What it saves is the load generator's own CPU: on one two-core
 // machine the library probes' goroutines, timers and gRPC writer take
 // nearly a core, which the daemon under test would otherwise not have.
 
@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -167,7 +168,7 @@ func (p *leanProbe) send(msg []byte) bool {
 
 // leanMain is the lean load's process, with the same stdin and stdout
 // conversation as loadMain.
-func leanMain(addr string, n, rate int) error {
+func leanMain(addr string, n, rate int, flush time.Duration) error {
 	probes := make([]*leanProbe, n)
 	for i := range probes {
 		p, err := dialLean(addr, fmt.Sprintf("p%d", i+1))
@@ -191,9 +192,11 @@ func leanMain(addr string, n, rate int) error {
 		}
 	}()
 	return conversation(func(stop chan struct{}) {
-		// Every millisecond the probes whose turn has come send one report
-		// each, round robin, so each probe sends every n/rate seconds; what
-		// a late tick missed goes with the next one.
+		// A library probe observing rate/n points a second sends what one
+		// flush interval gathered in one message.
+		batch := max(1, int(math.Round(float64(rate)/float64(n)*flush.Seconds())))
+		// Every millisecond the probes whose turn has come send one batch
+		// each, round robin; what a late tick missed goes with the next one.
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
 		began, sent, next := time.Now(), 0, 0
@@ -202,14 +205,17 @@ func leanMain(addr string, n, rate int) error {
 			case <-stop:
 				return
 			case now := <-tick.C:
-				msg := grpcMessage(&stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Reports{Reports: &stepdv1.Reports{
-					Observed: []*stepdv1.ObservedReport{{Kind: "tool_result", Name: "Read", Value: structpb.NewStringValue("ok"), Time: timestamppb.New(now)}},
-				}}})
-				for due := int(now.Sub(began).Seconds() * float64(rate)); sent < due; sent++ {
+				report := &stepdv1.ObservedReport{Kind: "tool_result", Name: "Read", Value: structpb.NewStringValue("ok"), Time: timestamppb.New(now)}
+				reports := &stepdv1.Reports{}
+				for range batch {
+					reports.Observed = append(reports.Observed, report)
+				}
+				msg := grpcMessage(&stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Reports{Reports: reports}})
+				for due := int(now.Sub(began).Seconds() * float64(rate)); sent+batch <= due; sent += batch {
 					if probes[next].send(msg) {
-						observed.Add(1)
+						observed.Add(int64(batch))
 					} else {
-						dropped.Add(1)
+						dropped.Add(int64(batch))
 					}
 					next = (next + 1) % len(probes)
 				}

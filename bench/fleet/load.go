@@ -111,12 +111,12 @@ type load struct {
 	state atomic.Pointer[[3]int64]
 }
 
-func startLoad(addr string, n, rate int, flush time.Duration, lean bool) (*load, error) {
+func startLoad(addr string, n, rate, procs int, flush time.Duration, lean bool) (*load, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "-load", addr, "-probes", strconv.Itoa(n), "-rate", strconv.Itoa(rate), "-flush", flush.String(), "-lean="+strconv.FormatBool(lean))
+	cmd := exec.Command(self, "-load", addr, "-probes", strconv.Itoa(n), "-rate", strconv.Itoa(rate), "-flush", flush.String(), "-lean="+strconv.FormatBool(lean), "-procs", strconv.Itoa(procs))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -10,16 +10,21 @@
 //   - the time for every probe to reconnect after the daemon restarts on
 //     the same address and data directory.
 //
-//     go run . -stepd target/release/stepd [-probes 1000] [-rate 50000] [-holds 2000] [-lean]
+//     go run . -stepd target/release/stepd [-probes 1000] [-rate 50000] [-holds 2000] [-lean] [-procs 1]
 //
 // With -lean the observing probes are spoken at the protocol level
 // (lean.go): the daemon reads the same messages, and the load generator
 // takes a fraction of the CPU it otherwise would. Lean probes do not
 // reconnect, so that run does not restart the daemon.
+//
+// Both of its processes run Go with one P (-procs): on a machine of two
+// CPUs, two Go processes of two Ps each left the daemon's workers waiting
+// for a CPU behind the load's and the measurement's own threads.
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,11 +53,18 @@ func main() {
 	flush := flag.Duration("flush", 0, "the observing probes' FlushInterval (0: the library's default)")
 	loadAddr := flag.String("load", "", "run as the observing probes' process, connected to this address")
 	lean := flag.Bool("lean", false, "the observing probes speak the protocol themselves instead of running the probe library")
+	procs := flag.Int("procs", 1, "GOMAXPROCS of this program and of the observing probes' process (0: Go's default, one per CPU)")
 	flag.Parse()
+	// The programs of a fleet run on machines of their own. Here they share
+	// the daemon's CPUs, and each Go process's spare threads would take
+	// turns with the daemon's workers on them.
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
 	if *loadAddr != "" {
 		run := func() error { return loadMain(*loadAddr, *n, *rate, *flush) }
 		if *lean {
-			run = func() error { return leanMain(*loadAddr, *n, *rate) }
+			run = func() error { return leanMain(*loadAddr, *n, *rate, cmp.Or(*flush, probe.DefaultFlushInterval)) }
 		}
 		if err := run(); err != nil {
 			fmt.Fprintln(os.Stderr, "fleet load:", err)
@@ -60,7 +73,7 @@ func main() {
 		return
 	}
 	maxConnections = max(maxConnections, *n+64)
-	if err := run(*bin, *n, *rate, *holds, *flush, *lean); err != nil {
+	if err := run(*bin, *n, *rate, *holds, *procs, *flush, *lean); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -157,7 +170,7 @@ func connected(probes []*probe.Probe) int {
 	return n
 }
 
-func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
+func run(bin string, n, rate, holds, procs int, flush time.Duration, lean bool) error {
 	if bin == "" {
 		return fmt.Errorf("-stepd (or STEPD_BIN) names the binary")
 	}
@@ -191,7 +204,7 @@ func run(bin string, n, rate, holds int, flush time.Duration, lean bool) error {
 		return fmt.Errorf("the holding probe: %w", err)
 	}
 	defer holder.Close()
-	others, err := startLoad(d.addr, n-1, rate, flush, lean)
+	others, err := startLoad(d.addr, n-1, rate, procs, flush, lean)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,11 @@ var ErrSkipped = errors.New("stepd probe: skipped")
 // (the QUIT command).
 var ErrStopped = errors.New("stepd probe: stopped")
 
+// DefaultFlushInterval is how long an observed report waits, at most, for
+// the ones after it to be sent in the same message: about five of them for
+// a program observing 50 points a second.
+const DefaultFlushInterval = 100 * time.Millisecond
+
 // Options configure [Connect].
 type Options struct {
 	// Name of the program, shown as the session's name.
@@ -52,7 +57,9 @@ type Options struct {
 	// be sent (default 16384). When it is full the oldest is dropped and
 	// counted in Reports.dropped, which the daemon turns into a gap event.
 	ReportBuffer int
-	// FlushInterval is how often buffered reports are sent (default 20ms).
+	// FlushInterval is how long a report may wait to be sent with the ones
+	// after it (default [DefaultFlushInterval]). A hold, and any other message, sends what
+	// waits first, so it never delays a pause.
 	FlushInterval time.Duration
 	// DialOptions are extra gRPC dial options.
 	DialOptions []grpc.DialOption
@@ -159,7 +166,7 @@ func Connect(ctx context.Context, opts Options) (*Probe, error) {
 		opts.ReportBuffer = 16384
 	}
 	if opts.FlushInterval <= 0 {
-		opts.FlushInterval = 20 * time.Millisecond
+		opts.FlushInterval = DefaultFlushInterval
 	}
 	if opts.ReconnectDeadline <= 0 {
 		opts.ReconnectDeadline = 60 * time.Second
