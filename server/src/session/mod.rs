@@ -66,7 +66,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicU8, Ordering},
     },
     time::Duration,
 };
@@ -192,28 +192,37 @@ pub const MAILBOX: usize = 64;
 /// An actor's side of its mailbox. Breakpoint changes arrive apart from
 /// the bounded command queue, as one coalesced `Reapply`, so a full queue
 /// never loses one: a flag carries the change, and a `Reapply` message on
-/// the queue only wakes the actor.
+/// the queue only wakes the actor. At most one such wake-up waits in the
+/// queue, so changes never crowd out the commands it is bounded for.
 pub struct Mailbox {
     commands: mpsc::Receiver<Command>,
-    /// A breakpoint change the actor has not taken yet.
-    reapply: Arc<AtomicBool>,
+    reapply: Arc<AtomicU8>,
     /// The session's slot under the session caps, freed with the actor.
     _slot: Option<Slot>,
 }
 
+/// In `reapply`: a breakpoint change the actor has not taken yet.
+const CHANGED: u8 = 1;
+/// In `reapply`: a `Reapply` wake-up is in the queue, so a further change
+/// needs none of its own.
+const WAKE_QUEUED: u8 = 2;
+
 impl Mailbox {
-    /// The next command; `None` once every handle is gone. A flag, not a
-    /// `Notify`: an actor's loop asks for its next command once per
-    /// message it reads, and a `Notify` registered and dropped its waiter
-    /// under a lock each time.
+    /// The next command; `None` once every handle is gone. A flag rather
+    /// than a `Notify` (decision 46): the actor asks once per message.
     pub async fn recv(&mut self) -> Option<Command> {
         loop {
-            if self.reapply.swap(false, Ordering::AcqRel) {
+            if self.reapply.load(Ordering::Acquire) & CHANGED != 0
+                && self.reapply.fetch_and(!CHANGED, Ordering::AcqRel) & CHANGED != 0
+            {
                 return Some(Command::Reapply);
             }
             match self.commands.recv().await? {
-                // The wake-up for a change the flag above already carried.
-                Command::Reapply => {}
+                // A wake-up: the change it was sent for is in the flag,
+                // checked again above (or already taken).
+                Command::Reapply => {
+                    self.reapply.fetch_and(!WAKE_QUEUED, Ordering::AcqRel);
+                }
                 command => return Some(command),
             }
         }
@@ -223,7 +232,7 @@ impl Mailbox {
 /// A new mailbox: the actor's side, and the handle's.
 pub fn mailbox(port: Arc<dyn SessionPort>) -> (SessionHandle, Mailbox) {
     let (commands, inbox) = mpsc::channel(MAILBOX);
-    let reapply = Arc::new(AtomicBool::new(false));
+    let reapply = Arc::new(AtomicU8::new(0));
     let handle = SessionHandle {
         port,
         commands,
@@ -243,7 +252,7 @@ pub struct SessionHandle {
     /// The inspection paths.
     pub port: Arc<dyn SessionPort>,
     commands: mpsc::Sender<Command>,
-    reapply: Arc<AtomicBool>,
+    reapply: Arc<AtomicU8>,
 }
 
 impl SessionHandle {
@@ -275,11 +284,17 @@ impl SessionHandle {
 
     /// Tells the actor the project's breakpoints changed.
     pub fn reapply(&self) {
-        // Only the change that raised the flag wakes the actor; if the
-        // queue is full the actor is busy, and sees the flag at its next
-        // command.
-        if !self.reapply.swap(true, Ordering::AcqRel) {
-            let _ = self.commands.try_send(Command::Reapply);
+        let before = self
+            .reapply
+            .fetch_or(CHANGED | WAKE_QUEUED, Ordering::AcqRel);
+        if before & WAKE_QUEUED != 0 {
+            // The wake-up in the queue is still to come: it finds the flag.
+            return;
+        }
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.commands.try_send(Command::Reapply) {
+            // A full queue means a busy actor: it sees the flag before it
+            // next waits, so no wake-up is needed, and none is queued.
+            self.reapply.fetch_and(!WAKE_QUEUED, Ordering::AcqRel);
         }
     }
 

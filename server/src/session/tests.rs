@@ -630,6 +630,21 @@ async fn breakpoint_changes_reach_a_busy_actor_once_and_first() {
     handle.reapply();
     handle.reapply();
     assert!(matches!(mailbox.recv().await, Some(Cmd::Reapply)));
+    // A change while the last wake-up is still queued sends none: however
+    // many changes come, one wake-up at most takes a slot.
+    for _ in 0..super::MAILBOX * 2 {
+        handle.reapply();
+        assert!(matches!(mailbox.recv().await, Some(Cmd::Reapply)));
+    }
+    for _ in 0..super::MAILBOX - 1 {
+        let (reply, _) = tokio::sync::oneshot::channel();
+        handle
+            .send(Cmd::Drain { reply })
+            .expect("a wake-up takes one slot at most");
+    }
+    for _ in 0..super::MAILBOX - 1 {
+        assert!(matches!(mailbox.recv().await, Some(Cmd::Drain { .. })));
+    }
     drop(handle);
     assert!(mailbox.recv().await.is_none(), "nothing more");
 }
