@@ -2,11 +2,12 @@ package main
 
 // The lean load: the observing probes spoken at the protocol level. Each
 // is its own HTTP/2 connection with one ProbeService.Connect stream that
-// says Hello and then sends one Reports message with the observed points of
-// one flush interval at a time, so the daemon reads exactly what a thousand
-// library probes send it. What it saves is the load generator's own CPU: on one two-core
-// machine the library probes' goroutines, timers and gRPC writer take
-// nearly a core, which the daemon under test would otherwise not have.
+// says Hello and then sends one Reports message with the observed points
+// of one flush interval at a time, so the daemon reads exactly what a
+// thousand library probes send it. What it saves is the load generator's
+// own CPU: on one two-core machine the library probes' goroutines, timers
+// and gRPC writers take a third of a core or more, which the daemon under
+// test would otherwise not have.
 
 import (
 	"bytes"

@@ -297,8 +297,13 @@ func run(bin string, n, rate, holds, procs int, flush time.Duration, lean bool) 
 	dropped := others.dropped()
 	loaded := d.rssKiB()
 	gaps := "—" // history recording off (STEPD_NO_HISTORY)
-	if n, err := historyGaps(ctx, client, holder.SessionID(), lastSeq.Load()); err == nil {
-		gaps = strconv.Itoa(n)
+	// A history that has not caught up is what the column is for, so it
+	// is shown, not taken for a failed run.
+	if count, caughtUp, err := historyGaps(ctx, client, holder.SessionID(), lastSeq.Load()); err == nil {
+		gaps = strconv.Itoa(count)
+		if !caughtUp {
+			gaps += ", still behind after a minute"
+		}
 	} else if !errors.Is(err, stepd.ErrSessionNotFound) {
 		return err
 	}
@@ -326,11 +331,11 @@ func run(bin string, n, rate, holds, procs int, flush time.Duration, lean bool) 
 // history's writer records a gap in every live session's history when it
 // falls so far behind that the bus's rings no longer hold what it missed, so
 // one session tells whether the history kept up with the load.
-func historyGaps(ctx context.Context, client *stepd.Client, session string, through uint64) (int, error) {
-	gaps, newest := 0, uint64(0)
+func historyGaps(ctx context.Context, client *stepd.Client, session string, through uint64) (gaps int, caughtUp bool, err error) {
+	newest := uint64(0)
 	req := &stepdv1.GetSessionHistoryRequest{SessionId: session, PageSize: 1000}
 	var failed error
-	err := waitFor("the history caught up", time.Minute, func() bool {
+	err = waitFor("the history caught up", time.Minute, func() bool {
 		for failed == nil {
 			resp, err := client.HistoryService().GetSessionHistory(ctx, req)
 			if err != nil {
@@ -354,9 +359,9 @@ func historyGaps(ctx context.Context, client *stepd.Client, session string, thro
 		return failed != nil || newest >= through
 	})
 	if failed != nil {
-		return 0, failed
+		return 0, false, failed
 	}
-	return gaps, err
+	return gaps, err == nil, nil
 }
 
 // restart stops d and starts it again on the same address and data

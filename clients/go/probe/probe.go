@@ -58,8 +58,8 @@ type Options struct {
 	// counted in Reports.dropped, which the daemon turns into a gap event.
 	ReportBuffer int
 	// FlushInterval is how long a report may wait to be sent with the ones
-	// after it (default [DefaultFlushInterval]). A hold, and any other message, sends what
-	// waits first, so it never delays a pause.
+	// after it (default [DefaultFlushInterval]). A hold, and any other
+	// message, sends what waits first, so it never delays a pause.
 	FlushInterval time.Duration
 	// DialOptions are extra gRPC dial options.
 	DialOptions []grpc.DialOption

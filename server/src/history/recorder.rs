@@ -185,7 +185,7 @@ async fn record(
             {
                 rows.push(row);
             }
-            // Under a flood a batch is ten thousand events: encoded in one
+            // Under a flood a batch is a second of events: encoded in one
             // go they held a worker for milliseconds, and every task queued
             // behind it (a hold's round trip among them) waited as long.
             tokio::task::consume_budget().await;

@@ -293,6 +293,58 @@ async fn closing_takes_back_the_connection_the_writer_keeps() {
     }
 }
 
+#[tokio::test]
+async fn a_write_survives_the_server_dropping_the_writers_connection() {
+    for db in databases("dropped").await {
+        // A SQLite connection is a file: nothing drops it.
+        if !db.url.starts_with("postgres") {
+            continue;
+        }
+        let store = db.open().await;
+        let first = store.insert_breakpoint(&spec("a"), 1, "t").await.unwrap();
+        // Every connection of the store's, the one its writer keeps
+        // included, as a server restart or a failover would end them.
+        let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        let others = "FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()";
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "SELECT pg_terminate_backend(pid) {others}"
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (left,): (i64,) =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {others}")))
+                    .fetch_one(&mut admin)
+                    .await
+                    .unwrap();
+            if left == 0 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the connections outlived their end"
+            );
+            tokio::task::yield_now().await;
+        }
+        let second = store
+            .insert_breakpoint(&spec("b"), 2, "t")
+            .await
+            .expect("the write goes through a fresh connection");
+        let ids: Vec<_> = store
+            .list_breakpoints()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| b.id)
+            .collect();
+        assert_eq!(ids, [first.id, second.id]);
+        store.close().await;
+    }
+}
+
 #[test]
 fn a_shown_url_has_no_password() {
     use super::without_password as shown;

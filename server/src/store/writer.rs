@@ -102,12 +102,8 @@ impl<B: Backend> Connection<B> {
         &mut self,
         writes: Vec<Vec<Statement>>,
     ) -> Result<Vec<Vec<StoredBreakpoint>>, sqlx::Error> {
-        let mut conn = match self.conn.take() {
-            Some(conn) => conn,
-            None => self.pool.acquire().await?,
-        };
+        let mut conn = self.begin().await?;
         let result = async {
-            B::execute(&mut conn, B::BEGIN).await?;
             let mut all = Vec::with_capacity(writes.len());
             for statements in writes {
                 let mut rows = Vec::new();
@@ -127,5 +123,24 @@ impl<B: Backend> Connection<B> {
             let _ = conn.close().await;
         }
         result
+    }
+
+    /// A connection with a transaction begun. The kept one is not checked
+    /// by the pool as a connection taken from it is, so one that fails to
+    /// begin (a PostgreSQL server, proxy or failover dropped it while it
+    /// sat idle) is closed and a fresh one taken: no write fails for it.
+    async fn begin(&mut self) -> Result<PoolConnection<B>, sqlx::Error> {
+        if let Some(mut conn) = self.conn.take() {
+            if B::execute(&mut conn, B::BEGIN).await.is_ok() {
+                return Ok(conn);
+            }
+            let _ = conn.close().await;
+        }
+        let mut conn = self.pool.acquire().await?;
+        if let Err(err) = B::execute(&mut conn, B::BEGIN).await {
+            let _ = conn.close().await;
+            return Err(err);
+        }
+        Ok(conn)
     }
 }
