@@ -10,7 +10,7 @@
 //! exported the subscriber is the plain one, [`Span`] holds nothing, and
 //! every entry point here returns after one check of [`enabled`].
 
-use std::{borrow::Cow, sync::OnceLock};
+use std::{borrow::Cow, sync::OnceLock, time::SystemTime};
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::{
@@ -633,10 +633,16 @@ impl Span {
 
     /// Ends the span now, with last attributes. Later calls do nothing.
     pub fn end(&mut self, attributes: impl FnOnce() -> Vec<KeyValue>) {
+        self.end_at(SystemTime::now(), attributes);
+    }
+
+    /// Ends the span as of `at`, with last attributes. Later calls do
+    /// nothing.
+    pub fn end_at(&mut self, at: SystemTime, attributes: impl FnOnce() -> Vec<KeyValue>) {
         if let Some(cx) = self.0.take() {
             let span = cx.span();
             span.set_attributes(attributes());
-            span.end();
+            span.end_with_timestamp(at);
         }
     }
 }

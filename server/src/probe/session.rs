@@ -9,7 +9,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicI64, Ordering},
     },
-    time::Duration,
+    time::{Duration, SystemTime},
 };
 
 use opentelemetry::KeyValue;
@@ -1000,10 +1000,13 @@ impl ProbeSession {
         let Some(hit_id) = self.book.get(key).map(|e| e.data.hit.hit_id.clone()) else {
             return;
         };
-        // The probe hears first: it is the one waiting.
+        // The probe hears first: it is the one waiting. The pause's span
+        // ends as the answer goes, so it never outlasts the program's own
+        // span around the hold.
         let armed = self.armed().await;
+        let answered = SystemTime::now();
         self.resume(&hit_id, decision, value, Some(armed));
-        if let Some(entry) = self.book.resolve(key, command, by) {
+        if let Some(entry) = self.book.resolve_at(key, command, by, answered) {
             self.forget(&entry);
         }
         self.after_release();

@@ -7,7 +7,7 @@
 //! (`pause_resolved`). A session's actor changes its pauses only through it,
 //! so DAP and probe pauses cannot drift apart.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, sync::Arc, time::SystemTime};
 
 use opentelemetry::KeyValue;
 
@@ -255,6 +255,19 @@ impl<T> PauseBook<T> {
 
     /// Resolves one pause: `pause_resolved` names the command and who gave it.
     pub fn resolve(&mut self, key: &str, command: CommandKind, by: &str) -> Option<Entry<T>> {
+        self.resolve_at(key, command, by, SystemTime::now())
+    }
+
+    /// Resolves one pause whose answer went out at `answered`, before the
+    /// book heard of it: its span ends then, not after the program it held
+    /// has already gone on.
+    pub fn resolve_at(
+        &mut self,
+        key: &str,
+        command: CommandKind,
+        by: &str,
+        answered: SystemTime,
+    ) -> Option<Entry<T>> {
         let mut entry = self.entries.remove(key)?;
         self.registry.resolve(key, command, by);
         let held = entry.opened.elapsed();
@@ -272,7 +285,7 @@ impl<T> PauseBook<T> {
                 Vec::new,
             );
         }
-        entry.span.end(|| {
+        entry.span.end_at(answered, || {
             vec![
                 KeyValue::new(
                     "stepd.pause.command",
