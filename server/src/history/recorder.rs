@@ -51,8 +51,6 @@ const IN_FLIGHT: usize = 2 * BATCH;
 
 pub(super) struct Recorder {
     bus: Arc<EventBus>,
-    /// The highest seq the store has made durable (or given up on).
-    recorded: watch::Receiver<u64>,
     progress: Arc<Progress>,
 }
 
@@ -80,7 +78,7 @@ impl Recorder {
         // taken up from here. (An event published in between is recorded
         // once: a second copy of a row is ignored.)
         let from = bus.last_seq();
-        let (done, recorded) = watch::channel(from);
+        let (done, _) = watch::channel(from);
         let filter = Filter::from_watch(&Watch::default());
         let (_, live) = bus.subscribe(&filter, None, "");
         let filter = match own {
@@ -100,17 +98,13 @@ impl Recorder {
             bytes,
             filter,
         ));
-        Arc::new(Self {
-            bus,
-            recorded,
-            progress,
-        })
+        Arc::new(Self { bus, progress })
     }
 
     pub async fn flush(&self, within: Duration) {
         self.progress.hurry.store(true, Ordering::Relaxed);
         let target = self.bus.last_seq();
-        let mut recorded = self.recorded.clone();
+        let mut recorded = self.progress.done.subscribe();
         let _ = tokio::time::timeout(within, recorded.wait_for(|seq| *seq >= target)).await;
     }
 }

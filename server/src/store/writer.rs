@@ -96,8 +96,7 @@ impl<B: Backend> Connection<B> {
     /// `COMMIT`) and returns each write's rows, only once the commit
     /// succeeded. A connection whose transaction failed is closed rather
     /// than kept: after a failed `COMMIT` SQLite has rolled back by itself
-    /// and the connection's transaction state is not to be trusted (and a
-    /// connection the server dropped fails this way once).
+    /// and the connection's transaction state is not to be trusted.
     async fn transaction(
         &mut self,
         writes: Vec<Vec<Statement>>,
@@ -130,17 +129,22 @@ impl<B: Backend> Connection<B> {
     /// begin (a PostgreSQL server, proxy or failover dropped it while it
     /// sat idle) is closed and a fresh one taken: no write fails for it.
     async fn begin(&mut self) -> Result<PoolConnection<B>, sqlx::Error> {
-        if let Some(mut conn) = self.conn.take() {
-            if B::execute(&mut conn, B::BEGIN).await.is_ok() {
-                return Ok(conn);
-            }
-            let _ = conn.close().await;
+        if let Some(conn) = self.conn.take()
+            && let Ok(conn) = begun(conn).await
+        {
+            return Ok(conn);
         }
-        let mut conn = self.pool.acquire().await?;
-        if let Err(err) = B::execute(&mut conn, B::BEGIN).await {
+        begun(self.pool.acquire().await?).await
+    }
+}
+
+/// `conn` with a transaction begun, or closed if it could not begin one.
+async fn begun<B: Backend>(mut conn: PoolConnection<B>) -> Result<PoolConnection<B>, sqlx::Error> {
+    match B::execute(&mut conn, B::BEGIN).await {
+        Ok(_) => Ok(conn),
+        Err(err) => {
             let _ = conn.close().await;
-            return Err(err);
+            Err(err)
         }
-        Ok(conn)
     }
 }
