@@ -45,6 +45,10 @@ struct Ran {
     status: Option<ExitStatus>,
     stdout: String,
     stderr: String,
+    /// For a block past its deadline: its processes still running then,
+    /// with what each was waiting in, and the daemon's sessions and pauses
+    /// before the kill ended them.
+    at_deadline: String,
 }
 
 /// Runs `script` with bash in a process group of its own, its output going to
@@ -70,6 +74,11 @@ async fn run_block(script: &str, path: &str, addr: &str, dir: &Path) -> Ran {
         .await
         .ok()
         .map(|waited| waited.unwrap());
+    let at_deadline = if status.is_none() {
+        at_deadline(group, path, addr)
+    } else {
+        String::new()
+    };
     // SAFETY: killpg only sends a signal, to the group this block created.
     unsafe { libc::killpg(group, libc::SIGKILL) };
     let _ = child.wait().await;
@@ -79,7 +88,35 @@ async fn run_block(script: &str, path: &str, addr: &str, dir: &Path) -> Ran {
         status,
         stdout: read(&out),
         stderr: read(&err),
+        at_deadline,
     }
+}
+
+/// Which of a block's commands hung: the group's processes and their wait
+/// channels, and what the daemon held, while they still run.
+fn at_deadline(group: libc::pid_t, path: &str, addr: &str) -> String {
+    let run = |program: &str, args: &[&str]| {
+        std::process::Command::new(program)
+            .args(args)
+            .env("PATH", path)
+            .env("STEPD_ADDR", addr)
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout).into_owned()
+                    + &String::from_utf8_lossy(&o.stderr)
+            })
+            .unwrap_or_else(|e| format!("{program}: {e}\n"))
+    };
+    let processes: String = run("ps", &["-eo", "pgid=,pid=,stat=,wchan:32=,etime=,args="])
+        .lines()
+        .filter(|line| line.split_whitespace().next() == Some(&group.to_string()))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let held = run(
+        "timeout",
+        &["10", "bash", "-c", "stepctl sessions --all; stepctl pauses"],
+    );
+    format!("still running:\n{processes}the daemon:\n{held}")
 }
 
 #[tokio::test]
@@ -109,6 +146,7 @@ async fn every_readme_command_works() {
             status,
             stdout,
             stderr,
+            at_deadline,
         } = run_block(&script, &path, &daemon.addr, scratch.path()).await;
         if !status.is_some_and(|s| s.success()) {
             // What the daemon holds tells which of the block's waits went wrong.
@@ -125,7 +163,7 @@ async fn every_readme_command_works() {
             };
             panic!(
                 "README block {ended}:\n{script}\nstdout: {stdout}\nstderr: {stderr}\n\
-                 the daemon then:\n{}{}",
+                 {at_deadline}the daemon then:\n{}{}",
                 state.stdout, state.stderr
             );
         }
