@@ -62,6 +62,7 @@ async fn run_block(script: &str, path: &str, addr: &str, dir: &Path) -> Ran {
         .current_dir(repo_root())
         .env("PATH", path)
         .env("STEPD_ADDR", addr)
+        .env("PYTHONFAULTHANDLER", "1")
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
@@ -116,7 +117,53 @@ fn at_deadline(group: libc::pid_t, path: &str, addr: &str) -> String {
         "timeout",
         &["10", "bash", "-c", "stepctl sessions --all; stepctl pauses"],
     );
-    format!("still running:\n{processes}the daemon:\n{held}")
+    // Where each Python process waits: its threads' native stacks (when gdb
+    // is installed), then SIGABRT, on which faulthandler (PYTHONFAULTHANDLER,
+    // set for every block) writes every thread's Python stack to stderr.
+    let mut stacks = String::new();
+    let mut aborted = Vec::new();
+    for line in processes.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(pid), Some(program)) = (fields.get(1), fields.get(5)) else {
+            continue;
+        };
+        if !program.contains("python") {
+            continue;
+        }
+        stacks += &format!("native stacks of {pid}:\n");
+        stacks += &run(
+            "timeout",
+            &[
+                "30",
+                "gdb",
+                "-p",
+                pid,
+                "-batch",
+                "-ex",
+                "thread apply all bt 30",
+            ],
+        );
+        if let Ok(pid) = pid.parse::<libc::pid_t>() {
+            // SAFETY: kill only sends a signal, to a process of this block's group.
+            unsafe { libc::kill(pid, libc::SIGABRT) };
+            aborted.push(pid);
+        }
+    }
+    // faulthandler has written once the process has ended.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while aborted.iter().any(|pid| running(*pid)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    format!("still running:\n{processes}the daemon:\n{held}{stacks}")
+}
+
+/// Whether `pid` still runs (a zombie has ended).
+fn running(pid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(") ")
+            .next()
+            .is_some_and(|rest| !rest.starts_with('Z'))
+    })
 }
 
 #[tokio::test]

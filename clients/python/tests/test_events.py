@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+from typing import Iterator
 
+import grpc
 import pytest
 
 import stepd
@@ -152,6 +155,36 @@ def test_wait_for_pause_times_out_without_pauses(client: stepd.Client) -> None:
     assert len(client.list_pauses().pauses) == 0
     with pytest.raises(TimeoutError):
         client.wait_for_pause(timeout=0.5)
+
+
+def live_calls() -> int:
+    """grpc's streaming call objects still alive, unreachable cycles included."""
+    return sum(isinstance(o, grpc._channel._Rendezvous) for o in gc.get_objects())
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """No collection runs, so what only a collection would free stays countable."""
+    gc.collect()
+    gc.disable()
+    yield
+    gc.enable()
+
+
+def test_a_closed_subscription_leaves_no_call_to_the_last_collection(
+    client: stepd.Client, collector_off: None
+) -> None:
+    # A call left in a cycle is freed by the interpreter's last collection,
+    # whose __del__ can wait forever for a lock a dead grpc thread held: the
+    # script hangs as it exits (errors.from_stream_call).
+    before = live_calls()
+    with client.events() as sub:  # read in a thread of its own
+        sub.next(timeout=WAIT)
+    with client.events() as sub:  # read in the caller's thread
+        next(sub)
+    with pytest.raises(TimeoutError):
+        client.wait_for_pause(timeout=0.2)
+    assert live_calls() == before
 
 
 def test_heartbeats_are_opt_in(tmp_path_factory: pytest.TempPathFactory) -> None:

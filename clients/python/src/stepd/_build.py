@@ -21,10 +21,13 @@ ADDR_ENV = "STEPD_ADDR"
 CLIENT_HEADER = "x-stepd-client"
 
 #: Channel options: reconnect quickly after a dropped connection (the event
-#: iterator relies on it) and accept large renderings.
+#: iterator relies on it) and accept large renderings. gRPC reads
+#: ``min_reconnect_backoff_ms`` as the time a connection attempt may take, so it
+#: stays at seconds (as the Go client's MinConnectTimeout): a busy machine may
+#: take longer than 100 ms to finish the HTTP/2 handshake.
 CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 5000),
     ("grpc.max_reconnect_backoff_ms", 2000),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.enable_http_proxy", 0),

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
-from typing import Any, Iterator, Sequence, Union
+from typing import Any, Generator, Iterator, Sequence, Union
 
 import grpc
 
 from stepd import _build
-from stepd.errors import StepdError, Unavailable, from_rpc_error
+from stepd.errors import StepdError, Unavailable, from_stream_call
 from stepd.v1 import event_pb2, event_pb2_grpc
 
 _END = object()
@@ -149,6 +150,16 @@ class Subscription:
             call.cancel()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        else:
+            # Read in the caller's thread: the stream's generator still holds
+            # the call. (ValueError: another thread is reading it right now.)
+            with contextlib.suppress(ValueError):
+                self._items.close()
+        # The call is freed now, while grpc's threads still run, and not by
+        # the interpreter's last collection (see errors.from_stream_call).
+        with self._lock:
+            if self._call is call:
+                self._call = None
 
     def __enter__(self) -> Subscription:
         return self
@@ -187,7 +198,9 @@ class Subscription:
             self._call = call
         return call, requests
 
-    def _stream(self, call: Any, requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None]) -> Iterator[_Item]:
+    def _stream(
+        self, call: Any, requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None]
+    ) -> Generator[_Item, None, None]:
         """Events, across reconnects; ends with _END or the error that ended it."""
         established = False
         dropped = False
@@ -205,7 +218,7 @@ class Subscription:
                     return
                 err: StepdError = Unavailable("the daemon ended the event stream", code=grpc.StatusCode.UNAVAILABLE)
             except grpc.RpcError as rpc_error:
-                err = from_rpc_error(rpc_error)
+                err = from_stream_call(rpc_error)
             finally:
                 requests.put(None)
             if self._closed.is_set() or err.code == grpc.StatusCode.CANCELLED:

@@ -13,7 +13,7 @@ from stepd import _build
 from stepd._build import ChannelLike, CommandLike, DurationLike, TimeLike
 from stepd._pauses import Pauses
 from stepd._subscription import Subscription
-from stepd.errors import from_rpc_error
+from stepd.errors import from_rpc_error, from_stream_call
 from stepd.session import Session
 from stepd.v1 import (
     breakpoint_pb2,
@@ -544,13 +544,16 @@ class Client:
     ) -> Iterator[inspector_pb2.PrintValueResponse]:
         """Streams the full printed value in chunks."""
         request = inspector_pb2.PrintValueRequest(inspector_id=inspector_id, chunk_size=chunk_size)
+        stream = self.inspector_stub.PrintValue(
+            request, timeout=self.timeout if timeout is None else timeout, metadata=self.metadata
+        )
         try:
-            stream = self.inspector_stub.PrintValue(
-                request, timeout=self.timeout if timeout is None else timeout, metadata=self.metadata
-            )
             yield from stream
+            return
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            failure = from_stream_call(err)
+        # Raised outside the handler, so it has no __context__ holding the call.
+        raise failure
 
     def tap_value(self, inspector_id: str, *, timeout: float | None = None) -> inspector_pb2.TapValueResponse:
         """Emits the current value as a `tap` event."""

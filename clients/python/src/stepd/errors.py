@@ -388,6 +388,23 @@ def from_rpc_error(err: grpc.RpcError) -> StepdError:
     return exc
 
 
+def from_stream_call(err: grpc.RpcError) -> StepdError:
+    """Translates the error of a streaming call, keeping nothing of the call.
+
+    grpc raises a stream's call object itself as its error, and the traceback
+    it gains holds frames that hold the call: a cycle that only the
+    interpreter's last collection frees. By then grpc's daemon threads may have
+    died holding the call's lock, and the call's ``__del__`` would wait for it
+    forever: a script that hangs as it exits. So the typed error drops the
+    call (it carries the code, message and details already) and the call
+    drops its traceback, to be freed as soon as the stream is let go.
+    """
+    exc = from_rpc_error(err)
+    exc.__cause__ = None
+    err.__traceback__ = None
+    return exc
+
+
 def from_stream_error(error: Any) -> StepdError:
     """Translates a ``StreamError`` event payload (a failed DebugInput on Subscribe)."""
     reason_value = int(error.reason)
