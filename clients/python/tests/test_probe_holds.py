@@ -5,6 +5,7 @@ daemon."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -196,3 +197,25 @@ def test_a_hold_past_the_daemons_limit_goes_on_at_once(tmp_path: Path) -> None:
             p.close()
     finally:
         d.stop()
+
+
+def test_print_value_streams_a_held_value_and_its_errors_hold_no_call(
+    probe: Probe, client: stepd.Client, watch: Watcher
+) -> None:
+    arm(client, probe, probe_kind="tool")
+    value = {"query": "x" * 5000, "n": 7}
+    out: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: out.update(result=probe.hold("tool", name="print", value=value)), daemon=True)
+    t.start()
+    pause = watch.pause(probe.labels["run"], name="print")
+    inspector = client.inspect(pause.session_id, pause_value=pause.key).rendering.inspector_id
+    chunks = list(client.print_value(inspector, chunk_size=1024))
+    assert len(chunks) > 1 and chunks[-1].last and not any(c.last for c in chunks[:-1])
+    assert json.loads("".join(c.chunk for c in chunks)) == value
+    with pytest.raises(errors.InspectorNotFound) as info:
+        list(client.print_value("no-such-inspector"))
+    # The typed error keeps nothing of grpc's call (errors.from_stream_call).
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    client.send_debug_input(pause.key, "continue")
+    t.join(DEADLINE)
+    assert out == {"result": value}

@@ -58,6 +58,7 @@ __all__ = [
     "REASONS",
     "error_class",
     "from_rpc_error",
+    "from_stream_call",
     "from_stream_error",
 ]
 
