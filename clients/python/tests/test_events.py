@@ -184,6 +184,23 @@ def test_a_closed_subscription_leaves_no_call_to_the_last_collection(
         next(sub)
     with pytest.raises(TimeoutError):
         client.wait_for_pause(timeout=0.2)
+    # Closed from another thread while a thread iterates: iteration just ends.
+    sub = client.events()
+    read: list[event_pb2.Event] = []
+    first = threading.Event()
+
+    def read_all() -> None:
+        for event in sub:
+            read.append(event)
+            first.set()
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    assert first.wait(WAIT)
+    sub.close()
+    reader.join(WAIT)
+    assert not reader.is_alive() and read[0].HasField("snapshot")
+    del sub, reader
     assert live_calls() == before
 
 

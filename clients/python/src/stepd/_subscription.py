@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 import time
@@ -93,6 +92,9 @@ class Subscription:
         # `next(timeout=...)` hands the reading to a thread of its own.
         self._items = self._stream(*self._open(resume=self.seq > 0))
         self._thread: threading.Thread | None = None
+        # Held while the caller's thread reads the stream, so that close()
+        # from another thread closes the generator only between reads.
+        self._reading = threading.Lock()
 
     # -- consumer side -------------------------------------------------------
 
@@ -107,7 +109,8 @@ class Subscription:
         if self._done:
             raise StopIteration
         if timeout is None and self._thread is None:
-            item = next(self._items, _END)
+            with self._reading:
+                item = next(self._items, _END)
         else:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._pump, name="stepd-events", daemon=True)
@@ -150,11 +153,13 @@ class Subscription:
             call.cancel()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        else:
+        elif self._reading.acquire(timeout=5):
             # Read in the caller's thread: the stream's generator still holds
-            # the call. (ValueError: another thread is reading it right now.)
-            with contextlib.suppress(ValueError):
+            # the call. A read under way ends at once, as the call is cancelled.
+            try:
                 self._items.close()
+            finally:
+                self._reading.release()
         # The call is freed now, while grpc's threads still run, and not by
         # the interpreter's last collection (see errors.from_stream_call).
         with self._lock:
