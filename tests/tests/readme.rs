@@ -46,8 +46,8 @@ struct Ran {
     stdout: String,
     stderr: String,
     /// For a block past its deadline: its processes still running then,
-    /// with what each was waiting in, and the daemon's sessions and pauses
-    /// before the kill ended them.
+    /// with what each was waiting in, the daemon's sessions and pauses
+    /// before the kill ended them, and the stacks of its Python processes.
     at_deadline: String,
 }
 
@@ -93,8 +93,9 @@ async fn run_block(script: &str, path: &str, addr: &str, dir: &Path) -> Ran {
     }
 }
 
-/// Which of a block's commands hung: the group's processes and their wait
-/// channels, and what the daemon held, while they still run.
+/// Which of a block's commands hung and where: the group's processes and
+/// their wait channels, what the daemon held, and each Python process's
+/// stacks, while they still run.
 fn at_deadline(group: libc::pid_t, path: &str, addr: &str) -> String {
     let run = |program: &str, args: &[&str]| {
         std::process::Command::new(program)
