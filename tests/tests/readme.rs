@@ -13,6 +13,9 @@ use stepd_e2e::{Daemon, TempDir, repo_root, stepctl_bin, tools_path};
 /// How long one block may run: its slowest command waits 30 s for a pause.
 const BLOCK_DEADLINE: Duration = Duration::from_secs(120);
 
+/// What the daemon holds, shown when a block fails: which of its waits went wrong.
+const DAEMON_STATE: &str = "stepctl sessions --all; stepctl pauses";
+
 /// The `$ ` lines of each ```console block.
 fn console_blocks(markdown: &str) -> Vec<Vec<String>> {
     let mut blocks = Vec::new();
@@ -114,10 +117,7 @@ fn at_deadline(group: libc::pid_t, path: &str, addr: &str) -> String {
         .filter(|line| line.split_whitespace().next() == Some(&group.to_string()))
         .map(|line| format!("{line}\n"))
         .collect();
-    let held = run(
-        "timeout",
-        &["10", "bash", "-c", "stepctl sessions --all; stepctl pauses"],
-    );
+    let held = run("timeout", &["10", "bash", "-c", DAEMON_STATE]);
     // Where each Python process waits: its threads' native stacks (when gdb
     // is installed), then SIGABRT, on which faulthandler (PYTHONFAULTHANDLER,
     // set for every block) writes every thread's Python stack to stderr.
@@ -151,20 +151,53 @@ fn at_deadline(group: libc::pid_t, path: &str, addr: &str) -> String {
         }
     }
     // faulthandler has written once the process has ended.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while aborted.iter().any(|pid| running(*pid)) && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_ended(&aborted, Duration::from_secs(10));
     format!("still running:\n{processes}the daemon:\n{held}{stacks}")
 }
 
-/// Whether `pid` still runs (a zombie has ended).
-fn running(pid: libc::pid_t) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(") ")
-            .next()
-            .is_some_and(|rest| !rest.starts_with('Z'))
-    })
+/// Waits until each of `pids` has ended, or `within` has passed. They are
+/// bash's children, not ours, so a pidfd tells when each ends.
+fn wait_ended(pids: &[libc::pid_t], within: Duration) {
+    let mut waiting: Vec<libc::pollfd> = pids
+        .iter()
+        .filter_map(|&pid| {
+            // SAFETY: pidfd_open takes a pid and no flags, and returns a new
+            // descriptor or -1.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            (fd >= 0).then_some(libc::pollfd {
+                fd: fd as libc::c_int,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + within;
+    while !waiting.is_empty() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        // SAFETY: `waiting` is a live array of `waiting.len()` pollfds.
+        let ready = unsafe {
+            libc::poll(
+                waiting.as_mut_ptr(),
+                waiting.len() as libc::nfds_t,
+                left.as_millis() as libc::c_int,
+            )
+        };
+        if ready <= 0 {
+            break;
+        }
+        waiting.retain(|p| {
+            let ended = p.revents != 0;
+            if ended {
+                // SAFETY: the descriptor is ours, and closed once.
+                unsafe { libc::close(p.fd) };
+            }
+            !ended
+        });
+    }
+    for p in waiting {
+        // SAFETY: as above.
+        unsafe { libc::close(p.fd) };
+    }
 }
 
 #[tokio::test]
@@ -197,14 +230,7 @@ async fn every_readme_command_works() {
             at_deadline,
         } = run_block(&script, &path, &daemon.addr, scratch.path()).await;
         if !status.is_some_and(|s| s.success()) {
-            // What the daemon holds tells which of the block's waits went wrong.
-            let state = run_block(
-                "stepctl sessions --all; stepctl pauses",
-                &path,
-                &daemon.addr,
-                scratch.path(),
-            )
-            .await;
+            let state = run_block(DAEMON_STATE, &path, &daemon.addr, scratch.path()).await;
             let ended = match status {
                 Some(status) => format!("failed ({status})"),
                 None => format!("did not end within {BLOCK_DEADLINE:?}"),
