@@ -239,14 +239,16 @@ fn code_for(reason: ErrorReason) -> Code {
         | R::SessionEnded
         | R::LaunchFailed
         | R::AdapterError => Code::FailedPrecondition,
-        R::AdapterDied | R::ShuttingDown | R::StoreUnavailable | R::ReplicaUnavailable => {
-            Code::Unavailable
-        }
+        R::AdapterDied
+        | R::ShuttingDown
+        | R::StoreUnavailable
+        | R::ReplicaUnavailable
+        | R::ProbeNotReading => Code::Unavailable,
         R::UnsupportedByAdapter | R::NotImplemented => Code::Unimplemented,
         R::ProtocolError | R::Internal | R::Unspecified => Code::Internal,
         R::InvalidCommand | R::InvalidArgument | R::InvalidValue => Code::InvalidArgument,
         R::LimitExceeded => Code::ResourceExhausted,
-        R::Unauthenticated => Code::Unauthenticated,
+        R::Unauthenticated | R::TokenExpired => Code::Unauthenticated,
         R::PermissionDenied => Code::PermissionDenied,
     }
 }

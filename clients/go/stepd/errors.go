@@ -122,6 +122,8 @@ var (
 	ErrLaunchFailed         = sentinel(stepdv1.ErrorReason_ERROR_REASON_LAUNCH_FAILED)
 	ErrAdapterError         = sentinel(stepdv1.ErrorReason_ERROR_REASON_ADAPTER_ERROR)
 	ErrReplicaUnavailable   = sentinel(stepdv1.ErrorReason_ERROR_REASON_REPLICA_UNAVAILABLE)
+	ErrTokenExpired         = sentinel(stepdv1.ErrorReason_ERROR_REASON_TOKEN_EXPIRED)
+	ErrProbeNotReading      = sentinel(stepdv1.ErrorReason_ERROR_REASON_PROBE_NOT_READING)
 )
 
 var sentinels = map[stepdv1.ErrorReason]*Error{}

@@ -55,6 +55,8 @@ __all__ = [
     "LaunchFailed",
     "AdapterError",
     "ReplicaUnavailable",
+    "TokenExpired",
+    "ProbeNotReading",
     "REASONS",
     "error_class",
     "from_rpc_error",
@@ -283,6 +285,18 @@ class ReplicaUnavailable(StepdError):
     REASON = "REPLICA_UNAVAILABLE"
 
 
+class TokenExpired(StepdError):
+    """The bearer token is known but past its expiry; a new one is needed (UNAUTHENTICATED)."""
+
+    REASON = "TOKEN_EXPIRED"
+
+
+class ProbeNotReading(StepdError):
+    """The probe has not read what the daemon sent it, so the answer could not reach it; the pause stays pending (UNAVAILABLE)."""
+
+    REASON = "PROBE_NOT_READING"
+
+
 #: Reason string -> exception class, one entry per ErrorReason value.
 REASONS: dict[str, type[StepdError]] = {
     cls.REASON: cls
@@ -312,6 +326,8 @@ REASONS: dict[str, type[StepdError]] = {
         LaunchFailed,
         AdapterError,
         ReplicaUnavailable,
+        TokenExpired,
+        ProbeNotReading,
     )
 }
 
