@@ -2,9 +2,11 @@
 //! `session` is the actor behind one `ProbeService.Connect` stream; probes
 //! decide locally which points hold, from the arming the actor sends them.
 //! `value` checks injected values; `inspect` is what the inspector opens at
-//! a hold.
+//! a hold; `outbox` is what goes to the probe, where control messages are
+//! never dropped.
 
 mod inspect;
+mod outbox;
 pub mod session;
 pub mod value;
 

@@ -5,27 +5,25 @@
 
 use std::{
     collections::{BTreeSet, HashMap},
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicI64, Ordering},
-    },
+    sync::{Arc, Mutex},
     time::{Duration, SystemTime},
 };
 
 use opentelemetry::KeyValue;
 use stepd_proto::v1::{
-    Armed, ArmedMatcher, Cause, CommandKind, ConnectRequest, ConnectResponse, Continued,
-    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, HeartbeatEvent, Hello, Hit,
-    HitRefused, Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode,
-    Reconnect, Rendering, Resume, ResumeDecision, SendDebugInputResponse, Session, SessionEnded,
-    SessionKind, SessionStarted, SessionState, StableState, Trace, breakpoint_spec::Location,
-    connect_request::Message as In, connect_response::Message as Out, event::Payload,
-    inject_command::Replacement,
+    Armed, ArmedMatcher, Cause, CommandKind, ConnectRequest, Continued, DisconnectMode, EndReason,
+    Enlighten, ErrorReason, Eval, Frame, HeartbeatEvent, Hello, Hit, HitRefused, Notification,
+    NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Reconnect, Rendering, Resume,
+    ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted,
+    SessionState, StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
+    connect_response::Message as Out, event::Payload, inject_command::Replacement,
 };
 use tokio::{
     sync::{mpsc, oneshot},
     time::{Instant, sleep_until},
 };
+
+use super::outbox::{self, Outbox, Permit};
 use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 
@@ -95,8 +93,6 @@ struct Waiter {
     started: std::time::Instant,
 }
 
-type Outbox = mpsc::Sender<Result<ConnectResponse, Status>>;
-
 /// The actor of one probe session.
 pub struct ProbeSession {
     ctx: Context,
@@ -104,6 +100,7 @@ pub struct ProbeSession {
     id: String,
     hello: Hello,
     session: Session,
+    /// What goes to the probe: control messages are never dropped.
     out: Outbox,
     commands: Mailbox,
     answers: mpsc::Receiver<Answer>,
@@ -132,8 +129,8 @@ pub struct ProbeSession {
     span: crate::telemetry::Span,
     /// Quiet time after which the probe gets a heartbeat.
     heartbeat: Duration,
-    /// When the last message went to the probe (µs since the epoch).
-    last_sent_us: AtomicI64,
+    /// Clients were told the daemon stopped reading the probe.
+    unread_noted: bool,
 }
 
 /// How long a reconnected probe's new session waits for its old one to end
@@ -144,20 +141,37 @@ const HEARTBEAT_MIN: Duration = Duration::from_secs(1);
 const HEARTBEAT_MAX: Duration = Duration::from_secs(3600);
 
 impl ProbeSession {
-    /// Sends to the probe without waiting: a probe that stopped reading is a
-    /// probe that is gone.
-    fn send(&self, message: Out) -> bool {
-        self.last_sent_us.store(now_us(), Ordering::Relaxed);
-        self.out
-            .try_send(Ok(ConnectResponse {
-                message: Some(message),
-            }))
-            .is_ok()
+    /// Sends a control message to the probe without waiting; it is never
+    /// dropped (`outbox.rs`).
+    fn send(&mut self, message: Out) {
+        self.out.send(message);
+    }
+
+    /// Room for a message the probe must get before anything changes (the
+    /// Resume of a client's answer, an evaluation), or `PROBE_NOT_READING`.
+    fn reserve(&mut self) -> ApiResult<Permit> {
+        self.out.reserve_now().ok_or_else(|| {
+            ApiError::new(
+                ErrorReason::ProbeNotReading,
+                format!(
+                    "the probe has not read what was sent to it for {} ms, so the answer \
+                     could not reach it; nothing changed and the pause stays pending: \
+                     answer again once it reads",
+                    self.out.stalled_for().as_millis()
+                ),
+            )
+        })
+    }
+
+    /// How long a probe may leave what it was sent unread while something
+    /// waits for it: two heartbeat intervals, as a quiet probe is given.
+    fn stall_grace(&self) -> Duration {
+        self.heartbeat * 2
     }
 
     /// When the next heartbeat is due: the interval after the last message.
     fn heartbeat_at(&self) -> Instant {
-        let quiet = now_us().saturating_sub(self.last_sent_us.load(Ordering::Relaxed));
+        let quiet = now_us().saturating_sub(self.out.last_sent_us());
         let quiet = Duration::from_micros(u64::try_from(quiet).unwrap_or(0));
         Instant::now() + self.heartbeat.saturating_sub(quiet)
     }
@@ -177,7 +191,7 @@ impl ProbeSession {
         id: String,
         hello: Hello,
         previous_session_id: String,
-        out: Outbox,
+        out: outbox::Sender,
         commands: Mailbox,
         output: Arc<Mutex<OutputBuffer>>,
     ) -> Self {
@@ -243,7 +257,7 @@ impl ProbeSession {
             id,
             hello,
             session,
-            out,
+            out: Outbox::new(out),
             commands,
             answers,
             mode: Mode::Breakpoints,
@@ -260,7 +274,7 @@ impl ProbeSession {
             matchers: None,
             span,
             heartbeat,
-            last_sent_us: AtomicI64::new(now_us()),
+            unread_noted: false,
         }
     }
 
@@ -309,9 +323,11 @@ impl ProbeSession {
         let heartbeat = tokio::time::sleep(self.heartbeat);
         tokio::pin!(heartbeat);
         while !self.ended {
+            self.note_reading();
             let deadline = self.next_deadline();
             tokio::select! {
-                message = inbound.next() => match message {
+                // A probe that leaves its answers unread is not read either.
+                message = inbound.next(), if self.out.backlog_len() < outbox::BACKLOG_READ_LIMIT => match message {
                     Some(Ok(request)) => self.on_probe(request).await,
                     Some(Err(status)) => {
                         let detail = format!("the probe's stream failed: {}", status.message());
@@ -321,15 +337,31 @@ impl ProbeSession {
                 },
                 Some(command) = self.commands.recv() => self.on_command(command).await,
                 Some(answer) = self.answers.recv() => answer::answer(&mut self, answer).await,
+                Some(permit) = self.out.room(), if self.out.waiting_for_room() => self.out.on_room(permit),
                 () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => self.on_deadline().await,
                 () = &mut heartbeat => {
                     if self.heartbeat_at() <= Instant::now() {
-                        self.send(Out::Heartbeat(HeartbeatEvent { last_seq: self.ctx.bus.last_seq() }));
+                        self.out.heartbeat(Out::Heartbeat(HeartbeatEvent { last_seq: self.ctx.bus.last_seq() }));
                     }
                     heartbeat.as_mut().reset(self.heartbeat_at());
                 }
             }
         }
+    }
+
+    /// Tells clients once when the daemon stops reading a probe that leaves
+    /// its answers unread, so a watcher learns why its reports stopped and
+    /// its answers are refused.
+    fn note_reading(&mut self) {
+        let stopped = self.out.backlog_len() >= outbox::BACKLOG_READ_LIMIT;
+        if stopped && !self.unread_noted {
+            self.notify(
+                NotificationLevel::Warning,
+                "the probe is not reading its stream: the daemon stops reading it, and answers \
+                 to its holds are refused with PROBE_NOT_READING until it reads again",
+            );
+        }
+        self.unread_noted = stopped;
     }
 
     /// Why the session ends when the probe's stream does: a program told
@@ -346,7 +378,13 @@ impl ProbeSession {
         let holds = self.hold_deadlines.first().map(|(d, _)| *d);
         let evals = self.evals.values().map(|e| e.deadline);
         let waits = self.waiters.iter().filter_map(|w| w.deadline);
-        holds.into_iter().chain(evals).chain(waits).min()
+        let stall = self.out.stall_deadline(self.stall_grace());
+        holds
+            .into_iter()
+            .chain(evals)
+            .chain(waits)
+            .chain(stall)
+            .min()
     }
 
     // ----- arming ---------------------------------------------------------
@@ -445,23 +483,31 @@ impl ProbeSession {
         }));
     }
 
+    /// Answers a hit: through room reserved for it when a client's answer
+    /// must reach the probe before the pause resolves, else as any control
+    /// message.
     fn resume(
-        &self,
+        &mut self,
         hit_id: &str,
         decision: ResumeDecision,
         value: Option<prost_types::Value>,
         armed: Option<Armed>,
+        permit: Option<Permit>,
     ) {
-        self.send(Out::Resume(Resume {
+        let resume = Out::Resume(Resume {
             hit_id: hit_id.to_owned(),
             decision: decision.into(),
             value,
             armed,
-        }));
+        });
+        match permit {
+            Some(permit) => self.out.send_reserved(permit, resume),
+            None => self.send(resume),
+        }
     }
 
     /// Answers a Hit that does not hold with why; the stream goes on.
-    fn refuse(&self, hit_id: &str, error: &ApiError) {
+    fn refuse(&mut self, hit_id: &str, error: &ApiError) {
         tracing::debug!(session = %self.id, hit_id, %error, "hit refused");
         self.send(Out::Refused(HitRefused {
             hit_id: hit_id.to_owned(),
@@ -536,7 +582,7 @@ impl ProbeSession {
             let limit = self.hold_limit;
             return self.hold(hit, point, limit, None);
         }
-        self.resume(&hit.hit_id, ResumeDecision::Continue, None, None);
+        self.resume(&hit.hit_id, ResumeDecision::Continue, None, None, None);
     }
 
     /// A hold the program kept across a lost stream, re-reported after
@@ -562,7 +608,7 @@ impl ProbeSession {
                     crate::error::quote(&hit.hit_id)
                 ),
             );
-            return self.resume(&hit.hit_id, ResumeDecision::Continue, None, None);
+            return self.resume(&hit.hit_id, ResumeDecision::Continue, None, None, None);
         };
         let point = hit.point.clone().unwrap_or_default();
         self.hold(hit, point, left, Some(since));
@@ -922,9 +968,23 @@ impl ProbeSession {
                         ExecOp::Step(..) => (Mode::Step, CommandKind::Next),
                         _ => (Mode::Breakpoints, CommandKind::Continue),
                     };
+                    let permit = match self.reserve() {
+                        Ok(permit) => permit,
+                        Err(error) => {
+                            let _ = reply.send(Err(error.with("key", key.as_str())));
+                            return;
+                        }
+                    };
                     self.mode = mode;
-                    self.release(&key, ResumeDecision::Continue, None, kind, "api")
-                        .await;
+                    self.release(
+                        &key,
+                        ResumeDecision::Continue,
+                        None,
+                        kind,
+                        "api",
+                        Some(permit),
+                    )
+                    .await;
                     let _ = reply.send(Ok(StableState {
                         state: self.session.state,
                         ..Default::default()
@@ -974,7 +1034,7 @@ impl ProbeSession {
                 };
                 let keys: Vec<String> = self.book.entries().map(|e| e.pause.key.clone()).collect();
                 for key in keys {
-                    self.release(&key, decision, None, command, "disconnect")
+                    self.release(&key, decision, None, command, "disconnect", None)
                         .await;
                 }
                 self.end(reason, "a client disconnected the session".into())
@@ -989,6 +1049,7 @@ impl ProbeSession {
     }
 
     /// Ends a hold: the probe goes on as decided, under the current mode.
+    /// A client's answer brings the room reserved for its Resume.
     async fn release(
         &mut self,
         key: &str,
@@ -996,6 +1057,7 @@ impl ProbeSession {
         value: Option<prost_types::Value>,
         command: CommandKind,
         by: &str,
+        permit: Option<Permit>,
     ) {
         let Some(hit_id) = self.book.get(key).map(|e| e.data.hit.hit_id.clone()) else {
             return;
@@ -1005,7 +1067,7 @@ impl ProbeSession {
         // span around the hold.
         let armed = self.armed().await;
         let answered = SystemTime::now();
-        self.resume(&hit_id, decision, value, Some(armed));
+        self.resume(&hit_id, decision, value, Some(armed), permit);
         if let Some(entry) = self.book.resolve_at(key, command, by, answered) {
             self.forget(&entry);
         }
@@ -1142,6 +1204,18 @@ impl ProbeSession {
 
     async fn on_deadline(&mut self) {
         let now = Instant::now();
+        if self
+            .out
+            .stall_deadline(self.stall_grace())
+            .is_some_and(|d| d <= now)
+        {
+            let detail = format!(
+                "the probe read nothing of its stream for {} s while the daemon had \
+                 messages for it; its holds were given up and are re-reported when it reconnects",
+                self.out.stalled_for().as_secs()
+            );
+            return self.end(EndReason::ProbeUnresponsive, detail).await;
+        }
         let mut expired = Vec::new();
         while let Some((deadline, _)) = self.hold_deadlines.first()
             && *deadline <= now
@@ -1161,6 +1235,7 @@ impl ProbeSession {
                 None,
                 CommandKind::Continue,
                 "hold-limit",
+                None,
             )
             .await;
         }
@@ -1202,6 +1277,7 @@ impl ProbeSession {
         let by = match reason {
             EndReason::ProbeDisconnected => "disconnect",
             EndReason::DaemonShutdown => "daemon-shutdown",
+            EndReason::ProbeUnresponsive => "probe-unresponsive",
             _ => "session-ended",
         };
         self.book
@@ -1258,6 +1334,8 @@ impl PauseOwner for ProbeSession {
         if value.is_some() {
             decision = ResumeDecision::Replace;
         }
+        // The Resume must reach the probe's stream, or nothing changes.
+        let permit = self.reserve()?;
         match go {
             Go::Quit => self.quitting = true,
             Go::ContinueAll => self.notify(
@@ -1267,7 +1345,8 @@ impl PauseOwner for ProbeSession {
             _ => {}
         }
         self.mode = mode;
-        self.release(key, decision, value, command, by).await;
+        self.release(key, decision, value, command, by, Some(permit))
+            .await;
         Ok(())
     }
 
@@ -1277,18 +1356,21 @@ impl PauseOwner for ProbeSession {
             return;
         };
         let eval_id = uuid::Uuid::now_v7().simple().to_string();
-        let sent = self.send(Out::Eval(Eval {
-            hit_id,
-            eval_id: eval_id.clone(),
-            code: code.clone(),
-        }));
-        if !sent {
-            let _ = reply.send(Err(ApiError::new(
-                ErrorReason::SessionEnded,
-                "the probe is not reading",
-            )));
-            return;
-        }
+        let permit = match self.reserve() {
+            Ok(permit) => permit,
+            Err(error) => {
+                let _ = reply.send(Err(error.with("key", key)));
+                return;
+            }
+        };
+        self.out.send_reserved(
+            permit,
+            Out::Eval(Eval {
+                hit_id,
+                eval_id: eval_id.clone(),
+                code: code.clone(),
+            }),
+        );
         self.evals.insert(
             eval_id,
             PendingEval {

@@ -131,8 +131,11 @@ pub(crate) async fn answer<O: PauseOwner>(owner: &mut O, answer: Answer) {
                     owner.book().resolve(&key, kind, &by);
                     Ok(response(kind, None))
                 }
-                // A refused value is an eval_error, and the pause is re-prompted.
-                Err(error) if injecting => Err(owner.book().failed(&key, error)),
+                // A refused value is an eval_error, and the pause is re-prompted;
+                // an answer the probe could not be sent changed nothing.
+                Err(error) if injecting && error.reason() != ErrorReason::ProbeNotReading => {
+                    Err(owner.book().failed(&key, error))
+                }
                 Err(error) => Err(error.with("key", key.as_str())),
             }
         }

@@ -1,0 +1,272 @@
+//! A probe that stops reading its stream never loses an answer: while what
+//! the daemon sent it sits unread, an answer to its hold is refused with
+//! PROBE_NOT_READING and the pause stays; the arming it missed and the
+//! answer given once it reads again reach it; a probe that never reads
+//! again ends as PROBE_UNRESPONSIVE.
+
+use prost_types::{Value, value::Kind};
+use stepd_e2e::{
+    DEADLINE, Daemon, Subscription, dap,
+    probe::{Probe, hello},
+    reason,
+};
+use stepd_proto::v1::{
+    BreakpointSpec, ConnectRequest, DebugCommand, DebugInput, EndReason, Hello, Hit,
+    ListPausesRequest, ObservedReport, PointInfo, ProbeMatch, Reports, ResumeDecision,
+    SendDebugInputRequest, Watch, breakpoint_spec::Location, connect_request::Message as In,
+    connect_response::Message as Out, debug_command::Command, event::Payload,
+    session_service_client::SessionServiceClient,
+};
+use tokio::sync::mpsc;
+use tonic::transport::{Channel, Endpoint};
+
+/// Duplicate hits the probe sends while it reads nothing: each is answered
+/// with a refusal, together far more than the stream's queue and HTTP/2
+/// buffers hold.
+const FILLER: usize = 6000;
+
+/// A connection whose receive windows are HTTP/2's smallest, so a probe
+/// that does not read fills them soon.
+async fn small_window_channel(daemon: &Daemon) -> Channel {
+    Endpoint::from_shared(format!("http://{}", daemon.addr))
+        .unwrap()
+        .initial_stream_window_size(Some(65_535))
+        .initial_connection_window_size(Some(65_535))
+        .connect()
+        .await
+        .unwrap()
+}
+
+fn text(s: &str) -> Value {
+    Value {
+        kind: Some(Kind::StringValue(s.into())),
+    }
+}
+
+fn held_hit() -> Hit {
+    Hit {
+        hit_id: "held".into(),
+        point: Some(PointInfo {
+            kind: "tool_call".into(),
+            name: "Bash".into(),
+            payload: Some(text("ls")),
+            ..Default::default()
+        }),
+        coor: vec![0],
+        ..Default::default()
+    }
+}
+
+/// Holds the probe at one point and returns the pause's key.
+async fn hold(probe: &Probe, sub: &mut Subscription) -> String {
+    probe.send(In::Hit(held_hit())).await;
+    let event = sub
+        .wait_for("the hold's pause", |e| {
+            e.session_id == probe.session_id && matches!(e.payload, Some(Payload::Stopped(_)))
+        })
+        .await;
+    let Some(Payload::Stopped(stopped)) = event.payload else {
+        unreachable!()
+    };
+    stopped.pause.unwrap().key
+}
+
+/// Sends the duplicate hits and then a marker report from a task of their
+/// own (the daemon stops reading a probe that does not read, so the sends
+/// may wait), and waits until the daemon either published the marker (it
+/// read everything and its replies were dropped or queued) or said it
+/// stopped reading the probe.
+async fn fill(probe: &Probe, sub: &mut Subscription) -> tokio::task::JoinHandle<()> {
+    let tx: mpsc::Sender<ConnectRequest> = probe.tx.clone();
+    let sending = tokio::spawn(async move {
+        for _ in 0..FILLER {
+            let message = ConnectRequest {
+                message: Some(In::Hit(held_hit())),
+            };
+            if tx.send(message).await.is_err() {
+                return;
+            }
+        }
+        let marker = Reports {
+            observed: vec![ObservedReport {
+                kind: "marker".into(),
+                name: "filled".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let _ = tx
+            .send(ConnectRequest {
+                message: Some(In::Reports(marker)),
+            })
+            .await;
+    });
+    let session = probe.session_id.clone();
+    sub.wait_for("the marker or the notice that the probe is not read", |e| {
+        e.session_id == session
+            && match &e.payload {
+                Some(Payload::Observed(o)) => o.kind == "marker",
+                Some(Payload::Notification(n)) => n.message.contains("not reading"),
+                _ => false,
+            }
+    })
+    .await;
+    sending
+}
+
+fn probe_breakpoint() -> BreakpointSpec {
+    BreakpointSpec {
+        location: Some(Location::Probe(ProbeMatch {
+            point_kind: "tool_call".into(),
+            name_glob: "Deploy*".into(),
+        })),
+        ..Default::default()
+    }
+}
+
+async fn answer(daemon: &Daemon, key: &str) -> Result<(), tonic::Status> {
+    SessionServiceClient::new(daemon.channel().await)
+        .send_debug_input(SendDebugInputRequest {
+            input: Some(DebugInput {
+                key: key.into(),
+                command: Some(DebugCommand {
+                    command: Some(Command::Continue(Default::default())),
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .map(|_| ())
+}
+
+async fn pending_keys(daemon: &Daemon) -> Vec<String> {
+    SessionServiceClient::new(daemon.channel().await)
+        .list_pauses(ListPausesRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .pauses
+        .into_iter()
+        .map(|p| p.key)
+        .collect()
+}
+
+async fn watched_daemon() -> (Daemon, Subscription) {
+    let daemon = Daemon::start(&[]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    (daemon, sub)
+}
+
+#[tokio::test]
+async fn an_answer_waits_for_a_probe_that_stopped_reading_and_reaches_it_once_it_reads() {
+    let (daemon, mut sub) = watched_daemon().await;
+    let channel = small_window_channel(&daemon).await;
+    let (mut probe, _) = Probe::open_on(channel, hello("slow-reader"), "").await;
+    let key = hold(&probe, &mut sub).await;
+
+    let sending = fill(&probe, &mut sub).await;
+    // An arming change while the probe reads nothing: it must reach it later.
+    let breakpoint = dap::add_breakpoint(&daemon, probe_breakpoint()).await;
+
+    let refused = answer(&daemon, &key)
+        .await
+        .expect_err("an answer to a probe that reads nothing cannot reach it");
+    assert_eq!(reason(&refused), "PROBE_NOT_READING", "{refused:?}");
+    assert!(
+        pending_keys(&daemon).await.contains(&key),
+        "a refused answer leaves the pause pending"
+    );
+
+    // The probe reads again: every refusal, then the arming it missed.
+    let mut refusals = 0;
+    let mut armed_with_breakpoint = false;
+    let read_all = tokio::time::timeout(DEADLINE * 2, async {
+        while refusals < FILLER || !armed_with_breakpoint {
+            let message = probe.rx.message().await.unwrap().unwrap().message.unwrap();
+            match message {
+                Out::Refused(r) => {
+                    assert_eq!(r.hit_id, "held");
+                    refusals += 1;
+                }
+                Out::Armed(a) => {
+                    armed_with_breakpoint =
+                        a.matchers.iter().any(|m| m.breakpoint_id == breakpoint);
+                }
+                Out::Resume(r) => panic!("a Resume nobody gave arrived: {r:?}"),
+                _ => {}
+            }
+        }
+    })
+    .await;
+    read_all.expect("every refusal and the latest arming reach the probe once it reads");
+    tokio::time::timeout(DEADLINE, sending)
+        .await
+        .expect("the daemon reads the probe again once it reads")
+        .unwrap();
+
+    answer(&daemon, &key)
+        .await
+        .expect("the pause is answerable again once the probe reads");
+    let resume = tokio::time::timeout(DEADLINE, async {
+        loop {
+            if let Out::Resume(r) = probe.rx.message().await.unwrap().unwrap().message.unwrap() {
+                return r;
+            }
+        }
+    })
+    .await
+    .expect("the Resume reaches the probe");
+    assert_eq!(resume.hit_id, "held");
+    assert_eq!(resume.decision, ResumeDecision::Continue as i32);
+    assert!(!pending_keys(&daemon).await.contains(&key));
+}
+
+#[tokio::test]
+async fn a_probe_that_never_reads_again_ends_as_unresponsive_and_its_hold_is_reported() {
+    let (daemon, mut sub) = watched_daemon().await;
+    let channel = small_window_channel(&daemon).await;
+    let hello = Hello {
+        heartbeat_interval: Some(prost_types::Duration {
+            seconds: 5,
+            nanos: 0,
+        }),
+        ..hello("stuck-reader")
+    };
+    let (probe, _) = Probe::open_on(channel, hello, "").await;
+    let key = hold(&probe, &mut sub).await;
+    let _sending = fill(&probe, &mut sub).await;
+
+    let refused = answer(&daemon, &key)
+        .await
+        .expect_err("an answer to a probe that reads nothing cannot reach it");
+    assert_eq!(reason(&refused), "PROBE_NOT_READING", "{refused:?}");
+
+    let session = probe.session_id.clone();
+    let resolved = sub
+        .wait_for(
+            "the hold given up",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == key),
+        )
+        .await;
+    let Some(Payload::PauseResolved(resolved)) = resolved.payload else {
+        unreachable!()
+    };
+    assert_eq!(resolved.by, "probe-unresponsive");
+    let ended = sub
+        .wait_for("the session's end", |e| {
+            e.session_id == session && matches!(e.payload, Some(Payload::SessionEnded(_)))
+        })
+        .await;
+    let Some(Payload::SessionEnded(ended)) = ended.payload else {
+        unreachable!()
+    };
+    assert_eq!(ended.reason, EndReason::ProbeUnresponsive as i32);
+    assert!(ended.detail.contains("read nothing"), "{}", ended.detail);
+    assert!(pending_keys(&daemon).await.is_empty());
+    // The probe is still connected and reading nothing: a second answer
+    // finds no pause, never a Resume nobody will read.
+    let again = answer(&daemon, &key).await.expect_err("the pause is gone");
+    assert_eq!(reason(&again), "PAUSE_NOT_FOUND");
+    drop(probe);
+}
