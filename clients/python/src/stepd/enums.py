@@ -202,6 +202,9 @@ class EndReason(NamedEnum):
     REPLICA_LOST = 10
     """The replica that ran the session stopped renewing its lease in the session directory (it died or lost the database); `end_detail` names it."""
 
+    PROBE_UNRESPONSIVE = 11
+    """The probe stopped reading its stream: what the daemon sent it stayed unread past its heartbeat rules (`end_detail` says how long). Its holds were given up without an answer; the program re-reports them when it reconnects."""
+
 
 class ErrorReason(NamedEnum):
     """ErrorReason is the fixed set of reasons stepd puts in the `google.rpc.ErrorInfo` detail of every error status (domain "stepd.dev"). The string sent in `ErrorInfo.reason` is the value's name without the `ERROR_REASON_` prefix, e.g. "SESSION_NOT_FOUND". `ErrorInfo.metadata` carries the specifics (ids, paths, limits). docs/errors.md has the table with gRPC codes and the stepctl exit code of each reason."""
@@ -283,6 +286,12 @@ class ErrorReason(NamedEnum):
 
     REPLICA_UNAVAILABLE = 25
     """The session runs on another replica, which did not answer the forwarded call; `replica` names it (UNAVAILABLE)."""
+
+    TOKEN_EXPIRED = 26
+    """The bearer token is known but past its expiry in the tokens file; a new one is needed (UNAUTHENTICATED)."""
+
+    PROBE_NOT_READING = 27
+    """The probe has not read what the daemon already sent it, so an answer or arming could not reach it in time; nothing changed and the pause stays pending (UNAVAILABLE)."""
 
 
 class EvaluateContext(NamedEnum):

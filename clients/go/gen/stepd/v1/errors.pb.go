@@ -82,6 +82,10 @@ const (
 	ErrorReason_ERROR_REASON_ADAPTER_ERROR ErrorReason = 24
 	// The session runs on another replica, which did not answer the forwarded call; `replica` names it (UNAVAILABLE).
 	ErrorReason_ERROR_REASON_REPLICA_UNAVAILABLE ErrorReason = 25
+	// The bearer token is known but past its expiry in the tokens file; a new one is needed (UNAUTHENTICATED).
+	ErrorReason_ERROR_REASON_TOKEN_EXPIRED ErrorReason = 26
+	// The probe has not read what the daemon already sent it, so an answer or arming could not reach it in time; nothing changed and the pause stays pending (UNAVAILABLE).
+	ErrorReason_ERROR_REASON_PROBE_NOT_READING ErrorReason = 27
 )
 
 // Enum value maps for ErrorReason.
@@ -113,6 +117,8 @@ var (
 		23: "ERROR_REASON_LAUNCH_FAILED",
 		24: "ERROR_REASON_ADAPTER_ERROR",
 		25: "ERROR_REASON_REPLICA_UNAVAILABLE",
+		26: "ERROR_REASON_TOKEN_EXPIRED",
+		27: "ERROR_REASON_PROBE_NOT_READING",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -141,6 +147,8 @@ var (
 		"ERROR_REASON_LAUNCH_FAILED":          23,
 		"ERROR_REASON_ADAPTER_ERROR":          24,
 		"ERROR_REASON_REPLICA_UNAVAILABLE":    25,
+		"ERROR_REASON_TOKEN_EXPIRED":          26,
+		"ERROR_REASON_PROBE_NOT_READING":      27,
 	}
 )
 
@@ -175,7 +183,7 @@ var File_stepd_v1_errors_proto protoreflect.FileDescriptor
 
 const file_stepd_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15stepd/v1/errors.proto\x12\bstepd.v1*\xfe\x06\n" +
+	"\x15stepd/v1/errors.proto\x12\bstepd.v1*\xc2\a\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_SESSION_NOT_FOUND\x10\x01\x12 \n" +
@@ -203,7 +211,9 @@ const file_stepd_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_INVALID_VALUE\x10\x16\x12\x1e\n" +
 	"\x1aERROR_REASON_LAUNCH_FAILED\x10\x17\x12\x1e\n" +
 	"\x1aERROR_REASON_ADAPTER_ERROR\x10\x18\x12$\n" +
-	" ERROR_REASON_REPLICA_UNAVAILABLE\x10\x19B<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
+	" ERROR_REASON_REPLICA_UNAVAILABLE\x10\x19\x12\x1e\n" +
+	"\x1aERROR_REASON_TOKEN_EXPIRED\x10\x1a\x12\"\n" +
+	"\x1eERROR_REASON_PROBE_NOT_READING\x10\x1bB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
 
 var (
 	file_stepd_v1_errors_proto_rawDescOnce sync.Once

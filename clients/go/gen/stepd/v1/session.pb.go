@@ -165,6 +165,11 @@ const (
 	// The replica that ran the session stopped renewing its lease in the
 	// session directory (it died or lost the database); `end_detail` names it.
 	EndReason_END_REASON_REPLICA_LOST EndReason = 10
+	// The probe stopped reading its stream: what the daemon sent it stayed
+	// unread past its heartbeat rules (`end_detail` says how long). Its holds
+	// were given up without an answer; the program re-reports them when it
+	// reconnects.
+	EndReason_END_REASON_PROBE_UNRESPONSIVE EndReason = 11
 )
 
 // Enum value maps for EndReason.
@@ -181,6 +186,7 @@ var (
 		8:  "END_REASON_QUIT",
 		9:  "END_REASON_SIGNALED",
 		10: "END_REASON_REPLICA_LOST",
+		11: "END_REASON_PROBE_UNRESPONSIVE",
 	}
 	EndReason_value = map[string]int32{
 		"END_REASON_UNSPECIFIED":        0,
@@ -194,6 +200,7 @@ var (
 		"END_REASON_QUIT":               8,
 		"END_REASON_SIGNALED":           9,
 		"END_REASON_REPLICA_LOST":       10,
+		"END_REASON_PROBE_UNRESPONSIVE": 11,
 	}
 )
 
@@ -3978,7 +3985,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x16SESSION_STATE_STARTING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x17\n" +
-	"\x13SESSION_STATE_ENDED\x10\x04*\xbc\x02\n" +
+	"\x13SESSION_STATE_ENDED\x10\x04*\xdf\x02\n" +
 	"\tEndReason\x12\x1a\n" +
 	"\x16END_REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11END_REASON_EXITED\x10\x01\x12\x19\n" +
@@ -3991,7 +3998,8 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x0fEND_REASON_QUIT\x10\b\x12\x17\n" +
 	"\x13END_REASON_SIGNALED\x10\t\x12\x1b\n" +
 	"\x17END_REASON_REPLICA_LOST\x10\n" +
-	"*l\n" +
+	"\x12!\n" +
+	"\x1dEND_REASON_PROBE_UNRESPONSIVE\x10\v*l\n" +
 	"\x0eDisconnectMode\x12\x1f\n" +
 	"\x1bDISCONNECT_MODE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19DISCONNECT_MODE_TERMINATE\x10\x01\x12\x1a\n" +

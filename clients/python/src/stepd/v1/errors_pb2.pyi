@@ -74,6 +74,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION)."""
     ERROR_REASON_REPLICA_UNAVAILABLE: _ErrorReason.ValueType  # 25
     """The session runs on another replica, which did not answer the forwarded call; `replica` names it (UNAVAILABLE)."""
+    ERROR_REASON_TOKEN_EXPIRED: _ErrorReason.ValueType  # 26
+    """The bearer token is known but past its expiry in the tokens file; a new one is needed (UNAUTHENTICATED)."""
+    ERROR_REASON_PROBE_NOT_READING: _ErrorReason.ValueType  # 27
+    """The probe has not read what the daemon already sent it, so an answer or arming could not reach it in time; nothing changed and the pause stays pending (UNAVAILABLE)."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the fixed set of reasons stepd puts in the `google.rpc.ErrorInfo`
@@ -136,4 +140,8 @@ ERROR_REASON_ADAPTER_ERROR: ErrorReason.ValueType  # 24
 """The adapter refused a request (e.g. an expression that does not evaluate); the message has its words (FAILED_PRECONDITION)."""
 ERROR_REASON_REPLICA_UNAVAILABLE: ErrorReason.ValueType  # 25
 """The session runs on another replica, which did not answer the forwarded call; `replica` names it (UNAVAILABLE)."""
+ERROR_REASON_TOKEN_EXPIRED: ErrorReason.ValueType  # 26
+"""The bearer token is known but past its expiry in the tokens file; a new one is needed (UNAUTHENTICATED)."""
+ERROR_REASON_PROBE_NOT_READING: ErrorReason.ValueType  # 27
+"""The probe has not read what the daemon already sent it, so an answer or arming could not reach it in time; nothing changed and the pause stays pending (UNAVAILABLE)."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -112,6 +112,12 @@ class _EndReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EndReason.V
     """The replica that ran the session stopped renewing its lease in the
     session directory (it died or lost the database); `end_detail` names it.
     """
+    END_REASON_PROBE_UNRESPONSIVE: _EndReason.ValueType  # 11
+    """The probe stopped reading its stream: what the daemon sent it stayed
+    unread past its heartbeat rules (`end_detail` says how long). Its holds
+    were given up without an answer; the program re-reports them when it
+    reconnects.
+    """
 
 class EndReason(_EndReason, metaclass=_EndReasonEnumTypeWrapper):
     """Why a session ended."""
@@ -141,6 +147,12 @@ is no exit code.
 END_REASON_REPLICA_LOST: EndReason.ValueType  # 10
 """The replica that ran the session stopped renewing its lease in the
 session directory (it died or lost the database); `end_detail` names it.
+"""
+END_REASON_PROBE_UNRESPONSIVE: EndReason.ValueType  # 11
+"""The probe stopped reading its stream: what the daemon sent it stayed
+unread past its heartbeat rules (`end_detail` says how long). Its holds
+were given up without an answer; the program re-reports them when it
+reconnects.
 """
 Global___EndReason: _TypeAlias = EndReason  # noqa: Y015
 
