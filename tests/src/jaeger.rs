@@ -1,7 +1,7 @@
 //! A real Jaeger for the OpenTelemetry tests (v2 all-in-one, in memory,
-//! every port on loopback; `.tools/bin/jaeger`, absent = the test is
-//! skipped with a reason), its query API polled until a trace holds what a
-//! test waits for, and daemons that export to it.
+//! every port on loopback; `.tools/bin/jaeger`, installed by `scripts/tools`:
+//! without it the test fails, naming it), its query API polled until a trace
+//! holds what a test waits for, and daemons that export to it.
 
 use std::{
     io::{Read as _, Write as _},
@@ -33,18 +33,29 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-fn jaeger_bin() -> Option<PathBuf> {
-    let path = repo_root().join(".tools/bin/jaeger");
-    path.is_file().then_some(path)
+/// `.tools/bin/jaeger`, or a `jaeger` on PATH (`scripts/tools --env` puts
+/// a shared checkout's tools there); neither fails the test, naming it.
+fn jaeger_bin() -> PathBuf {
+    let local = repo_root().join(".tools/bin/jaeger");
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join("jaeger"));
+    std::iter::once(local.clone())
+        .chain(on_path)
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "jaeger is missing: not at {} nor on PATH; run scripts/tools, which installs it",
+                local.display()
+            )
+        })
 }
 
 impl Jaeger {
-    /// Starts Jaeger, or says why the test is skipped.
-    pub async fn start() -> Option<Self> {
-        let Some(bin) = jaeger_bin() else {
-            eprintln!("skipped: .tools/bin/jaeger is not installed (scripts/tools installs it)");
-            return None;
-        };
+    /// Starts Jaeger; a missing Jaeger fails the test.
+    pub async fn start() -> Self {
+        let bin = jaeger_bin();
         let template =
             std::fs::read_to_string(repo_root().join("tests/fixtures/jaeger/config.yaml.in"))
                 .expect("the Jaeger config template");
@@ -77,7 +88,7 @@ impl Jaeger {
                     .get("/api/services")
                     .is_some_and(|(code, _)| code == 200);
             if ready {
-                return Some(jaeger);
+                return jaeger;
             }
             assert!(
                 Instant::now() < deadline,

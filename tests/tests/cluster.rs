@@ -3,7 +3,7 @@
 //! directory, relayed events and forwarded calls), and a replica that dies
 //! loses its sessions when its lease runs out.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use stepd_e2e::{
     DEADLINE, Daemon, Subscription, dap, haproxy::Haproxy, held, postgres, probe::Probe, reason,
@@ -19,13 +19,39 @@ use stepd_proto::v1::{
     subscribe_request::Message as SubscribeMessage,
 };
 
-/// A replica with a lease short enough for a test to see it run out, long
-/// enough for a call made right after a kill to fall within it.
+/// The replicas' lease: short enough for a test to see it run out, long
+/// enough for a call made right after a kill to fall within it (two thirds
+/// of it are left at the least, a renewal being a third of a lease apart).
+const LEASE: Duration = Duration::from_secs(3);
+
+/// How soon after a replica dies every other replica reports its sessions
+/// lost: when its lease runs out, plus a second for reading the directory
+/// and sending the event.
+const LOST_WITHIN: Duration = Duration::from_secs(LEASE.as_secs() + 1);
+
 async fn replica(url: &str) -> (Daemon, Subscription) {
-    let daemon = Daemon::start(&["--database-url", url, "--replica-lease", "3s"]).await;
+    replica_leased(url, LEASE).await
+}
+
+async fn replica_leased(url: &str, lease: Duration) -> (Daemon, Subscription) {
+    let lease = format!("{}s", lease.as_secs());
+    let daemon = Daemon::start(&["--database-url", url, "--replica-lease", &lease]).await;
     let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
     sub.next().await;
     (daemon, sub)
+}
+
+/// Waits until `sub` shows `session` ended because its replica was lost,
+/// and returns how long after `killed` it came.
+async fn lost(sub: &mut Subscription, session: &str, killed: Instant) -> Duration {
+    let event = dap::ended(sub, session).await;
+    let after = killed.elapsed();
+    let Some(Payload::SessionEnded(ended)) = event.payload else {
+        panic!("a session_ended event, got {event:?}")
+    };
+    assert_eq!(ended.reason, EndReason::ReplicaLost as i32, "{ended:?}");
+    assert!(ended.detail.contains("lease"), "{}", ended.detail);
+    after
 }
 
 /// A STOP breakpoint at the tool call "Bash" the holds below report.
@@ -281,15 +307,18 @@ async fn a_pause_held_on_one_replica_is_answered_from_another_exactly_once() {
 #[tokio::test]
 async fn a_killed_replica_loses_its_sessions_when_its_lease_runs_out() {
     let url = postgres::database("cluster_lease");
-    let (a, mut on_a) = replica(&url).await;
+    // B, which dies, has the short lease. A's is long, its own renewals 20 s
+    // apart: A must look when B's lease runs out, not at its next renewal.
     let (mut b, _) = replica(&url).await;
+    replicas_in_directory(&url, 1).await;
+    let (a, mut on_a) = replica_leased(&url, Duration::from_secs(60)).await;
     let (probe, _) = Probe::connect(&b, &[]).await;
     let session = probe.session_id.clone();
     started(&mut on_a, &session).await;
 
+    let killed = Instant::now();
     b.child.start_kill().unwrap();
     b.child.wait().await.unwrap();
-    let killed = Instant::now();
     // Until the lease runs out the session is B's: a call about it says B
     // does not answer.
     let err = SessionServiceClient::new(a.channel().await)
@@ -300,13 +329,12 @@ async fn a_killed_replica_loses_its_sessions_when_its_lease_runs_out() {
         .unwrap_err();
     assert_eq!(reason(&err), "REPLICA_UNAVAILABLE", "{err:?}");
 
-    let ended = dap::ended(&mut on_a, &session).await;
-    let Some(Payload::SessionEnded(ended)) = ended.payload else {
-        unreachable!()
-    };
-    assert_eq!(ended.reason, EndReason::ReplicaLost as i32);
-    assert!(ended.detail.contains("lease"), "{}", ended.detail);
-    eprintln!("ended on A {:?} after the kill", killed.elapsed());
+    let after = lost(&mut on_a, &session, killed).await;
+    eprintln!("ended on A {after:?} after the kill");
+    assert!(
+        after <= LOST_WITHIN,
+        "ended on A {after:?} after the kill; B's lease is {LEASE:?}"
+    );
     // Ended, it is answered here again.
     let got = SessionServiceClient::new(a.channel().await)
         .get_session(GetSessionRequest {
@@ -321,6 +349,18 @@ async fn a_killed_replica_loses_its_sessions_when_its_lease_runs_out() {
     );
     drop(probe);
     a.stop().await;
+}
+
+/// Waits until the session directory lists `n` replicas.
+async fn replicas_in_directory(url: &str, n: usize) {
+    let deadline = Instant::now() + DEADLINE;
+    while postgres::query(url, "SELECT count(*) FROM stepd_replicas") != n.to_string() {
+        assert!(
+            Instant::now() < deadline,
+            "never {n} replicas in the directory"
+        );
+        tokio::task::yield_now().await;
+    }
 }
 
 /// The replica (of `replicas`) that runs `session`, as the session
@@ -452,21 +492,26 @@ async fn three_replicas_behind_a_proxy_answer_for_each_other_and_survive_a_kill(
 
     // The replica running the Go probe is killed.
     let (mut killed, _) = replicas.remove(go_owner);
+    let killed_at = Instant::now();
     killed.signal("KILL");
     killed.wait_exit(DEADLINE).await;
-    let killed_at = Instant::now();
-    // Its session ends on the others' streams, with the reason.
-    for (_, sub) in &mut replicas {
-        let event = dap::ended(sub, &go_session).await;
-        let Some(Payload::SessionEnded(ended)) = event.payload else {
-            unreachable!()
-        };
-        assert_eq!(ended.reason, EndReason::ReplicaLost as i32, "{ended:?}");
-    }
-    eprintln!(
-        "the killed replica's session ended {:?} after the kill",
-        killed_at.elapsed()
+    // Its session ends on both others' streams, with the reason, once its
+    // lease runs out (both streams read at once, so neither waits for the
+    // other's event).
+    let [(_, first), (_, second)] = &mut replicas[..] else {
+        unreachable!("two replicas survive")
+    };
+    let after = tokio::join!(
+        lost(first, &go_session, killed_at),
+        lost(second, &go_session, killed_at)
     );
+    eprintln!("ended on the survivors {after:?} after the kill");
+    for after in [after.0, after.1] {
+        assert!(
+            after <= LOST_WITHIN,
+            "the killed replica's session ended {after:?} after the kill; its lease is {LEASE:?}"
+        );
+    }
 
     // The Go probe reconnected through the proxy and re-reported its hold
     // on a survivor; it is answered on the other survivor when that one

@@ -1,10 +1,12 @@
 //! Breakpoints with `expires_at`: announced when they expire, and from then
 //! on applied nowhere — not in a running DAP session, not in a probe.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use prost_types::Timestamp;
-use stepd_e2e::{dap, fixture, line_of, source_spec, watched};
+use stepd_e2e::{
+    DEADLINE, Daemon, dap, fixture, line_of, reason, source_spec, violated_fields, watched,
+};
 use stepd_proto::v1::{
     BreakpointChange, BreakpointSpec, ConnectRequest, EndReason, Event, Hello, Hit, PointInfo,
     ProbeMatch, ResumeDecision, UpdateBreakpointRequest,
@@ -23,6 +25,34 @@ fn in_secs(secs: u64) -> Timestamp {
         seconds: since.as_secs() as i64,
         // Whole seconds would put it anywhere from 0 to 1 s earlier.
         nanos: since.subsec_nanos() as i32,
+    }
+}
+
+/// Sets breakpoint `id` to expire a second from now. The daemon refuses an
+/// expiry already past, so where the second has gone by before the update
+/// arrives (a slow machine), it is asked again with a fresh second.
+async fn expire_soon(daemon: &Daemon, id: &str) {
+    let mut client = BreakpointServiceClient::new(daemon.channel().await);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let update = UpdateBreakpointRequest {
+            id: id.into(),
+            spec: Some(BreakpointSpec {
+                expires_at: Some(in_secs(1)),
+                ..Default::default()
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["expires_at".into()],
+            }),
+        };
+        match client.update_breakpoint(update).await {
+            Ok(_) => return,
+            Err(status)
+                if reason(&status) == "INVALID_ARGUMENT"
+                    && violated_fields(&status) == ["spec.expires_at"]
+                    && Instant::now() < deadline => {}
+            Err(status) => panic!("expires_at a second from now: {status:?}"),
+        }
     }
 }
 
@@ -46,19 +76,7 @@ async fn an_expired_breakpoint_no_longer_stops_a_running_program() {
     assert_eq!(dap::local(&first, "i"), "0");
     // Applied in the running session; now it is to expire in a second,
     // however long the launch took.
-    BreakpointServiceClient::new(daemon.channel().await)
-        .update_breakpoint(UpdateBreakpointRequest {
-            id: bp.clone(),
-            spec: Some(BreakpointSpec {
-                expires_at: Some(in_secs(1)),
-                ..Default::default()
-            }),
-            update_mask: Some(prost_types::FieldMask {
-                paths: vec!["expires_at".into()],
-            }),
-        })
-        .await
-        .unwrap();
+    expire_soon(&daemon, &bp).await;
     sub.wait_for("the expiry", |e| is_expired(e, &bp)).await;
     // The other four iterations run through the line without a stop.
     let mut sessions = dap::sessions(&daemon).await;
@@ -94,7 +112,9 @@ async fn an_expired_probe_breakpoint_disarms_and_holds_nothing() {
                 point_kind: "tool_call".into(),
                 name_glob: "*".into(),
             })),
-            expires_at: Some(in_secs(2)),
+            // Far enough for the probe to be armed with it first, however
+            // slow the machine; then it is made to expire soon.
+            expires_at: Some(in_secs(3600)),
             ..Default::default()
         },
     )
@@ -127,6 +147,12 @@ async fn an_expired_probe_breakpoint_disarms_and_holds_nothing() {
     };
     assert_eq!(welcome.armed.unwrap().matchers.len(), 1);
 
+    expire_soon(&daemon, &bp).await;
+    // The update re-arms the probe with the breakpoint as changed.
+    let Out::Armed(armed) = next().await else {
+        panic!("expected the arming of the update")
+    };
+    assert_eq!(armed.matchers.len(), 1, "{armed:?}");
     sub.wait_for("the expiry", |e| is_expired(e, &bp)).await;
     let Out::Armed(armed) = next().await else {
         panic!("expected a new arming")

@@ -413,8 +413,22 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
-/// Waits until the process has used no CPU for half a second: it has done
-/// all the work it was given.
+/// Whether any thread of the process is running or waiting for a CPU.
+fn runnable(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('R'))
+        })
+    })
+}
+
+/// Waits until the process has used no CPU for half a second with none of
+/// its threads runnable (a busy machine may keep one waiting for a CPU that
+/// long): it has done all the work it was given.
 async fn settled(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let (mut last, mut quiet_since) = (cpu_ticks(pid), Instant::now());
@@ -422,7 +436,7 @@ async fn settled(pid: u32) {
         assert!(Instant::now() < deadline, "the daemon never settled");
         tokio::time::sleep(Duration::from_millis(50)).await;
         let now = cpu_ticks(pid);
-        if now != last {
+        if now != last || runnable(pid) {
             (last, quiet_since) = (now, Instant::now());
         }
     }

@@ -1,6 +1,6 @@
 //! OpenTelemetry end to end, against a real Jaeger started here (v2
 //! all-in-one, in memory, every port on loopback; `.tools/bin/jaeger`,
-//! skipped with a reason when absent): an RPC carrying `traceparent` is a
+//! failing when absent): an RPC carrying `traceparent` is a
 //! child in the caller's trace; a probe's pause is a span as long as the
 //! hold, naming the command that ended it and who gave it; a launched
 //! program's pause carries its source location, and the program gets the
@@ -43,9 +43,7 @@ fn caller_context(tag: u8) -> (String, String, String) {
 
 #[tokio::test]
 async fn an_rpc_with_traceparent_is_a_child_in_the_callers_trace() {
-    let Some(jaeger) = Jaeger::start().await else {
-        return;
-    };
+    let jaeger = Jaeger::start().await;
     let dir = TempDir::new("otel-rpc");
     let mut command = command_without_otel(dir.path());
     command
@@ -116,9 +114,7 @@ async fn an_rpc_with_traceparent_is_a_child_in_the_callers_trace() {
 
 #[tokio::test]
 async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
-    let Some(jaeger) = Jaeger::start().await else {
-        return;
-    };
+    let jaeger = Jaeger::start().await;
     let dir = TempDir::new("otel-pause");
     // No OTEL_SERVICE_NAME: the service is stepd.
     let daemon = traced_daemon(&dir, &jaeger, "").await;
@@ -141,11 +137,14 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
     assert_eq!(session.trace_id, trace);
     assert_eq!(session.span_id.len(), 16, "{session:?}");
 
+    // The pause's span can start no sooner than the hold is sent.
+    let held_from = Instant::now();
     hold(&probe, "h1", "Bash", &breakpoint, "").await;
     let pause = dap::next_pause(&mut sub, &probe.session_id).await;
-    let held_from = Instant::now();
     assert_eq!(pause.trace_id, trace);
     assert_eq!(pause.span_id.len(), 16, "{pause:?}");
+    // A hold of a second at least: the length measured, not a wait for
+    // anything.
     tokio::time::sleep(Duration::from_secs(1)).await;
     dap::answer(&daemon, &pause.key, Command::Resume(ContinueCommand {}))
         .await
@@ -169,12 +168,12 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
     let process = &json["data"][0]["processes"][span["processID"].as_str().unwrap()];
     assert_eq!(process["serviceName"], "stepd", "{process:#}");
     assert_eq!(parent_of(span), Some(session.span_id.as_str()), "{span:#}");
-    // Jaeger's durations are in microseconds. The span starts a little
-    // before the test sees the pause and ends a little before the answer
-    // returns.
+    // Jaeger's durations are in microseconds. The span starts after the
+    // hold was sent and ends before the answer returns (the daemon's clock
+    // and this one may differ by a few milliseconds over a second).
     let duration = Duration::from_micros(span["duration"].as_u64().unwrap());
     assert!(
-        duration >= Duration::from_millis(950) && duration <= held + Duration::from_millis(300),
+        duration >= Duration::from_millis(950) && duration <= held + Duration::from_millis(10),
         "held {held:?}, span {duration:?}"
     );
     assert_eq!(
@@ -253,9 +252,7 @@ async fn a_probe_pause_is_a_span_as_long_as_the_hold() {
 
 #[tokio::test]
 async fn a_dap_pause_is_a_span_with_its_source_location() {
-    let Some(jaeger) = Jaeger::start().await else {
-        return;
-    };
+    let jaeger = Jaeger::start().await;
     let dir = TempDir::new("otel-dap");
     let daemon = traced_daemon(&dir, &jaeger, "stepd-otel-dap").await;
     let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
@@ -354,9 +351,7 @@ async fn a_dap_pause_is_a_span_with_its_source_location() {
 
 #[tokio::test]
 async fn dap_requests_are_spans_under_the_session_when_asked_for() {
-    let Some(jaeger) = Jaeger::start().await else {
-        return;
-    };
+    let jaeger = Jaeger::start().await;
     let dir = TempDir::new("otel-dap-requests");
     let mut command = traced_command(&dir, &jaeger, "stepd-otel-dap-requests");
     command.env("RUST_LOG", "warn,stepd::dap::requests=debug");

@@ -3,7 +3,7 @@
 
 use std::{os::unix::fs::PermissionsExt, path::PathBuf, process::Stdio, time::Duration};
 
-use stepd_e2e::{Daemon, Subscription, TempDir, repo_root, stepd_bin};
+use stepd_e2e::{DEADLINE, Daemon, Subscription, TempDir, repo_root, stepd_bin};
 use stepd_proto::v1::{
     PingRequest, ShutdownRequest, Watch, daemon_service_client::DaemonServiceClient, event::Payload,
 };
@@ -101,10 +101,13 @@ async fn shutdown_with_open_streams_finishes_within_the_drain_deadline() {
         "{told:?}"
     );
     assert_eq!(reading.try_next().await, None, "open streams end cleanly");
-    let status = daemon.wait_exit(Duration::from_secs(10)).await;
+    let status = daemon.wait_exit(DEADLINE).await;
     assert!(status.success(), "{status:?}");
+    // A stream that never hangs up would hold the daemon forever; past the
+    // drain deadline only the exit itself is left, which a loaded machine
+    // may take seconds over.
     assert!(
-        started.elapsed() < Duration::from_secs(3 + 2),
+        started.elapsed() < Duration::from_secs(3 + 10),
         "shutdown took {:?}",
         started.elapsed()
     );
@@ -253,7 +256,7 @@ async fn logs_can_be_json_lines() {
     let mut daemon = Daemon::spawn(command, dir.path()).await;
     let stderr = daemon.child.stderr.take().unwrap();
     let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let line = tokio::time::timeout(stepd_e2e::DEADLINE, lines.next_line())
+    let line = tokio::time::timeout(DEADLINE, lines.next_line())
         .await
         .unwrap()
         .unwrap()

@@ -1,9 +1,7 @@
 //! EventService.Subscribe: snapshot then events, fan-out, resume, slow
 //! subscribers, heartbeats, debug input routing, caps.
 
-use std::time::Duration;
-
-use stepd_e2e::{Daemon, Subscription, reason, source_spec};
+use stepd_e2e::{DEADLINE, Daemon, Subscription, reason, source_spec};
 use stepd_proto::v1::{
     AddBreakpointRequest, BreakpointChange, DebugCommand, DebugInput, ErrorReason, Event,
     EventChannel, GetStatusRequest, NextCommand, Watch,
@@ -203,7 +201,7 @@ async fn a_slow_subscriber_gets_gap_and_snapshot_and_slows_nobody() {
         ids
     });
     let added = add_n(daemon.channel().await, N, 2048).await;
-    let seen = tokio::time::timeout(Duration::from_secs(10), reader)
+    let seen = tokio::time::timeout(DEADLINE, reader)
         .await
         .expect("the fast subscriber kept up")
         .unwrap();

@@ -197,9 +197,11 @@ func (d *daemon) stop() {
 		_ = c.Shutdown(ctx)
 		c.Close()
 	}
+	// The drain (5 s by default) and the exit, with room for a loaded
+	// machine: a daemon that does not exit would not exit in a minute either.
 	select {
 	case <-d.exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		_ = d.cmd.Process.Kill()
 		<-d.exited
 		d.t.Errorf("stepd did not exit after Shutdown\n%s", d.stderr)

@@ -409,7 +409,9 @@ def test_no_daemon_means_no_holds(tmp_path: Path) -> None:
         assert not p.connected
         assert p.hold("k", value=1) == 1
         p.observe("o", "n", 1)
-    assert time.monotonic() - started < 3
+    # At once: a hold waiting for a daemon would last the 60 s reconnect
+    # deadline; a loaded machine takes well under 15 s to go on.
+    assert time.monotonic() - started < 15
 
 
 def _start_fixed(data_dir: Path, port: int) -> subprocess.Popen[bytes]:

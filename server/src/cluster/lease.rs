@@ -23,6 +23,8 @@ pub(super) async fn keep(cluster: Arc<Cluster>) {
     let every = (cluster.lease / RENEWALS_PER_LEASE).max(Duration::from_millis(50));
     let mut relays: HashMap<String, (Peer, CancellationToken)> = HashMap::new();
     loop {
+        // When the first live peer's lease runs out, unless it renews first.
+        let mut first_expiry_us = None;
         if let Err(err) = cluster.renew().await {
             tracing::warn!(error = %err, "could not renew this replica's lease");
         }
@@ -34,9 +36,13 @@ pub(super) async fn keep(cluster: Arc<Cluster>) {
         // they keep their sessions until it can.
         match cluster.store.replicas().await {
             Ok(replicas) => {
-                let live: HashMap<String, Peer> = replicas
+                let peers: Vec<_> = replicas
                     .into_iter()
                     .filter(|r| r.id != cluster.id && r.lease_until_us >= now)
+                    .collect();
+                first_expiry_us = peers.iter().map(|r| r.lease_until_us).min();
+                let live: HashMap<String, Peer> = peers
+                    .into_iter()
                     .map(|r| {
                         let peer = Peer {
                             id: r.id,
@@ -72,9 +78,20 @@ pub(super) async fn keep(cluster: Arc<Cluster>) {
         }
         tokio::select! {
             () = cluster.stop.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep(next_look(every, first_expiry_us, now_us())) => {}
         }
     }
+}
+
+/// How long to wait before the next renewal and look at the directory: a
+/// renewal period, or less when a peer's lease runs out sooner, so a dead
+/// peer's sessions end when its lease does, not up to a period later.
+fn next_look(every: Duration, first_expiry_us: Option<i64>, now_us: i64) -> Duration {
+    first_expiry_us.map_or(every, |until| {
+        // Just past the expiry: a lease holds up to and including its end.
+        let left = u64::try_from(until.saturating_sub(now_us)).unwrap_or(0);
+        every.min(Duration::from_micros(left) + Duration::from_millis(1))
+    })
 }
 
 /// Ends here every session of a peer that left the directory.
@@ -165,5 +182,23 @@ async fn own(cluster: &Cluster, recorded: &mut HashSet<String>, session_id: &str
 async fn disown(cluster: &Cluster, session_id: &str) {
     if let Err(err) = cluster.store.disown_session(session_id).await {
         tracing::warn!(error = %err, session = %session_id, "could not take the ended session out of the directory");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_lease_running_out_first_is_looked_at_just_after_it_ends() {
+        let every = Duration::from_secs(10);
+        assert_eq!(next_look(every, None, 0), every);
+        assert_eq!(
+            next_look(every, Some(3_000_000), 1_000_000),
+            Duration::from_millis(2001)
+        );
+        assert_eq!(next_look(every, Some(60_000_000), 0), every);
+        // Already past (the directory was slow to read): look again at once.
+        assert_eq!(next_look(every, Some(1), 5), Duration::from_millis(1));
     }
 }

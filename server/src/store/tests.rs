@@ -1,6 +1,7 @@
-//! The store suite, run against every backend: SQLite always, PostgreSQL
-//! when `STEPD_TEST_POSTGRES` names a server to create databases on (the
-//! test command starts one, `scripts/postgres`).
+//! The store suite, run against every backend: SQLite, and PostgreSQL on
+//! the server `STEPD_TEST_POSTGRES` names (the test command starts one,
+//! `scripts/postgres`). Without one the suite fails, saying so: half of it
+//! would not have run.
 
 use std::path::PathBuf;
 
@@ -35,27 +36,27 @@ async fn databases(test: &str) -> Vec<Database> {
         url: "sqlite:".into(),
         dir: dir.clone(),
     }];
-    match std::env::var("STEPD_TEST_POSTGRES") {
-        Ok(server) => {
-            let name = format!("store_{test}_{}", std::process::id());
-            let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
-            for sql in [
-                format!("DROP DATABASE IF EXISTS {name}"),
-                format!("CREATE DATABASE {name}"),
-            ] {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                    .execute(&mut admin)
-                    .await
-                    .unwrap();
-            }
-            let base = server.rsplit_once('/').map_or(&*server, |(base, _)| base);
-            all.push(Database {
-                url: format!("{base}/{name}"),
-                dir: dir.join("pg"),
-            });
-        }
-        Err(_) => eprintln!("STEPD_TEST_POSTGRES is not set: the PostgreSQL half is skipped"),
+    let server = std::env::var("STEPD_TEST_POSTGRES").expect(
+        "STEPD_TEST_POSTGRES names no PostgreSQL server for the store suite's PostgreSQL half: \
+         run the tests with scripts/test, or start one with `scripts/postgres start DIR` and \
+         export the URL it prints",
+    );
+    let name = format!("store_{test}_{}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(&server).await.unwrap();
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut admin)
+            .await
+            .unwrap();
     }
+    let base = server.rsplit_once('/').map_or(&*server, |(base, _)| base);
+    all.push(Database {
+        url: format!("{base}/{name}"),
+        dir: dir.join("pg"),
+    });
     all
 }
 
