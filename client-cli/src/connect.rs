@@ -85,10 +85,17 @@ pub struct Options {
 struct Tls(ClientTlsConfig);
 
 impl Options {
+    /// Whether `addr` is reached over TLS: `https://`, or a bare `HOST:PORT`
+    /// with a CA or a client certificate given.
+    pub fn wants_tls(&self, addr: &str) -> bool {
+        addr.starts_with("https://")
+            || (!addr.starts_with("http://")
+                && !addr.starts_with("unix:")
+                && (self.tls_ca.is_some() || self.tls_cert.is_some()))
+    }
+
     fn tls(&self, uri: &str) -> Result<Option<Tls>, Failure> {
-        let wanted = uri.starts_with("https://")
-            || (!uri.starts_with("http://") && (self.tls_ca.is_some() || self.tls_cert.is_some()));
-        if !wanted {
+        if !self.wants_tls(uri) {
             return Ok(None);
         }
         let read = |path: &PathBuf, flag: &str| {

@@ -5,6 +5,7 @@ mod cmd;
 mod colour;
 mod connect;
 mod exit;
+mod handshake;
 mod line_editor;
 mod render;
 
@@ -66,7 +67,8 @@ enum Command {
     Ping,
     /// Show the daemon's counts and addresses.
     Status,
-    /// Check debug adapters, the store and the configuration.
+    /// Check debug adapters, the store and the configuration; with --addr,
+    /// the TLS handshake too, saying why one fails.
     Doctor,
     /// Show stepctl's and the daemon's versions.
     Version,
@@ -139,19 +141,23 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Man { dir } => return cmd::docs::man_pages(Cli::command(), dir),
         _ => {}
     }
-    let channel = connect::channel(&connect::Options {
+    let options = connect::Options {
         addr: cli.addr,
         tls_ca: cli.tls_ca,
         tls_cert: cli.tls_cert,
         tls_key: cli.tls_key,
         token: cli.token,
-    })
-    .await?;
+    };
     let json = cli.json;
+    // doctor connects itself: it tells why a connection fails.
+    if let Command::Doctor = cli.command {
+        return cmd::daemon::doctor(&options, json).await;
+    }
+    let channel = connect::channel(&options).await?;
     match cli.command {
         Command::Ping => cmd::daemon::ping(channel, json).await,
         Command::Status => cmd::daemon::status(channel, json).await,
-        Command::Doctor => cmd::daemon::doctor(channel, json).await,
+        Command::Doctor => cmd::daemon::doctor(&options, json).await,
         Command::Version => cmd::daemon::version(channel, json).await,
         Command::Shutdown => cmd::daemon::shutdown(channel, json).await,
         Command::Launch(args) => cmd::sessions::launch(channel, *args, json).await,

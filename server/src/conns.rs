@@ -309,6 +309,19 @@ pub struct Conn {
     conns: Conns,
 }
 
+impl Conn {
+    /// The peer's address.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+
+    /// Waits for the peer's first bytes and copies them into `buf`, leaving
+    /// them to be read (the TLS handshake tells a plaintext client by them).
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(buf).await
+    }
+}
+
 impl Drop for Conn {
     fn drop(&mut self) {
         let mut state = self.conns.state();

@@ -1,12 +1,12 @@
 //! Redaction: values whose name matches a `--redact` pattern are masked
 //! before anything leaves the daemon, in pauses, snapshots, trace events,
-//! variables and the inspector. A pattern is a case-insensitive glob (`*`,
+//! variables, the inspector and labels (a session's, a probe point's). A pattern is a case-insensitive glob (`*`,
 //! `?`); one without either matches any name that contains it, so
 //! `password` masks `db_password`. Printed values that show names beside
 //! values (`{'password': 'x'}`, `Password:x`, `(password = "x")`) have the
 //! value after a matching name masked too.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::HashMap};
 
 use stepd_proto::v1::{DisplayValue, Local, Location, Pause, PointInfo, Variable, event::Payload};
 
@@ -101,11 +101,37 @@ impl Redactor {
         }
     }
 
-    /// A probe point's payload: values under matching keys are masked.
+    /// A probe point: its payload's values under matching keys, and its
+    /// labels.
     pub fn point(&self, point: &mut PointInfo) {
         if let Some(payload) = &mut point.payload {
             self.value(payload);
         }
+        self.labels(&mut point.labels);
+    }
+
+    /// Labels as they may be shown: the value of a label whose name
+    /// matches is masked (its name stays, so that it is set still shows),
+    /// other values are scanned as printed values. Only copies that leave
+    /// the daemon are masked: label selectors match the real values.
+    pub fn labels(&self, labels: &mut HashMap<String, String>) {
+        if !self.is_active() {
+            return;
+        }
+        for (name, value) in labels.iter_mut() {
+            if self.name(name) {
+                MASK.clone_into(value);
+            } else if let Cow::Owned(text) = self.text(value) {
+                *value = text;
+            }
+        }
+    }
+
+    /// `labels`, masked as [`Self::labels`] does, in a copy.
+    pub fn labels_of(&self, labels: &HashMap<String, String>) -> HashMap<String, String> {
+        let mut shown = labels.clone();
+        self.labels(&mut shown);
+        shown
     }
 
     /// A structured value, in place.
@@ -396,6 +422,26 @@ mod tests {
         r(&["password"]).variable(&mut v);
         assert_eq!(v.value, MASK);
         assert!(v.variables_ref.is_empty());
+    }
+
+    #[test]
+    fn labels_lose_the_values_of_matching_names_and_keep_their_names() {
+        let labels = HashMap::from([
+            ("API_Token".to_owned(), "s3cret".to_owned()),
+            ("team".to_owned(), "a".to_owned()),
+            ("cmd".to_owned(), "run --token=abc".to_owned()),
+        ]);
+        let shown = r(&["token"]).labels_of(&labels);
+        assert_eq!(shown["API_Token"], MASK);
+        assert_eq!(shown["team"], "a");
+        assert_eq!(shown["cmd"], "run --token=<redacted>");
+        assert_eq!(Redactor::default().labels_of(&labels), labels);
+        let mut point = PointInfo {
+            labels,
+            ..Default::default()
+        };
+        r(&["api_token"]).point(&mut point);
+        assert_eq!(point.labels["API_Token"], MASK);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use stepd_proto::v1::{
 };
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::{StreamExt as _, wrappers::ReceiverStream};
+use tokio_util::either::Either;
 use tonic::transport::{Server, server::Router};
 use tonic_health::ServingStatus;
 
@@ -108,8 +109,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     );
     // TLS is the TCP listener's; the Unix socket stays plaintext (only the
     // daemon's user can open it).
-    let tls_router = router(&daemon, health_service.clone(), &conns, &auth, tls)?;
-    let router = router(&daemon, health_service.clone(), &conns, &auth, None)?;
+    let tcp_router = router(&daemon, health_service.clone(), &conns, &auth)?;
+    let router = router(&daemon, health_service.clone(), &conns, &auth)?;
 
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(on_signal(shutdown.clone()));
@@ -140,10 +141,20 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .unwrap_or_default()
     );
 
-    let tcp_incoming =
-        ReceiverStream::new(conns.accept(tcp, shutdown.clone())).map(Ok::<_, std::io::Error>);
-    let tcp_server =
-        tls_router.serve_with_incoming_shutdown(tcp_incoming, shutdown.clone().cancelled_owned());
+    let tcp_incoming = conns.accept(tcp, shutdown.clone());
+    let tcp_server = match tls {
+        Some(tls) => {
+            let handshakes = crate::tls::Handshakes::new(tls, daemon.config.first_request_timeout);
+            Either::Left(tcp_router.serve_with_incoming_shutdown(
+                ReceiverStream::new(handshakes.accept(tcp_incoming)).map(Ok::<_, std::io::Error>),
+                shutdown.clone().cancelled_owned(),
+            ))
+        }
+        None => Either::Right(tcp_router.serve_with_incoming_shutdown(
+            ReceiverStream::new(tcp_incoming).map(Ok::<_, std::io::Error>),
+            shutdown.clone().cancelled_owned(),
+        )),
+    };
     // Health alone, plaintext, for probes that cannot present a certificate.
     let health_server = async {
         match health_tcp {
@@ -250,7 +261,6 @@ fn router(
     >,
     conns: &Conns,
     auth: &Arc<crate::auth::Auth>,
-    tls: Option<tonic::transport::ServerTlsConfig>,
 ) -> anyhow::Result<Router<Layered>> {
     let max = daemon.config.max_message_bytes;
     // Every served service is described, health and reflection included, so
@@ -264,13 +274,9 @@ fn router(
                 .max_encoding_message_size(max)
         };
     }
-    let mut server = Server::builder();
-    if let Some(tls) = tls {
-        server = server
-            .tls_config(tls)
-            .context("configuring TLS from --tls-cert and --tls-key")?;
-    }
-    Ok(server
+    // No `tls_config`: the TCP listener's handshakes are done before tonic
+    // sees a connection (`crate::tls::Handshakes`).
+    Ok(Server::builder()
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))

@@ -1,14 +1,14 @@
 //! `--redact`: a local named `password` (and a dict key and an attribute of
 //! that name) never leaves the daemon, under the real debugpy: not in a
 //! pause, an EVAL, an Evaluate, a variables listing, an inspector rendering,
-//! a printed value, a snapshot or a trace event.
+//! a printed value, a snapshot, a trace event or a Step's reply.
 
 use std::sync::{Arc, Mutex};
 
 use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec};
 use stepd_proto::v1::{
     BreakpointAction, EvalCommand, EvaluateRequest, GetStackTraceRequest, ListScopesRequest,
-    ListVariablesRequest, LocalsCommand, TraceCommand, Watch, debug_command::Command,
+    ListVariablesRequest, LocalsCommand, StepKind, TraceCommand, Watch, debug_command::Command,
     event::Payload,
 };
 
@@ -138,6 +138,11 @@ async fn a_redacted_name_never_leaves_the_daemon() {
     })
     .await;
     dap::next_pause(&mut sub, &session.id).await;
+    // A Step's reply carries the pause it stopped at, with its locals.
+    let stepped = dap::step(&mut sessions, &session.id, StepKind::Over).await;
+    let locals = &stepped.pause.as_ref().expect("the step's pause").locals;
+    assert!(locals.iter().any(|l| l.name == "password"), "{stepped:?}");
+    answers.push_str(&format!("{stepped:?}\n"));
     dap::resume(&mut sessions, &session.id).await;
     dap::ended(&mut sub, &session.id).await;
     daemon.stop().await;

@@ -414,3 +414,23 @@ async fn a_certificate_is_an_identity_with_the_role_the_operator_gave_it() {
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     daemon.stop().await;
 }
+
+/// The handshake is stepd's own, before tonic sees the connection: a TLS
+/// connection that sent a request must still count as used, never closed
+/// to make room at `--max-connections`.
+#[tokio::test]
+async fn a_used_tls_connection_is_never_closed_to_make_room() {
+    let pki = Pki::new();
+    let mut args = pki.server_args();
+    args.extend(["--max-connections".into(), "1".into()]);
+    let daemon = Daemon::start(&strings(&args)).await;
+    let first = tls_channel(&daemon.addr, pki.tls(None));
+    ping(first.clone())
+        .await
+        .expect("the first connection is served");
+    ping(tls_channel(&daemon.addr, pki.tls(None)))
+        .await
+        .expect_err("the one connection allowed is taken by a used one");
+    ping(first).await.expect("the used connection still serves");
+    daemon.stop().await;
+}

@@ -1,7 +1,7 @@
 //! `ping`, `status`, `doctor`, `version`, `shutdown`.
 
-use crate::connect::Channel;
-use crate::connect::client;
+use crate::connect::{self, Channel, client};
+use crate::handshake;
 use stepd_proto::v1::{
     CheckStatus, DoctorRequest, GetStatusRequest, GetStatusResponse, GetVersionRequest,
     ListSessionsRequest, PingRequest, Session, SessionKind, SessionState, ShutdownRequest,
@@ -156,14 +156,49 @@ fn check_name(status: i32) -> String {
         .unwrap_or_else(|_| status.to_string())
 }
 
-/// `stepctl doctor`: exits 1 when the store is broken (adapters may be missing).
-pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
-    let r = client!(DaemonServiceClient, channel)
-        .doctor(DoctorRequest {})
-        .await?
-        .into_inner();
+/// `stepctl doctor`: exits 1 when the store is broken (adapters may be
+/// missing). Given a TCP address, it first shakes hands with the daemon
+/// itself when TLS is wanted, and reports why a handshake fails (exit 3);
+/// when the daemon cannot be reached in plaintext, whether it speaks TLS.
+pub async fn doctor(options: &connect::Options, json: bool) -> Result<(), Failure> {
+    let addr = options.addr.as_deref().unwrap_or_default();
+    let target = options.addr.as_deref().and_then(handshake::target);
+    let tls_wanted = options.wants_tls(addr);
+    let mut tls = None;
+    if let Some((host, port)) = target.as_ref().filter(|_| tls_wanted) {
+        let diagnosis = handshake::diagnose(options, host, *port).await?;
+        if !diagnosis.ok() {
+            return Err(report(&diagnosis, json));
+        }
+        tls = Some(diagnosis);
+    }
+    let answer = match connect::channel(options).await {
+        Ok(channel) => client!(DaemonServiceClient, channel)
+            .doctor(DoctorRequest {})
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(Failure::from),
+        Err(failure) => Err(failure),
+    };
+    let r = match answer {
+        Ok(r) => r,
+        Err(failure) => {
+            // A plaintext client at a TLS port: say so.
+            if let Some((host, port)) = target.as_ref().filter(|_| !tls_wanted)
+                && let Some(diagnosis) = handshake::speaks_tls(host, *port).await
+            {
+                return Err(report(&diagnosis, json));
+            }
+            return Err(failure);
+        }
+    };
     if json {
-        print_json(&r);
+        let mut value: serde_json::Value =
+            serde_json::from_str(&render::json(&r)).unwrap_or_default();
+        if let Some(tls) = &tls {
+            value["tls"] = tls.json();
+        }
+        println!("{value}");
     } else {
         let rows: Vec<Vec<String>> = r
             .adapters
@@ -218,6 +253,9 @@ pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
                 println!("  warning: {w}");
             }
         }
+        if let Some(tls) = &tls {
+            tls.print();
+        }
     }
     let store_ok = r
         .store
@@ -228,6 +266,20 @@ pub async fn doctor(channel: Channel, json: bool) -> Result<(), Failure> {
     } else {
         Err(Failure::Other(anyhow::anyhow!("the store is not healthy")))
     }
+}
+
+/// Prints a failed handshake's diagnosis (`{"tls": …}` with --json); the
+/// failure to exit with.
+fn report(diagnosis: &handshake::Diagnosis, json: bool) -> Failure {
+    if json {
+        println!("{}", serde_json::json!({ "tls": diagnosis.json() }));
+    } else {
+        diagnosis.print();
+    }
+    Failure::Unreachable(format!(
+        "TLS with {}: {}",
+        diagnosis.address, diagnosis.message
+    ))
 }
 
 /// `stepctl version`: this client's version and the daemon's.

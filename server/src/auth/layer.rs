@@ -104,9 +104,8 @@ where
         let extensions = request.extensions_mut();
         // Handlers and the connection registry read the peer's addresses as
         // tonic gives them for plain TCP.
-        if let Some(info) = extensions
-            .get::<super::peer::TcpPeer>()
-            .map(|peer| peer.info.clone())
+        if let Some(info) =
+            super::peer::TcpPeer::of_request(extensions).map(|peer| peer.info.clone())
         {
             extensions.insert(info);
         }

@@ -212,11 +212,7 @@ impl Auth {
         if let Some(peer) = extensions.get::<crate::tls::PeerIdentity>() {
             return self.by_certificate(peer);
         }
-        let tcp = extensions.get::<peer::TcpPeer>().or_else(|| {
-            extensions
-                .get::<tonic::transport::server::TlsConnectInfo<peer::TcpPeer>>()
-                .map(|tls| tls.get_ref())
-        });
+        let tcp = peer::TcpPeer::of_request(extensions);
         let (uid, how, peer) = if let Some(tcp) = tcp {
             let (remote, uid) = (tcp.info.remote_addr, tcp.uid());
             if self.insecure && remote.is_some_and(|a| !a.ip().is_loopback()) && uid.is_none() {

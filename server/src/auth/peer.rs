@@ -23,6 +23,16 @@ pub struct TcpPeer {
 }
 
 impl TcpPeer {
+    /// The TCP peer a request came from, over TLS or not (tonic describes a
+    /// TLS connection as `TlsConnectInfo` around it).
+    pub fn of_request(extensions: &tonic::codegen::http::Extensions) -> Option<&Self> {
+        extensions.get::<Self>().or_else(|| {
+            extensions
+                .get::<tonic::transport::server::TlsConnectInfo<Self>>()
+                .map(|tls| tls.get_ref())
+        })
+    }
+
     /// The peer of `stream`; its uid is looked up later, by [`Self::uid`].
     pub fn of(stream: &tokio::net::TcpStream) -> Self {
         Self {

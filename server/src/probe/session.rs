@@ -245,7 +245,9 @@ impl ProbeSession {
             } else {
                 hello.language.clone()
             },
-            labels: hello.labels.clone(),
+            // Kept masked, as every copy that leaves the daemon must be;
+            // breakpoints match the Hello's own labels.
+            labels: ctx.redactor.labels_of(&hello.labels),
             program: hello.name.clone(),
             pid: hello.pid,
             started_at: Some(now_timestamp()),
@@ -618,16 +620,20 @@ impl ProbeSession {
     /// condition language over the point (`{value.cmd}`, `{name}`), and the
     /// line becomes the session's output.
     fn log(&self, message: &str, hit: &Hit, point: &stepd_proto::v1::PointInfo) {
-        let value = point
-            .payload
+        // The line leaves the daemon: it reads the point as clients see it.
+        let mut shown = point.payload.clone();
+        if let Some(payload) = &mut shown {
+            self.ctx.redactor.value(payload);
+        }
+        let value = shown
             .as_ref()
             .map(crate::json::from_value)
             .unwrap_or(serde_json::Value::Null);
         let labels = self
-            .hello
-            .labels
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .ctx
+            .redactor
+            .labels_of(&self.hello.labels)
+            .into_iter()
             .collect();
         let at = condition::Point {
             kind: &point.kind,
@@ -698,7 +704,7 @@ impl ProbeSession {
         if !hit.locals.is_empty() {
             input_type.push(CommandKind::Locals as i32);
         }
-        let mut pause = Pause {
+        let pause = Pause {
             key: key.clone(),
             session_id: self.id.clone(),
             thread_id: 0,
@@ -741,14 +747,21 @@ impl ProbeSession {
         let max = self.ctx.max_probe_pauses;
         if let Err(error) = self
             .book
-            .try_open(pause.clone(), Held { hit, deadline }, max, remote)
+            .try_open(pause, Held { hit, deadline }, max, remote)
         {
             return self.refuse(&hit_id, &error);
         }
-        self.book.stamp(&mut pause);
+        // Waiters get the book's copy: masked, with its trace ids (copied
+        // only when someone waits: a hold's path pays nothing otherwise).
+        let kept = (!self.waiters.is_empty())
+            .then(|| self.book.kept(&key))
+            .flatten();
         self.held_hits.insert(hit_id, key.clone());
         self.hold_deadlines.insert((deadline, key));
         self.session.state = SessionState::Stopped.into();
+        let Some(pause) = kept else {
+            return;
+        };
         for waiter in self.waiters.drain(..) {
             let _ = waiter.reply.send(Ok(StableState {
                 state: SessionState::Stopped.into(),

@@ -9,11 +9,11 @@
 //! [`load_client_roles`] returns. A certificate whose identity has no entry
 //! gets no role, so every RPC but health is refused `PERMISSION_DENIED`.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::Path};
+use std::{collections::BTreeMap, net::SocketAddr, path::Path, sync::Arc};
 
 use anyhow::{Context as _, bail};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use tokio_rustls::rustls::{self, RootCertStore, ServerConfig, server::WebPkiClientVerifier};
 use x509_parser::{certificate::X509Certificate, extensions::GeneralName, prelude::FromDer};
 
 use crate::config::Config;
@@ -261,45 +261,67 @@ pub fn check_exposure(
 
 /// The TLS settings of the TCP listener, read and checked now so that a bad
 /// file stops the daemon at start with its name; `None` without `--tls-cert`.
-pub fn server_config(config: &Config) -> anyhow::Result<Option<ServerTlsConfig>> {
+/// TLS 1.2 and 1.3 with rustls' safe defaults, HTTP/2 by ALPN; with
+/// `--tls-client-ca`, a client certificate from it is mandatory.
+pub fn server_config(config: &Config) -> anyhow::Result<Option<Arc<ServerConfig>>> {
     let (Some(cert_path), Some(key_path)) = (&config.tls_cert, &config.tls_key) else {
         return Ok(None);
     };
-    let cert = read(cert_path, "--tls-cert")?;
-    let count = certificates(&cert, cert_path, "--tls-cert")?;
-    tracing::debug!(certificates = count, path = %cert_path.display(), "server certificate chain");
-    let key = read(key_path, "--tls-key")?;
-    PrivateKeyDer::from_pem_slice(&key).map_err(|err| {
+    let chain = certificates(&read(cert_path, "--tls-cert")?, cert_path, "--tls-cert")?;
+    tracing::debug!(certificates = chain.len(), path = %cert_path.display(), "server certificate chain");
+    let key = PrivateKeyDer::from_pem_slice(&read(key_path, "--tls-key")?).map_err(|err| {
         anyhow::anyhow!(
             "--tls-key {}: no PEM private key (PKCS#8, PKCS#1 or SEC1): {err}",
             key_path.display()
         )
     })?;
-    let mut tls = ServerTlsConfig::new()
-        .identity(Identity::from_pem(cert, key))
-        .timeout(config.first_request_timeout);
-    if let Some(ca_path) = &config.tls_client_ca {
-        let ca = read(ca_path, "--tls-client-ca")?;
-        certificates(&ca, ca_path, "--tls-client-ca")?;
-        // Mandatory: a client without a certificate from this CA fails the
-        // handshake.
-        tls = tls.client_ca_root(Certificate::from_pem(ca));
-    }
-    Ok(Some(tls))
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .context("choosing TLS versions")?;
+    let builder = match &config.tls_client_ca {
+        Some(ca_path) => {
+            let mut roots = RootCertStore::empty();
+            let cas = read(ca_path, "--tls-client-ca")?;
+            for ca in certificates(&cas, ca_path, "--tls-client-ca")? {
+                roots.add(ca).map_err(|err| {
+                    anyhow::anyhow!("--tls-client-ca {}: {err}", ca_path.display())
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .with_context(|| format!("--tls-client-ca {}", ca_path.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut tls = builder.with_single_cert(chain, key).with_context(|| {
+        format!(
+            "--tls-cert {} with --tls-key {}",
+            cert_path.display(),
+            key_path.display()
+        )
+    })?;
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(Arc::new(tls)))
 }
 
 fn read(path: &Path, flag: &str) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("reading {flag} {}", path.display()))
 }
 
-fn certificates(pem: &[u8], path: &Path, flag: &str) -> anyhow::Result<usize> {
+fn certificates(
+    pem: &[u8],
+    path: &Path,
+    flag: &str,
+) -> anyhow::Result<Vec<CertificateDer<'static>>> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|err| anyhow::anyhow!("{flag} {}: bad PEM: {err}", path.display()))?;
     if certs.is_empty() {
         bail!("{flag} {}: no PEM certificate in it", path.display());
     }
-    Ok(certs.len())
+    Ok(certs)
 }
 
 /// Where a [`PeerIdentity`] came from.
@@ -322,8 +344,11 @@ pub struct PeerIdentity {
     pub source: IdentitySource,
 }
 
+mod handshake;
 mod layer;
+mod refusal;
 
+pub use handshake::Handshakes;
 pub use layer::IdentityLayer;
 
 #[cfg(test)]

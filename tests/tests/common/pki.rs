@@ -32,10 +32,24 @@ pub fn leaf(
     sans: Vec<SanType>,
     usage: ExtendedKeyUsagePurpose,
 ) -> (String, String, Vec<u8>) {
+    leaf_with(ca, cn, sans, usage, |_| {})
+}
+
+/// [`leaf`], its parameters changed by `edit` first (a validity in the
+/// past, say).
+#[allow(dead_code)]
+pub fn leaf_with(
+    ca: &Ca,
+    cn: &str,
+    sans: Vec<SanType>,
+    usage: ExtendedKeyUsagePurpose,
+    edit: impl FnOnce(&mut CertificateParams),
+) -> (String, String, Vec<u8>) {
     let mut params = CertificateParams::default();
     params.distinguished_name.push(DnType::CommonName, cn);
     params.subject_alt_names = sans;
     params.extended_key_usages = vec![usage];
+    edit(&mut params);
     let key = KeyPair::generate().unwrap();
     let cert = params.signed_by(&key, &ca.issuer).unwrap();
     (cert.pem(), key.serialize_pem(), cert.der().to_vec())

@@ -213,7 +213,9 @@ impl Actor {
                 request.name.clone()
             },
             adapter: adapter.name().to_owned(),
-            labels: request.labels.clone(),
+            // Kept masked, as every copy that leaves the daemon must be;
+            // breakpoints match the request's own labels.
+            labels: ctx.redactor.labels_of(&request.labels),
             program: request.program.clone(),
             adapter_pid: child
                 .as_ref()
@@ -907,7 +909,7 @@ impl Actor {
             }
         }
         let key = book::new_key();
-        let mut pause = Pause {
+        let pause = Pause {
             key: key.clone(),
             session_id: self.shared.id.clone(),
             thread_id,
@@ -939,7 +941,7 @@ impl Actor {
             .stopped
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(thread_id, key);
+            .insert(thread_id, key.clone());
         *self
             .shared
             .latest_frame
@@ -947,11 +949,12 @@ impl Actor {
             .unwrap_or_else(|e| e.into_inner()) = frame_id.map(|f| (thread_id, f));
         self.session.state = SessionState::Stopped.into();
         self.book.open(
-            pause.clone(),
+            pause,
             PauseCtx { frame_id, depth },
             event.all_threads_stopped,
         );
-        self.book.stamp(&mut pause);
+        // The reply carries the book's copy: masked, with its trace ids.
+        let pause = self.book.kept(&key);
         Some(StableState {
             state: SessionState::Stopped.into(),
             waited: true,
@@ -961,11 +964,11 @@ impl Actor {
             top_frame: frame_id.map(|id| stepd_proto::v1::Frame {
                 id: handles::make(self.shared.epoch(), id),
                 name: top_name,
-                location,
+                location: pause.as_ref().and_then(|p| p.location.clone()),
                 presentation_hint: top_hint,
             }),
             hit_breakpoint_ids: breakpoint_ids,
-            pause: Some(pause),
+            pause,
             ..Default::default()
         })
     }

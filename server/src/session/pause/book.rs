@@ -207,15 +207,11 @@ impl<T> PauseBook<T> {
         Ok(())
     }
 
-    /// Copies into `pause` the trace ids the book gave the pending pause
-    /// of the same key (nothing to copy with export off).
-    pub fn stamp(&self, pause: &mut Pause) {
-        if telemetry::enabled()
-            && let Some(entry) = self.entries.get(&pause.key)
-        {
-            pause.trace_id.clone_from(&entry.pause.trace_id);
-            pause.span_id.clone_from(&entry.pause.span_id);
-        }
+    /// The pending pause `key` as the book keeps it, masked and with its
+    /// trace ids: the copy a reply (a Step's or Continue's stable state)
+    /// carries, never the one the session built.
+    pub fn kept(&self, key: &str) -> Option<Pause> {
+        self.entries.get(key).map(|e| e.pause.clone())
     }
 
     /// How many pauses are pending.
