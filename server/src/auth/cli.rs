@@ -63,7 +63,7 @@ pub fn run(command: Command) -> std::process::ExitCode {
             }),
         TokenCommand::Remove { name, file } => super::tokens::remove(&file, &name).map(|()| {
             eprintln!(
-                "stepd: removed token {name:?} from {}; a daemon reading it refuses the token from its next request",
+                "stepd: removed token {name:?} from {}; a daemon reading it refuses the token from its next request and ends the streams it opened within 2 s",
                 file.display()
             );
         }),
