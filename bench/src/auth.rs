@@ -53,7 +53,7 @@ fn quantile_us(ns: &[u64], p: f64) -> f64 {
 pub async fn run(calls: usize, rounds: usize) -> anyhow::Result<()> {
     let dir = TempDir::new("benchauth");
     let tokens_file = dir.path().join("tokens");
-    let token = stepd::auth::tokens::add(&tokens_file, "bench", "viewer")?;
+    let token = stepd::auth::tokens::add(&tokens_file, "bench", "viewer", None)?;
     let daemon = Daemon::start(&[
         "--auth-tokens",
         &tokens_file.display().to_string(),
@@ -186,7 +186,7 @@ fn in_process(
         &Default::default(),
         false,
     )?;
-    let token = stepd::auth::tokens::add(tokens_file, "inproc", "viewer")?;
+    let token = stepd::auth::tokens::add(tokens_file, "inproc", "viewer", None)?;
     let mut extensions = Extensions::new();
     extensions.insert(TcpPeer::with_uid(
         tonic::transport::server::TcpConnectInfo {
@@ -206,7 +206,7 @@ fn in_process(
                 .authenticate(headers, &extensions)
                 .map_err(|e| anyhow::anyhow!("{}", e.message()))?;
             let need = roles::need("/stepd.v1.DaemonService/Ping");
-            anyhow::ensure!(who.role.may(need));
+            anyhow::ensure!(who.identity.role.may(need));
         }
         out.push((
             label,

@@ -160,7 +160,7 @@ pub struct Cli {
     /// How long a new TCP connection may stay without sending a request before it is closed, e.g. "10s".
     #[arg(long, env = "STEPD_FIRST_REQUEST_TIMEOUT")]
     pub first_request_timeout: Option<String>,
-    /// Bearer tokens file: `NAME ROLE sha256:HEX` a line (see `stepd token add`); re-read when it changes and on SIGHUP.
+    /// Bearer tokens file: `NAME ROLE sha256:HEX [expires=TIME]` a line (see `stepd token add`); re-read when it changes and on SIGHUP.
     #[arg(long, env = "STEPD_AUTH_TOKENS")]
     pub auth_tokens: Option<PathBuf>,
     /// Most Subscribe streams one identity may have open.

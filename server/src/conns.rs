@@ -1,7 +1,7 @@
 //! Accepting TCP connections within limits: at most `--max-connections` open
-//! at once, a connection that sends no request within
-//! `--first-request-timeout` is closed, and the accept loop backs off when the
-//! process runs out of file descriptors instead of spinning on the error.
+//! at once, a connection that sends no admitted request and falls silent for
+//! `--first-request-timeout` is closed, and the accept loop backs off when
+//! the process runs out of file descriptors instead of spinning on the error.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -55,6 +55,8 @@ struct State {
 struct Fresh {
     fd: RawFd,
     peer: SocketAddr,
+    /// When it last sent a request that was refused, if it has.
+    heard: Option<Instant>,
 }
 
 impl State {
@@ -117,12 +119,37 @@ impl Conns {
         }
     }
 
-    /// Admits a new connection, making room by closing the oldest one that
-    /// never sent a request when the cap is reached; `None` refuses it.
+    /// Records that the connection from `peer` sent a request, admitted or
+    /// not: one whose requests are all refused is still closed once it falls
+    /// silent, but not while it is asking, which would cut its requests
+    /// off mid-way, without the typed refusal each one gets.
+    pub fn heard_from(&self, peer: SocketAddr) {
+        let mut state = self.state();
+        if let Some(id) = state.by_peer.get(&peer).copied()
+            && let Some(fresh) = state.fresh.get_mut(&id)
+        {
+            fresh.heard = Some(Instant::now());
+        }
+    }
+
+    /// The connection to close to make room: the oldest that never sent a
+    /// request, else the one whose refused requests stopped longest ago.
+    fn evictable(state: &State) -> Option<u64> {
+        state
+            .fresh
+            .iter()
+            .find(|(_, f)| f.heard.is_none())
+            .or_else(|| state.fresh.iter().min_by_key(|(_, f)| f.heard))
+            .map(|(id, _)| *id)
+    }
+
+    /// Admits a new connection, making room by closing one that never sent
+    /// an admitted request ([`Self::evictable`]) when the cap is reached;
+    /// `None` refuses it.
     fn admit(&self, stream: TcpStream, peer: SocketAddr) -> Option<Conn> {
         let mut state = self.state();
         if state.live >= self.0.max {
-            match state.fresh.keys().next().copied() {
+            match Self::evictable(&state) {
                 Some(oldest) => {
                     if let Some(fresh) = state.forget(oldest) {
                         hang_up(fresh.fd);
@@ -149,17 +176,31 @@ impl Conns {
             Fresh {
                 fd: stream.as_raw_fd(),
                 peer,
+                heard: None,
             },
         );
         state.by_peer.insert(peer, id);
         drop(state);
         let conns = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(conns.0.first_request).await;
-            let mut state = conns.state();
-            if let Some(fresh) = state.forget(id) {
-                tracing::debug!(peer = %fresh.peer, "closing a connection that sent no request");
-                hang_up(fresh.fd);
+            let quiet = conns.0.first_request;
+            let mut wait = quiet;
+            loop {
+                tokio::time::sleep(wait).await;
+                let mut state = conns.state();
+                let Some(fresh) = state.fresh.get(&id) else {
+                    return;
+                };
+                let silent = fresh.heard.map_or(quiet, |at| at.elapsed());
+                if silent < quiet {
+                    wait = quiet - silent;
+                    continue;
+                }
+                if let Some(fresh) = state.forget(id) {
+                    tracing::debug!(peer = %fresh.peer, "closing a connection that sent no admitted request");
+                    hang_up(fresh.fd);
+                }
+                return;
             }
         });
         Some(Conn {
@@ -173,8 +214,8 @@ impl Conns {
     /// request, so one that does can be accepted.
     fn make_room(&self) {
         let mut state = self.state();
-        if let Some(oldest) = state.fresh.keys().next().copied()
-            && let Some(fresh) = state.forget(oldest)
+        if let Some(id) = Self::evictable(&state)
+            && let Some(fresh) = state.forget(id)
         {
             hang_up(fresh.fd);
         }
@@ -380,9 +421,32 @@ impl AsyncWrite for Conn {
     }
 }
 
-/// A tower layer that tells the registry which connections sent a request.
+/// A tower layer that tells the registry which connections sent a request:
+/// in front of authentication, every request ([`Conns::heard_from`]);
+/// behind it, the admitted ones ([`Conns::saw_request`]).
 #[derive(Clone)]
-pub struct SeenLayer(pub Conns);
+pub struct SeenLayer {
+    conns: Conns,
+    admitted: bool,
+}
+
+impl SeenLayer {
+    /// Tells of every request, refused or not.
+    pub fn any(conns: Conns) -> Self {
+        Self {
+            conns,
+            admitted: false,
+        }
+    }
+
+    /// Tells of the requests that reach it, which mark the connection used.
+    pub fn admitted(conns: Conns) -> Self {
+        Self {
+            conns,
+            admitted: true,
+        }
+    }
+}
 
 impl<S> tower::Layer<S> for SeenLayer {
     type Service = Seen<S>;
@@ -390,7 +454,7 @@ impl<S> tower::Layer<S> for SeenLayer {
     fn layer(&self, inner: S) -> Seen<S> {
         Seen {
             inner,
-            conns: self.0.clone(),
+            layer: self.clone(),
         }
     }
 }
@@ -399,7 +463,7 @@ impl<S> tower::Layer<S> for SeenLayer {
 #[derive(Clone)]
 pub struct Seen<S> {
     inner: S,
-    conns: Conns,
+    layer: SeenLayer,
 }
 
 impl<S, B> tower::Service<tonic::codegen::http::Request<B>> for Seen<S>
@@ -415,17 +479,36 @@ where
     }
 
     fn call(&mut self, request: tonic::codegen::http::Request<B>) -> Self::Future {
-        let extensions = request.extensions();
-        let info = extensions.get::<TcpConnectInfo>().or_else(|| {
-            extensions
-                .get::<TlsConnectInfo<TcpConnectInfo>>()
-                .map(TlsConnectInfo::get_ref)
-        });
-        if let Some(peer) = info.and_then(|info| info.remote_addr) {
-            self.conns.saw_request(peer);
+        if let Some(peer) = remote_addr(request.extensions()) {
+            if self.layer.admitted {
+                self.layer.conns.saw_request(peer);
+            } else {
+                self.layer.conns.heard_from(peer);
+            }
         }
         self.inner.call(request)
     }
+}
+
+/// The peer's address as the listener describes the connection (plain or
+/// TLS), or as tonic does once the auth layer has put it there.
+fn remote_addr(extensions: &tonic::codegen::http::Extensions) -> Option<SocketAddr> {
+    use crate::auth::peer::TcpPeer;
+    extensions
+        .get::<TcpPeer>()
+        .map(|peer| &peer.info)
+        .or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpPeer>>()
+                .map(|tls| &tls.get_ref().info)
+        })
+        .or_else(|| extensions.get::<TcpConnectInfo>())
+        .or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpConnectInfo>>()
+                .map(TlsConnectInfo::get_ref)
+        })
+        .and_then(|info| info.remote_addr)
 }
 
 #[cfg(test)]

@@ -173,6 +173,40 @@ pub const WATCH_SESSIONS_BYTES: Limit = Limit {
     max: 64 * KIB,
 };
 
+/// A request's headers (its gRPC metadata, and its path) together, each
+/// counted as HTTP/2 counts it: name, value and 32 bytes. What HTTP/2 used
+/// to allow, so no client that worked is refused.
+pub const HEADER_BYTES: Limit = Limit {
+    name: "header_bytes",
+    max: 16 * KIB,
+};
+/// The `authorization` header: a stepd token is 70 bytes, so one far longer
+/// is refused before it is hashed.
+pub const AUTHORIZATION_BYTES: Limit = Limit {
+    name: "authorization_bytes",
+    max: 4 * KIB,
+};
+
+/// A request's headers, before anything reads them.
+pub fn headers(path: &str, headers: &http::HeaderMap) -> ApiResult<()> {
+    const PER_HEADER: usize = 32;
+    let total = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + PER_HEADER)
+        .sum::<usize>()
+        + path.len()
+        + PER_HEADER;
+    let authorization = headers
+        .get_all(http::header::AUTHORIZATION)
+        .iter()
+        .map(|v| v.len())
+        .sum();
+    Sizes::default()
+        .size("authorization", authorization, AUTHORIZATION_BYTES)
+        .size("metadata", total, HEADER_BYTES)
+        .check()
+}
+
 /// The largest page of a listing or part of a snapshot, in bytes: below the
 /// 4 MiB that gRPC clients accept by default, and at most half the daemon's
 /// message limit, so the rest of a response always fits beside it.
@@ -648,6 +682,30 @@ mod tests {
             ..Default::default()
         };
         assert!(breakpoint_spec(&spec, "spec").is_ok());
+    }
+
+    #[test]
+    fn headers_are_bounded_one_by_one_and_together() {
+        let mut map = http::HeaderMap::new();
+        let token = format!("Bearer {}", "t".repeat(AUTHORIZATION_BYTES.max - 7));
+        map.insert(http::header::AUTHORIZATION, token.parse().unwrap());
+        assert!(headers("/stepd.v1.DaemonService/Ping", &map).is_ok());
+        map.insert(
+            http::header::AUTHORIZATION,
+            format!("{token}x").parse().unwrap(),
+        );
+        let err = headers("/p", &map).unwrap_err();
+        assert_eq!(err.reason(), ErrorReason::LimitExceeded);
+        assert_eq!(err.violations()[0].field, "authorization");
+        let status = Status::from(err);
+        assert!(status.message().len() < 300, "never quotes the headers");
+        let mut map = http::HeaderMap::new();
+        map.insert("x-a", "a".repeat(HEADER_BYTES.max / 2).parse().unwrap());
+        assert!(headers("/p", &map).is_ok());
+        map.insert("x-b", "b".repeat(HEADER_BYTES.max / 2).parse().unwrap());
+        let err = headers("/p", &map).unwrap_err();
+        assert_eq!(err.violations()[0].field, "metadata");
+        assert!(headers(&"/".repeat(HEADER_BYTES.max), &http::HeaderMap::new()).is_err());
     }
 
     #[test]

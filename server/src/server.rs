@@ -50,6 +50,21 @@ const STREAM_WINDOW: u32 = 16 * 1024;
 /// [`STREAM_WINDOW`]; half of it is the allowance for unread small frames).
 const CONNECTION_WINDOW: u32 = 2 * 1024 * 1024;
 
+/// The most header bytes HTTP/2 decodes for one request
+/// (SETTINGS_MAX_HEADER_LIST_SIZE, counted as HTTP/2 does).
+///
+/// Far above what a request may carry (`limits::HEADER_BYTES`, 16 KiB), so
+/// that a request over that is decoded and refused with a typed status on
+/// its own stream. At hyper's default of 16 KiB, h2 answered a larger header
+/// block with a bare HTTP 431 and one over four times that with a GOAWAY
+/// that ended every stream of the connection. HPACK's state belongs to the
+/// connection, so a header block h2 will not decode at all (beyond about
+/// 1.25 × this, encoded, or 4 × this, decoded) still closes it; 1.5 MiB puts
+/// that past a 1 MiB header, and what one connection may make the daemon
+/// buffer (this, a quarter more while decoding) stays below what its
+/// flow-control window already allows it ([`CONNECTION_WINDOW`]).
+const HEADER_LIST_BYTES: u32 = 3 * 512 * 1024;
+
 /// Runs the daemon until a signal or a Shutdown RPC, then drains.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     // Held until run returns, after the store is closed: a second daemon on
@@ -115,6 +130,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(on_signal(shutdown.clone()));
     tokio::spawn(reload_on_hangup(auth.clone()));
+    tokio::spawn(auth.clone().watch_tokens());
     tokio::spawn({
         let shutdown = shutdown.clone();
         let health = health.clone();
@@ -160,7 +176,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         match health_tcp {
             Some(listener) => {
                 Server::builder()
-                    .layer(SeenLayer(conns.clone()))
+                    .layer(SeenLayer::admitted(conns.clone()))
                     .add_service(health_service)
                     .serve_with_incoming_shutdown(
                         ReceiverStream::new(conns.accept(listener, shutdown.clone()))
@@ -240,8 +256,11 @@ type Layered = tower::layer::util::Stack<
             tower::layer::util::Stack<
                 crate::tls::IdentityLayer,
                 tower::layer::util::Stack<
-                    tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
-                    tower::layer::util::Identity,
+                    SeenLayer,
+                    tower::layer::util::Stack<
+                        tower::util::MapResponseLayer<fn(HttpResponse) -> HttpResponse>,
+                        tower::layer::util::Identity,
+                    >,
                 >,
             >,
         >,
@@ -279,6 +298,7 @@ fn router(
     Ok(Server::builder()
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .http2_max_header_list_size(HEADER_LIST_BYTES)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         // A peer that stops answering pings is gone; its connection is freed.
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
@@ -288,15 +308,18 @@ fn router(
         .layer(tower::util::MapResponseLayer::new(
             remap_refusals as fn(HttpResponse) -> HttpResponse,
         ))
-        // The certificate's (or the proxy's) identity first, for the one
-        // authentication layer; then the registry, which only sees requests
-        // that passed, so a connection whose requests are all refused stays
-        // silent and is closed as such.
+        // The registry hears of every request, so a connection is not cut
+        // off while it asks (each refusal is a typed status); then the
+        // certificate's (or the proxy's) identity, for the one
+        // authentication layer; then the registry again, marking used only
+        // connections whose requests passed, so one whose requests are all
+        // refused is closed once it falls silent and makes room at the cap.
+        .layer(SeenLayer::any(conns.clone()))
         .layer(crate::tls::IdentityLayer::new(
             daemon.config.trust_forwarded_client_cert,
         ))
         .layer(AuthLayer(auth.clone()))
-        .layer(SeenLayer(conns.clone()))
+        .layer(SeenLayer::admitted(conns.clone()))
         // Innermost: a call about another replica's session is sent on
         // only once it is authenticated and allowed here.
         .layer(crate::cluster::ForwardLayer {

@@ -680,6 +680,39 @@ impl tonic::codec::Decoder for Raw {
     }
 }
 
+/// A second Unix user for tests that need a peer that is not the daemon's
+/// user (the tests run as root, the daemon's user).
+pub const OTHER_USER: &str = "stepd-test-other";
+
+/// The second user's uid and gid, creating the user when missing.
+pub fn other_user() -> (u32, u32) {
+    let id = |flag: &str| {
+        std::process::Command::new("id")
+            .args([flag, OTHER_USER])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+    };
+    if id("-u").is_none() {
+        // Tests run in parallel: another may create it first.
+        let _ = std::process::Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                OTHER_USER,
+            ])
+            .stderr(Stdio::null())
+            .status();
+    }
+    (
+        id("-u").expect("the second test user exists"),
+        id("-g").expect("the second test user has a group"),
+    )
+}
+
 /// `stepd token add NAME ROLE --file FILE`, returning the printed token.
 pub fn add_token(file: &Path, name: &str, role: &str) -> String {
     let out = std::process::Command::new(stepd_bin())

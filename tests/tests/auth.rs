@@ -16,8 +16,8 @@ use std::{
 
 use prost_reflect::{DescriptorPool, MethodDescriptor};
 use stepd_e2e::{
-    DEADLINE, Daemon, Raw, Subscription, TempDir, add_token, dap, reason, repo_root, stepd_bin,
-    with_token,
+    DEADLINE, Daemon, Raw, Subscription, TempDir, add_token, dap, other_user, reason, repo_root,
+    stepd_bin, with_token,
 };
 use stepd_proto::v1::{
     AddBreakpointRequest, ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand,
@@ -34,37 +34,6 @@ use tokio::{
 };
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Status, codegen::http::uri::PathAndQuery, transport::Channel};
-
-const OTHER: &str = "stepd-test-other";
-
-/// The second user's uid and gid, creating the user when missing.
-fn other_user() -> (u32, u32) {
-    let id = |flag: &str| {
-        std::process::Command::new("id")
-            .args([flag, OTHER])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-    };
-    if id("-u").is_none() {
-        // Tests run in parallel: another may create it first.
-        let _ = std::process::Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                OTHER,
-            ])
-            .stderr(Stdio::null())
-            .status();
-    }
-    (
-        id("-u").expect("the second test user exists"),
-        id("-g").expect("the second test user has a group"),
-    )
-}
 
 /// Protos grpcurl reads as the second user (no reflection: it needs a
 /// role), in a directory that user can read.

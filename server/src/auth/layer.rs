@@ -1,6 +1,8 @@
-//! The one tower layer that authenticates and authorizes every request by
-//! its method path, puts the [`Identity`] in the request's extensions, and
-//! writes the audit line of each mutating call once it is answered.
+//! The one tower layer that bounds every request's headers, authenticates
+//! and authorizes it by its method path, puts the [`Identity`] in the
+//! request's extensions, holds a call made with a tokens-file token to that
+//! token's validity ([`super::lease`]), and writes the audit line of each
+//! mutating call once it is answered.
 
 use std::{
     future::Future,
@@ -15,9 +17,12 @@ use tonic::{
     codegen::http::{Request, Response},
 };
 
+use crate::error::clip;
+
 use super::{
     Auth, Identity,
     audit::{Note, Pending},
+    lease::{Lease, Leased, Side},
     roles::{self, Need},
 };
 
@@ -45,9 +50,9 @@ pub struct AuthService<S> {
 
 type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 
-impl<S, B> tower::Service<Request<B>> for AuthService<S>
+impl<S> tower::Service<Request<Body>> for AuthService<S>
 where
-    S: tower::Service<Request<B>, Response = Response<Body>>,
+    S: tower::Service<Request<Body>, Response = Response<Body>>,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
 {
@@ -59,12 +64,9 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Body>) -> Self::Future {
         let path = request.uri().path();
         let need = roles::need(path);
-        if need == Need::Open {
-            return Box::pin(self.inner.call(request));
-        }
         let audited = need.audited();
         let method = || path.strip_prefix('/').unwrap_or(path).to_owned();
         let client = || {
@@ -75,15 +77,31 @@ where
                 .unwrap_or_default()
                 .to_owned()
         };
-        let who = match self
+        // Before anything reads them: HTTP/2 decodes headers far larger than
+        // this (see server.rs) so that they are refused here, on their own
+        // stream, and the connection's other streams go on.
+        if let Err(err) = crate::limits::headers(path, request.headers()) {
+            if audited {
+                // Quoted bounded: these are the headers found too large.
+                let (method, client) = (clip(&method()), clip(&client()));
+                super::audit::write(None, &method, "", &client, err.code());
+            }
+            return refuse(err.into());
+        }
+        if need == Need::Open {
+            return Box::pin(self.inner.call(request));
+        }
+        let (who, file_token) = match self
             .auth
             .authenticate(request.headers(), request.extensions())
-            .and_then(|who| super::acting(who, request.headers()))
-        {
+            .and_then(|caller| {
+                let who = super::acting(caller.identity.clone(), request.headers())?;
+                Ok((who, caller.file_token.map(|t| (t, caller.identity))))
+            }) {
             Ok(who) => who,
             Err(err) => {
                 if audited {
-                    super::audit::write(None, &method(), "", &client(), Code::Unauthenticated);
+                    super::audit::write(None, &method(), "", &client(), err.code());
                 }
                 return refuse(err.into());
             }
@@ -110,14 +128,28 @@ where
             extensions.insert(info);
         }
         extensions.insert::<Arc<Identity>>(who);
-        let Some(pending) = pending else {
+        if let Some(pending) = &pending {
+            extensions.insert(pending.note.clone());
+        }
+        let lease = file_token.map(|(token, caller)| Lease::new(self.auth.clone(), token, caller));
+        if let Some(lease) = &lease {
+            request = request.map(|body| Leased::wrap(body, lease.clone(), Side::Request));
+        }
+        if lease.is_none() && pending.is_none() {
             return Box::pin(self.inner.call(request));
-        };
-        extensions.insert(pending.note.clone());
+        }
         let call = self.inner.call(request);
         Box::pin(async move {
-            let response = call.await?;
-            Ok(audited_response(response, pending))
+            let mut response = call.await?;
+            if let Some(lease) = lease {
+                response = response.map(|body| Leased::wrap(body, lease, Side::Response));
+            }
+            Ok(match pending {
+                // Outside the lease's body, so the line has the code the
+                // lease ended the call with.
+                Some(pending) => audited_response(response, pending),
+                None => response,
+            })
         })
     }
 }

@@ -6,11 +6,14 @@
 //! accepted — checks it against the role table ([`roles`]) and puts it in
 //! the request's extensions for the handlers, which record it (who started a
 //! session, who answered a pause, who changed a breakpoint). Mutating calls
-//! write one audit line each ([`audit`]).
+//! write one audit line each ([`audit`]). A call made with a token of the
+//! tokens file holds a [`lease`] on it, which ends the call when the token
+//! is revoked or expires.
 
 pub mod audit;
 pub mod cli;
 pub mod layer;
+pub mod lease;
 pub mod peer;
 pub mod roles;
 pub mod tokens;
@@ -134,6 +137,25 @@ pub fn identity<T>(request: &tonic::Request<T>) -> Arc<Identity> {
         })
 }
 
+/// Who a request was authenticated as.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    /// The identity.
+    pub identity: Arc<Identity>,
+    /// The hash of the tokens-file token it presented, if it did: that token
+    /// must stay valid for as long as the call lasts.
+    pub file_token: Option<tokens::Hash>,
+}
+
+impl From<Arc<Identity>> for Authenticated {
+    fn from(identity: Arc<Identity>) -> Self {
+        Self {
+            identity,
+            file_token: None,
+        }
+    }
+}
+
 /// Authenticates requests: the daemon's user, the local token, the tokens
 /// file.
 pub struct Auth {
@@ -199,18 +221,33 @@ impl Auth {
         }
     }
 
+    /// Re-reads the tokens file every [`tokens::REFRESH`] when it changed,
+    /// so edits reach open streams without a request presenting a token.
+    pub async fn watch_tokens(self: Arc<Self>) {
+        let Some(file) = &self.tokens else {
+            return;
+        };
+        let mut tick = tokio::time::interval(tokens::REFRESH);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            file.refresh(false);
+        }
+    }
+
     /// The identity of a request with these headers on the connection these
-    /// extensions describe, or why there is none (UNAUTHENTICATED).
+    /// extensions describe, or why there is none (UNAUTHENTICATED,
+    /// TOKEN_EXPIRED).
     pub fn authenticate(
         &self,
         headers: &HeaderMap,
         extensions: &Extensions,
-    ) -> Result<Arc<Identity>, ApiError> {
+    ) -> Result<Authenticated, ApiError> {
         if let Some(value) = headers.get(http::header::AUTHORIZATION) {
             return self.by_token(value.as_bytes());
         }
         if let Some(peer) = extensions.get::<crate::tls::PeerIdentity>() {
-            return self.by_certificate(peer);
+            return self.by_certificate(peer).map(Authenticated::from);
         }
         let tcp = peer::TcpPeer::of_request(extensions);
         let (uid, how, peer) = if let Some(tcp) = tcp {
@@ -220,7 +257,8 @@ impl Auth {
                     name: "insecure".into(),
                     role: Role::Admin,
                     how: How::Insecure,
-                }));
+                })
+                .into());
             }
             let peer = remote.map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
             (uid, How::TcpPeer, peer)
@@ -237,7 +275,8 @@ impl Auth {
             Some(uid) if uid == self.own_uid => Ok(match how {
                 How::UnixPeer => self.unix_peer.clone(),
                 _ => self.tcp_peer.clone(),
-            }),
+            }
+            .into()),
             Some(uid) => Err(unauthenticated(format!(
                 "this stepd admits only its own user ({}) without a token, and the peer on {peer} runs as {}; \
                  send a token as `authorization: Bearer <token>` (see docs/security.md)",
@@ -276,7 +315,7 @@ impl Auth {
         }
     }
 
-    fn by_token(&self, value: &[u8]) -> Result<Arc<Identity>, ApiError> {
+    fn by_token(&self, value: &[u8]) -> Result<Authenticated, ApiError> {
         let token = std::str::from_utf8(value)
             .ok()
             .and_then(|v| {
@@ -292,16 +331,65 @@ impl Auth {
         let local = tokens::same(&self.local, &presented);
         let from_file = self.tokens.as_ref().and_then(|f| f.find(&presented));
         if local {
-            return Ok(self.local_identity.clone());
+            return Ok(self.local_identity.clone().into());
         }
-        from_file.ok_or_else(|| {
+        let entry = from_file.ok_or_else(|| {
             unauthenticated(
                 "the bearer token is not valid: unknown, mistyped or revoked; \
                  ask for a new one (stepd token add, see docs/security.md)"
                     .to_owned(),
             )
+        })?;
+        if entry.expired(std::time::SystemTime::now()) {
+            return Err(expired(&entry));
+        }
+        Ok(Authenticated {
+            identity: entry.identity,
+            file_token: Some(presented),
         })
     }
+
+    /// Whether the tokens-file token hashing to `token`, which authenticated
+    /// a call as `identity`, still does, as the file was last read: still
+    /// there, with the same name and role, and not expired.
+    pub fn still_valid(&self, token: &tokens::Hash, identity: &Identity) -> Result<(), ApiError> {
+        let entry = self.tokens.as_ref().and_then(|f| f.lookup(token));
+        let Some(entry) = entry else {
+            return Err(unauthenticated(format!(
+                "the bearer token of {} was revoked (it is no longer in the tokens file) \
+                 while this call was open; ask for a new one (see docs/security.md)",
+                identity.name
+            ))
+            .with("identity", identity.name.clone()));
+        };
+        if *entry.identity != *identity {
+            return Err(unauthenticated(format!(
+                "the bearer token of {} is now {} with role {} in the tokens file; \
+                 call again to be authenticated as that",
+                identity.name, entry.identity.name, entry.identity.role
+            ))
+            .with("identity", identity.name.clone()));
+        }
+        if entry.expired(std::time::SystemTime::now()) {
+            return Err(expired(&entry));
+        }
+        Ok(())
+    }
+}
+
+/// TOKEN_EXPIRED for a token of the file past its expiry; names when, never
+/// the token.
+fn expired(entry: &tokens::Entry) -> ApiError {
+    let at = entry.expires.map(tokens::format_time).unwrap_or_default();
+    ApiError::new(
+        ErrorReason::TokenExpired,
+        format!(
+            "the bearer token of {} expired at {at}; ask for a new one (stepd token add, see docs/security.md)",
+            entry.identity.name
+        ),
+    )
+    .with("identity", entry.identity.name.clone())
+    .with("expired_at", at)
 }
 
 /// `uid:1000(alice)`, or `uid:1000` when the user has no name.

@@ -1,14 +1,15 @@
-//! Bearer tokens: the `--auth-tokens` file (`NAME ROLE sha256:HEX` a line,
-//! only hashes stored), the local token in the data directory, creating and
-//! removing tokens (`stepd token add|remove`), and checking a presented
-//! token: one SHA-256 and a constant-time comparison against every hash.
+//! Bearer tokens: the `--auth-tokens` file (`NAME ROLE sha256:HEX
+//! [expires=TIME]` a line, only hashes stored), the local token in the data
+//! directory, creating and removing tokens (`stepd token add|remove`), and
+//! checking a presented token: one SHA-256 and a constant-time comparison
+//! against every hash.
 
 use std::{
     io::Write as _,
     os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _},
     path::{Path, PathBuf},
     sync::{Arc, RwLock},
-    time::SystemTime,
+    time::{Duration, SystemTime},
 };
 
 use anyhow::{Context as _, bail};
@@ -21,6 +22,11 @@ pub type Hash = [u8; 32];
 
 /// What a raw token starts with, so one is recognisable in a leak scanner.
 pub const PREFIX: &str = "stepd_";
+
+/// How often the daemon looks at the tokens file for changes (one `stat`),
+/// so an edit reaches the streams its tokens hold open even when no request
+/// presents a token (see [`super::lease`]).
+pub const REFRESH: Duration = Duration::from_secs(1);
 
 /// The file of the local token in the data directory.
 pub const LOCAL_FILE: &str = "token";
@@ -54,6 +60,38 @@ pub struct Entry {
     pub hash: Hash,
     /// The identity it authenticates as.
     pub identity: Arc<Identity>,
+    /// When it stops being accepted, if ever (`expires=` on its line).
+    pub expires: Option<SystemTime>,
+}
+
+impl Entry {
+    /// Whether it has expired by `now`.
+    pub fn expired(&self, now: SystemTime) -> bool {
+        self.expires.is_some_and(|at| at <= now)
+    }
+}
+
+/// The prefix of the optional fourth field of a line.
+const EXPIRES: &str = "expires=";
+
+/// A time as the tokens file and messages write it: RFC 3339, UTC, seconds.
+pub fn format_time(at: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+/// When a token given `--expires WHEN` expires: an RFC 3339 time in UTC
+/// (`2030-01-31T00:00:00Z`) or a duration from now (`30d`, `12h`, `90s`).
+pub fn parse_expiry(when: &str, now: SystemTime) -> anyhow::Result<SystemTime> {
+    if let Ok(at) = humantime::parse_rfc3339(when) {
+        return Ok(at);
+    }
+    let after: Duration = humantime::parse_duration(when).map_err(|_| {
+        anyhow::anyhow!(
+            "expiry {when:?}: give an RFC 3339 time in UTC (2030-01-31T00:00:00Z) or a duration (30d, 12h)"
+        )
+    })?;
+    now.checked_add(after)
+        .with_context(|| format!("expiry {when:?} is too far away"))
 }
 
 /// Token names: letters, digits, `.`, `_`, `-`, `@`; at most 64.
@@ -97,11 +135,13 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<Entry>> {
 
 fn parse_line(line: &str) -> anyhow::Result<Entry> {
     let fields: Vec<&str> = line.split_whitespace().collect();
-    let [name, role, hashed] = fields[..] else {
-        bail!(
-            "expected NAME ROLE sha256:HEX, found {} fields",
+    let (name, role, hashed, expires) = match fields[..] {
+        [name, role, hashed] => (name, role, hashed, None),
+        [name, role, hashed, expires] => (name, role, hashed, Some(expires)),
+        _ => bail!(
+            "expected NAME ROLE sha256:HEX [expires=TIME], found {} fields",
             fields.len()
-        );
+        ),
     };
     check_name(name)?;
     let role: Role = role.parse().map_err(anyhow::Error::msg)?;
@@ -111,16 +151,29 @@ fn parse_line(line: &str) -> anyhow::Result<Entry> {
     let mut hash = [0u8; 32];
     hex::decode_to_slice(hex_part, &mut hash)
         .context("sha256: needs 64 hex digits (the SHA-256 of the token)")?;
+    let expires = expires
+        .map(|field| {
+            let at = field
+                .strip_prefix(EXPIRES)
+                .context("the fourth field must be written expires=TIME")?;
+            humantime::parse_rfc3339(at).map_err(|_| {
+                anyhow::anyhow!(
+                    "expires={at}: write an RFC 3339 time in UTC, e.g. expires=2030-01-31T00:00:00Z"
+                )
+            })
+        })
+        .transpose()?;
     Ok(Entry {
         name: name.to_owned(),
         role,
         hash,
         identity: token_identity(name, role),
+        expires,
     })
 }
 
 /// The tokens file, re-read when it changes (checked when a token is
-/// presented) or on SIGHUP.
+/// presented, and every [`REFRESH`] by the daemon's watcher) or on SIGHUP.
 pub struct TokenFile {
     path: PathBuf,
     state: RwLock<Loaded>,
@@ -184,15 +237,22 @@ impl TokenFile {
         }
     }
 
-    /// The identity of the token hashing to `presented`, comparing against
-    /// every entry so the time taken does not depend on which one matches.
-    pub fn find(&self, presented: &Hash) -> Option<Arc<Identity>> {
+    /// The entry of the token hashing to `presented`, after checking the
+    /// file for changes.
+    pub fn find(&self, presented: &Hash) -> Option<Entry> {
         self.refresh(false);
+        self.lookup(presented)
+    }
+
+    /// The entry of the token hashing to `presented` as last read,
+    /// comparing against every entry so the time taken does not depend on
+    /// which one matches.
+    pub fn lookup(&self, presented: &Hash) -> Option<Entry> {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let mut found = None;
         for entry in &state.entries {
             if same(&entry.hash, presented) {
-                found = Some(entry.identity.clone());
+                found = Some(entry.clone());
             }
         }
         found
@@ -260,9 +320,15 @@ pub fn local_token(data_dir: &Path) -> anyhow::Result<Hash> {
     }
 }
 
-/// `stepd token add NAME ROLE --file FILE`: appends a new token's line
-/// (creating the file 0600) and returns the raw token, which is shown once.
-pub fn add(file: &Path, name: &str, role: &str) -> anyhow::Result<String> {
+/// `stepd token add NAME ROLE --file FILE [--expires WHEN]`: appends a new
+/// token's line (creating the file 0600) and returns the raw token, which
+/// is shown once.
+pub fn add(
+    file: &Path,
+    name: &str,
+    role: &str,
+    expires: Option<SystemTime>,
+) -> anyhow::Result<String> {
     check_name(name)?;
     let role: Role = role.parse().map_err(anyhow::Error::msg)?;
     let existing = match std::fs::read_to_string(file) {
@@ -284,9 +350,13 @@ pub fn add(file: &Path, name: &str, role: &str) -> anyhow::Result<String> {
         line.push('\n');
     }
     line.push_str(&format!(
-        "{name} {role} sha256:{}\n",
+        "{name} {role} sha256:{}",
         hex::encode(hash(&token))
     ));
+    if let Some(at) = expires {
+        line.push_str(&format!(" {EXPIRES}{}", format_time(at)));
+    }
+    line.push('\n');
     let mut out = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
@@ -363,17 +433,66 @@ mod tests {
     }
 
     #[test]
+    fn an_expiry_is_optional_and_kept_to_the_second() {
+        let old = format!("ci viewer sha256:{}\n", "0".repeat(64));
+        assert_eq!(
+            parse(&old).unwrap()[0].expires,
+            None,
+            "old files stay valid"
+        );
+        let at = humantime::parse_rfc3339("2030-01-31T12:00:00Z").unwrap();
+        let line = format!(
+            "ci viewer sha256:{} expires=2030-01-31T12:00:00Z",
+            "0".repeat(64)
+        );
+        let entry = &parse(&line).unwrap()[0];
+        assert_eq!(entry.expires, Some(at));
+        assert!(!entry.expired(at - Duration::from_secs(1)));
+        assert!(entry.expired(at));
+        for bad in [
+            "expires=tomorrow",
+            "until=2030-01-31T12:00:00Z",
+            "expires=2030-01-31",
+        ] {
+            let text = format!("ci viewer sha256:{} {bad}", "0".repeat(64));
+            let err = format!("{:#}", parse(&text).unwrap_err());
+            assert!(err.contains("line 1"), "{bad}: {err}");
+        }
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(
+            parse_expiry("30d", now).unwrap(),
+            now + Duration::from_secs(30 * 86_400)
+        );
+        assert_eq!(parse_expiry("2030-01-31T12:00:00Z", now).unwrap(), at);
+        assert!(parse_expiry("soon", now).is_err());
+
+        let dir = std::env::temp_dir().join(format!("stepd-expiring-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens");
+        let _ = std::fs::remove_file(&path);
+        let token = add(&path, "ci", "viewer", Some(at)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.trim_end().ends_with(" expires=2030-01-31T12:00:00Z"),
+            "{text}"
+        );
+        let found = TokenFile::open(&path).unwrap().find(&hash(&token)).unwrap();
+        assert_eq!(found.expires, Some(at));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn add_find_remove() {
         let dir = std::env::temp_dir().join(format!("stepd-tokens-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("tokens");
         let _ = std::fs::remove_file(&path);
-        let a = add(&path, "alice", "viewer").unwrap();
-        let b = add(&path, "bob", "admin").unwrap();
-        assert!(add(&path, "alice", "viewer").is_err());
+        let a = add(&path, "alice", "viewer", None).unwrap();
+        let b = add(&path, "bob", "admin", None).unwrap();
+        assert!(add(&path, "alice", "viewer", None).is_err());
         assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
         let file = TokenFile::open(&path).unwrap();
-        assert_eq!(file.find(&hash(&a)).unwrap().name, "token:alice");
+        assert_eq!(file.find(&hash(&a)).unwrap().identity.name, "token:alice");
         assert_eq!(file.find(&hash(&b)).unwrap().role, Role::Admin);
         remove(&path, "alice").unwrap();
         assert!(file.find(&hash(&a)).is_none(), "revoked at the next check");
