@@ -6,6 +6,8 @@
 
 use std::{borrow::Cow, future::Future, path::Path, str::FromStr, time::Duration};
 
+use tokio::time::Instant;
+
 use anyhow::Context;
 use sqlx::{
     Database, PgPool, Postgres, Row, Sqlite, SqlitePool,
@@ -37,6 +39,25 @@ pub(super) trait Backend: Database {
         conn: &mut Self::Connection,
         sql: &'static str,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// Makes the transaction begun on `conn` (whose `BEGIN` answered at
+    /// `begun`) refuse to commit if its commit begins after `cutoff`: the
+    /// commit then fails with `LATE_COMMIT` and nothing is kept.
+    fn commit_before(
+        conn: &mut Self::Connection,
+        cutoff: Instant,
+        begun: Instant,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// The error code of a commit `commit_before` refused.
+    const LATE_COMMIT: &'static str;
+
+    /// Whether `err` is a commit `commit_before` refused.
+    fn refused_late(err: &sqlx::Error) -> bool {
+        err.as_database_error()
+            .and_then(|db| db.code())
+            .is_some_and(|code| code == Self::LATE_COMMIT)
+    }
 }
 
 /// A row's columns by name, whichever driver read it.
@@ -52,9 +73,10 @@ pub(super) trait Record: Sized + Send + 'static {
 }
 
 macro_rules! backend {
-    ($db:ty, $row:ty, $begin:literal) => {
+    ($db:ty, $row:ty, $begin:literal, $late:literal, $commit_before:path) => {
         impl Backend for $db {
             const BEGIN: &'static str = $begin;
+            const LATE_COMMIT: &'static str = $late;
 
             async fn run<T: Record>(
                 conn: &mut Self::Connection,
@@ -78,6 +100,14 @@ macro_rules! backend {
             ) -> Result<(), sqlx::Error> {
                 sqlx::query::<$db>(sql).execute(conn).await.map(|_| ())
             }
+
+            async fn commit_before(
+                conn: &mut Self::Connection,
+                cutoff: Instant,
+                begun: Instant,
+            ) -> Result<(), sqlx::Error> {
+                $commit_before(conn, cutoff, begun).await
+            }
         }
 
         impl Columns for $row {
@@ -94,8 +124,58 @@ macro_rules! backend {
     };
 }
 
-backend!(Sqlite, sqlx::sqlite::SqliteRow, "BEGIN IMMEDIATE");
-backend!(Postgres, sqlx::postgres::PgRow, "BEGIN");
+backend!(
+    Sqlite,
+    sqlx::sqlite::SqliteRow,
+    "BEGIN IMMEDIATE",
+    // SQLITE_CONSTRAINT_COMMITHOOK
+    "531",
+    sqlite_commit_before
+);
+backend!(
+    Postgres,
+    sqlx::postgres::PgRow,
+    "BEGIN",
+    // Raised by migration 0006's trigger.
+    "SD001",
+    postgres_commit_before
+);
+
+/// SQLite runs in the daemon: a commit hook, which SQLite calls as a
+/// commit begins and which turns it into a rollback by answering false,
+/// reads the daemon's own clock. Each transaction sets it afresh.
+async fn sqlite_commit_before(
+    conn: &mut sqlx::SqliteConnection,
+    cutoff: Instant,
+    _begun: Instant,
+) -> Result<(), sqlx::Error> {
+    let cutoff = cutoff.into_std();
+    conn.lock_handle()
+        .await?
+        .set_commit_hook(move || std::time::Instant::now() <= cutoff);
+    Ok(())
+}
+
+/// PostgreSQL checks its own clock (migration 0006): the latest time the
+/// commit may begin is the transaction's start, `now()`, which the server
+/// took before `BEGIN` answered, plus what was left to the cutoff when it
+/// answered; so never later than the cutoff, without comparing clocks.
+async fn postgres_commit_before(
+    conn: &mut sqlx::PgConnection,
+    cutoff: Instant,
+    begun: Instant,
+) -> Result<(), sqlx::Error> {
+    let left = cutoff.saturating_duration_since(begun);
+    sqlx::query(
+        "INSERT INTO stepd_commit_guard (pid, commit_by) \
+         VALUES (pg_backend_pid(), now() + $1 * INTERVAL '1 microsecond') \
+         ON CONFLICT (pid) DO UPDATE SET commit_by = excluded.commit_by",
+    )
+    .bind(i64::try_from(left.as_micros()).unwrap_or(i64::MAX))
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
 
 impl Record for StoredBreakpoint {
     fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {
@@ -147,6 +227,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "directory",
         include_str!("../../migrations/sqlite/0005_directory.sql"),
     ),
+    (
+        6,
+        "commit_guard",
+        include_str!("../../migrations/sqlite/0006_commit_guard.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -173,6 +258,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         5,
         "directory",
         include_str!("../../migrations/postgres/0005_directory.sql"),
+    ),
+    (
+        6,
+        "commit_guard",
+        include_str!("../../migrations/postgres/0006_commit_guard.sql"),
     ),
 ];
 
@@ -234,7 +324,10 @@ pub(super) async fn open_postgres(url: &str, shown: &str, origin: &str) -> anyho
         .application_name(origin);
     let pool = PgPoolOptions::new()
         .max_connections(8)
-        .acquire_timeout(Duration::from_secs(10))
+        // A server that does not hand over a connection this soon is
+        // taken for down (`health.rs`); a frozen one would otherwise hold
+        // each caller as long as it likes.
+        .acquire_timeout(super::writer::ANSWER)
         .connect_with(options)
         .await
         .with_context(|| format!("connecting to {shown}"))?;
