@@ -6,8 +6,6 @@
 
 use std::{borrow::Cow, future::Future, path::Path, str::FromStr, time::Duration};
 
-use tokio::time::Instant;
-
 use anyhow::Context;
 use sqlx::{
     Database, PgPool, Postgres, Row, Sqlite, SqlitePool,
@@ -18,11 +16,12 @@ use sqlx::{
 
 use super::{
     StoredBreakpoint,
+    commit_guard::CommitGuard,
     statement::{Bind, Statement},
 };
 
 /// One database engine as the store uses it.
-pub(super) trait Backend: Database {
+pub(super) trait Backend: Database + CommitGuard {
     /// Opens a transaction that writes. SQLite's `IMMEDIATE` takes the
     /// write lock at once, so a transaction never fails half way for want
     /// of it; PostgreSQL locks rows as it goes.
@@ -39,25 +38,6 @@ pub(super) trait Backend: Database {
         conn: &mut Self::Connection,
         sql: &'static str,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
-
-    /// Makes the transaction begun on `conn` (whose `BEGIN` answered at
-    /// `begun`) refuse to commit if its commit begins after `cutoff`: the
-    /// commit then fails with `LATE_COMMIT` and nothing is kept.
-    fn commit_before(
-        conn: &mut Self::Connection,
-        cutoff: Instant,
-        begun: Instant,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
-
-    /// The error code of a commit `commit_before` refused.
-    const LATE_COMMIT: &'static str;
-
-    /// Whether `err` is a commit `commit_before` refused.
-    fn refused_late(err: &sqlx::Error) -> bool {
-        err.as_database_error()
-            .and_then(|db| db.code())
-            .is_some_and(|code| code == Self::LATE_COMMIT)
-    }
 }
 
 /// A row's columns by name, whichever driver read it.
@@ -73,10 +53,9 @@ pub(super) trait Record: Sized + Send + 'static {
 }
 
 macro_rules! backend {
-    ($db:ty, $row:ty, $begin:literal, $late:literal, $commit_before:path) => {
+    ($db:ty, $row:ty, $begin:literal) => {
         impl Backend for $db {
             const BEGIN: &'static str = $begin;
-            const LATE_COMMIT: &'static str = $late;
 
             async fn run<T: Record>(
                 conn: &mut Self::Connection,
@@ -100,14 +79,6 @@ macro_rules! backend {
             ) -> Result<(), sqlx::Error> {
                 sqlx::query::<$db>(sql).execute(conn).await.map(|_| ())
             }
-
-            async fn commit_before(
-                conn: &mut Self::Connection,
-                cutoff: Instant,
-                begun: Instant,
-            ) -> Result<(), sqlx::Error> {
-                $commit_before(conn, cutoff, begun).await
-            }
         }
 
         impl Columns for $row {
@@ -124,58 +95,8 @@ macro_rules! backend {
     };
 }
 
-backend!(
-    Sqlite,
-    sqlx::sqlite::SqliteRow,
-    "BEGIN IMMEDIATE",
-    // SQLITE_CONSTRAINT_COMMITHOOK
-    "531",
-    sqlite_commit_before
-);
-backend!(
-    Postgres,
-    sqlx::postgres::PgRow,
-    "BEGIN",
-    // Raised by migration 0006's trigger.
-    "SD001",
-    postgres_commit_before
-);
-
-/// SQLite runs in the daemon: a commit hook, which SQLite calls as a
-/// commit begins and which turns it into a rollback by answering false,
-/// reads the daemon's own clock. Each transaction sets it afresh.
-async fn sqlite_commit_before(
-    conn: &mut sqlx::SqliteConnection,
-    cutoff: Instant,
-    _begun: Instant,
-) -> Result<(), sqlx::Error> {
-    let cutoff = cutoff.into_std();
-    conn.lock_handle()
-        .await?
-        .set_commit_hook(move || std::time::Instant::now() <= cutoff);
-    Ok(())
-}
-
-/// PostgreSQL checks its own clock (migration 0006): the latest time the
-/// commit may begin is the transaction's start, `now()`, which the server
-/// took before `BEGIN` answered, plus what was left to the cutoff when it
-/// answered; so never later than the cutoff, without comparing clocks.
-async fn postgres_commit_before(
-    conn: &mut sqlx::PgConnection,
-    cutoff: Instant,
-    begun: Instant,
-) -> Result<(), sqlx::Error> {
-    let left = cutoff.saturating_duration_since(begun);
-    sqlx::query(
-        "INSERT INTO stepd_commit_guard (pid, commit_by) \
-         VALUES (pg_backend_pid(), now() + $1 * INTERVAL '1 microsecond') \
-         ON CONFLICT (pid) DO UPDATE SET commit_by = excluded.commit_by",
-    )
-    .bind(i64::try_from(left.as_micros()).unwrap_or(i64::MAX))
-    .execute(conn)
-    .await
-    .map(|_| ())
-}
+backend!(Sqlite, sqlx::sqlite::SqliteRow, "BEGIN IMMEDIATE");
+backend!(Postgres, sqlx::postgres::PgRow, "BEGIN");
 
 impl Record for StoredBreakpoint {
     fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {

@@ -6,6 +6,7 @@
 mod backend;
 mod breakpoints;
 mod changes;
+mod commit_guard;
 mod directory;
 mod failure;
 mod health;
@@ -74,6 +75,7 @@ pub struct Queued {
     what: &'static str,
     place: Arc<str>,
     within: Within,
+    health: Arc<Health>,
     /// The writer's answer to come, or why the write was not queued.
     rows: Result<oneshot::Receiver<writer::Outcome>, Failure>,
 }
@@ -81,8 +83,9 @@ pub struct Queued {
 impl Queued {
     /// The write's rows, once it is durable. At the write's cutoff, a
     /// write the writer has not claimed for a commit is abandoned and
-    /// fails at once, whatever the writer is busy with; a claimed one is
-    /// answered when its commit is.
+    /// fails at once, whatever the writer is busy with (and the probe
+    /// looks whether the database still answers: the writer may be held by
+    /// a frozen server); a claimed one is answered when its commit is.
     pub async fn done(self) -> Result<Vec<StoredBreakpoint>, WriteError> {
         let writer_gone = || Err(Failure::of(sqlx::Error::WorkerCrashed));
         let outcome = match self.rows {
@@ -90,6 +93,7 @@ impl Queued {
                 outcome = &mut rows => outcome.unwrap_or_else(|_| writer_gone()),
                 () = tokio::time::sleep_until(self.within.cutoff()) => {
                     if self.within.abandon() {
+                        self.health.doubt();
                         Err(Failure::TooLate)
                     } else {
                         rows.await.unwrap_or_else(|_| writer_gone())
@@ -337,6 +341,7 @@ impl Store {
             what,
             place: self.place.clone(),
             within: within.clone(),
+            health: self.health.clone(),
             rows: queued,
         }
     }

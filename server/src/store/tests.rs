@@ -404,7 +404,10 @@ async fn the_database_refuses_a_commit_that_begins_after_the_cutoff() {
             .await
             .unwrap();
         let cutoff = begun + std::time::Duration::from_millis(50);
-        B::commit_before(&mut conn, cutoff, begun).await.unwrap();
+        let guard = B::guard(&mut conn).await.unwrap();
+        B::commit_before(&mut conn, &guard, cutoff, begun)
+            .await
+            .unwrap();
         tokio::time::sleep_until(cutoff + std::time::Duration::from_millis(50)).await;
         let err = B::execute(&mut conn, "COMMIT").await.expect_err("too late");
         assert!(B::refused_late(&err), "{err}");

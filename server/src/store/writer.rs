@@ -15,7 +15,7 @@
 //! An abandoned write is never committed: it is dropped from the queue
 //! unrun, or its transaction rolled back, and its caller is told it failed.
 //! The database refuses a commit that begins after the cutoff
-//! (`Backend::commit_before`), so one held up in transit — a frozen
+//! (`commit_guard.rs`), so one held up in transit — a frozen
 //! server, a lost packet — cannot land after the caller was told it
 //! failed; the caller of a claimed write waits for the commit's answer,
 //! until its deadline. Waiting for a connection or for `BEGIN` is bounded
@@ -190,8 +190,15 @@ impl Failure {
 /// its own connection keeps them.
 struct Connection<B: Backend> {
     pool: sqlx::Pool<B>,
-    conn: Option<PoolConnection<B>>,
+    conn: Option<Kept<B>>,
     health: Arc<Health>,
+}
+
+/// A connection of the writer's, readied for guarded commits
+/// (`commit_guard.rs`).
+struct Kept<B: Backend> {
+    conn: PoolConnection<B>,
+    guard: B::Guard,
 }
 
 impl<B: Backend> Connection<B> {
@@ -220,7 +227,7 @@ impl<B: Backend> Connection<B> {
         let (Some(cutoff), Some(deadline)) = (cutoff, deadline) else {
             return Ok(Vec::new());
         };
-        let (mut conn, begun) = self.begin(cutoff).await?;
+        let (Kept { mut conn, guard }, begun) = self.begin(cutoff).await?;
         let result = async {
             let mut all = Vec::with_capacity(writes.len());
             for statements in writes {
@@ -231,8 +238,8 @@ impl<B: Backend> Connection<B> {
                 }
                 all.push(rows);
             }
-            let guard = B::commit_before(&mut conn, cutoff, begun);
-            self.wait("the commit's deadline", cutoff, false, guard)
+            let guarded = B::commit_before(&mut conn, &guard, cutoff, begun);
+            self.wait("the commit's deadline", cutoff, false, guarded)
                 .await?;
             claim_all(within)?;
             let committed =
@@ -253,7 +260,7 @@ impl<B: Backend> Connection<B> {
         }
         .await;
         match &result {
-            Ok(_) => self.conn = Some(conn),
+            Ok(_) => self.conn = Some(Kept { conn, guard }),
             Err(failure) => {
                 // Closed when dropped, rolling back whatever is open; not
                 // waited for, as a server that stopped answering would
@@ -274,16 +281,16 @@ impl<B: Backend> Connection<B> {
     /// failover dropped it while it sat idle) is closed and a fresh one
     /// taken: no write fails for it. One that does not answer is not
     /// replaced: a fresh one would wait as long.
-    async fn begin(&mut self, cutoff: Instant) -> Result<(PoolConnection<B>, Instant), Failure> {
-        if let Some(mut conn) = self.conn.take() {
+    async fn begin(&mut self, cutoff: Instant) -> Result<(Kept<B>, Instant), Failure> {
+        if let Some(mut kept) = self.conn.take() {
             let begun = self
-                .wait("BEGIN", cutoff, true, B::execute(&mut conn, B::BEGIN))
+                .wait("BEGIN", cutoff, true, B::execute(&mut kept.conn, B::BEGIN))
                 .await;
             match begun {
-                Ok(()) => return Ok((conn, Instant::now())),
-                Err(Failure::Refused(_) | Failure::Unreachable(_)) => conn.close_on_drop(),
+                Ok(()) => return Ok((kept, Instant::now())),
+                Err(Failure::Refused(_) | Failure::Unreachable(_)) => kept.conn.close_on_drop(),
                 Err(failure) => {
-                    conn.close_on_drop();
+                    kept.conn.close_on_drop();
                     if failure.is_outage() {
                         self.health.lost(&failure);
                     }
@@ -293,13 +300,14 @@ impl<B: Backend> Connection<B> {
         }
         let fresh = async {
             let mut conn = self
-                .wait("with a connection", cutoff, true, self.pool.acquire())
+                .wait("a connection", cutoff, true, self.pool.acquire())
                 .await?;
-            match self
-                .wait("BEGIN", cutoff, true, B::execute(&mut conn, B::BEGIN))
-                .await
-            {
-                Ok(()) => Ok((conn, Instant::now())),
+            let ready = async {
+                let guard = B::guard(&mut conn).await?;
+                B::execute(&mut conn, B::BEGIN).await.map(|()| guard)
+            };
+            match self.wait("BEGIN", cutoff, true, ready).await {
+                Ok(guard) => Ok((Kept { conn, guard }, Instant::now())),
                 Err(failure) => {
                     conn.close_on_drop();
                     Err(failure)
