@@ -21,10 +21,11 @@ use stepd_e2e::{
     reason, source_spec, stepctl_bin,
 };
 use stepd_proto::v1::{
-    AddBreakpointRequest, Breakpoint, CheckStatus, DoctorRequest, GetStatusRequest,
-    ListBreakpointsRequest, ListSessionsRequest, PingRequest, Watch,
-    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
-    daemon_service_client::DaemonServiceClient, session_service_client::SessionServiceClient,
+    AddBreakpointRequest, Breakpoint, BreakpointSpec, CheckStatus, DoctorRequest, GetStatusRequest,
+    ListBreakpointsRequest, ListSessionsRequest, PingRequest, RemoveBreakpointRequest,
+    UpdateBreakpointRequest, Watch, breakpoint_service_client::BreakpointServiceClient,
+    breakpoint_spec::Location, daemon_service_client::DaemonServiceClient,
+    session_service_client::SessionServiceClient,
 };
 use tonic::{Request, transport::Channel};
 
@@ -156,6 +157,44 @@ async fn stepctl_add(daemon: &Daemon, ledger: &mut Ledger) {
     assert!(took < AT_ONCE, "stepctl break add took {took:?}");
 }
 
+/// An update and a removal of `breakpoint` while the database is down:
+/// refused at once, and it stays as it was.
+async fn changes_refused_at_once(
+    client: &BreakpointServiceClient<Channel>,
+    breakpoint: &Breakpoint,
+) {
+    let mut update = Request::new(UpdateBreakpointRequest {
+        id: breakpoint.id.clone(),
+        spec: Some(BreakpointSpec {
+            enabled: Some(false),
+            ..Default::default()
+        }),
+        update_mask: Some(prost_types::FieldMask {
+            paths: vec!["enabled".into()],
+        }),
+    });
+    update.set_timeout(LONG);
+    let started = Instant::now();
+    let outcome = client.clone().update_breakpoint(update).await;
+    let outcome = outcome.map(|r| r.into_inner().breakpoint.expect("a breakpoint"));
+    refused_at_once("an update", &outcome, started.elapsed());
+    let mut remove = Request::new(RemoveBreakpointRequest {
+        id: breakpoint.id.clone(),
+    });
+    remove.set_timeout(LONG);
+    let started = Instant::now();
+    let outcome = client.clone().remove_breakpoint(remove).await;
+    let outcome = outcome.map(|r| r.into_inner().breakpoint.expect("a breakpoint"));
+    refused_at_once("a removal", &outcome, started.elapsed());
+    let listed = listed(client).await;
+    let now = listed.iter().find(|b| b.id == breakpoint.id);
+    assert_eq!(
+        now.and_then(|b| b.spec.as_ref()?.enabled),
+        Some(true),
+        "{now:?}"
+    );
+}
+
 /// Reads that do not need the database answer at once while it is down.
 async fn reads_go_on(daemon: &Daemon, client: &BreakpointServiceClient<Channel>, ledger: &Ledger) {
     let started = Instant::now();
@@ -199,7 +238,7 @@ async fn outage(test: &str, down: fn(&mut Cluster), up: fn(&mut Cluster)) {
     let mut ledger = Ledger::default();
 
     let (before, _) = ledger.add(&client, LONG).await;
-    before.expect("a write while the database is up");
+    let kept_before = before.expect("a write while the database is up");
 
     down(&mut cluster);
 
@@ -256,6 +295,7 @@ async fn outage(test: &str, down: fn(&mut Cluster), up: fn(&mut Cluster)) {
     }
     stepctl_add(&daemon, &mut ledger).await;
     eprintln!("writes refused at once, the slowest after {slowest:?}");
+    changes_refused_at_once(&client, &kept_before).await;
 
     reads_go_on(&daemon, &client, &ledger).await;
 

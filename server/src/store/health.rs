@@ -18,7 +18,7 @@ const PROBE_FIRST: Duration = Duration::from_millis(250);
 const PROBE_MAX: Duration = Duration::from_secs(4);
 
 /// How long one probe waits for the database to connect and answer.
-pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The database is down: since when, and why.
 #[derive(Clone, Debug)]
