@@ -277,13 +277,24 @@ impl From<sqlx::Error> for ApiError {
 impl From<crate::store::WriteError> for ApiError {
     /// A write that did not become durable: logged here, once, with where
     /// the database is (which the client is not told).
+    /// While the store is known to be down the outage was logged once,
+    /// and each refusal is logged at debug.
     fn from(err: crate::store::WriteError) -> Self {
-        tracing::warn!(
-            store = %err.place,
-            error = %err.source,
-            "could not store {}; the request is refused and nothing changed",
-            err.what
-        );
+        if err.source.is_store_down() {
+            tracing::debug!(
+                store = %err.place,
+                error = %err.source,
+                "could not store {}; the request is refused and nothing changed",
+                err.what
+            );
+        } else {
+            tracing::warn!(
+                store = %err.place,
+                error = %err.source,
+                "could not store {}; the request is refused and nothing changed",
+                err.what
+            );
+        }
         ApiError::new(
             ErrorReason::StoreUnavailable,
             format!("store: could not store {}: {}", err.what, err.source),

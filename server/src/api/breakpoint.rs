@@ -85,10 +85,11 @@ impl BreakpointService for BreakpointApi {
         request: Request<AddBreakpointRequest>,
     ) -> Result<Response<AddBreakpointResponse>, Status> {
         let (who, note) = (identity(&request), Note::of(&request));
+        let within = super::write_within(&request);
         let breakpoint = self
             .daemon
             .breakpoints
-            .add(request.into_inner().spec, &who.name)
+            .add(request.into_inner().spec, &who.name, within)
             .await?;
         note.set("breakpoint", &breakpoint.id);
         Ok(Response::new(AddBreakpointResponse {
@@ -100,10 +101,10 @@ impl BreakpointService for BreakpointApi {
         &self,
         request: Request<RemoveBreakpointRequest>,
     ) -> Result<Response<RemoveBreakpointResponse>, Status> {
-        let note = Note::of(&request);
+        let (note, within) = (Note::of(&request), super::write_within(&request));
         let id = request.into_inner().id;
         note.set("breakpoint", &id);
-        let breakpoint = self.daemon.breakpoints.remove(&id).await?;
+        let breakpoint = self.daemon.breakpoints.remove(&id, within).await?;
         Ok(Response::new(RemoveBreakpointResponse {
             breakpoint: Some(breakpoint),
         }))
@@ -114,12 +115,13 @@ impl BreakpointService for BreakpointApi {
         request: Request<UpdateBreakpointRequest>,
     ) -> Result<Response<UpdateBreakpointResponse>, Status> {
         let (who, note) = (identity(&request), Note::of(&request));
+        let within = super::write_within(&request);
         let req = request.into_inner();
         note.set("breakpoint", &req.id);
         let breakpoint = self
             .daemon
             .breakpoints
-            .update(&req.id, req.spec, req.update_mask, &who.name)
+            .update(&req.id, req.spec, req.update_mask, &who.name, within)
             .await?;
         Ok(Response::new(UpdateBreakpointResponse {
             breakpoint: Some(breakpoint),

@@ -53,9 +53,11 @@ impl DaemonService for DaemonApi {
     ) -> Result<Response<GetStatusResponse>, Status> {
         let d = &self.daemon;
         let counts = d.counts();
+        // The directory is in the database: while it is known to be down
+        // the status is given without it rather than not at all.
         let replicas = match &d.cluster {
-            Some(cluster) => cluster.replicas().await?,
-            None => Vec::new(),
+            Some(cluster) if d.store.down().is_none() => cluster.replicas().await?,
+            _ => Vec::new(),
         };
         let sessions: Vec<SessionCount> = counts
             .sessions
@@ -105,7 +107,16 @@ impl DaemonService for DaemonApi {
 
     async fn doctor(&self, _: Request<DoctorRequest>) -> Result<Response<DoctorResponse>, Status> {
         let adapters = registry::check_all().await;
-        let store = match self.daemon.store.schema_version().await {
+        let store = match self.daemon.store.down() {
+            Some(down) => Err(down.to_string()),
+            None => self
+                .daemon
+                .store
+                .schema_version()
+                .await
+                .map_err(|err| err.to_string()),
+        };
+        let store = match store {
             Ok(version) => StoreCheck {
                 status: CheckStatus::Ok.into(),
                 path: self.daemon.store.place().into(),
@@ -116,7 +127,7 @@ impl DaemonService for DaemonApi {
                 status: CheckStatus::Broken.into(),
                 path: self.daemon.store.place().into(),
                 schema_version: 0,
-                message: err.to_string(),
+                message: err,
             },
         };
         let config = &self.daemon.config;

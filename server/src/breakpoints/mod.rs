@@ -28,7 +28,7 @@ pub use verdict::{Action, Known, Verdict};
 use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
-    store::{Store, StoredBreakpoint},
+    store::{Store, StoredBreakpoint, Within},
     time::{now_us, timestamp_from_us, us_from_timestamp},
 };
 
@@ -96,11 +96,14 @@ impl Breakpoints {
     /// read, store, publish — holding the change order throughout, on a
     /// task of its own: once the store has a change the event stream gets
     /// it too, even when the caller has gone away (a cancelled request).
-    async fn change<F, Fut>(&self, change: F) -> ApiResult<Breakpoint>
+    /// A caller that goes away before the write's commit began takes the
+    /// write with it (`within`).
+    async fn change<F, Fut>(&self, within: &Within, change: F) -> ApiResult<Breakpoint>
     where
         F: FnOnce(Arc<Core>) -> Fut,
         Fut: Future<Output = ApiResult<(BreakpointChange, Breakpoint)>> + Send + 'static,
     {
+        let _waiting = within.waiting();
         let order = self.order.clone();
         let core = self.core.clone();
         let run = change(self.core.clone());
@@ -158,8 +161,15 @@ impl Breakpoints {
     }
 
     /// Validates and stores a new breakpoint.
-    /// `by` is the caller's authenticated identity, kept as `created_by`.
-    pub async fn add(&self, spec: Option<BreakpointSpec>, by: &str) -> ApiResult<Breakpoint> {
+    /// `by` is the caller's authenticated identity, kept as `created_by`;
+    /// `within` its deadline, and a caller that goes away before the
+    /// write's commit began takes the write with it.
+    pub async fn add(
+        &self,
+        spec: Option<BreakpointSpec>,
+        by: &str,
+        within: Within,
+    ) -> ApiResult<Breakpoint> {
         let mut spec = spec.ok_or_else(|| ApiError::invalid_field("spec", "is required"))?;
         check(&spec, true)?;
         spec.enabled.get_or_insert(true);
@@ -167,10 +177,11 @@ impl Breakpoints {
         // An add reads nothing, so it holds the change order only while its
         // write is handed to the store: adds made together share a commit.
         let by = by.to_owned();
+        let _waiting = within.waiting();
         tokio::spawn(async move {
             let held = order.hold().await;
             let ticket = order.ticket(&held);
-            let queued = core.store.queue_insert(&spec, now_us(), &by).await;
+            let queued = core.store.queue_insert(&spec, now_us(), &by, &within).await;
             drop(held);
             let stored = queued.done().await;
             let added = stored
@@ -183,13 +194,13 @@ impl Breakpoints {
     }
 
     /// Removes a breakpoint.
-    pub async fn remove(&self, id: &str) -> ApiResult<Breakpoint> {
+    pub async fn remove(&self, id: &str, within: Within) -> ApiResult<Breakpoint> {
         let row = parse_id(id)?;
         let id = id.to_owned();
-        self.change(|core| async move {
+        self.change(&within.clone(), |core| async move {
             let stored = core
                 .store
-                .delete_breakpoint(row)
+                .delete_breakpoint(row, &within)
                 .await?
                 .ok_or_else(|| not_found(&id))?;
             Ok((BreakpointChange::Removed, core.with_counted_hits(&stored)))
@@ -204,6 +215,7 @@ impl Breakpoints {
         new: Option<BreakpointSpec>,
         mask: Option<FieldMask>,
         by: &str,
+        within: Within,
     ) -> ApiResult<Breakpoint> {
         let row = parse_id(id)?;
         let new = new.ok_or_else(|| ApiError::invalid_field("spec", "is required"))?;
@@ -220,7 +232,10 @@ impl Breakpoints {
         }
         let id = id.to_owned();
         let by = by.to_owned();
-        self.change(|core| async move {
+        self.change(&within.clone(), |core| async move {
+            // The row is read before it is written: while the store is
+            // known to be down the change is refused before the read waits.
+            core.store.check_up("the changed breakpoint")?;
             let current = core
                 .store
                 .get_breakpoint(row)
@@ -233,7 +248,7 @@ impl Breakpoints {
             )?;
             let stored = core
                 .store
-                .update_breakpoint(row, &merged, now_us(), &by)
+                .update_breakpoint(row, &merged, now_us(), &by, &within)
                 .await?
                 .ok_or_else(|| not_found(&id))?;
             Ok((BreakpointChange::Updated, core.with_counted_hits(&stored)))
@@ -464,9 +479,21 @@ mod tests {
     #[tokio::test]
     async fn listing_filters_and_applying_match_labels() {
         let (bps, dir) = breakpoints("labels").await;
-        let all = bps.add(Some(probe("")), "test").await.unwrap().id;
-        let sub = bps.add(Some(probe("agent=sub")), "test").await.unwrap().id;
-        let bare = bps.add(Some(probe("!agent")), "test").await.unwrap().id;
+        let all = bps
+            .add(Some(probe("")), "test", Within::internal())
+            .await
+            .unwrap()
+            .id;
+        let sub = bps
+            .add(Some(probe("agent=sub")), "test", Within::internal())
+            .await
+            .unwrap()
+            .id;
+        let bare = bps
+            .add(Some(probe("!agent")), "test", Within::internal())
+            .await
+            .unwrap()
+            .id;
         let ids = |list: Vec<Breakpoint>| list.into_iter().map(|b| b.id).collect::<Vec<_>>();
         // ListBreakpoints: no labels means no filter.
         let none = labels(&[]);
@@ -490,7 +517,11 @@ mod tests {
     async fn changes_made_together_are_published_in_the_stores_order() {
         let (bps, dir) = breakpoints("order").await;
         let bps = Arc::new(bps);
-        let first = bps.add(Some(probe("")), "test").await.unwrap().id;
+        let first = bps
+            .add(Some(probe("")), "test", Within::internal())
+            .await
+            .unwrap()
+            .id;
         let (_, mut live) = bps
             .core
             .bus
@@ -504,9 +535,13 @@ mod tests {
                             condition: format!("value == {i}"),
                             ..probe("")
                         };
-                        bps.update(&first, Some(spec), None, "test").await.unwrap();
+                        bps.update(&first, Some(spec), None, "test", Within::internal())
+                            .await
+                            .unwrap();
                     } else {
-                        bps.add(Some(probe("")), "test").await.unwrap();
+                        bps.add(Some(probe("")), "test", Within::internal())
+                            .await
+                            .unwrap();
                     }
                 })
             })
@@ -540,7 +575,11 @@ mod tests {
         let (bps, dir) = breakpoints("hits").await;
         let mut spec = probe("");
         spec.max_hits = 7;
-        let id = bps.add(Some(spec), "test").await.unwrap().id;
+        let id = bps
+            .add(Some(spec), "test", Within::internal())
+            .await
+            .unwrap()
+            .id;
         let none = labels(&[]);
         let known = Known {
             labels: &none,
@@ -637,7 +676,11 @@ mod tests {
         let store = Store::open(&dir).await.unwrap();
         let bus = Arc::new(EventBus::new("test".into(), 1, 64, 64));
         let bps = Breakpoints::load(store.clone(), bus).await.unwrap();
-        let id = bps.add(Some(probe("")), "test").await.unwrap().id;
+        let id = bps
+            .add(Some(probe("")), "test", Within::internal())
+            .await
+            .unwrap()
+            .id;
         let none = labels(&[]);
         let known = Known {
             labels: &none,

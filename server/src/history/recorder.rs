@@ -203,6 +203,10 @@ async fn record(
                 Ok(_) => {
                     bytes.fetch_add(size as u64, Ordering::Relaxed);
                 }
+                // An outage is logged once, by the store, not per batch.
+                Err(err) if err.source.is_store_down() => {
+                    tracing::debug!(error = %err, "session events not recorded in the history")
+                }
                 Err(err) => {
                     tracing::warn!(error = %err, "session events not recorded in the history")
                 }

@@ -16,11 +16,12 @@ use sqlx::{
 
 use super::{
     StoredBreakpoint,
+    commit_guard::CommitGuard,
     statement::{Bind, Statement},
 };
 
 /// One database engine as the store uses it.
-pub(super) trait Backend: Database {
+pub(super) trait Backend: Database + CommitGuard {
     /// Opens a transaction that writes. SQLite's `IMMEDIATE` takes the
     /// write lock at once, so a transaction never fails half way for want
     /// of it; PostgreSQL locks rows as it goes.
@@ -147,6 +148,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "directory",
         include_str!("../../migrations/sqlite/0005_directory.sql"),
     ),
+    (
+        6,
+        "commit_guard",
+        include_str!("../../migrations/sqlite/0006_commit_guard.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -173,6 +179,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         5,
         "directory",
         include_str!("../../migrations/postgres/0005_directory.sql"),
+    ),
+    (
+        6,
+        "commit_guard",
+        include_str!("../../migrations/postgres/0006_commit_guard.sql"),
     ),
 ];
 
@@ -234,7 +245,10 @@ pub(super) async fn open_postgres(url: &str, shown: &str, origin: &str) -> anyho
         .application_name(origin);
     let pool = PgPoolOptions::new()
         .max_connections(8)
-        .acquire_timeout(Duration::from_secs(10))
+        // A server that does not hand over a connection this soon is
+        // taken for down (`health.rs`); a frozen one would otherwise hold
+        // each caller as long as it likes.
+        .acquire_timeout(super::writer::ANSWER)
         .connect_with(options)
         .await
         .with_context(|| format!("connecting to {shown}"))?;

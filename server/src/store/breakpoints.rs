@@ -3,7 +3,7 @@
 use prost::Message as _;
 use stepd_proto::v1::BreakpointSpec;
 
-use super::{Queued, Statement, Store, WriteError};
+use super::{Queued, Statement, Store, Within, WriteError};
 
 /// The columns every statement that returns breakpoints returns.
 macro_rules! returning {
@@ -40,13 +40,22 @@ impl Store {
         now_us: i64,
         by: &str,
     ) -> Result<StoredBreakpoint, WriteError> {
-        self.queue_insert(spec, now_us, by).await.done().await
+        self.queue_insert(spec, now_us, by, &Within::internal())
+            .await
+            .done()
+            .await
     }
 
     /// Hands the insert of a breakpoint to the writer, behind every write
     /// handed over before it; the answer's `done` gives the breakpoint with
     /// its new id once it is durable.
-    pub async fn queue_insert(&self, spec: &BreakpointSpec, now_us: i64, by: &str) -> QueuedInsert {
+    pub async fn queue_insert(
+        &self,
+        spec: &BreakpointSpec,
+        now_us: i64,
+        by: &str,
+        within: &Within,
+    ) -> QueuedInsert {
         let statement = Statement::new(concat!(
             "INSERT INTO breakpoints (spec, created_at_us, updated_at_us, created_by, updated_by) \
              VALUES ($1, $2, $3, $4, $5)",
@@ -57,7 +66,10 @@ impl Store {
         .bind(now_us)
         .bind(by)
         .bind(by);
-        QueuedInsert(self.queue("the new breakpoint", vec![statement]).await)
+        QueuedInsert(
+            self.queue("the new breakpoint", vec![statement], within)
+                .await,
+        )
     }
 
     /// Every breakpoint, in creation order.
@@ -80,6 +92,7 @@ impl Store {
         spec: &BreakpointSpec,
         now_us: i64,
         by: &str,
+        within: &Within,
     ) -> Result<Option<StoredBreakpoint>, WriteError> {
         let statement = Statement::new(concat!(
             "UPDATE breakpoints SET spec = $1, updated_at_us = $2, updated_by = $3 WHERE id = $4",
@@ -90,20 +103,24 @@ impl Store {
         .bind(by)
         .bind(id);
         Ok(self
-            .write("the changed breakpoint", vec![statement])
+            .write("the changed breakpoint", vec![statement], within)
             .await?
             .pop())
     }
 
     /// Deletes a breakpoint, returning it as it was; `None` when it did not exist.
-    pub async fn delete_breakpoint(&self, id: i64) -> Result<Option<StoredBreakpoint>, WriteError> {
+    pub async fn delete_breakpoint(
+        &self,
+        id: i64,
+        within: &Within,
+    ) -> Result<Option<StoredBreakpoint>, WriteError> {
         let statement = Statement::new(concat!(
             "DELETE FROM breakpoints WHERE id = $1",
             returning!()
         ))
         .bind(id);
         Ok(self
-            .write("the breakpoint's removal", vec![statement])
+            .write("the breakpoint's removal", vec![statement], within)
             .await?
             .pop())
     }
@@ -119,7 +136,8 @@ impl Store {
                     .bind(id)
             })
             .collect();
-        self.write("breakpoint hits", statements).await?;
+        self.write("breakpoint hits", statements, &Within::internal())
+            .await?;
         Ok(())
     }
 }
@@ -134,7 +152,7 @@ impl QueuedInsert {
         self.0.done().await?.pop().ok_or(WriteError {
             what,
             place,
-            source: sqlx::Error::RowNotFound,
+            source: super::Failure::of(sqlx::Error::RowNotFound),
         })
     }
 }

@@ -3,7 +3,7 @@
 //! runs which session.
 
 use super::{
-    Statement, Store, WriteError,
+    Statement, Store, Within, WriteError,
     backend::{Columns, Record},
 };
 
@@ -59,7 +59,8 @@ impl Store {
         .bind(replica.address.as_str())
         .bind(replica.started_us)
         .bind(replica.lease_until_us);
-        self.write("this replica's lease", vec![statement]).await?;
+        self.write("this replica's lease", vec![statement], &Within::internal())
+            .await?;
         Ok(())
     }
 
@@ -70,7 +71,8 @@ impl Store {
             Statement::new("DELETE FROM stepd_sessions WHERE replica_id = $1").bind(id),
             Statement::new("DELETE FROM stepd_replicas WHERE id = $1").bind(id),
         ];
-        self.write("this replica's retirement", statements).await?;
+        self.write("this replica's retirement", statements, &Within::internal())
+            .await?;
         Ok(())
     }
 
@@ -85,7 +87,8 @@ impl Store {
             .bind(now_us),
             Statement::new("DELETE FROM stepd_replicas WHERE lease_until_us < $1").bind(now_us),
         ];
-        self.write("the expired replicas", statements).await?;
+        self.write("the expired replicas", statements, &Within::internal())
+            .await?;
         Ok(())
     }
 
@@ -112,7 +115,8 @@ impl Store {
         .bind(session_id)
         .bind(replica_id)
         .bind(started_us);
-        self.write("the session's owner", vec![statement]).await?;
+        self.write("the session's owner", vec![statement], &Within::internal())
+            .await?;
         Ok(())
     }
 
@@ -120,7 +124,8 @@ impl Store {
     pub async fn disown_session(&self, session_id: &str) -> Result<(), WriteError> {
         let statement =
             Statement::new("DELETE FROM stepd_sessions WHERE session_id = $1").bind(session_id);
-        self.write("the ended session", vec![statement]).await?;
+        self.write("the ended session", vec![statement], &Within::internal())
+            .await?;
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //! retention dropped of each session.
 
 use super::{
-    Queued, Statement, Store, WriteError,
+    Queued, Statement, Store, Within, WriteError,
     backend::{Columns, Record},
 };
 
@@ -47,8 +47,8 @@ impl Record for Dropped {
     }
 }
 
-/// One number (a count, a sum, a time).
-struct Number(i64);
+/// One number (a count, a sum, a time), read as `n`.
+pub(super) struct Number(pub(super) i64);
 
 impl Record for Number {
     fn from_row(row: &dyn Columns) -> Result<Self, sqlx::Error> {
@@ -188,7 +188,8 @@ impl Store {
             }
             statements.push(statement);
         }
-        self.queue("session history", statements).await
+        self.queue("session history", statements, &Within::internal())
+            .await
     }
 
     /// A page of one session's events after `after_seq`, oldest first,
@@ -256,7 +257,8 @@ impl Store {
                 .bind(now_us),
             Statement::new(delete).bind(time_us),
         ];
-        self.write("the history's retention", statements).await?;
+        self.write("the history's retention", statements, &Within::internal())
+            .await?;
         Ok(())
     }
 

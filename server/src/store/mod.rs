@@ -6,26 +6,39 @@
 mod backend;
 mod breakpoints;
 mod changes;
+mod commit_guard;
 mod directory;
+mod failure;
+mod health;
 mod history;
 mod statement;
+mod within;
 mod writer;
 
 #[cfg(test)]
 mod tests;
 
-use std::{path::Path, sync::Arc};
+use std::{path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context;
-use sqlx::{PgPool, Postgres, Sqlite, SqlitePool};
+use sqlx::{Connection as _, PgPool, SqlitePool, pool::PoolConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use backend::{Backend, Record};
 pub use breakpoints::{QueuedInsert, StoredBreakpoint};
 pub use changes::{Change, Changes};
 pub use directory::{Owned, Replica};
+pub use failure::Failure;
+pub use health::Down;
+use health::Health;
 pub use history::{Dropped, RecordedEvent};
 use statement::Statement;
+pub use within::Within;
+
+/// How long a read may wait for the database's answer once it has a
+/// connection (getting one is bounded by the pool, `writer::ANSWER` on
+/// PostgreSQL): a frozen server would otherwise hold it for good.
+const READ: Duration = Duration::from_secs(30);
 
 /// A write the store could not make durable: nothing of it was kept.
 #[derive(Debug)]
@@ -35,8 +48,8 @@ pub struct WriteError {
     /// Where the database is: the SQLite file, or the PostgreSQL URL
     /// without its password.
     pub place: Arc<str>,
-    /// The database's (or the pool's) error.
-    pub source: sqlx::Error,
+    /// Why.
+    pub source: Failure,
 }
 
 impl std::fmt::Display for WriteError {
@@ -56,20 +69,38 @@ impl std::error::Error for WriteError {
 }
 
 /// A write handed to the writer, not yet known to be durable.
-#[must_use = "a queued write is made whether or not it is awaited; `done` says whether it was"]
+#[must_use = "a queued write is made whether or not it is awaited (unless its caller leaves \
+              first); `done` says whether it was"]
 pub struct Queued {
     what: &'static str,
     place: Arc<str>,
-    /// None when the writer is gone (the store is closing).
-    rows: Option<oneshot::Receiver<Result<Vec<StoredBreakpoint>, sqlx::Error>>>,
+    within: Within,
+    health: Arc<Health>,
+    /// The writer's answer to come, or why the write was not queued.
+    rows: Result<oneshot::Receiver<writer::Outcome>, Failure>,
 }
 
 impl Queued {
-    /// The write's rows, once it is durable.
+    /// The write's rows, once it is durable. At the write's cutoff, a
+    /// write the writer has not claimed for a commit is abandoned and
+    /// fails at once, whatever the writer is busy with (and the probe
+    /// looks whether the database still answers: the writer may be held by
+    /// a frozen server); a claimed one is answered when its commit is.
     pub async fn done(self) -> Result<Vec<StoredBreakpoint>, WriteError> {
+        let writer_gone = || Err(Failure::of(sqlx::Error::WorkerCrashed));
         let outcome = match self.rows {
-            Some(rows) => rows.await.unwrap_or(Err(sqlx::Error::WorkerCrashed)),
-            None => Err(sqlx::Error::PoolClosed),
+            Ok(mut rows) => tokio::select! {
+                outcome = &mut rows => outcome.unwrap_or_else(|_| writer_gone()),
+                () = tokio::time::sleep_until(self.within.cutoff()) => {
+                    if self.within.abandon() {
+                        self.health.doubt();
+                        Err(Failure::TooLate)
+                    } else {
+                        rows.await.unwrap_or_else(|_| writer_gone())
+                    }
+                }
+            },
+            Err(failure) => Err(failure),
         };
         outcome.map_err(|source| WriteError {
             what: self.what,
@@ -90,19 +121,65 @@ impl Pool {
     /// Runs a read on a connection of its own.
     async fn fetch<T: Record>(&self, statement: Statement) -> Result<Vec<T>, sqlx::Error> {
         match self {
-            Self::Sqlite(pool) => Sqlite::run(&mut *pool.acquire().await?, statement).await,
-            Self::Postgres(pool) => Postgres::run(&mut *pool.acquire().await?, statement).await,
+            Self::Sqlite(pool) => read(pool.acquire().await?, statement).await,
+            Self::Postgres(pool) => read(pool.acquire().await?, statement).await,
         }
     }
 
     /// Starts the writer task of this pool.
-    fn spawn_writer(&self) -> mpsc::Sender<writer::Job> {
+    fn spawn_writer(&self, health: Arc<Health>) -> mpsc::Sender<writer::Job> {
         let (writes, jobs) = mpsc::channel(writer::QUEUE);
         match self.clone() {
-            Self::Sqlite(pool) => tokio::spawn(writer::run(pool, jobs)),
-            Self::Postgres(pool) => tokio::spawn(writer::run(pool, jobs)),
+            Self::Sqlite(pool) => tokio::spawn(writer::run(pool, jobs, health)),
+            Self::Postgres(pool) => tokio::spawn(writer::run(pool, jobs, health)),
         };
         writes
+    }
+
+    /// Whether the database answers `SELECT 1` on a fresh connection (the
+    /// probe of `health.rs`): a pooled one may be one a frozen server holds.
+    async fn answers(&self) -> Result<(), sqlx::Error> {
+        use sqlx::ConnectOptions as _;
+        match self {
+            Self::Sqlite(pool) => {
+                let mut conn = pool.connect_options().connect().await?;
+                sqlx::query("SELECT 1").execute(&mut conn).await?;
+                conn.close().await
+            }
+            Self::Postgres(pool) => {
+                let mut conn = pool.connect_options().connect().await?;
+                sqlx::query("SELECT 1").execute(&mut conn).await?;
+                conn.close().await
+            }
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Self::Sqlite(pool) => pool.is_closed(),
+            Self::Postgres(pool) => pool.is_closed(),
+        }
+    }
+}
+
+/// Runs a read on `conn`, waiting at most `READ`. A connection left
+/// mid-read is closed, not returned to the pool, which would wait for it.
+async fn read<B: Backend, T: Record>(
+    mut conn: PoolConnection<B>,
+    statement: Statement,
+) -> Result<Vec<T>, sqlx::Error> {
+    match tokio::time::timeout(READ, B::run(&mut conn, statement)).await {
+        Ok(rows) => rows,
+        Err(_) => {
+            conn.close_on_drop();
+            Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the database did not answer a read within {} s",
+                    READ.as_secs()
+                ),
+            )))
+        }
     }
 }
 
@@ -112,6 +189,8 @@ pub struct Store {
     pool: Pool,
     /// The writer task's queue (`writer.rs`): every write goes through it.
     writes: mpsc::Sender<writer::Job>,
+    /// Whether the database is known to be down (`health.rs`).
+    health: Arc<Health>,
     place: Arc<str>,
     /// This daemon's name to the other replicas (`changes.rs`).
     origin: Arc<str>,
@@ -156,12 +235,33 @@ impl Store {
     }
 
     fn with(pool: Pool, place: Arc<str>, origin: &str) -> Self {
-        let writes = pool.spawn_writer();
+        let health = Health::new(pool.clone(), place.clone());
+        let writes = pool.spawn_writer(health.clone());
         Self {
             pool,
             writes,
+            health,
             place,
             origin: origin.into(),
+        }
+    }
+
+    /// Since when, and why, the database is known to be down; `None` while
+    /// it is taken to be up.
+    pub fn down(&self) -> Option<Down> {
+        self.health.down()
+    }
+
+    /// Refuses at once what would write `what` while the database is known
+    /// to be down: a change that reads before it writes calls it first.
+    pub fn check_up(&self, what: &'static str) -> Result<(), WriteError> {
+        match self.health.down() {
+            Some(down) => Err(WriteError {
+                what,
+                place: self.place.clone(),
+                source: Failure::Down(down),
+            }),
+            None => Ok(()),
         }
     }
 
@@ -200,48 +300,64 @@ impl Store {
     /// rolled back.)
     ///
     /// The transaction runs on the writer task: a caller that goes away (a
-    /// cancelled request) never leaves it half done.
+    /// cancelled request) never leaves it half done. `within` bounds it
+    /// (`writer.rs`): a write not committed in time is not committed at all.
     async fn write(
         &self,
         what: &'static str,
         statements: Vec<Statement>,
+        within: &Within,
     ) -> Result<Vec<StoredBreakpoint>, WriteError> {
-        self.queue(what, statements).await.done().await
+        self.queue(what, statements, within).await.done().await
     }
 
     /// Hands a write to the writer and returns once it is queued, behind
     /// every write handed over before it; `Queued::done` waits for it.
-    async fn queue(&self, what: &'static str, statements: Vec<Statement>) -> Queued {
+    /// While the database is known to be down the write is refused at
+    /// once, and one that cannot be queued before its cutoff is dropped.
+    async fn queue(
+        &self,
+        what: &'static str,
+        statements: Vec<Statement>,
+        within: &Within,
+    ) -> Queued {
         let (reply, rows) = oneshot::channel();
-        let queued = match self.writes.reserve().await {
-            Ok(permit) => {
-                permit.send(writer::Job { statements, reply });
-                Some(rows)
-            }
-            Err(_) => None,
+        let queued = match writer::refusal(within, &self.health) {
+            Some(failure) => Err(failure),
+            None => match tokio::time::timeout_at(within.cutoff(), self.writes.reserve()).await {
+                Ok(Ok(permit)) => {
+                    permit.send(writer::Job {
+                        statements,
+                        within: within.clone(),
+                        reply,
+                    });
+                    Ok(rows)
+                }
+                Ok(Err(_)) => Err(Failure::of(sqlx::Error::PoolClosed)),
+                Err(_) => Err(Failure::TooLate),
+            },
         };
         Queued {
             what,
             place: self.place.clone(),
+            within: within.clone(),
+            health: self.health.clone(),
             rows: queued,
         }
     }
 
     /// The highest applied migration, as a health check of the store.
     pub async fn schema_version(&self) -> Result<i64, sqlx::Error> {
-        const SQL: &str = "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success";
-        match &self.pool {
-            Pool::Sqlite(pool) => sqlx::query_scalar(SQL).fetch_one(pool).await,
-            Pool::Postgres(pool) => sqlx::query_scalar(SQL).fetch_one(pool).await,
-        }
+        let statement = Statement::new(
+            "SELECT COALESCE(MAX(version), 0) AS n FROM _sqlx_migrations WHERE success",
+        );
+        let rows: Vec<history::Number> = self.pool.fetch(statement).await?;
+        Ok(rows.first().map_or(0, |n| n.0))
     }
 
     /// Whether `close` was called.
     pub fn is_closed(&self) -> bool {
-        match &self.pool {
-            Pool::Sqlite(pool) => pool.is_closed(),
-            Pool::Postgres(pool) => pool.is_closed(),
-        }
+        self.pool.is_closed()
     }
 
     /// Closes the pool (on SQLite, flushing the WAL).

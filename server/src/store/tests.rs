@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use sqlx::Connection as _;
 use stepd_proto::v1::BreakpointSpec;
 
-use super::{RecordedEvent, Statement, Store};
+use super::{Failure, RecordedEvent, Statement, Store, Within, backend::Backend};
 
 /// A fresh, empty database on one backend, which can be opened again.
 struct Database {
@@ -73,7 +73,7 @@ async fn breakpoints_round_trip_and_ids_are_never_reused() {
         let store = db.open().await;
         assert_eq!(
             store.schema_version().await.unwrap(),
-            5,
+            6,
             "{}",
             store.place()
         );
@@ -92,7 +92,7 @@ async fn breakpoints_round_trip_and_ids_are_never_reused() {
         );
 
         let changed = store
-            .update_breakpoint(first.id, &spec("a2"), 20, "carol")
+            .update_breakpoint(first.id, &spec("a2"), 20, "carol", &Within::internal())
             .await
             .unwrap()
             .expect("it exists");
@@ -103,12 +103,21 @@ async fn breakpoints_round_trip_and_ids_are_never_reused() {
             ("alice", "carol")
         );
 
-        let removed = store.delete_breakpoint(second.id).await.unwrap();
+        let removed = store
+            .delete_breakpoint(second.id, &Within::internal())
+            .await
+            .unwrap();
         assert_eq!(removed.map(|b| b.spec.condition), Some("b".into()));
-        assert!(store.delete_breakpoint(second.id).await.unwrap().is_none());
         assert!(
             store
-                .update_breakpoint(second.id, &spec("x"), 30, "dave")
+                .delete_breakpoint(second.id, &Within::internal())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .update_breakpoint(second.id, &spec("x"), 30, "dave", &Within::internal())
                 .await
                 .unwrap()
                 .is_none()
@@ -192,7 +201,10 @@ async fn a_failing_write_fails_alone_when_it_shares_a_transaction() {
                 tokio::spawn(async move {
                     if i % 10 == 3 {
                         let bad = Statement::new("INSERT INTO no_such_table VALUES ($1)").bind(i);
-                        store.write("a bad row", vec![bad]).await.map(|_| ())
+                        store
+                            .write("a bad row", vec![bad], &Within::internal())
+                            .await
+                            .map(|_| ())
                     } else {
                         store
                             .insert_breakpoint(&spec(""), i, "test")
@@ -343,6 +355,77 @@ async fn a_write_survives_the_server_dropping_the_writers_connection() {
             .map(|b| b.id)
             .collect();
         assert_eq!(ids, [first.id, second.id]);
+        store.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_write_whose_caller_left_or_whose_time_ran_out_is_never_made() {
+    for db in databases("never_made").await {
+        let store = db.open().await;
+        let gone = Within::of(Some(std::time::Duration::from_secs(10)));
+        drop(gone.waiting());
+        let late = Within::of(Some(std::time::Duration::ZERO));
+        for (within, expected) in [(gone, "caller"), (late, "deadline")] {
+            let err = store
+                .queue_insert(&spec(""), 1, "t", &within)
+                .await
+                .done()
+                .await
+                .expect_err("refused");
+            assert!(
+                matches!(
+                    (&err.source, expected),
+                    (Failure::CallerGone, "caller") | (Failure::TooLate, "deadline")
+                ),
+                "{}: {err}",
+                store.place()
+            );
+        }
+        assert!(store.list_breakpoints().await.unwrap().is_empty());
+        store.close().await;
+    }
+}
+
+/// The database's own refusal of a commit begun after the cutoff: a
+/// commit that is sent in time but reaches a server that was frozen, or
+/// whose packets were held up, until after it.
+#[tokio::test]
+async fn the_database_refuses_a_commit_that_begins_after_the_cutoff() {
+    async fn late_commit<B: Backend>(pool: &sqlx::Pool<B>) -> sqlx::Error {
+        let mut conn = pool.acquire().await.unwrap();
+        B::execute(&mut conn, B::BEGIN).await.unwrap();
+        let begun = tokio::time::Instant::now();
+        let statement = Statement::new(
+            "INSERT INTO breakpoints (spec, created_at_us, updated_at_us, created_by, updated_by) \
+             VALUES ($1, 1, 1, 'late', 'late')",
+        )
+        .bind(Vec::new());
+        B::run::<super::StoredBreakpoint>(&mut conn, statement)
+            .await
+            .unwrap();
+        let cutoff = begun + std::time::Duration::from_millis(50);
+        let guard = B::guard(&mut conn).await.unwrap();
+        B::commit_before(&mut conn, &guard, cutoff, begun)
+            .await
+            .unwrap();
+        tokio::time::sleep_until(cutoff + std::time::Duration::from_millis(50)).await;
+        let err = B::execute(&mut conn, "COMMIT").await.expect_err("too late");
+        assert!(B::refused_late(&err), "{err}");
+        conn.close().await.unwrap();
+        err
+    }
+    for db in databases("late_commit").await {
+        let store = db.open().await;
+        let err = match &store.pool {
+            super::Pool::Sqlite(pool) => late_commit(pool).await,
+            super::Pool::Postgres(pool) => late_commit(pool).await,
+        };
+        eprintln!("{}: {err}", store.place());
+        assert!(store.list_breakpoints().await.unwrap().is_empty());
+        // A commit in time still goes through on the same kind of connection.
+        store.insert_breakpoint(&spec(""), 1, "t").await.unwrap();
+        assert_eq!(store.list_breakpoints().await.unwrap().len(), 1);
         store.close().await;
     }
 }
