@@ -182,6 +182,26 @@ impl Daemon {
     /// [`Daemon::command_on`] of another stepd binary (a benchmark's older build).
     pub fn command_of(bin: &Path, data_dir: &Path, listen: &str, args: &[&str]) -> Command {
         let mut command = Command::new(bin);
+        Self::daemon_args(&mut command, data_dir, listen, args);
+        command
+    }
+
+    /// [`Daemon::command`] run as another Unix user through `setpriv`, so
+    /// that the test's own user is a peer that is not the daemon's.
+    pub fn command_as(uid: u32, gid: u32, data_dir: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new("setpriv");
+        command
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--clear-groups")
+            .arg(stepd_bin());
+        Self::daemon_args(&mut command, data_dir, "127.0.0.1:0", args);
+        command
+    }
+
+    /// What every daemon a test starts is given: its data directory and
+    /// address, the test's log level and tools, and its output piped.
+    fn daemon_args(command: &mut Command, data_dir: &Path, listen: &str, args: &[&str]) {
         command
             .arg("--data-dir")
             .arg(data_dir)
@@ -196,7 +216,6 @@ impl Daemon {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
-        command
     }
 
     /// A new connection to the daemon.

@@ -6,20 +6,18 @@
 
 use std::{
     path::Path,
-    process::Stdio,
     time::{Duration, Instant},
 };
 
 use stepd_e2e::{
-    DEADLINE, Daemon, Subscription, TempDir, other_user, probe::Probe, reason, stepd_bin,
-    tools_path, with_token,
+    DEADLINE, Daemon, Subscription, TempDir, other_user, probe::Probe, reason, with_token,
 };
 use stepd_proto::v1::{
     PingRequest, SubscribeRequest, Watch, daemon_service_client::DaemonServiceClient,
     event::Payload, event_service_client::EventServiceClient,
     subscribe_request::Message as SubscribeMessage,
 };
-use tokio::{process::Command, sync::mpsc};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, transport::Channel};
 use tonic_types::StatusExt as _;
@@ -144,25 +142,7 @@ async fn oversized_headers_are_refused_on_their_own_stream_and_the_connection_li
 async fn daemon_as_other_user(data: &Path, args: &[&str]) -> Daemon {
     let (uid, gid) = other_user();
     std::os::unix::fs::chown(data, Some(uid), Some(gid)).unwrap();
-    let mut command = Command::new("setpriv");
-    command
-        .arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={gid}"))
-        .arg("--clear-groups")
-        .arg(stepd_bin())
-        .arg("--data-dir")
-        .arg(data)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .env("PATH", tools_path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
+    let command = Daemon::command_as(uid, gid, data, args);
     Daemon::spawn(command, data).await
 }
 
