@@ -255,12 +255,17 @@ impl StreamMemory {
     }
 
     /// The stream no longer queues anything: what the daemon counted as
-    /// about to go is gone.
+    /// about to go is gone. When it was told to end, what it let go of may
+    /// not be enough (streams share messages), so the daemon looks again
+    /// at once rather than when a stream next has something to do.
     pub fn let_go(&self) {
         let releasing = self.releasing.swap(0, Ordering::Relaxed);
-        self.daemon
-            .releasing
-            .fetch_sub(releasing, Ordering::Relaxed);
+        if releasing > 0 {
+            self.daemon
+                .releasing
+                .fetch_sub(releasing, Ordering::Relaxed);
+            self.daemon.enforce();
+        }
     }
 }
 
@@ -364,9 +369,9 @@ mod tests {
         let (small, large, sending) = (stream(&memory), stream(&memory), stream(&memory));
         let shared = wire(&memory, 4_000);
         let _a = small.queue(shared.len());
-        let _b = large.queue(shared.len());
+        let b = large.queue(shared.len());
         let own = wire(&memory, 4_000);
-        let _c = large.queue(own.len());
+        let c = large.queue(own.len());
         // Much handed to HTTP/2 and nothing queued: ending it frees nothing.
         let _chunk = sending.hand(wire(&memory, 4_000));
         assert!(memory.held() < 14_000, "the shared message counts once");
@@ -376,8 +381,32 @@ mod tests {
         // Until the ended stream lets go, its queue counts as gone.
         memory.enforce();
         assert!(!small.evicted.is_cancelled());
+        drop((b, c, own));
         large.let_go();
         assert_eq!(memory.releasing.load(Ordering::Relaxed), 0);
+        assert!(!small.evicted.is_cancelled(), "back under the bound");
+    }
+
+    #[test]
+    fn a_message_shared_over_the_bound_ends_every_stream_holding_it() {
+        let memory = SubscriberMemory::new(5_000);
+        let (a, b) = (stream(&memory), stream(&memory));
+        let shared = wire(&memory, 6_000);
+        // Each queue holds the message (here: `shared`) and its charge.
+        let mut charges = vec![Some(a.queue(shared.len())), Some(b.queue(shared.len()))];
+        memory.enforce();
+        let first = usize::from(!a.evicted.is_cancelled());
+        assert!([&a, &b][first].evicted.is_cancelled());
+        assert!(!([&a, &b][1 - first]).evicted.is_cancelled());
+        // The first lets go, but the other still holds the message: it is
+        // ended in turn, without waiting for anything else to happen.
+        charges[first] = None;
+        [&a, &b][first].let_go();
+        assert!([&a, &b][1 - first].evicted.is_cancelled());
+        charges.clear();
+        drop(shared);
+        [&a, &b][1 - first].let_go();
+        assert_eq!(memory.held(), 0);
     }
 
     #[test]
