@@ -34,6 +34,9 @@ pub const QUEUE_ENTRY: usize = 64;
 /// rise asks the allocator to give freed memory back.
 const TRIM_STEP: usize = 1 << 20;
 
+/// So many streams open, then half of them closed, also asks for a trim.
+const TRIM_STREAMS: usize = 16;
+
 /// Waited after such a drop before trimming, so a burst of streams closing
 /// is trimmed once.
 const TRIM_DELAY: Duration = Duration::from_millis(250);
@@ -55,6 +58,9 @@ pub struct SubscriberMemory {
     /// `held` passes this.
     next_scan: AtomicUsize,
     streams: Mutex<HashMap<u64, Weak<StreamMemory>>>,
+    /// Most streams open at once since the allocator was last trimmed: their
+    /// connections' buffers are memory this account does not count.
+    streams_peak: AtomicUsize,
     next_id: AtomicU64,
 }
 
@@ -68,6 +74,7 @@ impl SubscriberMemory {
             releasing: AtomicUsize::new(0),
             next_scan: AtomicUsize::new(0),
             streams: Mutex::default(),
+            streams_peak: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
         })
     }
@@ -121,6 +128,8 @@ impl SubscriberMemory {
             .await;
             // The next trim waits for another rise and fall from here.
             memory.peak.store(memory.held(), Ordering::Relaxed);
+            let open = memory.lock().len();
+            memory.streams_peak.store(open, Ordering::Relaxed);
             TRIMMING.store(false, Ordering::Release);
         });
     }
@@ -143,7 +152,12 @@ impl SubscriberMemory {
             drained: Notify::new(),
             _slot: slot,
         });
-        self.lock().insert(id, Arc::downgrade(&stream));
+        let open = {
+            let mut streams = self.lock();
+            streams.insert(id, Arc::downgrade(&stream));
+            streams.len()
+        };
+        self.streams_peak.fetch_max(open, Ordering::Relaxed);
         stream
     }
 
@@ -272,7 +286,16 @@ impl StreamMemory {
 impl Drop for StreamMemory {
     fn drop(&mut self) {
         self.let_go();
-        self.daemon.lock().remove(&self.id);
+        let open = {
+            let mut streams = self.daemon.lock();
+            streams.remove(&self.id);
+            streams.len()
+        };
+        // Many streams closing free their connections' buffers too.
+        let peak = self.daemon.streams_peak.load(Ordering::Relaxed);
+        if peak >= TRIM_STREAMS && open <= peak / 2 {
+            self.daemon.trim();
+        }
     }
 }
 
