@@ -20,7 +20,7 @@ use crate::stats::{machine, percentile, write_result};
 const PUBLISHERS: u32 = 8;
 
 /// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
+pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

@@ -3,6 +3,9 @@
 //!
 //! - `stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]`: events published through
 //!   the API and delivered over `Subscribe` to N subscribers.
+//! - `stepd-bench memory [STREAMS] [EVENTS] [EVENT_KIB]`: Subscribe streams
+//!   that never read while large events are published; the daemon's memory
+//!   against `--subscriber-bytes-total`, and after they closed.
 //! - `stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]`: one `Step{OVER}`
 //!   through stepd against the same `next` sent straight to the adapter, for
 //!   debugpy and lldb-dap 19; then a traced pass showing where stepd's time goes.
@@ -27,6 +30,7 @@ mod export;
 mod fanout;
 mod inspect;
 mod launch;
+mod memory;
 mod profile;
 mod stats;
 mod step;
@@ -34,6 +38,7 @@ mod tls;
 mod via_stepd;
 
 const USAGE: &str = "usage: stepd-bench fanout [EVENTS] [SUBSCRIBERS,...]
+       stepd-bench memory [STREAMS] [EVENTS] [EVENT_KIB]
        stepd-bench step [STEPS] [WARMUP] [PROFILE_STEPS]
        stepd-bench export [STEPS] [WARMUP]
        stepd-bench launch [RUNS]
@@ -64,6 +69,14 @@ async fn main() -> anyhow::Result<()> {
                 .transpose()?
                 .unwrap_or_else(|| vec![1, 10, 100]);
             fanout::run(events, &counts).await
+        }
+        Some("memory") => {
+            memory::run(
+                arg(&args, 2, 100)?,
+                arg(&args, 3, 1024)?,
+                arg(&args, 4, 64)?,
+            )
+            .await
         }
         Some("step") => {
             step::run(arg(&args, 2, 200)?, arg(&args, 3, 10)?, arg(&args, 4, 50)?).await

@@ -22,6 +22,11 @@ pub const DEFAULT_MAX_PAUSES: usize = 16 * 1024;
 /// memory stays at 16 MiB (plus one snapshot) however slowly it reads.
 pub const DEFAULT_SUBSCRIBER_BUFFER_BYTES: usize = 16 << 20;
 
+/// Bytes all subscribers may hold unread together by default (each message
+/// once, however many streams hold it): four streams' full buffers of
+/// different events, however many streams there are.
+pub const DEFAULT_SUBSCRIBER_BYTES_TOTAL: usize = 64 << 20;
+
 /// Bytes of events one ring keeps by default: 4,096 events of 2 KiB.
 pub const DEFAULT_RING_BYTES: usize = 8 << 20;
 
@@ -109,9 +114,12 @@ pub struct Cli {
     /// Events a subscriber may lag behind before it gets a gap and a fresh snapshot.
     #[arg(long, env = "STEPD_SUBSCRIBER_BUFFER")]
     pub subscriber_buffer: Option<usize>,
-    /// Bytes of events a subscriber may hold unread before it gets a gap and a fresh snapshot.
+    /// Bytes of events a subscriber may hold unread (queued or in its HTTP/2 stream) before its stream is ended with LIMIT_EXCEEDED and the seq to resume after.
     #[arg(long, env = "STEPD_SUBSCRIBER_BUFFER_BYTES")]
     pub subscriber_buffer_bytes: Option<usize>,
+    /// Bytes all subscribers may hold unread together, each message counted once; over it, the stream holding the most is ended as for --subscriber-buffer-bytes.
+    #[arg(long, env = "STEPD_SUBSCRIBER_BYTES_TOTAL")]
+    pub subscriber_bytes_total: Option<usize>,
     /// Events kept per session (and for daemon-level events) for resuming subscribers.
     #[arg(long, env = "STEPD_RING_CAPACITY")]
     pub ring_capacity: Option<usize>,
@@ -211,6 +219,7 @@ struct FileConfig {
     heartbeat_interval: Option<String>,
     subscriber_buffer: Option<usize>,
     subscriber_buffer_bytes: Option<usize>,
+    subscriber_bytes_total: Option<usize>,
     ring_capacity: Option<usize>,
     ring_bytes: Option<usize>,
     ring_bytes_total: Option<usize>,
@@ -286,6 +295,8 @@ pub struct Config {
     pub subscriber_buffer: usize,
     /// Subscriber lag bound, in bytes.
     pub subscriber_buffer_bytes: usize,
+    /// What all subscribers may hold unread together, in bytes.
+    pub subscriber_bytes_total: usize,
     /// Ring capacity per session, in events.
     pub ring_capacity: usize,
     /// Ring capacity per session, in bytes.
@@ -510,6 +521,11 @@ impl Config {
                 "subscriber-buffer-bytes",
                 cli.subscriber_buffer_bytes.or(file.subscriber_buffer_bytes),
                 DEFAULT_SUBSCRIBER_BUFFER_BYTES,
+            )?,
+            subscriber_bytes_total: positive(
+                "subscriber-bytes-total",
+                cli.subscriber_bytes_total.or(file.subscriber_bytes_total),
+                DEFAULT_SUBSCRIBER_BYTES_TOTAL,
             )?,
             ring_capacity: positive(
                 "ring-capacity",

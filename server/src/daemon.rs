@@ -13,7 +13,7 @@ use crate::{
     cluster::Cluster,
     config::Config,
     dap_session::Launcher,
-    events::EventBus,
+    events::{EventBus, SubscriberMemory},
     history::History,
     inspector::Inspectors,
     metrics::Counts,
@@ -56,6 +56,8 @@ pub struct Daemon {
     pub listen: OnceLock<Vec<String>>,
     /// Subscribe streams, per daemon and per identity.
     pub subscribers: Arc<Slots>,
+    /// What Subscribe streams hold for their clients, bounded for the daemon.
+    pub subscriber_memory: Arc<SubscriberMemory>,
     /// Inspectors opened by Inspect, held by each identity (the daemon's
     /// cap is the inspectors' own, as pause commands open them too).
     pub inspectors_per_identity: Arc<Slots>,
@@ -163,6 +165,7 @@ impl Daemon {
             cluster,
             listen: OnceLock::new(),
             subscribers,
+            subscriber_memory: SubscriberMemory::new(config.subscriber_bytes_total),
             inspectors_per_identity: Slots::new(
                 "inspectors",
                 Cap {

@@ -11,9 +11,8 @@ use std::{
 use anyhow::{Context, bail};
 use stepd_proto::v1::{
     breakpoint_service_server::BreakpointServiceServer, daemon_service_server::DaemonServiceServer,
-    event_service_server::EventServiceServer, history_service_server::HistoryServiceServer,
-    inspector_service_server::InspectorServiceServer, probe_service_server::ProbeServiceServer,
-    session_service_server::SessionServiceServer,
+    history_service_server::HistoryServiceServer, inspector_service_server::InspectorServiceServer,
+    probe_service_server::ProbeServiceServer, session_service_server::SessionServiceServer,
 };
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::{StreamExt as _, wrappers::ReceiverStream};
@@ -335,9 +334,8 @@ fn router(
         .add_service(limited!(BreakpointServiceServer::new(BreakpointApi::new(
             daemon.clone()
         ))))
-        .add_service(limited!(EventServiceServer::new(EventApi::new(
-            daemon.clone()
-        ))))
+        // Served by hand: it sends events encoded once (api/event.rs).
+        .add_service(EventApi::new(daemon.clone()))
         .add_service(limited!(SessionServiceServer::new(SessionApi::new(
             daemon.clone()
         ))))

@@ -43,6 +43,12 @@ pub struct Slot {
     name: String,
 }
 
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {}", self.owner.what, self.name)
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut held = self.owner.lock();

@@ -452,10 +452,10 @@ fn big_value(bytes: usize) -> Value {
 /// and a fourth stops reading while 32 MB of events are published. Before
 /// byte bounds, each Watch pinned a copy of the snapshot (65 a stream,
 /// 1.5 GB here); now a stream holds at most one snapshot and 16 MiB of
-/// events. The bound: 300 MB over the daemon's resting size leaves five
-/// times what the daemon needs here (3 snapshots of 8 MB, one subscriber's
-/// 16 MiB, the rings' 2 × 8 MiB, transport buffers) and is far below the
-/// gigabytes it took before.
+/// events, and the fourth is ended at that bound. The bound: 300 MB over
+/// the daemon's resting size leaves five times what the daemon needs here
+/// (3 snapshots of 8 MB, one subscriber's 16 MiB, the rings' 2 × 8 MiB,
+/// transport buffers) and is far below the gigabytes it took before.
 #[tokio::test]
 async fn clients_that_do_not_read_cannot_pin_unbounded_memory() {
     let dir = TempDir::new("memory");
@@ -546,7 +546,29 @@ async fn clients_that_do_not_read_cannot_pin_unbounded_memory() {
             "the Watches in between were replaced: {snapshots} snapshots"
         );
     }
-    // The slow stream lost events it could not hold, and is told so.
+    // The slow stream was ended at its bound, after what it had been sent,
+    // and told where to resume; the rings no longer hold all it missed
+    // (32 events of 1 MiB), so the resume says what was lost.
+    let resume = loop {
+        match slow.next_or_error().await {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the slow stream ended with OK"),
+            Err(status) => {
+                assert_eq!(reason(&status), "LIMIT_EXCEEDED", "{status:?}");
+                let info = status.get_details_error_info().expect("ErrorInfo");
+                assert_eq!(info.metadata["limit"], "subscriber_buffer_bytes");
+                break info.metadata["resume_after_seq"].parse::<u64>().unwrap();
+            }
+        }
+    };
+    let mut slow = open(
+        daemon.channel().await,
+        Watch {
+            resume_after_seq: resume,
+            ..Default::default()
+        },
+    )
+    .await;
     let (_, gaps) = read_until(&mut slow, &marker).await;
     assert!(gaps >= 1, "the slow stream was told of its loss");
     // Every stream is live again.

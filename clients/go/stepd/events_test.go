@@ -250,6 +250,51 @@ func TestResumeAfterConnectionLoss(t *testing.T) {
 	}
 }
 
+// TestResumeAfterTheDaemonEndedAStreamLeftUnread: a consumer that stops
+// reading has its stream ended by the daemon at --subscriber-buffer-bytes
+// (LIMIT_EXCEEDED with resume_after_seq); the subscription resumes from its
+// cursor and the consumer, reading again, gets every event once, in order.
+func TestResumeAfterTheDaemonEndedAStreamLeftUnread(t *testing.T) {
+	d := startDaemon(t, daemonConfig{extraArgs: []string{"--subscriber-buffer-bytes", "65536"}})
+	c := d.dial(t)
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, stepd.WatchOptions{Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	expectSnapshot(t, sub)
+	// Far more than the stream may hold, or the client's HTTP/2 windows take,
+	// while nobody reads.
+	var want []string
+	condition := strings.Repeat("c", 4000)
+	for i := range 600 {
+		bp, err := c.AddBreakpoint(ctx, stepd.FunctionBreakpoint(fmt.Sprintf("f%d", i), stepd.Condition(condition)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, bp.GetId())
+	}
+	var got []string
+	for len(got) < len(want) {
+		ev := nextEvent(t, sub)
+		bu := ev.GetBreakpointUpdated()
+		if bu == nil {
+			t.Fatalf("got %v after %d events, want only breakpoint events (no gap)", ev, len(got))
+		}
+		got = append(got, bu.GetBreakpoint().GetId())
+	}
+	if !equal(got, want) {
+		t.Errorf("events out of order or missing")
+	}
+	if sub.Reconnects() < 1 {
+		t.Errorf("the daemon never ended the stream (%d reconnects)", sub.Reconnects())
+	}
+	if n := sub.DuplicatesDropped(); n != 0 {
+		t.Errorf("%d events delivered twice", n)
+	}
+}
+
 // TestResumeFromAnotherInstance: a cursor from another daemon instance takes
 // the gap path: gap, then a fresh snapshot, after which the cursor belongs to
 // the running daemon.

@@ -46,6 +46,10 @@ type WatchOptions struct {
 // longer holds them, sends a gap event and a fresh snapshot). No event is
 // delivered twice.
 //
+// A consumer that stops reading long enough has its stream ended by the
+// daemon (LIMIT_EXCEEDED with a resume point); the subscription then
+// resumes from its cursor like after a dropped connection.
+//
 // The subscription ends when its context is done, on [Subscription.Close],
 // when the daemon ends the stream (shutdown), or on an error that retrying
 // cannot fix; the events channel is then closed and [Subscription.Err] says
@@ -369,9 +373,10 @@ func retryable(err error, reconnecting bool) bool {
 	case e.Code == codes.Unavailable:
 		return true
 	case e.Reason == stepdv1.ErrorReason_ERROR_REASON_LIMIT_EXCEEDED:
-		// Our previous stream may still hold its slot until the daemon
-		// notices it is gone.
-		return reconnecting
+		// A stream ended for what it left unread says where to resume
+		// (our cursor, as we read up to the end). Otherwise our previous
+		// stream may still hold its slot until the daemon notices it is gone.
+		return reconnecting || e.Metadata["resume_after_seq"] != ""
 	case e.Reason != stepdv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
 		return false
 	case e.Code == codes.Internal, e.Code == codes.Unknown, e.Code == codes.Canceled:

@@ -220,6 +220,34 @@ def test_heartbeats_are_opt_in(tmp_path_factory: pytest.TempPathFactory) -> None
         d.stop()
 
 
+def test_a_stream_ended_for_what_it_left_unread_resumes_without_loss(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The daemon ends a stream holding more than 64 KiB its client has not
+    # read (LIMIT_EXCEEDED, resume_after_seq); the subscription resumes from
+    # its cursor and the reader gets every event once, in order.
+    d = Daemon(tmp_path_factory.mktemp("unread"), "--subscriber-buffer-bytes", "65536", unix_socket=False)
+    try:
+        # Without BDP probing gRPC keeps its 64 KiB window, so what this
+        # client does not read stays in the daemon.
+        with d.client() as c, d.client(options=[("grpc.http2.bdp_probe", 0)]) as reader, reader.events(
+            channels=["breakpoints"]
+        ) as sub:
+            events = iter(sub)  # read in this thread: nothing reads meanwhile
+            assert next(events).HasField("snapshot")
+            made = [
+                c.add_breakpoint(function=f"f{n}", condition="c" * 4000).breakpoint.id for n in range(600)
+            ]
+            got = []
+            for event in events:
+                assert event.HasField("breakpoint_updated"), event  # no gap, no snapshot
+                got.append(event.breakpoint_updated.breakpoint.id)
+                if len(got) == len(made):
+                    break
+            assert got == made
+            assert sub.reconnects >= 1
+    finally:
+        d.stop()
+
+
 def test_stream_ends_on_shutdown(tmp_path_factory: pytest.TempPathFactory) -> None:
     d = Daemon(tmp_path_factory.mktemp("shutdown"), unix_socket=False)
     try:

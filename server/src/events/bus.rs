@@ -4,14 +4,15 @@
 //! subscriber lags (and is resynchronised) instead of slowing anyone down.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    cmp::Reverse,
+    collections::{BinaryHeap, HashMap, VecDeque},
     sync::{Arc, Mutex, MutexGuard},
 };
 
 use stepd_proto::v1::{Breakpoint, Event, Gap, event::Payload};
 use tokio::sync::broadcast;
 
-use super::{Filter, StateView};
+use super::{Filter, StateView, wire::Published};
 use crate::{metrics::Counters, time::now_timestamp};
 
 /// Key of the ring holding daemon-level events (no session).
@@ -21,7 +22,7 @@ const DAEMON_RING: &str = "";
 #[derive(Debug, Default)]
 struct Ring {
     /// Each event with the bytes it holds (see [`footprint`]).
-    events: VecDeque<(Arc<Event>, usize)>,
+    events: VecDeque<(Arc<Published>, usize)>,
     /// Bytes `events` hold.
     bytes: usize,
     /// Highest seq pushed out of the ring; a cursor below it cannot be replayed.
@@ -42,10 +43,8 @@ impl Ring {
 /// allocation's header, and about its encoded size again for the strings and
 /// lists it owns. The ring limits are in memory, not in encoded bytes: a
 /// small probe report holds several times its encoded size.
-fn footprint(event: &Event) -> usize {
-    std::mem::size_of::<Event>()
-        + 2 * std::mem::size_of::<usize>()
-        + prost::Message::encoded_len(event)
+fn footprint(event: &Published) -> usize {
+    std::mem::size_of::<Published>() + 2 * std::mem::size_of::<usize>() + event.encoded_len()
 }
 
 #[derive(Debug)]
@@ -59,13 +58,43 @@ struct BusState {
     view: StateView,
 }
 
+/// What a resuming stream gets from [`EventBus::catch_up`].
+#[derive(Debug)]
+pub enum CatchUp {
+    /// Events after the cursor, and more after `through` (the last seq
+    /// looked at, whether the filter passed it or not).
+    More {
+        /// The events the filter passes.
+        events: Vec<Arc<Published>>,
+        /// Where to go on from.
+        through: u64,
+    },
+    /// The last events after the cursor, and the live receiver after them.
+    Caught {
+        /// The events the filter passes.
+        events: Vec<Arc<Published>>,
+        /// Live events from there on.
+        rx: broadcast::Receiver<Arc<Published>>,
+    },
+    /// The cursor is no longer held: what was lost, a snapshot to go on
+    /// from, and the live receiver after it.
+    Lost {
+        /// The gap event.
+        gap: Box<Event>,
+        /// The snapshot event.
+        snapshot: Box<Event>,
+        /// Live events from the snapshot on.
+        rx: broadcast::Receiver<Arc<Published>>,
+    },
+}
+
 /// How a subscription starts.
 #[derive(Debug)]
 pub enum Start {
     /// A fresh snapshot (stream-local event).
     Snapshot(Box<Event>),
     /// Exactly the events missed since the resume point.
-    Replay(Vec<Arc<Event>>),
+    Replay(Vec<Arc<Published>>),
     /// The resume point is no longer held: what was lost, then a snapshot.
     Resync {
         /// The gap event.
@@ -79,7 +108,7 @@ pub enum Start {
 #[derive(Debug)]
 pub struct EventBus {
     state: Mutex<BusState>,
-    live: broadcast::Sender<Arc<Event>>,
+    live: broadcast::Sender<Arc<Published>>,
     ring_capacity: usize,
     ring_bytes: usize,
     /// Bytes all rings may hold together: with a thousand busy sessions the
@@ -154,7 +183,7 @@ impl EventBus {
     }
 
     /// Numbers, records and broadcasts an event.
-    pub fn publish(&self, session_id: &str, payload: Payload) -> Arc<Event> {
+    pub fn publish(&self, session_id: &str, payload: Payload) -> Arc<Published> {
         let mut state = self.lock();
         self.publish_locked(&mut state, session_id, payload)
     }
@@ -178,14 +207,14 @@ impl EventBus {
         state: &mut BusState,
         session_id: &str,
         payload: Payload,
-    ) -> Arc<Event> {
+    ) -> Arc<Published> {
         state.last_seq += 1;
-        let event = Arc::new(Event {
+        let event = Arc::new(Published::new(Event {
             seq: state.last_seq,
             session_id: session_id.to_owned(),
             time: Some(now_timestamp()),
             payload: Some(payload),
-        });
+        }));
         let forgotten = state.view.apply(&event);
         let key = if session_id.is_empty() {
             DAEMON_RING
@@ -248,7 +277,7 @@ impl EventBus {
         filter: &Filter,
         resume_after: Option<u64>,
         resume_instance: &str,
-    ) -> (Start, broadcast::Receiver<Arc<Event>>) {
+    ) -> (Start, broadcast::Receiver<Arc<Published>>) {
         let state = self.lock();
         let rx = self.live.subscribe();
         let Some(after) = resume_after else {
@@ -257,42 +286,17 @@ impl EventBus {
                 rx,
             );
         };
-        let same_instance = resume_instance.is_empty() || resume_instance == self.instance_id;
-        let rings: Vec<&Ring> = state
-            .rings
-            .iter()
-            .filter(|(sid, _)| filter.admits_session(sid))
-            .map(|(_, ring)| ring)
-            .collect();
-        let replayable = same_instance
-            && after >= state.floor
-            && after <= state.last_seq
-            && rings.iter().all(|r| r.evicted_through <= after);
-        if !replayable {
-            let why = if !same_instance {
-                "the cursor is from another daemon instance"
-            } else if after > state.last_seq {
-                "the cursor is ahead of this daemon's events"
-            } else {
-                "resume point no longer held"
-            };
-            // A cursor this daemon's numbering never reached says nothing of
-            // what the client has seen: all of it may be news.
-            let from = if after < state.last_seq { after + 1 } else { 1 };
-            let gap = self.gap_event(from, state.last_seq, why);
-            let snapshot = self.snapshot_event(&state, filter);
-            return (
-                Start::Resync {
-                    gap: Box::new(gap),
-                    snapshot: Box::new(snapshot),
-                },
-                rx,
-            );
-        }
+        let rings = match self.replayable(&state, filter, after, resume_instance) {
+            Ok(rings) => rings,
+            Err(why) => {
+                let (gap, snapshot) = self.lost(&state, filter, after, why);
+                return (Start::Resync { gap, snapshot }, rx);
+            }
+        };
         // A ring is in seq order: only its events after the cursor are
         // looked at, and the sort waits until the lock is released, so a
         // resume from far back does not hold up every publisher.
-        let mut missed: Vec<Arc<Event>> = rings
+        let mut missed: Vec<Arc<Published>> = rings
             .iter()
             .flat_map(|r| {
                 let from = r.events.partition_point(|(e, _)| e.seq <= after);
@@ -306,13 +310,114 @@ impl EventBus {
         (Start::Replay(missed), rx)
     }
 
+    /// The rings a resume after `after` reads, when they still hold
+    /// everything after it; else why not.
+    fn replayable<'a>(
+        &self,
+        state: &'a BusState,
+        filter: &Filter,
+        after: u64,
+        resume_instance: &str,
+    ) -> Result<Vec<&'a Ring>, &'static str> {
+        if !(resume_instance.is_empty() || resume_instance == self.instance_id) {
+            return Err("the cursor is from another daemon instance");
+        }
+        if after > state.last_seq {
+            return Err("the cursor is ahead of this daemon's events");
+        }
+        let rings: Vec<&Ring> = state
+            .rings
+            .iter()
+            .filter(|(sid, _)| filter.admits_session(sid))
+            .map(|(_, ring)| ring)
+            .collect();
+        if after < state.floor || rings.iter().any(|r| r.evicted_through > after) {
+            return Err("resume point no longer held");
+        }
+        Ok(rings)
+    }
+
+    /// What a resume after `after` lost, and a snapshot to go on from.
+    fn lost(
+        &self,
+        state: &BusState,
+        filter: &Filter,
+        after: u64,
+        why: &str,
+    ) -> (Box<Event>, Box<Event>) {
+        // A cursor this daemon's numbering never reached says nothing of
+        // what the client has seen: all of it may be news.
+        let from = if after < state.last_seq { after + 1 } else { 1 };
+        let gap = self.gap_event(from, state.last_seq, why);
+        let snapshot = self.snapshot_event(state, filter);
+        (Box::new(gap), Box::new(snapshot))
+    }
+
+    /// The next events after `after` from the rings, in seq order, for a
+    /// stream that resumes and takes them as its client reads: about
+    /// `budget` encoded bytes of them (at least one) from at most
+    /// `max_events` looked at, or all that are left together with the live
+    /// receiver that follows them. Under the
+    /// publishing lock, so nothing is missed or seen twice when the stream
+    /// goes live; and the stream holds a cursor, not the events, while its
+    /// client reads.
+    pub fn catch_up(
+        &self,
+        filter: &Filter,
+        after: u64,
+        resume_instance: &str,
+        budget: usize,
+        max_events: usize,
+    ) -> CatchUp {
+        let state = self.lock();
+        let rings = match self.replayable(&state, filter, after, resume_instance) {
+            Ok(rings) => rings,
+            Err(why) => {
+                let (gap, snapshot) = self.lost(&state, filter, after, why);
+                let rx = self.live.subscribe();
+                return CatchUp::Lost { gap, snapshot, rx };
+            }
+        };
+        // Merge the rings' events after the cursor by seq.
+        let mut heads: BinaryHeap<Reverse<(u64, usize, usize)>> = BinaryHeap::new();
+        for (i, ring) in rings.iter().enumerate() {
+            let from = ring.events.partition_point(|(e, _)| e.seq <= after);
+            if let Some((event, _)) = ring.events.get(from) {
+                heads.push(Reverse((event.seq, i, from)));
+            }
+        }
+        let (mut events, mut bytes) = (Vec::new(), 0);
+        let mut looked = 0;
+        while let Some(Reverse((seq, i, at))) = heads.pop() {
+            let event = &rings[i].events[at].0;
+            looked += 1;
+            if filter.admits(event) {
+                bytes += event.encoded_len();
+                events.push(event.clone());
+            }
+            if let Some((next, _)) = rings[i].events.get(at + 1) {
+                heads.push(Reverse((next.seq, i, at + 1)));
+            }
+            // Events the filter passes over count too, so one call does not
+            // walk a whole ring of another channel's events.
+            if (bytes >= budget || looked >= max_events) && !heads.is_empty() {
+                return CatchUp::More {
+                    events,
+                    through: seq,
+                };
+            }
+        }
+        let rx = self.live.subscribe();
+        CatchUp::Caught { events, rx }
+    }
+
     /// After a subscriber lagged: the gap since its cursor, a fresh snapshot and
     /// a new receiver, all at one instant.
     pub fn resync(
         &self,
         filter: &Filter,
         cursor: u64,
-    ) -> (Event, Event, broadcast::Receiver<Arc<Event>>) {
+    ) -> (Event, Event, broadcast::Receiver<Arc<Published>>) {
         let state = self.lock();
         let rx = self.live.subscribe();
         let gap = self.gap_event(cursor + 1, state.last_seq, "subscriber too slow");
@@ -486,6 +591,71 @@ mod tests {
         let state = bus.lock();
         assert!(state.rings["a"].events.is_empty());
         assert_eq!(state.rings["a"].evicted_through, huge);
+    }
+
+    #[test]
+    fn catching_up_pages_the_rings_in_seq_order_then_goes_live() {
+        let bus = EventBus::new("i".into(), 1, 64, 100);
+        let first = note(&bus, "a");
+        let mut expected = Vec::new();
+        for i in 0..30 {
+            let sid = ["a", "b", ""][i % 3];
+            expected.push(
+                bus.publish(sid, Payload::Notification(Notification::default()))
+                    .seq,
+            );
+        }
+        let all = Filter::default();
+        let (mut seen, mut after) = (Vec::new(), first);
+        let rx = loop {
+            // A budget of one event's bytes: one event a call.
+            match bus.catch_up(&all, after, "i", 1, 100) {
+                CatchUp::More { events, through } => {
+                    assert_eq!(events.len(), 1);
+                    seen.extend(events.iter().map(|e| e.seq));
+                    after = through;
+                }
+                CatchUp::Caught { events, rx } => {
+                    seen.extend(events.iter().map(|e| e.seq));
+                    break rx;
+                }
+                CatchUp::Lost { .. } => panic!("everything is held"),
+            }
+        };
+        assert_eq!(seen, expected, "every event once, in seq order");
+        let mut rx = rx;
+        let live = note(&bus, "b");
+        assert_eq!(
+            rx.try_recv().unwrap().seq,
+            live,
+            "then live, nothing between"
+        );
+        // Events the filter passes over count toward what a call looks at.
+        let only_a = Filter::from_watch(&Watch {
+            session_ids: vec!["a".into()],
+            ..Default::default()
+        });
+        let CatchUp::More { events, through } = bus.catch_up(&only_a, first, "i", usize::MAX, 4)
+        else {
+            panic!("more after four looked at")
+        };
+        // Only the rings the filter admits are looked at: a's and the daemon's.
+        let admitted: Vec<u64> = expected
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 1)
+            .map(|(_, seq)| *seq)
+            .collect();
+        assert_eq!(through, admitted[3]);
+        assert_eq!(
+            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            admitted[..4]
+        );
+        // An evicted cursor, or another instance's, is lost.
+        assert!(matches!(
+            bus.catch_up(&all, first, "other", 1, 100),
+            CatchUp::Lost { .. }
+        ));
     }
 
     #[test]

@@ -1,12 +1,17 @@
 //! Events: one daemon-wide sequence, per-session rings for resuming, a live
-//! broadcast for fan-out, and the state view that snapshots are made from.
+//! broadcast for fan-out, the state view that snapshots are made from, and
+//! Subscribe streams with what they hold for their clients.
 
 mod bus;
 mod filter;
+mod memory;
 mod subscription;
 mod view;
+mod wire;
 
-pub use bus::{EventBus, Start};
+pub use bus::{CatchUp, EventBus, Start};
 pub use filter::{Filter, Own, channel_of};
-pub use subscription::Subscriber;
+pub use memory::{StreamMemory, SubscriberMemory};
+pub use subscription::{Out, Subscriber};
 pub use view::StateView;
+pub use wire::Published;

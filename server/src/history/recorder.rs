@@ -20,7 +20,7 @@ use tokio::{
 };
 
 use crate::{
-    events::{EventBus, Filter, Own, Start, channel_of},
+    events::{EventBus, Filter, Own, Published, Start, channel_of},
     store::{RecordedEvent, Store},
     time::us_from_timestamp,
 };
@@ -113,7 +113,7 @@ impl Recorder {
 async fn record(
     bus: Arc<EventBus>,
     store: Store,
-    mut live: broadcast::Receiver<Arc<Event>>,
+    mut live: broadcast::Receiver<Arc<Published>>,
     mut last: u64,
     progress: Arc<Progress>,
     bytes: Arc<AtomicU64>,
@@ -237,7 +237,7 @@ fn recorded(event: &Event) -> Option<RecordedEvent> {
 
 /// A gap the recorder could not fill, as an event of each live session,
 /// numbered as the last event lost so that it stands where the loss ends.
-fn gaps(bus: &EventBus, gap: &Event) -> Vec<Arc<Event>> {
+fn gaps(bus: &EventBus, gap: &Event) -> Vec<Arc<Published>> {
     let through = match &gap.payload {
         Some(Payload::Gap(g)) => g.to_seq,
         _ => return Vec::new(),
@@ -245,11 +245,11 @@ fn gaps(bus: &EventBus, gap: &Event) -> Vec<Arc<Event>> {
     bus.with_view(|v| v.sessions(false))
         .into_iter()
         .map(|session| {
-            Arc::new(Event {
+            Arc::new(Published::new(Event {
                 seq: through,
                 session_id: session.id,
                 ..gap.clone()
-            })
+            }))
         })
         .collect()
 }

@@ -41,7 +41,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 struct World {
     ctx: Context,
     sessions: Arc<Sessions>,
-    events: broadcast::Receiver<Arc<Event>>,
+    events: broadcast::Receiver<Arc<crate::events::Published>>,
     _dir: TempDir,
 }
 

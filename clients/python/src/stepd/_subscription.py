@@ -19,7 +19,11 @@ _Item = Union[event_pb2.Event, BaseException, object]
 
 
 def retryable(err: StepdError) -> bool:
-    """Whether a failed stream is a dropped connection worth resuming (not a stepd refusal)."""
+    """Whether a failed stream is worth resuming: a dropped connection (not a
+    stepd refusal), or a stream the daemon ended for what its client left
+    unread, which says where to resume (the cursor, read up to the end)."""
+    if err.reason == "LIMIT_EXCEEDED" and "resume_after_seq" in err.metadata:
+        return True
     return not err.reason and err.code in _RETRYABLE
 
 
