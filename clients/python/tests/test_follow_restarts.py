@@ -62,7 +62,7 @@ def test_follows_a_daemon_restarted_on_the_same_address(tmp_path: Path) -> None:
             resumed = until(following, "snapshot")
             assert resumed[0].WhichOneof("payload") == "reconnect"
             assert resumed[-1].snapshot.instance_id == new == following.instance_id
-            assert following.reconnects == 1
+            assert following.reconnects >= 1
 
             bp = after.add_breakpoint(path="/restarted.py", line=1).breakpoint
             live = following.next(timeout=WAIT)
@@ -112,7 +112,7 @@ def test_the_asyncio_subscription_follows_a_restart_too(tmp_path: Path) -> None:
             event = await following.next(timeout=WAIT)
             while event.WhichOneof("payload") != "snapshot":
                 event = await following.next(timeout=max(0.0, deadline - time.monotonic()))
-            assert event.snapshot.instance_id not in ("", old) and following.reconnects == 1
+            assert event.snapshot.instance_id not in ("", old) and following.reconnects >= 1
             await following.close()
             await plain.close()
 
