@@ -594,22 +594,19 @@ class Probe:
         waiter = _Waiter(f_globals, f_locals, value)
         waiter.loop = asyncio.get_running_loop()
         waiter.aq = asyncio.Queue()
-        hit_id = self._send_hit(
-            waiter, kind, name, value, frame, f_locals, stack, coor, cast(list[str], ids), editable, schema, type_hint, "",
-            traceparent=traceparent,
-        )  # fmt: skip
-        if not hit_id:
-            return _CONTINUED
-        while True:
-            try:
-                message = await waiter.aq.get()
-            except BaseException:  # cancelled: nobody waits for this hold any more
-                self._withdraw(hit_id)
-                raise
-            if isinstance(message, probe_pb2.Eval):
+        try:
+            hit_id = self._send_hit(
+                waiter, kind, name, value, frame, f_locals, stack, coor, cast(list[str], ids), editable, schema,
+                type_hint, "", traceparent=traceparent,
+            )  # fmt: skip
+            if not hit_id:
+                return _CONTINUED
+            while isinstance(message := await waiter.aq.get(), probe_pb2.Eval):
                 self._evaluate(waiter, message)
-                continue
-            return self._resolve(message, kind, name)
+        except BaseException:  # cancelled: nobody waits for this hold any more
+            self._withdraw_waiter(waiter)
+            raise
+        return self._resolve(message, kind, name)
 
     def _hold(
         self,
@@ -638,22 +635,21 @@ class Probe:
             )
         waiter = _Waiter(f_globals, f_locals, value)
         waiter.q = queue.SimpleQueue()
-        hit_id = self._send_hit(
-            waiter, kind, name, value, frame, f_locals, stack, coor, ids, editable, schema, type_hint, exception_message,
-            traceparent=traceparent,
-        )  # fmt: skip
-        if not hit_id:
-            return _CONTINUED
-        while True:
-            try:
-                message = waiter.q.get()
-            except BaseException:  # e.g. KeyboardInterrupt: the thread no longer waits
-                self._withdraw(hit_id)
-                raise
-            if isinstance(message, probe_pb2.Eval):
+        # An interrupt (KeyboardInterrupt) may land as the Hit goes out, before
+        # the wait begins: the hold is withdrawn whichever it was.
+        try:
+            hit_id = self._send_hit(
+                waiter, kind, name, value, frame, f_locals, stack, coor, ids, editable, schema, type_hint,
+                exception_message, traceparent=traceparent,
+            )  # fmt: skip
+            if not hit_id:
+                return _CONTINUED
+            while isinstance(message := waiter.q.get(), probe_pb2.Eval):
                 self._evaluate(waiter, message)
-                continue
-            return self._resolve(message, kind, name)
+        except BaseException:  # the thread no longer waits
+            self._withdraw_waiter(waiter)
+            raise
+        return self._resolve(message, kind, name)
 
     def _resolve(self, message: Any, kind: str, name: str) -> Any:
         if message is _RELEASE:
@@ -718,6 +714,11 @@ class Probe:
             self._hits[hit_id] = waiter
             self._send(probe_pb2.ConnectRequest(hit=hit))
         return hit_id
+
+    def _withdraw_waiter(self, waiter: _Waiter) -> None:
+        """Withdraws the hold of `waiter` if its Hit was made, sent or not."""
+        if waiter.hit is not None:
+            self._withdraw(waiter.hit.hit_id)
 
     def _withdraw(self, hit_id: str) -> None:
         """The program gave up a hold before its Resume came: tell the daemon,
