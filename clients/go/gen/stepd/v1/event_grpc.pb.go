@@ -59,12 +59,16 @@ type EventServiceClient interface {
 	//     replica that numbered it (Snapshot.instance_id): resuming on that
 	//     replica replays exactly; resuming on another takes the gap path, with
 	//     a snapshot of the whole cluster.
-	//   - A subscriber that reads too slowly is never waited for: its buffer is
-	//     bounded in events and in bytes (--subscriber-buffer,
-	//     --subscriber-buffer-bytes); when it overflows, the events it holds are
-	//     dropped, and once it has read what was already on its way it receives
-	//     `gap` (from the first event dropped) and then a fresh snapshot. Loss is
-	//     never silent.
+	//   - A subscriber that reads too slowly is never waited for. Past the
+	//     events it may hold unread (--subscriber-buffer), the events it holds
+	//     are dropped, and once it has read what was already on its way it
+	//     receives `gap` (from the first event dropped) and then a fresh
+	//     snapshot. Past the bytes it may hold unread (--subscriber-buffer-bytes),
+	//     or when all streams together hold more than --subscriber-bytes-total
+	//     and it holds the most, the stream ends with RESOURCE_EXHAUSTED, reason
+	//     LIMIT_EXCEEDED and `resume_after_seq` in the ErrorInfo metadata: a new
+	//     stream whose Watch resumes after that seq loses nothing. Loss is never
+	//     silent.
 	//   - `heartbeat` events are sent when the stream has been quiet for the
 	//     configured interval (default 30 s).
 	//   - DebugInput messages are answered on the stream only when they fail, with an
@@ -134,12 +138,16 @@ type EventServiceServer interface {
 	//     replica that numbered it (Snapshot.instance_id): resuming on that
 	//     replica replays exactly; resuming on another takes the gap path, with
 	//     a snapshot of the whole cluster.
-	//   - A subscriber that reads too slowly is never waited for: its buffer is
-	//     bounded in events and in bytes (--subscriber-buffer,
-	//     --subscriber-buffer-bytes); when it overflows, the events it holds are
-	//     dropped, and once it has read what was already on its way it receives
-	//     `gap` (from the first event dropped) and then a fresh snapshot. Loss is
-	//     never silent.
+	//   - A subscriber that reads too slowly is never waited for. Past the
+	//     events it may hold unread (--subscriber-buffer), the events it holds
+	//     are dropped, and once it has read what was already on its way it
+	//     receives `gap` (from the first event dropped) and then a fresh
+	//     snapshot. Past the bytes it may hold unread (--subscriber-buffer-bytes),
+	//     or when all streams together hold more than --subscriber-bytes-total
+	//     and it holds the most, the stream ends with RESOURCE_EXHAUSTED, reason
+	//     LIMIT_EXCEEDED and `resume_after_seq` in the ErrorInfo metadata: a new
+	//     stream whose Watch resumes after that seq loses nothing. Loss is never
+	//     silent.
 	//   - `heartbeat` events are sent when the stream has been quiet for the
 	//     configured interval (default 30 s).
 	//   - DebugInput messages are answered on the stream only when they fail, with an
