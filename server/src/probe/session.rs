@@ -22,11 +22,10 @@ use tokio::{
     sync::{mpsc, oneshot},
     time::{Instant, sleep_until},
 };
-
-use super::outbox::{self, Outbox, Permit};
 use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 
+use super::outbox::{self, Outbox, Permit};
 use super::value;
 use crate::breakpoints::condition;
 use crate::{
