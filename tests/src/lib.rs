@@ -403,8 +403,8 @@ impl Subscription {
 pub mod dap {
     use stepd_proto::v1::{
         AddBreakpointRequest, BreakpointSpec, ContinueRequest, DebugCommand, DebugInput, Event,
-        LaunchRequest, LaunchResponse, Pause, ReadOutputRequest, SendDebugInputRequest,
-        SendDebugInputResponse, Session, StableState, StepKind, StepRequest,
+        LaunchRequest, LaunchResponse, ListPausesRequest, Pause, ReadOutputRequest,
+        SendDebugInputRequest, SendDebugInputResponse, Session, StableState, StepKind, StepRequest,
         breakpoint_service_client::BreakpointServiceClient, debug_command::Command, event::Payload,
         session_service_client::SessionServiceClient,
     };
@@ -492,6 +492,22 @@ pub mod dap {
     }
 
     /// Adds a breakpoint and returns its id.
+    /// Keys of the pending pauses, of one session or (with "") of all.
+    pub async fn pending_keys(daemon: &Daemon, session_id: &str) -> Vec<String> {
+        sessions(daemon)
+            .await
+            .list_pauses(ListPausesRequest {
+                session_id: session_id.into(),
+            })
+            .await
+            .expect("list pauses")
+            .into_inner()
+            .pauses
+            .into_iter()
+            .map(|p| p.key)
+            .collect()
+    }
+
     pub async fn add_breakpoint(daemon: &Daemon, spec: BreakpointSpec) -> String {
         BreakpointServiceClient::new(daemon.channel().await)
             .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })

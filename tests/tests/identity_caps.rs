@@ -3,15 +3,15 @@
 //! refused `LIMIT_EXCEEDED` naming the cap and itself, the refusal changes
 //! nothing, another identity is not affected, and a freed slot is reused.
 
-use stepd_e2e::{DEADLINE, Daemon, TempDir, add_token, reason, with_token};
+use stepd_e2e::{DEADLINE, Daemon, TempDir, add_token, dap::pending_keys, reason, with_token};
 use stepd_proto::v1::{
     ConnectRequest, ConnectResponse, ContinueCommand, DebugCommand, DebugInput, ErrorReason,
-    GetStatusRequest, Hello, Hit, HitRefused, LaunchRequest, ListPausesRequest,
-    ListSessionsRequest, PointInfo, SendDebugInputRequest, SubscribeRequest, Watch,
-    connect_request::Message as In, connect_response::Message as Out,
-    daemon_service_client::DaemonServiceClient, debug_command::Command,
-    event_service_client::EventServiceClient, probe_service_client::ProbeServiceClient,
-    session_service_client::SessionServiceClient, subscribe_request::Message as SubscribeMessage,
+    GetStatusRequest, Hello, Hit, HitRefused, LaunchRequest, ListSessionsRequest, PointInfo,
+    SendDebugInputRequest, SubscribeRequest, Watch, connect_request::Message as In,
+    connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
+    debug_command::Command, event_service_client::EventServiceClient,
+    probe_service_client::ProbeServiceClient, session_service_client::SessionServiceClient,
+    subscribe_request::Message as SubscribeMessage,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -138,20 +138,6 @@ async fn session_count(daemon: &Daemon) -> usize {
         .into_inner()
         .sessions
         .len()
-}
-
-async fn pending_keys(daemon: &Daemon, session_id: &str) -> Vec<String> {
-    SessionServiceClient::new(daemon.channel().await)
-        .list_pauses(ListPausesRequest {
-            session_id: session_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .pauses
-        .into_iter()
-        .map(|p| p.key)
-        .collect()
 }
 
 /// Waits for `n` pending pauses in the daemon.

@@ -2,28 +2,32 @@
 //! the daemon sent it sits unread, an answer to its hold is refused with
 //! PROBE_NOT_READING and the pause stays; the arming it missed and the
 //! answer given once it reads again reach it; a probe that never reads
-//! again ends as PROBE_UNRESPONSIVE.
+//! again ends as PROBE_UNRESPONSIVE. Every kind of answer meets this the
+//! same way: INJECT, EVAL, SKIP and the session's Continue are refused
+//! alike, and a refused INJECT is not mistaken for a value the probe
+//! rejected.
 
 use prost_types::{Value, value::Kind};
 use stepd_e2e::{
-    DEADLINE, Daemon, Subscription, dap,
+    DEADLINE, Daemon, Subscription,
+    dap::{self, pending_keys},
     probe::{Probe, hello},
     reason,
 };
 use stepd_proto::v1::{
-    BreakpointSpec, ConnectRequest, DebugCommand, DebugInput, EndReason, Hello, Hit,
-    ListPausesRequest, ObservedReport, PointInfo, ProbeMatch, Reports, ResumeDecision,
+    BreakpointSpec, ConnectRequest, ContinueRequest, DebugCommand, DebugInput, EndReason,
+    EvalCommand, Hello, Hit, InjectCommand, PointInfo, ProbeMatch, ResumeDecision,
     SendDebugInputRequest, Watch, breakpoint_spec::Location, connect_request::Message as In,
     connect_response::Message as Out, debug_command::Command, event::Payload,
-    session_service_client::SessionServiceClient,
+    inject_command::Replacement, session_service_client::SessionServiceClient,
 };
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
 
 /// Duplicate hits the probe sends while it reads nothing: each is answered
-/// with a refusal, together far more than the stream's queue and HTTP/2
-/// buffers hold.
-const FILLER: usize = 6000;
+/// with a refusal, together far more than the stream's queue and HTTP/2's
+/// send buffer (400 KiB) hold.
+const FILLER: usize = 20_000;
 
 /// A connection whose receive windows are HTTP/2's smallest, so a probe
 /// that does not read fills them soon.
@@ -50,6 +54,7 @@ fn held_hit() -> Hit {
             kind: "tool_call".into(),
             name: "Bash".into(),
             payload: Some(text("ls")),
+            editable: true,
             ..Default::default()
         }),
         coor: vec![0],
@@ -71,11 +76,10 @@ async fn hold(probe: &Probe, sub: &mut Subscription) -> String {
     stopped.pause.unwrap().key
 }
 
-/// Sends the duplicate hits and then a marker report from a task of their
-/// own (the daemon stops reading a probe that does not read, so the sends
-/// may wait), and waits until the daemon either published the marker (it
-/// read everything and its replies were dropped or queued) or said it
-/// stopped reading the probe.
+/// Sends the duplicate hits from a task of their own (the daemon stops
+/// reading a probe that does not read, so the sends wait) and waits for the
+/// daemon to say it stopped reading the probe: only then is the probe's
+/// queue known to be full, whatever HTTP/2 buffered on the way.
 async fn fill(probe: &Probe, sub: &mut Subscription) -> tokio::task::JoinHandle<()> {
     let tx: mpsc::Sender<ConnectRequest> = probe.tx.clone();
     let sending = tokio::spawn(async move {
@@ -87,28 +91,11 @@ async fn fill(probe: &Probe, sub: &mut Subscription) -> tokio::task::JoinHandle<
                 return;
             }
         }
-        let marker = Reports {
-            observed: vec![ObservedReport {
-                kind: "marker".into(),
-                name: "filled".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let _ = tx
-            .send(ConnectRequest {
-                message: Some(In::Reports(marker)),
-            })
-            .await;
     });
     let session = probe.session_id.clone();
-    sub.wait_for("the marker or the notice that the probe is not read", |e| {
+    sub.wait_for("the notice that the probe is not read", |e| {
         e.session_id == session
-            && match &e.payload {
-                Some(Payload::Observed(o)) => o.kind == "marker",
-                Some(Payload::Notification(n)) => n.message.contains("not reading"),
-                _ => false,
-            }
+            && matches!(&e.payload, Some(Payload::Notification(n)) if n.message.contains("not reading"))
     })
     .await;
     sending
@@ -125,12 +112,16 @@ fn probe_breakpoint() -> BreakpointSpec {
 }
 
 async fn answer(daemon: &Daemon, key: &str) -> Result<(), tonic::Status> {
+    give(daemon, key, Command::Continue(Default::default())).await
+}
+
+async fn give(daemon: &Daemon, key: &str, command: Command) -> Result<(), tonic::Status> {
     SessionServiceClient::new(daemon.channel().await)
         .send_debug_input(SendDebugInputRequest {
             input: Some(DebugInput {
                 key: key.into(),
                 command: Some(DebugCommand {
-                    command: Some(Command::Continue(Default::default())),
+                    command: Some(command),
                 }),
                 ..Default::default()
             }),
@@ -139,16 +130,10 @@ async fn answer(daemon: &Daemon, key: &str) -> Result<(), tonic::Status> {
         .map(|_| ())
 }
 
-async fn pending_keys(daemon: &Daemon) -> Vec<String> {
-    SessionServiceClient::new(daemon.channel().await)
-        .list_pauses(ListPausesRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .pauses
-        .into_iter()
-        .map(|p| p.key)
-        .collect()
+fn inject(value: &str) -> Command {
+    Command::Inject(InjectCommand {
+        replacement: Some(Replacement::Value(text(value))),
+    })
 }
 
 async fn watched_daemon() -> (Daemon, Subscription) {
@@ -174,7 +159,7 @@ async fn an_answer_waits_for_a_probe_that_stopped_reading_and_reaches_it_once_it
         .expect_err("an answer to a probe that reads nothing cannot reach it");
     assert_eq!(reason(&refused), "PROBE_NOT_READING", "{refused:?}");
     assert!(
-        pending_keys(&daemon).await.contains(&key),
+        pending_keys(&daemon, "").await.contains(&key),
         "a refused answer leaves the pause pending"
     );
 
@@ -219,7 +204,7 @@ async fn an_answer_waits_for_a_probe_that_stopped_reading_and_reaches_it_once_it
     .expect("the Resume reaches the probe");
     assert_eq!(resume.hit_id, "held");
     assert_eq!(resume.decision, ResumeDecision::Continue as i32);
-    assert!(!pending_keys(&daemon).await.contains(&key));
+    assert!(!pending_keys(&daemon, "").await.contains(&key));
 }
 
 #[tokio::test]
@@ -263,10 +248,95 @@ async fn a_probe_that_never_reads_again_ends_as_unresponsive_and_its_hold_is_rep
     };
     assert_eq!(ended.reason, EndReason::ProbeUnresponsive as i32);
     assert!(ended.detail.contains("read nothing"), "{}", ended.detail);
-    assert!(pending_keys(&daemon).await.is_empty());
+    assert!(pending_keys(&daemon, "").await.is_empty());
     // The probe is still connected and reading nothing: a second answer
     // finds no pause, never a Resume nobody will read.
     let again = answer(&daemon, &key).await.expect_err("the pause is gone");
     assert_eq!(reason(&again), "PAUSE_NOT_FOUND");
     drop(probe);
+}
+
+#[tokio::test]
+async fn every_kind_of_answer_is_refused_alike_while_the_probe_reads_nothing() {
+    let (daemon, mut sub) = watched_daemon().await;
+    let channel = small_window_channel(&daemon).await;
+    let (mut probe, _) = Probe::open_on(channel, hello("slow-reader"), "").await;
+    let key = hold(&probe, &mut sub).await;
+    let sending = fill(&probe, &mut sub).await;
+
+    let refusals = [
+        ("INJECT", inject("pwd")),
+        ("EVAL", Command::Eval(EvalCommand { code: "1".into() })),
+        ("SKIP", Command::Skip(Default::default())),
+    ];
+    for (what, command) in refusals {
+        let refused = give(&daemon, &key, command)
+            .await
+            .expect_err("an answer to a probe that reads nothing cannot reach it");
+        assert_eq!(reason(&refused), "PROBE_NOT_READING", "{what}: {refused:?}");
+        assert!(
+            pending_keys(&daemon, "").await.contains(&key),
+            "a refused {what} leaves the pause pending"
+        );
+    }
+    let refused = dap::sessions(&daemon)
+        .await
+        .r#continue(ContinueRequest {
+            session_id: probe.session_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("the session's Continue cannot reach the probe either");
+    assert_eq!(reason(&refused), "PROBE_NOT_READING", "{refused:?}");
+    assert!(pending_keys(&daemon, "").await.contains(&key));
+
+    // Once it reads again the probe finds its refusals and nothing a
+    // refused answer might have left behind.
+    let mut refusals = 0;
+    tokio::time::timeout(DEADLINE * 2, async {
+        while refusals < FILLER {
+            match probe.rx.message().await.unwrap().unwrap().message.unwrap() {
+                Out::Refused(_) => refusals += 1,
+                Out::Resume(r) => panic!("a Resume from a refused answer arrived: {r:?}"),
+                Out::Eval(e) => panic!("an Eval from a refused answer arrived: {e:?}"),
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("every refusal reaches the probe once it reads");
+    tokio::time::timeout(DEADLINE, sending)
+        .await
+        .expect("the daemon reads the probe again once it reads")
+        .unwrap();
+
+    give(&daemon, &key, inject("pwd"))
+        .await
+        .expect("the INJECT is taken once the probe reads");
+    let resume = tokio::time::timeout(DEADLINE, async {
+        loop {
+            if let Out::Resume(r) = probe.rx.message().await.unwrap().unwrap().message.unwrap() {
+                return r;
+            }
+        }
+    })
+    .await
+    .expect("the Resume reaches the probe");
+    assert_eq!(resume.decision, ResumeDecision::Replace as i32);
+    assert_eq!(resume.value, Some(text("pwd")));
+
+    // The refused INJECT was not reported as a value the program rejected:
+    // the first word about this pause after the refusals is its resolution.
+    let event = sub
+        .wait_for("the pause's next event", |e| match &e.payload {
+            Some(Payload::EvalError(err)) => err.key == key,
+            Some(Payload::Stopped(s)) => s.pause.as_ref().is_some_and(|p| p.key == key),
+            Some(Payload::PauseResolved(r)) => r.key == key,
+            _ => false,
+        })
+        .await;
+    assert!(
+        matches!(event.payload, Some(Payload::PauseResolved(_))),
+        "a refused INJECT is not an eval error or a new prompt: {event:?}"
+    );
 }

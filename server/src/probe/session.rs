@@ -128,9 +128,14 @@ pub struct ProbeSession {
     span: crate::telemetry::Span,
     /// Quiet time after which the probe gets a heartbeat.
     heartbeat: Duration,
-    /// Clients were told the daemon stopped reading the probe.
-    unread_noted: bool,
+    /// Since when the daemon has stopped reading the probe, and whether
+    /// clients were told.
+    unread: Option<(Instant, bool)>,
 }
+
+/// How long the daemon stops reading a probe before clients are told: a
+/// burst the probe is still reading through is not news.
+const UNREAD_NOTICE_AFTER: Duration = Duration::from_millis(500);
 
 /// How long a reconnected probe's new session waits for its old one to end
 /// before it welcomes the probe (and so before the probe re-reports holds).
@@ -275,7 +280,7 @@ impl ProbeSession {
             matchers: None,
             span,
             heartbeat,
-            unread_noted: false,
+            unread: None,
         }
     }
 
@@ -350,19 +355,24 @@ impl ProbeSession {
         }
     }
 
-    /// Tells clients once when the daemon stops reading a probe that leaves
-    /// its answers unread, so a watcher learns why its reports stopped and
-    /// its answers are refused.
+    /// Tells clients once when the daemon has stopped reading a probe that
+    /// leaves its answers unread for `UNREAD_NOTICE_AFTER`, so a watcher
+    /// learns why its reports stopped and its answers are refused.
     fn note_reading(&mut self) {
         let stopped = self.out.backlog_len() >= outbox::BACKLOG_READ_LIMIT;
-        if stopped && !self.unread_noted {
-            self.notify(
-                NotificationLevel::Warning,
-                "the probe is not reading its stream: the daemon stops reading it, and answers \
-                 to its holds are refused with PROBE_NOT_READING until it reads again",
-            );
-        }
-        self.unread_noted = stopped;
+        self.unread = match (stopped, self.unread) {
+            (false, _) => None,
+            (true, None) => Some((Instant::now(), false)),
+            (true, Some((since, false))) if since.elapsed() >= UNREAD_NOTICE_AFTER => {
+                self.notify(
+                    NotificationLevel::Warning,
+                    "the probe is not reading its stream: the daemon stops reading it, and \
+                     answers to its holds are refused with PROBE_NOT_READING until it reads again",
+                );
+                Some((since, true))
+            }
+            (true, unread) => unread,
+        };
     }
 
     /// Why the session ends when the probe's stream does: a program told
@@ -380,11 +390,16 @@ impl ProbeSession {
         let evals = self.evals.values().map(|e| e.deadline);
         let waits = self.waiters.iter().filter_map(|w| w.deadline);
         let stall = self.out.stall_deadline(self.stall_grace());
+        let unread_notice = match self.unread {
+            Some((since, false)) => Some(since + UNREAD_NOTICE_AFTER),
+            _ => None,
+        };
         holds
             .into_iter()
             .chain(evals)
             .chain(waits)
             .chain(stall)
+            .chain(unread_notice)
             .min()
     }
 
