@@ -227,6 +227,19 @@ impl Daemon {
             .expect("connect to stepd")
     }
 
+    /// A connection whose receive windows are HTTP/2's smallest, so a
+    /// client on it that does not read soon leaves the daemon holding what
+    /// it cannot send.
+    pub async fn small_window_channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .expect("valid uri")
+            .initial_stream_window_size(Some(65_535))
+            .initial_connection_window_size(Some(65_535))
+            .connect()
+            .await
+            .expect("connect to stepd")
+    }
+
     /// Waits for the process to exit, at most `within`.
     pub async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
         tokio::time::timeout(within, self.child.wait())
@@ -396,6 +409,38 @@ impl Subscription {
         })
         .await;
         found.unwrap_or_else(|_| panic!("no {what} before the deadline"))
+    }
+}
+
+/// Resident memory of a process, in bytes.
+pub fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
+impl Subscription {
+    /// Opens a stream that keeps everything the daemon sends on it as text,
+    /// for tests that look for a value anywhere in what left the daemon.
+    pub async fn record_everything(
+        channel: Channel,
+    ) -> (
+        std::sync::Arc<std::sync::Mutex<String>>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut everything = Subscription::open(channel, Watch::default()).await;
+        let kept = seen.clone();
+        let recorder = tokio::spawn(async move {
+            while let Ok(Some(message)) = everything.rx.message().await {
+                kept.lock().unwrap().push_str(&format!("{message:?}\n"));
+            }
+        });
+        (seen, recorder)
     }
 }
 
@@ -750,8 +795,15 @@ pub fn other_user() -> (u32, u32) {
 
 /// `stepd token add NAME ROLE --file FILE`, returning the printed token.
 pub fn add_token(file: &Path, name: &str, role: &str) -> String {
+    add_token_with(file, name, role, &[])
+}
+
+/// `stepd token add NAME ROLE EXTRA… --file FILE`, returning the printed token.
+pub fn add_token_with(file: &Path, name: &str, role: &str, extra: &[&str]) -> String {
     let out = std::process::Command::new(stepd_bin())
-        .args(["token", "add", name, role, "--file"])
+        .args(["token", "add", name, role])
+        .args(extra)
+        .arg("--file")
         .arg(file)
         .output()
         .unwrap();

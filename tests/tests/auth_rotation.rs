@@ -12,7 +12,7 @@ use std::{
 };
 
 use stepd_e2e::{
-    DEADLINE, Daemon, Subscription, TempDir, add_token, dap, probe::hello, reason, stepd_bin,
+    DEADLINE, Daemon, Subscription, TempDir, add_token, add_token_with, dap, probe::hello, reason,
     with_token,
 };
 use stepd_proto::v1::{
@@ -217,17 +217,7 @@ async fn revoking_or_expiring_a_token_ends_the_streams_it_opened() {
 /// `stepd token add NAME ROLE --file FILE --expires WHEN`: the token and
 /// the expiry its line got.
 fn add_expiring(file: &Path, name: &str, role: &str, when: &str) -> (String, SystemTime) {
-    let out = std::process::Command::new(stepd_bin())
-        .args(["token", "add", name, role, "--expires", when, "--file"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let token = add_token_with(file, name, role, &["--expires", when]);
     let text = std::fs::read_to_string(file).unwrap();
     let line = text
         .lines()

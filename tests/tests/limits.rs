@@ -12,7 +12,9 @@ use std::{
 
 use prost::Message as _;
 use prost_types::{Value, value::Kind};
-use stepd_e2e::{DEADLINE, Daemon, Subscription, TempDir, reason, source_spec, violated_fields};
+use stepd_e2e::{
+    DEADLINE, Daemon, Subscription, TempDir, reason, rss, source_spec, violated_fields,
+};
 use stepd_proto::v1::{
     AddBreakpointRequest, Breakpoint, BreakpointSpec, ConnectRequest, FunctionLocation, Hello,
     LaunchRequest, ListBreakpointsRequest, ListSessionsRequest, ObservedReport, PingRequest,
@@ -392,17 +394,6 @@ async fn read_until(sub: &mut Subscription, id: &str) -> (usize, usize) {
             _ => {}
         }
     }
-}
-
-/// VmRSS of a process, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kb * 1024
 }
 
 /// CPU ticks (user + system) of a process.

@@ -16,30 +16,17 @@ use stepd_e2e::{
 };
 use stepd_proto::v1::{
     BreakpointSpec, ConnectRequest, ContinueRequest, DebugCommand, DebugInput, EndReason,
-    EvalCommand, Hello, Hit, InjectCommand, PointInfo, ProbeMatch, ResumeDecision,
+    EvalCommand, Hello, Hit, InjectCommand, PointInfo, ProbeMatch, Resume, ResumeDecision,
     SendDebugInputRequest, Watch, breakpoint_spec::Location, connect_request::Message as In,
     connect_response::Message as Out, debug_command::Command, event::Payload,
     inject_command::Replacement, session_service_client::SessionServiceClient,
 };
 use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint};
 
 /// Duplicate hits the probe sends while it reads nothing: each is answered
 /// with a refusal, together far more than the stream's queue and HTTP/2's
 /// send buffer (400 KiB) hold.
 const FILLER: usize = 20_000;
-
-/// A connection whose receive windows are HTTP/2's smallest, so a probe
-/// that does not read fills them soon.
-async fn small_window_channel(daemon: &Daemon) -> Channel {
-    Endpoint::from_shared(format!("http://{}", daemon.addr))
-        .unwrap()
-        .initial_stream_window_size(Some(65_535))
-        .initial_connection_window_size(Some(65_535))
-        .connect()
-        .await
-        .unwrap()
-}
 
 fn text(s: &str) -> Value {
     Value {
@@ -101,6 +88,19 @@ async fn fill(probe: &Probe, sub: &mut Subscription) -> tokio::task::JoinHandle<
     sending
 }
 
+/// The next Resume the probe reads, past whatever comes before it.
+async fn next_resume(probe: &mut Probe) -> Resume {
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            if let Out::Resume(r) = probe.rx.message().await.unwrap().unwrap().message.unwrap() {
+                return r;
+            }
+        }
+    })
+    .await
+    .expect("the Resume reaches the probe")
+}
+
 fn probe_breakpoint() -> BreakpointSpec {
     BreakpointSpec {
         location: Some(Location::Probe(ProbeMatch {
@@ -146,7 +146,7 @@ async fn watched_daemon() -> (Daemon, Subscription) {
 #[tokio::test]
 async fn an_answer_waits_for_a_probe_that_stopped_reading_and_reaches_it_once_it_reads() {
     let (daemon, mut sub) = watched_daemon().await;
-    let channel = small_window_channel(&daemon).await;
+    let channel = daemon.small_window_channel().await;
     let (mut probe, _) = Probe::open_on(channel, hello("slow-reader"), "").await;
     let key = hold(&probe, &mut sub).await;
 
@@ -193,15 +193,7 @@ async fn an_answer_waits_for_a_probe_that_stopped_reading_and_reaches_it_once_it
     answer(&daemon, &key)
         .await
         .expect("the pause is answerable again once the probe reads");
-    let resume = tokio::time::timeout(DEADLINE, async {
-        loop {
-            if let Out::Resume(r) = probe.rx.message().await.unwrap().unwrap().message.unwrap() {
-                return r;
-            }
-        }
-    })
-    .await
-    .expect("the Resume reaches the probe");
+    let resume = next_resume(&mut probe).await;
     assert_eq!(resume.hit_id, "held");
     assert_eq!(resume.decision, ResumeDecision::Continue as i32);
     assert!(!pending_keys(&daemon, "").await.contains(&key));
@@ -210,7 +202,7 @@ async fn an_answer_waits_for_a_probe_that_stopped_reading_and_reaches_it_once_it
 #[tokio::test]
 async fn a_probe_that_never_reads_again_ends_as_unresponsive_and_its_hold_is_reported() {
     let (daemon, mut sub) = watched_daemon().await;
-    let channel = small_window_channel(&daemon).await;
+    let channel = daemon.small_window_channel().await;
     let hello = Hello {
         heartbeat_interval: Some(prost_types::Duration {
             seconds: 5,
@@ -259,7 +251,7 @@ async fn a_probe_that_never_reads_again_ends_as_unresponsive_and_its_hold_is_rep
 #[tokio::test]
 async fn every_kind_of_answer_is_refused_alike_while_the_probe_reads_nothing() {
     let (daemon, mut sub) = watched_daemon().await;
-    let channel = small_window_channel(&daemon).await;
+    let channel = daemon.small_window_channel().await;
     let (mut probe, _) = Probe::open_on(channel, hello("slow-reader"), "").await;
     let key = hold(&probe, &mut sub).await;
     let sending = fill(&probe, &mut sub).await;
@@ -313,15 +305,7 @@ async fn every_kind_of_answer_is_refused_alike_while_the_probe_reads_nothing() {
     give(&daemon, &key, inject("pwd"))
         .await
         .expect("the INJECT is taken once the probe reads");
-    let resume = tokio::time::timeout(DEADLINE, async {
-        loop {
-            if let Out::Resume(r) = probe.rx.message().await.unwrap().unwrap().message.unwrap() {
-                return r;
-            }
-        }
-    })
-    .await
-    .expect("the Resume reaches the probe");
+    let resume = next_resume(&mut probe).await;
     assert_eq!(resume.decision, ResumeDecision::Replace as i32);
     assert_eq!(resume.value, Some(text("pwd")));
 

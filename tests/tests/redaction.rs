@@ -3,8 +3,6 @@
 //! pause, an EVAL, an Evaluate, a variables listing, an inspector rendering,
 //! a printed value, a snapshot, a trace event or a Step's reply.
 
-use std::sync::{Arc, Mutex};
-
 use stepd_e2e::{Daemon, Subscription, dap, fixture, line_of, source_spec};
 use stepd_proto::v1::{
     BreakpointAction, EvalCommand, EvaluateRequest, GetStackTraceRequest, ListScopesRequest,
@@ -18,14 +16,7 @@ const SECRET: &str = "hunter2";
 async fn a_redacted_name_never_leaves_the_daemon() {
     let daemon = Daemon::start(&["--redact", "password"]).await;
     // Everything the daemon sends on a stream, kept as text.
-    let seen = Arc::new(Mutex::new(String::new()));
-    let mut everything = Subscription::open(daemon.channel().await, Watch::default()).await;
-    let kept = seen.clone();
-    let recorder = tokio::spawn(async move {
-        while let Ok(Some(message)) = everything.rx.message().await {
-            kept.lock().unwrap().push_str(&format!("{message:?}\n"));
-        }
-    });
+    let (seen, recorder) = Subscription::record_everything(daemon.channel().await).await;
     let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
     sub.next().await;
 

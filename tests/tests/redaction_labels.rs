@@ -140,14 +140,7 @@ async fn a_redacted_label_never_leaves_the_daemon(database_url: Option<&str>) {
     let (daemon, log) = daemon_with_log(dir.path(), &args).await;
 
     // Everything the daemon sends on a stream, kept as text.
-    let seen = Arc::new(Mutex::new(String::new()));
-    let mut everything = Subscription::open(daemon.channel().await, Watch::default()).await;
-    let kept = seen.clone();
-    let recorder = tokio::spawn(async move {
-        while let Ok(Some(message)) = everything.rx.message().await {
-            kept.lock().unwrap().push_str(&format!("{message:?}\n"));
-        }
-    });
+    let (seen, recorder) = Subscription::record_everything(daemon.channel().await).await;
     let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
     sub.next().await;
     // Everything the daemon answers, kept as text.

@@ -8,10 +8,7 @@ use stepd_proto::v1::{
     breakpoint_service_client::BreakpointServiceClient, daemon_service_client::DaemonServiceClient,
     debug_command::Command, event::Payload, subscribe_request::Message,
 };
-use tonic::{
-    Code,
-    transport::{Channel, Endpoint},
-};
+use tonic::{Code, transport::Channel};
 
 fn snapshot_seq(event: &Event) -> u64 {
     match &event.payload {
@@ -176,14 +173,7 @@ async fn a_slow_subscriber_gets_gap_and_snapshot_and_slows_nobody() {
     let daemon = Daemon::start(&["--subscriber-buffer", "32"]).await;
     // The slow client's HTTP/2 windows are small, so the daemon soon cannot
     // write to it and it falls behind the shared buffer.
-    let slow_channel = Endpoint::from_shared(format!("http://{}", daemon.addr))
-        .unwrap()
-        .initial_stream_window_size(Some(65_535))
-        .initial_connection_window_size(Some(65_535))
-        .connect()
-        .await
-        .unwrap();
-    let mut slow = Subscription::open(slow_channel, Watch::default()).await;
+    let mut slow = Subscription::open(daemon.small_window_channel().await, Watch::default()).await;
     snapshot_seq(&slow.next().await);
     let mut fast = Subscription::open(daemon.channel().await, Watch::default()).await;
     snapshot_seq(&fast.next().await);

@@ -15,28 +15,17 @@ use prost_types::{Value, value::Kind};
 use stepd_e2e::{
     DEADLINE, Daemon, Subscription,
     probe::{Probe, hello},
-    reason,
+    reason, rss,
 };
 use stepd_proto::v1::{
     ObservedReport, PingRequest, Reports, Watch, connect_request::Message as In,
     daemon_service_client::DaemonServiceClient, event::Payload,
 };
-use tonic::{Code, transport::Endpoint};
+use tonic::Code;
 use tonic_types::StatusExt;
 
 /// Bytes of each event published.
 const EVENT_BYTES: usize = 64 * 1024;
-
-/// Resident memory of a process, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kb * 1024
-}
 
 /// Samples the daemon's RSS until told to stop; the highest seen.
 fn sample_peak(pid: u32) -> (Arc<AtomicBool>, tokio::task::JoinHandle<u64>) {
@@ -59,14 +48,7 @@ fn sample_peak(pid: u32) -> (Arc<AtomicBool>, tokio::task::JoinHandle<u64>) {
 /// A stream whose client never reads: its HTTP/2 windows are the smallest,
 /// so the daemon soon holds what it cannot send.
 async fn not_reading(daemon: &Daemon) -> Subscription {
-    let channel = Endpoint::from_shared(format!("http://{}", daemon.addr))
-        .unwrap()
-        .initial_stream_window_size(Some(65_535))
-        .initial_connection_window_size(Some(65_535))
-        .connect()
-        .await
-        .unwrap();
-    Subscription::open(channel, Watch::default()).await
+    Subscription::open(daemon.small_window_channel().await, Watch::default()).await
 }
 
 /// A stream that reads every event as it comes: the seqs of the observed
