@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the deployment artifacts, offline:
-#   - helm lint of the chart, for each mode (deploy/helm/stepd/ci/*-values.yaml);
+#   - helm lint of the chart, for each mode (deploy/helm/stepd/ci/*-values.yaml,
+#     the PostgreSQL replica mode among them), and values it refuses;
 #   - deploy/k8s/MODE.yaml equal to a fresh `helm template` of that mode
 #     (`deploy/test.sh --update` rewrites them);
 #   - deploy/build.sh, the Dockerfile's build steps, run on the host into a
@@ -65,6 +66,13 @@ refuse 'mode must be tls or mesh' --set mode=plain
 refuse 'auth.clientRoles needs client identities' --set 'auth.clientRoles[0]=x admin'
 refuse 'auth.clientRoles needs client identities' --set mode=mesh \
   --set mesh.trustForwardedClientCert=false --set 'auth.clientRoles[0]=x admin'
+cluster=(--set mode=mesh --set cluster.enabled=true
+  --set cluster.database.existingSecret=db --set cluster.peerToken.existingSecret=peer)
+refuse 'cluster.replicas must be at least 2' "${cluster[@]}" --set cluster.replicas=1
+refuse 'cluster.database.existingSecret must name' "${cluster[@]}" --set cluster.database.existingSecret=
+refuse 'cluster.peerToken.existingSecret must name' "${cluster[@]}" --set cluster.peerToken.existingSecret=
+refuse 'replicas keep their state in PostgreSQL' "${cluster[@]}" --set persistence.enabled=true
+refuse 'must be at least drainTimeoutSeconds + 10' --set drainTimeoutSeconds=30
 for committed in deploy/k8s/*.yaml; do
   if [ ! -f "$tmp/$(basename "$committed")" ]; then
     echo "$committed is not rendered from any $chart/ci/*-values.yaml" >&2

@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -230,10 +232,14 @@ func checkRender(t *testing.T, r render) {
 	f := flags(t, c.Args)
 	podLabels := labels.Set(d.Spec.Template.Labels)
 
-	// One daemon per database: never two pods at once.
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+	_, cluster := f["advertise-address"]
+	if cluster {
+		checkCluster(t, r, c, f)
+	} else if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		// One daemon per SQLite database: never two pods at once.
 		t.Error("want one replica and the Recreate strategy")
 	}
+	checkDrain(t, pod, f)
 	if sel := labels.SelectorFromSet(d.Spec.Selector.MatchLabels); !sel.Matches(podLabels) {
 		t.Error("the Deployment's selector does not match its pods")
 	}
@@ -336,7 +342,7 @@ func checkRender(t *testing.T, r render) {
 		// a mount point it does not own: the directory is inside the volume.
 		t.Errorf("--data-dir %s must be a directory inside a writable volume", f["data-dir"])
 	}
-	for _, flag := range []string{"auth-tokens", "tls-cert", "tls-key", "tls-client-ca", "tls-client-roles"} {
+	for _, flag := range []string{"auth-tokens", "tls-cert", "tls-key", "tls-client-ca", "tls-client-roles", "peer-token-file"} {
 		file, ok := f[flag]
 		if !ok {
 			continue
@@ -363,7 +369,7 @@ func checkRender(t *testing.T, r render) {
 			t.Errorf("%s mode: want --tls-cert%s, no --insecure, appProtocol tls; args %v, appProtocol %s",
 				r.name, map[bool]string{true: " --tls-client-ca"}[r.name == "mtls"], c.Args, *sp.AppProtocol)
 		}
-	case "mesh":
+	case "mesh", "cluster":
 		if !insecure || !forwarded || tlsCert || *sp.AppProtocol != "grpc" {
 			t.Errorf("mesh mode: want --insecure --trust-forwarded-client-cert, no TLS, appProtocol grpc; args %v", c.Args)
 		}
@@ -378,12 +384,100 @@ func checkRender(t *testing.T, r render) {
 	if _, roles := f["tls-client-roles"]; roles && !clientCA && !forwarded {
 		t.Error("--tls-client-roles without client identities: stepd would refuse to start")
 	}
-	checkFlagsAreStepds(t, f)
+	checkFlagsAreStepds(t, f, c.Env)
 }
 
 // Secrets the chart's ci values expect to exist rather than render: the TLS
 // Secret (tls.secretName's default) and mesh-values.yaml's existing tokens.
-var existingSecrets = map[string]bool{"stepd-tls": true, "stepd-tokens": true}
+// cluster-values.yaml's database URL and peer token are Secrets too.
+var existingSecrets = map[string]bool{
+	"stepd-tls": true, "stepd-tokens": true, "stepd-database": true, "stepd-peer-token": true,
+}
+
+// checkCluster checks the PostgreSQL replica mode (docs/cluster.md):
+// several replicas rolled one by one, the database URL from a Secret (never
+// in the arguments), each replica advertising its pod IP on the gRPC port,
+// a peer token, a data directory of its own, a PodDisruptionBudget that
+// keeps some replicas serving, and peers admitted to one another's gRPC port.
+func checkCluster(t *testing.T, r render, c *corev1.Container, f map[string]string) {
+	t.Helper()
+	d := r.deployment
+	if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+		t.Error("cluster mode: want at least two replicas")
+	}
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Error("cluster mode: want a RollingUpdate that starts a replica before it stops one")
+	}
+	if _, ok := f["database-url"]; ok {
+		t.Error("cluster mode: the database URL (with its password) must not be an argument")
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	url := env["STEPD_DATABASE_URL"].ValueFrom
+	if url == nil || url.SecretKeyRef == nil || !existingSecrets[url.SecretKeyRef.Name] {
+		t.Error("cluster mode: STEPD_DATABASE_URL must come from an existing Secret")
+	}
+	ip := env["POD_IP"].ValueFrom
+	if ip == nil || ip.FieldRef == nil || ip.FieldRef.FieldPath != "status.podIP" {
+		t.Error("cluster mode: POD_IP must be the pod's IP")
+	}
+	if want := fmt.Sprintf("$(POD_IP):%d", port(t, f["listen"])); f["advertise-address"] != want {
+		t.Errorf("cluster mode: --advertise-address %q, want %q", f["advertise-address"], want)
+	}
+	if _, ok := f["peer-token-file"]; !ok {
+		if _, ok := f["peer-tls-cert"]; !ok {
+			t.Error("cluster mode: replicas need peer credentials (--peer-token-file or --peer-tls-cert)")
+		}
+	}
+	if len(r.claims) != 0 || d.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
+		t.Error("cluster mode: each replica's data directory is its own emptyDir, not a shared claim")
+	}
+	pdb := r.pdbs[0].Spec
+	switch {
+	case pdb.MaxUnavailable != nil && pdb.MaxUnavailable.IntValue() >= int(*d.Spec.Replicas):
+		t.Error("cluster mode: the PodDisruptionBudget lets every replica go at once")
+	case pdb.MinAvailable != nil && (pdb.MinAvailable.IntValue() < 1 || pdb.MinAvailable.IntValue() >= int(*d.Spec.Replicas)):
+		t.Error("cluster mode: the PodDisruptionBudget must keep at least one replica and let one go")
+	case pdb.MaxUnavailable == nil && pdb.MinAvailable == nil:
+		t.Error("cluster mode: the PodDisruptionBudget bounds nothing")
+	}
+	podLabels := labels.Set(d.Spec.Template.Labels)
+	peers := false
+	for _, rule := range r.policies[0].Spec.Ingress {
+		for _, p := range rule.Ports {
+			if p.Port.IntVal != port(t, f["listen"]) {
+				continue
+			}
+			for _, from := range rule.From {
+				if from.PodSelector != nil && from.NamespaceSelector == nil {
+					if sel, err := metaSelector(from.PodSelector); err == nil && sel.Matches(podLabels) {
+						peers = true
+					}
+				}
+			}
+		}
+	}
+	if !peers {
+		t.Error("cluster mode: the NetworkPolicy must admit the replicas to one another's gRPC port")
+	}
+}
+
+// checkDrain checks that the pod's grace period outlasts stepd's drain and
+// the exit after it, so SIGKILL does not cut a drain short.
+func checkDrain(t *testing.T, pod *corev1.PodSpec, f map[string]string) {
+	t.Helper()
+	drain, err := time.ParseDuration(f["drain-timeout"])
+	if err != nil {
+		t.Fatalf("--drain-timeout %q: %v", f["drain-timeout"], err)
+	}
+	grace := pod.TerminationGracePeriodSeconds
+	if grace == nil || time.Duration(*grace)*time.Second < drain+10*time.Second {
+		t.Errorf("terminationGracePeriodSeconds %v must be at least --drain-timeout %v + 10s", grace, drain)
+	}
+}
 
 func metaSelector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
@@ -416,10 +510,10 @@ func checkSource(t *testing.T, r render, v corev1.Volume, key string) {
 	}
 }
 
-// checkFlagsAreStepds checks every flag against `stepd --help` of the binary
-// deploy/build.sh installed ($STEPD_BIN), so the chart cannot pass a flag
-// stepd does not have.
-func checkFlagsAreStepds(t *testing.T, f map[string]string) {
+// checkFlagsAreStepds checks every flag, and every STEPD_ variable, against
+// `stepd --help` of the binary deploy/build.sh installed ($STEPD_BIN), so
+// the chart cannot pass a flag or a variable stepd does not have.
+func checkFlagsAreStepds(t *testing.T, f map[string]string, env []corev1.EnvVar) {
 	t.Helper()
 	bin := os.Getenv("STEPD_BIN")
 	if bin == "" {
@@ -440,6 +534,11 @@ func checkFlagsAreStepds(t *testing.T, f map[string]string) {
 	for name := range f {
 		if !known[name] {
 			t.Errorf("stepd has no --%s", name)
+		}
+	}
+	for _, e := range env {
+		if strings.HasPrefix(e.Name, "STEPD_") && !strings.Contains(string(help), "[env: "+e.Name+"=") {
+			t.Errorf("stepd reads no %s", e.Name)
 		}
 	}
 }
@@ -467,5 +566,5 @@ func TestTheSidecarExample(t *testing.T) {
 	if m := mountFor(c, f["data-dir"]); m == nil || m.ReadOnly || m.MountPath == f["data-dir"] {
 		t.Error("--data-dir must be inside a writable volume")
 	}
-	checkFlagsAreStepds(t, f)
+	checkFlagsAreStepds(t, f, c.Env)
 }

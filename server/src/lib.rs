@@ -18,6 +18,7 @@ pub mod dap_session;
 pub mod datadir;
 pub mod error;
 pub mod events;
+pub mod health;
 pub mod history;
 pub mod inspector;
 pub mod json;

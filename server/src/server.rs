@@ -115,7 +115,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .context("registering this replica in the session directory")?;
     }
 
-    let (health, health_service) = tonic_health::server::health_reporter();
+    let (health, health_service) = crate::health::reporter(daemon.shutdown.clone());
     set_health(&health, ServingStatus::Serving).await;
     let conns = Conns::new(
         daemon.config.max_connections,

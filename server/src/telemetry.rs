@@ -62,27 +62,62 @@ pub struct Telemetry {
 
 impl Telemetry {
     /// Exports the spans still batched and the metrics' last values, and
-    /// stops the exporters (waits at most each exporter's timeout).
+    /// stops the exporters, waiting at most [`EXPORT_SHUTDOWN`] in all: a
+    /// collector that does not answer costs the exit no more than that.
     pub async fn shutdown(self) {
         let Self {
             provider,
             meters,
             logs,
         } = self;
-        if let Some(provider) = provider {
-            let result = tokio::task::spawn_blocking(move || provider.shutdown()).await;
-            if let Ok(Err(err)) = result {
-                tracing::warn!("OpenTelemetry: flushing the last spans failed: {err}");
-            }
-        }
-        if let Some(meters) = meters {
-            let result = tokio::task::spawn_blocking(move || meters.shutdown()).await;
-            if let Ok(Err(err)) = result {
-                tracing::warn!("OpenTelemetry: exporting the last metrics failed: {err}");
+        if provider.is_some() || meters.is_some() {
+            let (done, finished) = tokio::sync::oneshot::channel();
+            // A thread of its own rather than the blocking pool, which the
+            // runtime would wait for on the way out, however long it takes.
+            let spawned = std::thread::Builder::new()
+                .name("stepd-otlp-flush".into())
+                .spawn(move || {
+                    let _ = done.send(flush_exporters(provider, meters));
+                });
+            match spawned {
+                Ok(_) => match tokio::time::timeout(EXPORT_SHUTDOWN, finished).await {
+                    Ok(Ok(problems)) => {
+                        for problem in problems {
+                            tracing::warn!("OpenTelemetry: {problem}");
+                        }
+                    }
+                    Ok(Err(_)) => {}
+                    Err(_) => tracing::warn!(
+                        waited = ?EXPORT_SHUTDOWN,
+                        "OpenTelemetry: the collector did not take the last spans and metrics in time; they are dropped"
+                    ),
+                },
+                Err(err) => {
+                    tracing::warn!("OpenTelemetry: could not flush the last spans: {err}");
+                }
             }
         }
         logs.flush();
     }
+}
+
+/// How long the exit waits for the collector to take the last spans and
+/// metrics (docs/observability.md).
+pub const EXPORT_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Shuts both exporters down, the spans' first; says what failed.
+fn flush_exporters(
+    provider: Option<SdkTracerProvider>,
+    meters: Option<SdkMeterProvider>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(Err(err)) = provider.map(|p| p.shutdown()) {
+        problems.push(format!("flushing the last spans failed: {err}"));
+    }
+    if let Some(Err(err)) = meters.map(|m| m.shutdown()) {
+        problems.push(format!("exporting the last metrics failed: {err}"));
+    }
+    problems
 }
 
 /// What is exported: each signal is turned on by its own variables.

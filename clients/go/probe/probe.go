@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -88,6 +90,15 @@ type Options struct {
 	// stream, so that proxies do not cut it (0: the daemon's
 	// --heartbeat-interval, sent in Welcome; the daemon clamps it to 1s-1h).
 	HeartbeatInterval time.Duration
+	// OnRefused is called, from the probe's goroutine, when the daemon
+	// refuses the probe's credentials: codes.Unauthenticated (a wrong,
+	// expired or revoked token; [stepd.ErrUnauthenticated],
+	// [stepd.ErrTokenExpired]) or codes.PermissionDenied (a role that may
+	// not connect probes). It is called once, with a log line (slog, warn),
+	// until the daemon welcomes the probe again; meanwhile the probe keeps
+	// trying at its longest backoff, so a new token on the daemon's side is
+	// picked up. [Probe.Refusal] says the same at any time.
+	OnRefused func(err error)
 }
 
 // Probe is one instrumented process's connection to stepd. It is safe for
@@ -112,6 +123,8 @@ type Probe struct {
 	sessionID string
 	changed   chan struct{} // closed and replaced when the connection state changes
 	refused   uint64        // holds the daemon refused
+	refusal   error         // why the daemon refuses the credentials, while it does
+	attempts  uint64        // streams tried, welcomed or not
 	// held are the points waiting for their Resume, by hit id; they outlive
 	// a stream unless Options.ReleaseOnDisconnect.
 	held map[string]*waiter
@@ -250,6 +263,29 @@ func (p *Probe) Refused() uint64 {
 	return p.refused
 }
 
+// Refusal is why the daemon refuses the probe's credentials (an *stepd.Error
+// with codes.Unauthenticated or codes.PermissionDenied) while it does; nil
+// once it welcomes the probe. See [Options.OnRefused].
+func (p *Probe) Refusal() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refusal
+}
+
+// Attempts is how many times the probe tried to open its stream, welcomed
+// or not.
+func (p *Probe) Attempts() uint64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.attempts
+}
+
 // Connected reports whether the probe has a live session.
 func (p *Probe) Connected() bool {
 	return p != nil && p.armed.Load() != nil
@@ -278,7 +314,9 @@ func (p *Probe) Armed() *stepdv1.Armed {
 	return proto.Clone(a.raw).(*stepdv1.Armed)
 }
 
-// WaitConnected blocks until the probe has a live session or ctx is done.
+// WaitConnected blocks until the probe has a live session or ctx is done;
+// it returns [Probe.Refusal] at once when the daemon refuses the probe's
+// credentials.
 func (p *Probe) WaitConnected(ctx context.Context) error {
 	if p == nil {
 		return errors.New("stepd probe: nil probe")
@@ -287,9 +325,13 @@ func (p *Probe) WaitConnected(ctx context.Context) error {
 		p.mu.Lock()
 		ok := p.conn != nil
 		ch := p.changed
+		refusal := p.refusal
 		p.mu.Unlock()
 		if ok {
 			return nil
+		}
+		if refusal != nil {
+			return refusal
 		}
 		select {
 		case <-ch:
@@ -326,9 +368,15 @@ func (p *Probe) run() {
 			return
 		default:
 		}
-		welcomed := p.session()
+		welcomed, refused := p.session()
 		if welcomed {
 			backoff = minBackoff
+		}
+		if refused != nil {
+			// Retrying faster will not change the daemon's mind; an
+			// operator's new token will.
+			p.tellRefused(refused)
+			backoff = maxBackoff
 		}
 		select {
 		case <-p.closing:
@@ -339,14 +387,51 @@ func (p *Probe) run() {
 	}
 }
 
+// tellRefused records a refusal of the credentials and says so once: a log
+// line and Options.OnRefused, until a Welcome clears it.
+func (p *Probe) tellRefused(err error) {
+	select {
+	case <-p.closing:
+		return
+	default:
+	}
+	p.mu.Lock()
+	first := p.refusal == nil
+	p.refusal = err
+	p.notifyChanged()
+	p.mu.Unlock()
+	if !first {
+		return
+	}
+	slog.Warn("stepd probe: the daemon refuses its credentials; its points do not hold until it accepts them",
+		"probe", p.opts.Name, "addr", p.opts.Addr, "err", err)
+	if p.opts.OnRefused != nil {
+		p.opts.OnRefused(err)
+	}
+}
+
+// refusal is err as an *stepd.Error when it is a refusal of the
+// credentials, else nil.
+func refusal(err error) error {
+	var e *stepd.Error
+	if errors.As(stepd.FromError(err), &e) && (e.Code == codes.Unauthenticated || e.Code == codes.PermissionDenied) {
+		return e
+	}
+	return nil
+}
+
 // session runs one Connect stream until it ends; it reports whether the
-// daemon welcomed the probe.
-func (p *Probe) session() bool {
+// daemon welcomed the probe, and its refusal of the credentials if it
+// refused them.
+func (p *Probe) session() (bool, error) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	defer cancel()
+	p.mu.Lock()
+	p.attempts++
+	p.mu.Unlock()
 	stream, err := p.client.Probe().Connect(ctx)
 	if err != nil {
-		return false
+		return false, refusal(err)
 	}
 	host, _ := os.Hostname()
 	p.mu.Lock()
@@ -371,13 +456,18 @@ func (p *Probe) session() bool {
 		hello.HeartbeatInterval = durationpb.New(p.opts.HeartbeatInterval)
 	}
 	if err := stream.Send(&stepdv1.ConnectRequest{Message: &stepdv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
-		return false
+		// The real error is the stream's status.
+		_, err = stream.Recv()
+		return false, refusal(err)
 	}
 	timer := time.AfterFunc(helloDeadline, cancel)
 	first, err := stream.Recv()
 	timer.Stop()
-	if err != nil || first.GetWelcome() == nil {
-		return false
+	if err != nil {
+		return false, refusal(err)
+	}
+	if first.GetWelcome() == nil {
+		return false, nil
 	}
 	welcome := first.GetWelcome()
 	gen := p.gen.Add(1)
@@ -389,6 +479,7 @@ func (p *Probe) session() bool {
 	p.armed.Store(compileArmed(welcome.GetArmed(), gen))
 	p.mu.Lock()
 	p.conn = c
+	p.refusal = nil
 	p.sessionID = welcome.GetSessionId()
 	if d := welcome.GetHoldLimit(); d != nil {
 		p.holdLimit = d.AsDuration()
@@ -449,7 +540,7 @@ func (p *Probe) session() bool {
 	}
 	cancel()
 	<-writerDone
-	return true
+	return true, nil
 }
 
 // release lets the held points for which pick is true go on as if CONTINUE

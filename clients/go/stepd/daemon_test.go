@@ -105,14 +105,24 @@ func (b *lockedBuffer) String() string {
 type daemonConfig struct {
 	unixSocket bool
 	extraArgs  []string
+	// listen and dataDir, when set, replace the free port and the fresh
+	// directory (a daemon restarted in place).
+	listen  string
+	dataDir string
 }
 
 // startDaemon starts stepd on a free loopback port with a fresh data
 // directory, waits for its ready line, and stops it when the test ends.
 func startDaemon(t testing.TB, cfg daemonConfig) *daemon {
 	t.Helper()
-	dataDir := t.TempDir()
-	args := []string{"--listen", "127.0.0.1:0", "--data-dir", dataDir}
+	dataDir, listen := cfg.dataDir, cfg.listen
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	args := []string{"--listen", listen, "--data-dir", dataDir}
 	if cfg.unixSocket {
 		// Short path: socket paths are limited to about 100 bytes.
 		sockDir, err := os.MkdirTemp("", "stepd-go")

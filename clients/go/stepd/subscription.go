@@ -36,6 +36,13 @@ type WatchOptions struct {
 	Buffer int
 	// MaxBackoff bounds the wait between reconnection attempts (default 2s).
 	MaxBackoff time.Duration
+	// FollowRestarts keeps the subscription going when the daemon ends the
+	// stream because it shuts down: it waits (with backoff, until its
+	// context ends) for the daemon that comes back on the same address, or
+	// behind the same load balancer, which answers with a gap event and its
+	// snapshot. Without it, a clean end of the stream by the daemon ends the
+	// subscription.
+	FollowRestarts bool
 }
 
 // Subscription is a live EventService.Subscribe stream that survives dropped
@@ -51,7 +58,8 @@ type WatchOptions struct {
 // resumes from its cursor like after a dropped connection.
 //
 // The subscription ends when its context is done, on [Subscription.Close],
-// when the daemon ends the stream (shutdown), or on an error that retrying
+// when the daemon ends the stream (shutdown; unless
+// [WatchOptions.FollowRestarts]), or on an error that retrying
 // cannot fix; the events channel is then closed and [Subscription.Err] says
 // why. While the daemon is unreachable it keeps trying (with backoff) until
 // its context ends, so bound that context when a vanished daemon matters.
@@ -299,12 +307,12 @@ func (s *Subscription) run(first *stepdv1.Event) {
 			s.finish(nil)
 			return
 		}
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) && !s.opts.FollowRestarts {
 			// The daemon ended the stream with OK: it is shutting down.
 			s.finish(nil)
 			return
 		}
-		if e := wrap(err); !retryable(e, false) {
+		if e := wrap(err); !errors.Is(err, io.EOF) && !retryable(e, false) {
 			s.finish(e)
 			return
 		}
@@ -380,7 +388,9 @@ func retryable(err error, reconnecting bool) bool {
 	case e.Reason != stepdv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
 		return false
 	case e.Code == codes.Internal, e.Code == codes.Unknown, e.Code == codes.Canceled:
-		// Transport failures (e.g. a reset stream) carry no stepd reason.
+		// Transport failures carry no stepd reason: a reset stream, such as
+		// the RST_STREAM CANCEL of a proxy that lost the daemon (the
+		// caller's own cancel is told apart by the subscription's context).
 		return true
 	}
 	return false

@@ -14,7 +14,16 @@ from stepd.errors import StepdError, Unavailable, from_stream_call
 from stepd.v1 import event_pb2, event_pb2_grpc
 
 _END = object()
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
+# CANCELLED too: a proxy (HAProxy, Envoy) that loses the daemon resets the
+# stream with CANCEL; the caller's own close is told apart by the subscription.
+_RETRYABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.CANCELLED,
+}
+#: The first and the longest wait between two failed attempts to resume.
+_BACKOFF = (0.05, 1.0)
 _Item = Union[event_pb2.Event, BaseException, object]
 
 
@@ -41,7 +50,9 @@ class Subscription:
     that shuts down or answers UNAVAILABLE is waited for (up to
     ``reconnect_timeout``) and the stream goes on with the daemon that comes
     back on the same address, which sends ``gap`` and its snapshot; errors the daemon returns (e.g. ``LimitExceeded``)
-    are raised from the iterator.
+    are raised from the iterator. A stream a proxy resets (``CANCELLED``, as
+    HAProxy does when it loses the daemon) is a dropped connection, not an
+    end: only :meth:`close` ends the iteration that way.
 
     Iterating (or ``next()`` without a timeout) reads the stream in the
     caller's thread, the shortest path from the daemon to the caller; the first
@@ -214,12 +225,14 @@ class Subscription:
         established = False
         dropped = False
         deadline: float | None = None
+        backoff = _BACKOFF[0]
         while not self._closed.is_set():
             try:
                 for response in call:
                     if dropped:
                         self.reconnects += 1
                     established, dropped, deadline = True, False, None
+                    backoff = _BACKOFF[0]
                     if self._accept(response.event):
                         yield response.event
                 if not (self._follow_restarts and established):
@@ -230,14 +243,18 @@ class Subscription:
                 err = from_stream_call(rpc_error)
             finally:
                 requests.put(None)
-            if self._closed.is_set() or err.code == grpc.StatusCode.CANCELLED:
-                break
+            if self._closed.is_set():
+                break  # close(): the caller's own cancel
             if not (self._reconnect and established and (retryable(err) or self._follows(err))):
                 yield err
                 return
             if deadline is None and self._reconnect_timeout is not None:
                 deadline = time.monotonic() + self._reconnect_timeout
-            if not self._wait_ready(deadline):
+            # A proxy answers at once while the daemon is away: wait between
+            # attempts that did not get through, rather than spin.
+            if dropped and not self._pause(backoff, deadline):
+                backoff = min(backoff * 2, _BACKOFF[1])
+            if not self._wait_ready(deadline) or self._past(deadline):
                 if not self._closed.is_set():
                     yield Unavailable(f"could not resume the event stream: {err.message}", code=err.code)
                 return
@@ -248,6 +265,16 @@ class Subscription:
     def _follows(self, err: StepdError) -> bool:
         """With follow_restarts, a daemon that is stopping is waited for too."""
         return self._follow_restarts and err.code == grpc.StatusCode.UNAVAILABLE
+
+    def _pause(self, seconds: float, deadline: float | None) -> bool:
+        """Waits `seconds` (not past `deadline`); True when close() cut it short."""
+        if deadline is not None:
+            seconds = min(seconds, max(0.0, deadline - time.monotonic()))
+        return self._closed.wait(seconds)
+
+    @staticmethod
+    def _past(deadline: float | None) -> bool:
+        return deadline is not None and time.monotonic() >= deadline
 
     def _pump(self) -> None:
         """The reading thread, once a timeout asked for one."""

@@ -48,3 +48,24 @@ grpc
 tls
 {{- end -}}
 {{- end -}}
+
+{{/* Checks the values of the PostgreSQL replica mode and the drain. */}}
+{{- define "stepd.checkCluster" -}}
+{{- if le (int .Values.terminationGracePeriodSeconds) (add (int .Values.drainTimeoutSeconds) 9 | int) -}}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must be at least drainTimeoutSeconds + 10 (%v)" .Values.terminationGracePeriodSeconds (add (int .Values.drainTimeoutSeconds) 10)) -}}
+{{- end -}}
+{{- if .Values.cluster.enabled -}}
+{{- if lt (int .Values.cluster.replicas) 2 -}}
+{{- fail "cluster.replicas must be at least 2 (one replica needs no PostgreSQL)" -}}
+{{- end -}}
+{{- if not .Values.cluster.database.existingSecret -}}
+{{- fail "cluster.database.existingSecret must name the Secret with the postgres:// URL" -}}
+{{- end -}}
+{{- if not .Values.cluster.peerToken.existingSecret -}}
+{{- fail "cluster.peerToken.existingSecret must name the Secret with the peer token" -}}
+{{- end -}}
+{{- if .Values.persistence.enabled -}}
+{{- fail "persistence is for one daemon's SQLite database; replicas keep their state in PostgreSQL" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -10,7 +10,7 @@ import grpc
 import grpc.aio
 
 from stepd import _build
-from stepd._subscription import retryable
+from stepd._subscription import _BACKOFF, retryable
 from stepd.errors import StepdError, Unavailable, from_rpc_error
 from stepd.v1 import event_pb2, event_pb2_grpc
 
@@ -138,6 +138,7 @@ class AsyncSubscription:
         established = False
         dropped = False
         deadline: float | None = None
+        backoff = _BACKOFF[0]
         try:
             while not self._closed:
                 call: Any = self._stub.Subscribe(metadata=self._metadata)
@@ -156,13 +157,14 @@ class AsyncSubscription:
                         if dropped:
                             self.reconnects += 1
                         established, dropped, deadline = True, False, None
+                        backoff = _BACKOFF[0]
                         self._deliver(response.event)
                 except grpc.RpcError as rpc_error:
                     err = from_rpc_error(rpc_error)
                 except (grpc.aio.UsageError, asyncio.InvalidStateError) as usage:
                     err = await self._status_of(call, usage)
-                if self._closed or err.code == grpc.StatusCode.CANCELLED:
-                    break
+                if self._closed:
+                    break  # close(): the caller's own cancel
                 follows = self._follow_restarts and err.code == grpc.StatusCode.UNAVAILABLE
                 if not (self._reconnect and established and (retryable(err) or follows)):
                     self._events.put_nowait(err)
@@ -170,6 +172,17 @@ class AsyncSubscription:
                 if deadline is None and self._reconnect_timeout is not None:
                     deadline = time.monotonic() + self._reconnect_timeout
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                # A proxy answers at once while the daemon is away: wait between
+                # attempts that did not get through, rather than spin.
+                if dropped:
+                    await asyncio.sleep(backoff if remaining is None else min(backoff, remaining))
+                    backoff = min(backoff * 2, _BACKOFF[1])
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        self._events.put_nowait(
+                            Unavailable(f"could not resume the event stream: {err.message}", code=err.code)
+                        )
+                        return
                 try:
                     await asyncio.wait_for(self._channel.channel_ready(), remaining)
                 except asyncio.TimeoutError:

@@ -10,6 +10,7 @@ import contextvars
 import functools
 import inspect
 import itertools
+import logging
 import os
 import queue
 import socket
@@ -25,6 +26,7 @@ import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from stepd import _build
+from stepd.errors import StepdError, from_rpc_error
 from stepd.probe import _labels, _trace
 from stepd.probe._condition import ConditionError, Predicate, compile_condition, compile_glob
 from stepd.probe._values import fill_value, from_value, to_struct, to_value, type_name
@@ -47,6 +49,12 @@ _STOP = probe_pb2.RESUME_DECISION_STOP
 _MAX_LOCALS = 40
 _MAX_FRAMES = 40
 _DISPLAY = 300
+
+_log = logging.getLogger("stepd.probe")
+
+#: The codes of a daemon that refuses the probe's credentials: retrying
+#: faster will not change its mind, an operator's new token will.
+_REFUSED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 
 
 class Skipped(Exception):
@@ -298,8 +306,15 @@ class Probe:
         release_on_disconnect: bool = False,
         reconnect_deadline: float = 60.0,
         heartbeat: float | None = None,
+        on_refused: Callable[[StepdError], None] | None = None,
     ) -> None:
         self.name = name or os.path.basename(sys.argv[0] or "python")
+        self._on_refused = on_refused
+        #: Why the daemon refuses this probe (its credentials), while it does;
+        #: None once it welcomes the probe.
+        self.refusal: StepdError | None = None
+        #: How many times the stream was attempted, welcomed or not.
+        self.attempts = 0
         self._release_on_disconnect = release_on_disconnect
         self._reconnect_deadline = reconnect_deadline
         self._heartbeat_asked = heartbeat
@@ -908,14 +923,20 @@ class Probe:
                 self._aq = q
                 call: Any = stub.Connect(metadata=self._metadata)
                 self._call = call
+                self.attempts += 1
                 writer = asyncio.ensure_future(self._writer(call, q))
+                refused: StepdError | None = None
                 try:
                     await call.write(self._hello(previous))
                     async for response in call:
                         if self._on_response(response, q):
                             previous = self.session_id
                             delay = self._backoff[0]
-                except (grpc.RpcError, grpc.aio.UsageError, asyncio.CancelledError):
+                            self.refusal = None
+                except grpc.RpcError as err:
+                    if err.code() in _REFUSED and not self._closed.is_set():
+                        refused = from_rpc_error(err)
+                except (grpc.aio.UsageError, asyncio.CancelledError):
                     pass
                 except Exception:  # noqa: BLE001 - a bad message must not end the probe
                     pass
@@ -929,6 +950,9 @@ class Probe:
                     self._attempted.set()
                 if self._closed.is_set():
                     break
+                if refused is not None:
+                    self._refused(refused)
+                    delay = self._backoff[1]
                 try:
                     await asyncio.wait_for(self._stop.wait(), delay)
                 except asyncio.TimeoutError:
@@ -941,6 +965,26 @@ class Probe:
             for waiter in waiters.values():
                 waiter.deliver(_RELEASE)
             await channel.close()
+
+    def _refused(self, err: StepdError) -> None:
+        """The daemon refuses the credentials: says so once (a log line and
+        ``on_refused``) until it welcomes the probe again."""
+        first = self.refusal is None
+        self.refusal = err
+        if not first:
+            return
+        _log.warning(
+            "stepd probe %r: the daemon at %s refuses its credentials (%s): %s; its points do not hold until it accepts them",
+            self.name,
+            self.addr,
+            err.reason or err.code.name,
+            err.message,
+        )
+        if self._on_refused is not None:
+            try:
+                self._on_refused(err)
+            except Exception:  # noqa: BLE001 - the program's callback must not end the probe
+                _log.exception("stepd probe %r: on_refused raised", self.name)
 
     def _on_response(self, response: probe_pb2.ConnectResponse, q: asyncio.Queue[Any]) -> bool:
         """Handles one message from the daemon; True for a Welcome."""
@@ -1320,6 +1364,15 @@ def connect(
     it go on at once instead. ``heartbeat`` is the interval, in seconds, of
     heartbeats on a quiet stream (default: the daemon's), for proxies that
     cut idle streams.
+
+    A daemon that refuses the probe's credentials (``UNAUTHENTICATED``: a
+    wrong, expired or revoked token; ``PERMISSION_DENIED``: a role that may
+    not connect probes) is said once: a warning on the ``stepd.probe``
+    logger and ``on_refused(error)`` (a :class:`stepd.errors.StepdError`,
+    e.g. :class:`stepd.errors.TokenExpired`), from the probe's thread;
+    ``probe.refusal`` holds the error until the daemon welcomes the probe
+    again. The probe keeps trying, at its longest backoff, so a new token on
+    the daemon's side is picked up.
     """
     probe = Probe(name, labels, addr, eval, **options)
     if wait > 0:
