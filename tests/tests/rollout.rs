@@ -146,7 +146,8 @@ async fn held_probes_are_answered_after_a_sigkill_restart() {
 }
 
 /// Kills the daemon holding both programs started with `flags`, and returns
-/// them with the time of the kill.
+/// them with the time just before the kill (no program can have seen the
+/// daemon go before it).
 async fn held_then_killed(flags: &[&str]) -> (Program, Program, Instant) {
     let daemon = Daemon::start(&["--no-unix-socket"]).await;
     dap::add_breakpoint(&daemon, stepd_e2e::held::bash_breakpoint()).await;
@@ -154,9 +155,10 @@ async fn held_then_killed(flags: &[&str]) -> (Program, Program, Instant) {
     let (mut python, mut go) = programs(&daemon.addr, flags);
     both_held(&mut sub, &mut python, &mut go).await;
     let mut daemon = daemon;
+    let killed = Instant::now();
     daemon.signal("KILL");
     daemon.wait_exit(DEADLINE).await;
-    (python, go, Instant::now())
+    (python, go, killed)
 }
 
 #[tokio::test]
