@@ -136,12 +136,15 @@ impl Daemon {
                 max: config.max_subscribers,
             },
         );
-        crate::metrics::observe({
+        crate::metrics::observe(&instance_id, {
             let (bus, subscribers) = (bus.clone(), subscribers.clone());
-            move || counts(&bus, &subscribers)
+            move || own_counts(&bus, &subscribers)
         });
         let shutdown = CancellationToken::new();
         let cluster = Cluster::new(&store, &bus, &config.replica, &shutdown);
+        if let Some(cluster) = &cluster {
+            bus.count_only_own(cluster.own());
+        }
         let history = History::start(
             bus.clone(),
             store.clone(),
@@ -187,7 +190,17 @@ impl Daemon {
 /// The daemon's counts: its counters, the state view, the Subscribe slots.
 fn counts(bus: &EventBus, subscribers: &Slots) -> Counts {
     let mut counts = Counts::of(bus.counters());
-    bus.with_view(|v| v.tally(&mut counts));
+    bus.with_view(|v| v.tally(&mut counts, None));
+    counts.subscribers = subscribers.total() as u64;
+    counts
+}
+
+/// The counts of what this daemon itself runs, as its metrics report them:
+/// another replica's sessions and pauses, shown here too, are that
+/// replica's to report, so a sum over replicas counts each once.
+fn own_counts(bus: &EventBus, subscribers: &Slots) -> Counts {
+    let mut counts = Counts::of(bus.counters());
+    bus.with_view(|v| v.tally(&mut counts, Some(bus.instance_id())));
     counts.subscribers = subscribers.total() as u64;
     counts
 }

@@ -203,17 +203,33 @@ pub(crate) fn install(meter: Meter) {
 /// Reports one instrument's values out of the counts.
 type Reader = fn(&Counts, &mut dyn FnMut(u64, &[KeyValue]));
 
+/// `stepd.replica`: the instance id of the daemon reporting, on every
+/// point, so that replicas' series stay apart and their sum is the
+/// cluster's.
+static REPLICA: OnceLock<KeyValue> = OnceLock::new();
+
+/// `attributes` and the replica's.
+fn with_replica(attributes: &[KeyValue]) -> Vec<KeyValue> {
+    let mut all = attributes.to_vec();
+    all.extend(REPLICA.get().cloned());
+    all
+}
+
 /// Exports what `counts` reads at each collection, as observable
-/// instruments; does nothing with export off. Call once per daemon.
-pub fn observe(counts: impl Fn() -> Counts + Send + Sync + 'static) {
+/// instruments, each point naming `replica`; does nothing with export off.
+/// Call once per daemon, with counts of what this daemon itself runs.
+pub fn observe(replica: &str, counts: impl Fn() -> Counts + Send + Sync + 'static) {
     let Some(recorders) = RECORDERS.get() else {
         return;
     };
+    let _ = REPLICA.set(KeyValue::new("stepd.replica", replica.to_owned()));
     let meter = &recorders.meter;
     let counts = Arc::new(counts);
     let read = |f: Reader| {
         let counts = counts.clone();
-        move |observe: &mut dyn FnMut(u64, &[KeyValue])| f(&counts(), observe)
+        move |observe: &mut dyn FnMut(u64, &[KeyValue])| {
+            f(&counts(), &mut |v, a| observe(v, &with_replica(a)));
+        }
     };
     let gauge = |name: &'static str, unit: &'static str, about: &'static str, f: Reader| {
         let read = read(f);
@@ -312,10 +328,10 @@ pub fn hold_ended(held: Duration, reason: &'static str, command: CommandKind) {
     if let Some(r) = RECORDERS.get() {
         r.hold.record(
             held.as_secs_f64(),
-            &[
+            &with_replica(&[
                 KeyValue::new("stepd.pause.reason", short(reason)),
                 KeyValue::new("stepd.pause.command", short(command.as_str_name())),
-            ],
+            ]),
         );
     }
 }
@@ -325,10 +341,10 @@ pub fn dap_request(adapter: &'static str, command: &str, took: Duration) {
     if let Some(r) = RECORDERS.get() {
         r.dap_request.record(
             took.as_secs_f64(),
-            &[
+            &with_replica(&[
                 KeyValue::new("stepd.adapter", adapter),
                 KeyValue::new("stepd.dap.command", command.to_owned()),
-            ],
+            ]),
         );
     }
 }

@@ -8,7 +8,9 @@
 
 use std::{borrow::Cow, collections::HashMap};
 
-use stepd_proto::v1::{DisplayValue, Local, Location, Pause, PointInfo, Variable, event::Payload};
+use stepd_proto::v1::{
+    DebugCommand, DisplayValue, Local, Location, Pause, PointInfo, Variable, event::Payload,
+};
 
 /// What a masked value reads as: it says that it is a mask.
 pub const MASK: &str = "<redacted>";
@@ -89,6 +91,9 @@ impl Redactor {
             // Named by nothing: an EVAL's expression is judged where it is
             // evaluated (`PauseBook::evaluated`).
             self.display("", value);
+        }
+        if let Some(result) = pause.evaluation.as_mut().and_then(|e| e.result.as_mut()) {
+            self.display("", result);
         }
         if let Cow::Owned(text) = self.text(&pause.caught_msg) {
             pause.caught_msg = text;
@@ -196,6 +201,30 @@ impl Redactor {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A debug input as the history keeps it: a value given (INJECT's) is
+    /// masked as a payload is, code (INJECT's, EVAL's, an EXPRESSION) as
+    /// printed text, so `login(password='s3cret')` keeps no secret.
+    pub fn command(&self, command: &mut DebugCommand) {
+        use stepd_proto::v1::{debug_command::Command as C, inject_command::Replacement};
+        if !self.is_active() {
+            return;
+        }
+        let code = match &mut command.command {
+            Some(C::Inject(inject)) => match &mut inject.replacement {
+                Some(Replacement::Value(value)) => return self.value(value),
+                Some(Replacement::Code(code)) => code,
+                None => return,
+            },
+            Some(C::Eval(eval)) => &mut eval.code,
+            Some(C::InspectPrompt(prompt)) => &mut prompt.code,
+            Some(C::Expression(expression)) => &mut expression.code,
+            _ => return,
+        };
+        if let Cow::Owned(text) = self.text(code) {
+            *code = text;
         }
     }
 

@@ -4,6 +4,7 @@ pub mod breakpoints;
 pub mod daemon;
 pub mod debug;
 pub mod docs;
+pub mod ended;
 pub mod history;
 pub mod inspect;
 pub mod inspector;

@@ -136,11 +136,26 @@ pub struct DisconnectArgs {
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
     /// Include ended sessions the daemon still remembers.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ended")]
     pub all: bool,
+    /// List sessions that ended, every replica's, from the store (newest first).
+    #[arg(long)]
+    pub ended: bool,
     /// Only sessions whose labels match this selector, e.g. 'env=dev,team in (a,b)'.
     #[arg(long, value_name = "SELECTOR")]
     pub labels: Option<String>,
+    /// With --ended: only sessions that ended at or after this time (RFC 3339, or a duration back from now: 2h).
+    #[arg(long, value_name = "TIME", requires = "ended")]
+    pub since: Option<String>,
+    /// With --ended: only sessions that started at or before this time (RFC 3339, or a duration back from now).
+    #[arg(long, value_name = "TIME", requires = "ended")]
+    pub until: Option<String>,
+    /// With --ended: one page of at most N sessions, and the token of the next.
+    #[arg(long, value_name = "N", requires = "ended")]
+    pub limit: Option<u32>,
+    /// With --ended: go on from a page's token.
+    #[arg(long, value_name = "TOKEN", requires = "ended")]
+    pub page_token: Option<String>,
 }
 
 /// How long an execution command waits, as given to `--wait`.
@@ -400,6 +415,9 @@ pub async fn disconnect(channel: Channel, args: DisconnectArgs, json: bool) -> R
 
 /// `stepctl sessions`.
 pub async fn list(channel: Channel, args: SessionsArgs, json: bool) -> Result<(), Failure> {
+    if args.ended {
+        return super::ended::list(channel, args, json).await;
+    }
     // Every page, so the listing is whole however large it is.
     let mut client = sessions_client(channel);
     let mut request = ListSessionsRequest {

@@ -534,6 +534,7 @@ mod tests {
                     command: CommandKind::Continue as i32,
                     by: "alice".into(),
                     thread_id: 1,
+                    decision: None,
                 }),
                 "pause p-1 answered by alice: continue",
             ),

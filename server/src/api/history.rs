@@ -1,13 +1,18 @@
-//! `HistoryService`: a session's recorded events (`history/`).
+//! `HistoryService`: a session's recorded events and the sessions that
+//! ended (`history/`).
 
 use std::sync::Arc;
 
 use stepd_proto::v1::{
-    GetSessionHistoryRequest, GetSessionHistoryResponse, history_service_server::HistoryService,
+    GetSessionHistoryRequest, GetSessionHistoryResponse, ListEndedSessionsRequest,
+    ListEndedSessionsResponse, history_service_server::HistoryService,
 };
 use tonic::{Request, Response, Status};
 
-use crate::{daemon::Daemon, limits};
+use crate::{
+    breakpoints::LabelSelector, daemon::Daemon, error::ApiError, history::EndedFilter, limits,
+    time::us_from_timestamp,
+};
 
 /// The HistoryService handler.
 pub struct HistoryApi {
@@ -47,6 +52,47 @@ impl HistoryService for HistoryApi {
             events: page.events,
             next_page_token: page.next_page_token,
             dropped: page.dropped,
+        }))
+    }
+
+    async fn list_ended_sessions(
+        &self,
+        request: Request<ListEndedSessionsRequest>,
+    ) -> Result<Response<ListEndedSessionsResponse>, Status> {
+        let req = request.into_inner();
+        limits::Sizes::default()
+            .text(
+                "label_selector",
+                &req.label_selector,
+                limits::SELECTOR_BYTES,
+            )
+            .text("page_token", &req.page_token, limits::TOKEN_BYTES)
+            .check()?;
+        let selector = LabelSelector::parse(&req.label_selector).map_err(|e| {
+            ApiError::invalid_field("label_selector", format!("malformed label selector: {e}"))
+        })?;
+        let since_us = req.since.as_ref().map_or(i64::MIN, us_from_timestamp);
+        let until_us = req.until.as_ref().map_or(i64::MAX, us_from_timestamp);
+        if since_us > until_us {
+            return Err(ApiError::invalid_field("until", "is before `since`").into());
+        }
+        let (sessions, next_page_token) = self
+            .daemon
+            .history
+            .ended(
+                &EndedFilter {
+                    selector: &selector,
+                    since_us,
+                    until_us,
+                    page_size: req.page_size,
+                    page_token: &req.page_token,
+                },
+                limits::page_bytes(self.daemon.config.max_message_bytes),
+            )
+            .await?;
+        Ok(Response::new(ListEndedSessionsResponse {
+            sessions,
+            next_page_token,
         }))
     }
 }

@@ -145,6 +145,7 @@ pub const TABLE: &[(&str, Need)] = &[
     ("stepd.v1.BreakpointService/UpdateBreakpoint", Controller),
     ("stepd.v1.EventService/Subscribe", Viewer),
     ("stepd.v1.HistoryService/GetSessionHistory", Viewer),
+    ("stepd.v1.HistoryService/ListEndedSessions", Viewer),
     ("stepd.v1.InspectorService/Inspect", Viewer),
     ("stepd.v1.InspectorService/Push", Viewer),
     ("stepd.v1.InspectorService/Pop", Viewer),

@@ -204,6 +204,7 @@ async fn forward(
     let headers = request.headers_mut();
     headers.remove("authorization");
     headers.extend(cluster.peers.headers(Some(who)));
+    crate::telemetry::propagate_rpc(headers);
     use tower::ServiceExt;
     match channel.oneshot(request).await {
         Ok(response) => response.map(Body::new),
@@ -232,7 +233,9 @@ impl Cluster {
         who: &Identity,
     ) -> ApiResult<()> {
         let mut request = tonic::Request::new(SendDebugInputRequest { input: Some(input) });
-        *request.metadata_mut() = MetadataMap::from_headers(self.peers.headers(Some(who)));
+        let mut headers = self.peers.headers(Some(who));
+        crate::telemetry::propagate_rpc(&mut headers);
+        *request.metadata_mut() = MetadataMap::from_headers(headers);
         SessionServiceClient::new(self.peers.channel(peer)?)
             .send_debug_input(request)
             .await

@@ -116,6 +116,10 @@ pub struct EventBus {
     ring_bytes_total: usize,
     instance_id: String,
     counters: Counters,
+    /// Which sessions this daemon runs, when it is one replica of several:
+    /// only their events (and its own daemon-level ones) count as
+    /// published, so the replicas' counts add up to the cluster's.
+    own: std::sync::OnceLock<super::Own>,
 }
 
 impl EventBus {
@@ -146,6 +150,7 @@ impl EventBus {
             ring_bytes_total: usize::MAX,
             instance_id,
             counters: Counters::default(),
+            own: std::sync::OnceLock::new(),
         }
     }
 
@@ -182,10 +187,23 @@ impl EventBus {
         &self.instance_id
     }
 
+    /// Counts as published only the events of the sessions `own` admits
+    /// (and daemon-level ones): a replica relays its peers' events, which
+    /// they count.
+    pub fn count_only_own(&self, own: super::Own) {
+        let _ = self.own.set(own);
+    }
+
+    /// Whether an event of `session_id` counts as this daemon's.
+    fn counts(&self, session_id: &str) -> bool {
+        session_id.is_empty() || self.own.get().is_none_or(|own| (own.0)(session_id))
+    }
+
     /// Numbers, records and broadcasts an event.
     pub fn publish(&self, session_id: &str, payload: Payload) -> Arc<Published> {
+        let counted = self.counts(session_id);
         let mut state = self.lock();
-        self.publish_locked(&mut state, session_id, payload)
+        self.publish_locked(&mut state, session_id, payload, counted)
     }
 
     /// Publishes several events of one session under one lock, in order: a
@@ -196,9 +214,10 @@ impl EventBus {
         if payloads.peek().is_none() {
             return;
         }
+        let counted = self.counts(session_id);
         let mut state = self.lock();
         for payload in payloads {
-            self.publish_locked(&mut state, session_id, payload);
+            self.publish_locked(&mut state, session_id, payload, counted);
         }
     }
 
@@ -207,6 +226,7 @@ impl EventBus {
         state: &mut BusState,
         session_id: &str,
         payload: Payload,
+        counted: bool,
     ) -> Arc<Published> {
         state.last_seq += 1;
         let event = Arc::new(Published::new(Event {
@@ -264,7 +284,9 @@ impl EventBus {
                 *floor = (*floor).max(last.seq);
             }
         }
-        self.counters.published();
+        if counted {
+            self.counters.published();
+        }
         // No receivers is fine: nobody is subscribed.
         let _ = self.live.send(event.clone());
         event

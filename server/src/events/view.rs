@@ -68,10 +68,6 @@ impl Pauses {
     fn iter(&self) -> impl Iterator<Item = &Pause> {
         self.by_order.values()
     }
-
-    fn len(&self) -> usize {
-        self.by_order.len()
-    }
 }
 
 fn bp_order(id: &str) -> u64 {
@@ -229,13 +225,19 @@ impl StateView {
 
     /// Adds the sessions not ended (by kind and state) and the pending
     /// pauses to `counts`.
-    pub fn tally(&self, counts: &mut Counts) {
+    /// With `replica`, only the sessions and pauses that replica runs.
+    pub fn tally(&self, counts: &mut Counts, replica: Option<&str>) {
+        let counted = |id: &str| replica.is_none_or(|r| r == id);
         for session in self.sessions.values() {
-            if session.state != SessionState::Ended as i32 {
+            if session.state != SessionState::Ended as i32 && counted(&session.replica_id) {
                 counts.add_session(session.kind(), session.state());
             }
         }
-        counts.pending_pauses = self.pauses.len() as u64;
+        counts.pending_pauses = self
+            .pauses
+            .iter()
+            .filter(|p| counted(&p.replica_id))
+            .count() as u64;
     }
 
     /// How many breakpoints are stored.

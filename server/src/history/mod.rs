@@ -1,9 +1,13 @@
 //! Session history: every event a session publishes is recorded in the
 //! store (`recorder.rs`), kept within the retention limits (`retention.rs`)
-//! and read back a page at a time (`read.rs`, `HistoryService`).
+//! and read back a page at a time (`read.rs`, `HistoryService`); each
+//! session's latest record is kept beside it (`records.rs`) for listing
+//! the sessions that ended (`ended.rs`).
 
+mod ended;
 mod read;
 mod recorder;
+mod records;
 mod retention;
 
 #[cfg(test)]
@@ -14,6 +18,7 @@ use std::{
     time::Duration,
 };
 
+pub use ended::EndedFilter;
 pub use read::Page;
 
 use crate::{events::EventBus, store::Store};

@@ -173,10 +173,12 @@ async fn record(
         };
         last = last.max(newest);
         let mut rows = Vec::with_capacity(batch.len());
+        let mut lives = super::records::Lives::default();
         for event in &batch {
             if own.admits(event)
                 && let Some(row) = recorded(event)
             {
+                lives.note(event);
                 rows.push(row);
             }
             // Under a flood a batch is a second of events: encoded in one
@@ -196,9 +198,23 @@ async fn record(
             return;
         };
         let queued = store.queue_events(rows).await;
+        // After the events, in the writer's order: a session listed as
+        // ended has its history written.
+        let records = lives.records(&bus);
+        let records = if records.is_empty() {
+            None
+        } else {
+            Some(store.queue_session_records(records).await)
+        };
         let (bytes, progress) = (bytes.clone(), progress.clone());
         tokio::spawn(async move {
             let _permit = permit;
+            if let Some(records) = records
+                && let Err(err) = records.done().await
+                && !err.source.is_store_down()
+            {
+                tracing::warn!(error = %err, "session records not written");
+            }
             match queued.done().await {
                 Ok(_) => {
                     bytes.fetch_add(size as u64, Ordering::Relaxed);

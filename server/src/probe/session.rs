@@ -81,6 +81,8 @@ struct PendingEval {
     key: String,
     /// The expression, which decides whether its value is masked.
     code: String,
+    /// Who asked, recorded with the result.
+    by: String,
     reply: oneshot::Sender<ApiResult<SendDebugInputResponse>>,
     deadline: Instant,
 }
@@ -256,6 +258,7 @@ impl ProbeSession {
             pid: hello.pid,
             started_at: Some(now_timestamp()),
             previous_session_id,
+            replica_id: ctx.bus.instance_id().to_owned(),
             ..Default::default()
         };
         Self {
@@ -825,9 +828,12 @@ impl ProbeSession {
         } else {
             Err(ApiError::new(ErrorReason::AdapterError, result.error))
         };
-        let _ = pending
-            .reply
-            .send(self.book.evaluated(&pending.key, &pending.code, evaluated));
+        let _ = pending.reply.send(self.book.evaluated(
+            &pending.key,
+            &pending.code,
+            &pending.by,
+            evaluated,
+        ));
     }
 
     async fn on_reports(&mut self, mut reports: stepd_proto::v1::Reports) {
@@ -1377,7 +1383,7 @@ impl PauseOwner for ProbeSession {
         Ok(())
     }
 
-    async fn eval(&mut self, key: &str, code: String, reply: Reply) {
+    async fn eval(&mut self, key: &str, code: String, by: &str, reply: Reply) {
         let Some(hit_id) = self.book.get(key).map(|e| e.data.hit.hit_id.clone()) else {
             let _ = reply.send(Err(self.book.gone(key)));
             return;
@@ -1403,6 +1409,7 @@ impl PauseOwner for ProbeSession {
             PendingEval {
                 key: key.to_owned(),
                 code,
+                by: by.to_owned(),
                 reply,
                 deadline: Instant::now() + EVAL_DEADLINE,
             },

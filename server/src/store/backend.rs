@@ -153,6 +153,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "commit_guard",
         include_str!("../../migrations/sqlite/0006_commit_guard.sql"),
     ),
+    (
+        7,
+        "ended_sessions",
+        include_str!("../../migrations/sqlite/0007_ended_sessions.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -184,6 +189,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         6,
         "commit_guard",
         include_str!("../../migrations/postgres/0006_commit_guard.sql"),
+    ),
+    (
+        7,
+        "ended_sessions",
+        include_str!("../../migrations/postgres/0007_ended_sessions.sql"),
     ),
 ];
 

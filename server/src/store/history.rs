@@ -72,8 +72,9 @@ impl Record for Sized {
 }
 
 /// Records the drop of every event at or before `$1` (time, µs) and drops
-/// them, in one transaction.
-const DROP_BEFORE: [&str; 2] = [
+/// them, with the records of sessions that ended by then, in one
+/// transaction.
+const DROP_BEFORE: [&str; 3] = [
     "INSERT INTO history_dropped (session_id, events, through_seq, reason, at_us) \
      SELECT session_id, COUNT(*), MAX(seq), $2, $3 FROM session_events \
      WHERE time_us <= $1 GROUP BY session_id \
@@ -83,6 +84,7 @@ const DROP_BEFORE: [&str; 2] = [
          THEN excluded.through_seq ELSE history_dropped.through_seq END, \
        reason = excluded.reason, at_us = excluded.at_us",
     "DELETE FROM session_events WHERE time_us <= $1",
+    "DELETE FROM session_records WHERE ended_us > 0 AND ended_us <= $1",
 ];
 
 /// How many rows one insert of events takes, largest first: a few sizes,
@@ -249,13 +251,14 @@ impl Store {
         reason: &str,
         now_us: i64,
     ) -> Result<(), WriteError> {
-        let [record, delete] = DROP_BEFORE;
+        let [record, delete, ended] = DROP_BEFORE;
         let statements = vec![
             Statement::new(record)
                 .bind(time_us)
                 .bind(reason)
                 .bind(now_us),
             Statement::new(delete).bind(time_us),
+            Statement::new(ended).bind(time_us),
         ];
         self.write("the history's retention", statements, &Within::internal())
             .await?;

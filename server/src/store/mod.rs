@@ -11,6 +11,7 @@ mod directory;
 mod failure;
 mod health;
 mod history;
+mod records;
 mod statement;
 mod within;
 mod writer;
@@ -32,6 +33,7 @@ pub use failure::Failure;
 pub use health::Down;
 use health::Health;
 pub use history::{Dropped, RecordedEvent};
+pub use records::{EndedQuery, SessionRecord};
 use statement::Statement;
 pub use within::Within;
 

@@ -619,7 +619,7 @@ impl PauseOwner for Actor {
         moved
     }
 
-    async fn eval(&mut self, key: &str, code: String, reply: Reply) {
+    async fn eval(&mut self, key: &str, code: String, by: &str, reply: Reply) {
         let frame_id = self.book.get(key).and_then(|e| e.data.frame_id);
         let mut args = json!({"expression": code, "context": self.shared.default_eval_context()});
         if let Some(frame) = frame_id {
@@ -631,7 +631,7 @@ impl PauseOwner for Actor {
             .await
             .map(|body| stop::display(&body.value, body.type_name.as_deref().unwrap_or_default()))
             .map_err(|e| dap_error(&e));
-        let _ = reply.send(self.book.evaluated(key, &code, result));
+        let _ = reply.send(self.book.evaluated(key, &code, by, result));
     }
 
     async fn render(&mut self, key: &str, target: PauseTarget) -> ApiResult<Rendering> {

@@ -232,6 +232,7 @@ impl Actor {
             started_at: Some(now_timestamp()),
             original_id: request.request_id.clone(),
             started_by: request.started_by.clone(),
+            replica_id: ctx.bus.instance_id().to_owned(),
             ..Default::default()
         };
         Self {

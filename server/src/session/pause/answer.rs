@@ -87,9 +87,9 @@ pub(crate) trait PauseOwner {
     /// pause may be resolved; an error must leave everything as it was.
     async fn go(&mut self, key: &str, go: Go, command: CommandKind, by: &str) -> ApiResult<()>;
 
-    /// Evaluates `code` at the pause and answers `reply`, now (through
-    /// [`PauseBook::evaluated`]) or when the result arrives.
-    async fn eval(&mut self, key: &str, code: String, reply: Reply);
+    /// Evaluates `code` at the pause for `by` and answers `reply`, now
+    /// (through [`PauseBook::evaluated`]) or when the result arrives.
+    async fn eval(&mut self, key: &str, code: String, by: &str, reply: Reply);
 
     /// Renders `target` at the pause in a new inspector.
     async fn render(&mut self, key: &str, target: PauseTarget) -> ApiResult<Rendering>;
@@ -121,12 +121,20 @@ pub(crate) async fn answer<O: PauseOwner>(owner: &mut O, answer: Answer) {
         let _ = reply.send(Err(owner.book().gone(&key)));
         return;
     }
-    let command = input.command.and_then(|c| c.command);
+    let whole = input.command;
+    let command = whole.clone().and_then(|c| c.command);
     let result = match decode::<O>(owner.book(), &key, kind, command) {
         Request::Done(result) => *result,
         Request::Go(go) => {
             let injecting = matches!(go, Go::Inject(_));
-            match owner.go(&key, go, kind, &by).await {
+            // On record before the session moves: the pause may resolve
+            // inside `go` (a probe's release, a DAP resume).
+            owner.book().deciding(&key, whole);
+            let moved = owner.go(&key, go, kind, &by).await;
+            if moved.is_err() {
+                owner.book().deciding(&key, None);
+            }
+            match moved {
                 Ok(()) => {
                     owner.book().resolve(&key, kind, &by);
                     Ok(response(kind, None))
@@ -139,7 +147,7 @@ pub(crate) async fn answer<O: PauseOwner>(owner: &mut O, answer: Answer) {
                 Err(error) => Err(error.with("key", key.as_str())),
             }
         }
-        Request::Eval(code) => return owner.eval(&key, code, reply).await,
+        Request::Eval(code) => return owner.eval(&key, code, &by, reply).await,
         Request::Inspect(target) => {
             let rendering = owner.render(&key, target).await;
             owner.book().inspected(&key, kind, rendering)
@@ -239,7 +247,7 @@ mod tests {
             Ok(())
         }
 
-        async fn eval(&mut self, key: &str, code: String, reply: Reply) {
+        async fn eval(&mut self, key: &str, code: String, by: &str, reply: Reply) {
             let result = if self.refuse {
                 Err(ApiError::new(ErrorReason::AdapterError, "no such name"))
             } else {
@@ -248,7 +256,7 @@ mod tests {
                     ..Default::default()
                 })
             };
-            let _ = reply.send(self.book.evaluated(key, &code, result));
+            let _ = reply.send(self.book.evaluated(key, &code, by, result));
         }
 
         async fn render(&mut self, _: &str, _: PauseTarget) -> ApiResult<Rendering> {

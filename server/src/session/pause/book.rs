@@ -12,8 +12,8 @@ use std::{collections::HashMap, sync::Arc, time::SystemTime};
 use opentelemetry::KeyValue;
 
 use stepd_proto::v1::{
-    Cause, CommandKind, DisplayValue, ErrorReason, EvalError, Frame, Pause, Rendering,
-    SendDebugInputResponse, Stack, Stopped, event::Payload,
+    Cause, CommandKind, DebugCommand, DisplayValue, ErrorReason, EvalError, Evaluation, Frame,
+    Pause, Rendering, SendDebugInputResponse, Stack, Stopped, event::Payload,
 };
 use tokio::sync::mpsc;
 
@@ -54,6 +54,9 @@ pub struct Entry<T> {
     span: telemetry::Span,
     /// When it was opened: the hold's duration is measured from here.
     opened: std::time::Instant,
+    /// The answer being carried out (masked): `pause_resolved` records it
+    /// whole when this pause resolves by it.
+    decision: Option<DebugCommand>,
 }
 
 /// The pending pauses of one session.
@@ -145,6 +148,9 @@ impl<T> PauseBook<T> {
     /// event ring or any subscriber holds a copy.
     fn masked(&self, mut pause: Pause) -> Pause {
         self.redactor.pause(&mut pause);
+        // Said by the pause itself, so a client on any replica knows where
+        // it is decided.
+        self.bus.instance_id().clone_into(&mut pause.replica_id);
         pause
     }
 
@@ -164,6 +170,7 @@ impl<T> PauseBook<T> {
                 prompt: None,
                 span,
                 opened,
+                decision: None,
             },
         );
     }
@@ -249,6 +256,17 @@ impl<T> PauseBook<T> {
         self.registry.gone(key)
     }
 
+    /// Notes the answer a session is about to carry out at `key` (None:
+    /// it was refused), so that the pause resolves with it on record.
+    pub fn deciding(&mut self, key: &str, decision: Option<DebugCommand>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.decision = decision.map(|mut d| {
+                self.redactor.command(&mut d);
+                d
+            });
+        }
+    }
+
     /// Resolves one pause: `pause_resolved` names the command and who gave it.
     pub fn resolve(&mut self, key: &str, command: CommandKind, by: &str) -> Option<Entry<T>> {
         self.resolve_at(key, command, by, SystemTime::now())
@@ -265,7 +283,13 @@ impl<T> PauseBook<T> {
         answered: SystemTime,
     ) -> Option<Entry<T>> {
         let mut entry = self.entries.remove(key)?;
-        self.registry.resolve(key, command, by);
+        // Only the answer that moved the pause is its decision: a pause
+        // dropped meanwhile (its session ended) records none.
+        let decision = entry
+            .decision
+            .take()
+            .filter(|_| command != CommandKind::Unspecified);
+        self.registry.resolve(key, command, by, decision);
         let held = entry.opened.elapsed();
         tracing::debug!(
             pause = key,
@@ -354,23 +378,40 @@ impl<T> PauseBook<T> {
     /// A failed EVAL, INJECT or INSPECT: an `eval_error` event, the pause
     /// re-prompted as it was, and the error the call fails with.
     pub fn failed(&mut self, key: &str, error: ApiError) -> ApiError {
+        self.failed_with(key, error, |_| {})
+    }
+
+    /// [`Self::failed`], the re-prompted pause changed by `change` first.
+    fn failed_with(
+        &mut self,
+        key: &str,
+        error: ApiError,
+        change: impl FnOnce(&mut Pause),
+    ) -> ApiError {
         self.publish(Payload::EvalError(EvalError {
             key: key.to_owned(),
             message: error.to_string(),
             causes: Vec::new(),
         }));
-        self.revise(key, |_| {});
+        self.revise(key, change);
         error.with("key", key)
     }
 
-    /// The result of an EVAL: shown as the pause's `debug_value`, or a
-    /// failure (see [`Self::failed`]).
+    /// The result of an EVAL `by` someone: shown as the pause's
+    /// `debug_value`, or a failure (see [`Self::failed`]); either way the
+    /// re-sent pause's `evaluation` says what was asked and what came back.
     pub fn evaluated(
         &mut self,
         key: &str,
         expression: &str,
+        by: &str,
         result: ApiResult<DisplayValue>,
     ) -> ApiResult<SendDebugInputResponse> {
+        let mut evaluation = Evaluation {
+            code: self.redactor.text(expression).into_owned(),
+            by: by.to_owned(),
+            ..Default::default()
+        };
         if telemetry::enabled()
             && let Some(entry) = self.entries.get(key)
         {
@@ -385,9 +426,16 @@ impl<T> PauseBook<T> {
                 } else {
                     value
                 };
-                self.revise(key, |p| p.debug_value = Some(value))
+                evaluation.result = Some(value.clone());
+                self.revise(key, |p| {
+                    p.debug_value = Some(value);
+                    p.evaluation = Some(evaluation);
+                })
             })),
-            Err(error) => Err(self.failed(key, error)),
+            Err(error) => {
+                evaluation.error = error.to_string();
+                Err(self.failed_with(key, error, |p| p.evaluation = Some(evaluation)))
+            }
         }
     }
 

@@ -19,8 +19,8 @@ use std::{
 };
 
 use stepd_proto::v1::{
-    CommandKind, DebugInput, ErrorReason, Pause, PauseResolved, SendDebugInputResponse,
-    debug_command::Command, event::Payload,
+    CommandKind, DebugCommand, DebugInput, ErrorReason, Pause, PauseResolved,
+    SendDebugInputResponse, debug_command::Command, event::Payload,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -293,7 +293,14 @@ impl PauseRegistry {
     /// Removes a pause and tells every subscriber who resolved it and how.
     /// `CommandKind::Unspecified` means nobody answered it (its session
     /// ended, its program withdrew it, its thread stopped again).
-    pub fn resolve(&self, key: &str, command: CommandKind, by: &str) {
+    /// `decision` is the answer whole, masked, when one moved it.
+    pub fn resolve(
+        &self,
+        key: &str,
+        command: CommandKind,
+        by: &str,
+        decision: Option<DebugCommand>,
+    ) {
         let removed = {
             let mut inner = self.lock();
             let removed = inner.pending.remove(key);
@@ -330,6 +337,7 @@ impl PauseRegistry {
                     command: command.into(),
                     by: by.to_owned(),
                     thread_id: p.pause.thread_id,
+                    decision,
                 }),
             );
         }
@@ -434,7 +442,7 @@ mod tests {
             let registry = registry.clone();
             async move {
                 let answer = rx.recv().await.unwrap();
-                registry.resolve(&answer.input.key, answer.kind, &answer.by);
+                registry.resolve(&answer.input.key, answer.kind, &answer.by, None);
                 answer
                     .reply
                     .send(Ok(SendDebugInputResponse {
@@ -469,11 +477,11 @@ mod tests {
             ("stopped again", ErrorReason::PauseNotFound),
         ] {
             let (registry, _rx) = setup();
-            registry.resolve("k1", CommandKind::Unspecified, by);
+            registry.resolve("k1", CommandKind::Unspecified, by, None);
             assert_eq!(registry.gone("k1").reason(), reason, "{by}");
         }
         let (registry, _rx) = setup();
-        registry.resolve("k1", CommandKind::Continue, "hold-limit");
+        registry.resolve("k1", CommandKind::Continue, "hold-limit", None);
         assert_eq!(registry.gone("k1").reason(), ErrorReason::AlreadyAnswered);
     }
 

@@ -1056,7 +1056,12 @@ type PauseResolved struct {
 	// (see docs/security.md), or "disconnect", "hold-limit", "session-ended".
 	By string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
 	// The thread it was on.
-	ThreadId      int64 `protobuf:"varint,4,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	ThreadId int64 `protobuf:"varint,4,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The answer whole, as given: an INJECT's value or code, a HERE's target,
+	// a TRACE's limit, a SKIP. Values and code are masked as --redact says
+	// (docs/redaction.md). Unset when the pause was dropped, and for the other
+	// pauses of a thread that one answer moved on.
+	Decision      *DebugCommand `protobuf:"bytes,5,opt,name=decision,proto3" json:"decision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1117,6 +1122,13 @@ func (x *PauseResolved) GetThreadId() int64 {
 		return x.ThreadId
 	}
 	return 0
+}
+
+func (x *PauseResolved) GetDecision() *DebugCommand {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
 }
 
 // One step of a TRACE run.
@@ -2538,12 +2550,13 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x1a.stepd.v1.BreakpointStatusR\x06status\"Q\n" +
 	"\rThreadChanged\x12(\n" +
 	"\x06thread\x18\x01 \x01(\v2\x10.stepd.v1.ThreadR\x06thread\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x7f\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb3\x01\n" +
 	"\rPauseResolved\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\acommand\x18\x02 \x01(\x0e2\x15.stepd.v1.CommandKindR\acommand\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12\x1b\n" +
-	"\tthread_id\x18\x04 \x01(\x03R\bthreadId\"\x82\x02\n" +
+	"\tthread_id\x18\x04 \x01(\x03R\bthreadId\x122\n" +
+	"\bdecision\x18\x05 \x01(\v2\x16.stepd.v1.DebugCommandR\bdecision\"\x82\x02\n" +
 	"\x05Trace\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\rR\x04step\x12.\n" +
@@ -2721,15 +2734,16 @@ var file_stepd_v1_event_proto_goTypes = []any{
 	(*OutputChunk)(nil),           // 38: stepd.v1.OutputChunk
 	(*Thread)(nil),                // 39: stepd.v1.Thread
 	(CommandKind)(0),              // 40: stepd.v1.CommandKind
-	(*Location)(nil),              // 41: stepd.v1.Location
-	(*DisplayValue)(nil),          // 42: stepd.v1.DisplayValue
-	(*Local)(nil),                 // 43: stepd.v1.Local
-	(*PointInfo)(nil),             // 44: stepd.v1.PointInfo
-	(*structpb.Value)(nil),        // 45: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
-	(*Frame)(nil),                 // 47: stepd.v1.Frame
-	(ErrorReason)(0),              // 48: stepd.v1.ErrorReason
-	(*structpb.Struct)(nil),       // 49: google.protobuf.Struct
+	(*DebugCommand)(nil),          // 41: stepd.v1.DebugCommand
+	(*Location)(nil),              // 42: stepd.v1.Location
+	(*DisplayValue)(nil),          // 43: stepd.v1.DisplayValue
+	(*Local)(nil),                 // 44: stepd.v1.Local
+	(*PointInfo)(nil),             // 45: stepd.v1.PointInfo
+	(*structpb.Value)(nil),        // 46: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*Frame)(nil),                 // 48: stepd.v1.Frame
+	(ErrorReason)(0),              // 49: stepd.v1.ErrorReason
+	(*structpb.Struct)(nil),       // 50: google.protobuf.Struct
 }
 var file_stepd_v1_event_proto_depIdxs = []int32{
 	0,  // 0: stepd.v1.Watch.channels:type_name -> stepd.v1.EventChannel
@@ -2751,55 +2765,56 @@ var file_stepd_v1_event_proto_depIdxs = []int32{
 	36, // 16: stepd.v1.BreakpointUpdated.status:type_name -> stepd.v1.BreakpointStatus
 	39, // 17: stepd.v1.ThreadChanged.thread:type_name -> stepd.v1.Thread
 	40, // 18: stepd.v1.PauseResolved.command:type_name -> stepd.v1.CommandKind
-	41, // 19: stepd.v1.Trace.location:type_name -> stepd.v1.Location
-	42, // 20: stepd.v1.Trace.value:type_name -> stepd.v1.DisplayValue
-	43, // 21: stepd.v1.Trace.changed_locals:type_name -> stepd.v1.Local
-	44, // 22: stepd.v1.Trace.point:type_name -> stepd.v1.PointInfo
-	42, // 23: stepd.v1.Enlighten.value:type_name -> stepd.v1.DisplayValue
-	41, // 24: stepd.v1.Enlighten.location:type_name -> stepd.v1.Location
-	45, // 25: stepd.v1.Observed.value:type_name -> google.protobuf.Value
-	46, // 26: stepd.v1.Observed.observed_at:type_name -> google.protobuf.Timestamp
-	2,  // 27: stepd.v1.Notification.level:type_name -> stepd.v1.NotificationLevel
-	41, // 28: stepd.v1.Cause.location:type_name -> stepd.v1.Location
-	47, // 29: stepd.v1.Stack.frames:type_name -> stepd.v1.Frame
-	21, // 30: stepd.v1.Stack.causes:type_name -> stepd.v1.Cause
-	21, // 31: stepd.v1.EvalError.causes:type_name -> stepd.v1.Cause
-	42, // 32: stepd.v1.Tap.value:type_name -> stepd.v1.DisplayValue
-	48, // 33: stepd.v1.StreamError.reason:type_name -> stepd.v1.ErrorReason
-	31, // 34: stepd.v1.StreamError.metadata:type_name -> stepd.v1.StreamError.MetadataEntry
-	46, // 35: stepd.v1.Event.time:type_name -> google.protobuf.Timestamp
-	7,  // 36: stepd.v1.Event.snapshot:type_name -> stepd.v1.Snapshot
-	8,  // 37: stepd.v1.Event.session_started:type_name -> stepd.v1.SessionStarted
-	9,  // 38: stepd.v1.Event.session_ended:type_name -> stepd.v1.SessionEnded
-	11, // 39: stepd.v1.Event.stopped:type_name -> stepd.v1.Stopped
-	12, // 40: stepd.v1.Event.continued:type_name -> stepd.v1.Continued
-	13, // 41: stepd.v1.Event.output:type_name -> stepd.v1.Output
-	14, // 42: stepd.v1.Event.breakpoint_updated:type_name -> stepd.v1.BreakpointUpdated
-	15, // 43: stepd.v1.Event.thread_changed:type_name -> stepd.v1.ThreadChanged
-	16, // 44: stepd.v1.Event.pause_resolved:type_name -> stepd.v1.PauseResolved
-	17, // 45: stepd.v1.Event.trace:type_name -> stepd.v1.Trace
-	18, // 46: stepd.v1.Event.enlighten:type_name -> stepd.v1.Enlighten
-	19, // 47: stepd.v1.Event.observed:type_name -> stepd.v1.Observed
-	20, // 48: stepd.v1.Event.notification:type_name -> stepd.v1.Notification
-	22, // 49: stepd.v1.Event.stack:type_name -> stepd.v1.Stack
-	23, // 50: stepd.v1.Event.eval_error:type_name -> stepd.v1.EvalError
-	24, // 51: stepd.v1.Event.tap:type_name -> stepd.v1.Tap
-	25, // 52: stepd.v1.Event.gap:type_name -> stepd.v1.Gap
-	27, // 53: stepd.v1.Event.heartbeat:type_name -> stepd.v1.HeartbeatEvent
-	28, // 54: stepd.v1.Event.error:type_name -> stepd.v1.StreamError
-	30, // 55: stepd.v1.Event.breakpoint_snapshot:type_name -> stepd.v1.BreakpointSnapshot
-	10, // 56: stepd.v1.Event.session_updated:type_name -> stepd.v1.SessionUpdated
-	26, // 57: stepd.v1.Event.reconnect:type_name -> stepd.v1.Reconnect
-	41, // 58: stepd.v1.BreakpointSnapshot.frames:type_name -> stepd.v1.Location
-	43, // 59: stepd.v1.BreakpointSnapshot.locals:type_name -> stepd.v1.Local
-	49, // 60: stepd.v1.BreakpointSnapshot.extra:type_name -> google.protobuf.Struct
-	5,  // 61: stepd.v1.EventService.Subscribe:input_type -> stepd.v1.SubscribeRequest
-	6,  // 62: stepd.v1.EventService.Subscribe:output_type -> stepd.v1.SubscribeResponse
-	62, // [62:63] is the sub-list for method output_type
-	61, // [61:62] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	41, // 19: stepd.v1.PauseResolved.decision:type_name -> stepd.v1.DebugCommand
+	42, // 20: stepd.v1.Trace.location:type_name -> stepd.v1.Location
+	43, // 21: stepd.v1.Trace.value:type_name -> stepd.v1.DisplayValue
+	44, // 22: stepd.v1.Trace.changed_locals:type_name -> stepd.v1.Local
+	45, // 23: stepd.v1.Trace.point:type_name -> stepd.v1.PointInfo
+	43, // 24: stepd.v1.Enlighten.value:type_name -> stepd.v1.DisplayValue
+	42, // 25: stepd.v1.Enlighten.location:type_name -> stepd.v1.Location
+	46, // 26: stepd.v1.Observed.value:type_name -> google.protobuf.Value
+	47, // 27: stepd.v1.Observed.observed_at:type_name -> google.protobuf.Timestamp
+	2,  // 28: stepd.v1.Notification.level:type_name -> stepd.v1.NotificationLevel
+	42, // 29: stepd.v1.Cause.location:type_name -> stepd.v1.Location
+	48, // 30: stepd.v1.Stack.frames:type_name -> stepd.v1.Frame
+	21, // 31: stepd.v1.Stack.causes:type_name -> stepd.v1.Cause
+	21, // 32: stepd.v1.EvalError.causes:type_name -> stepd.v1.Cause
+	43, // 33: stepd.v1.Tap.value:type_name -> stepd.v1.DisplayValue
+	49, // 34: stepd.v1.StreamError.reason:type_name -> stepd.v1.ErrorReason
+	31, // 35: stepd.v1.StreamError.metadata:type_name -> stepd.v1.StreamError.MetadataEntry
+	47, // 36: stepd.v1.Event.time:type_name -> google.protobuf.Timestamp
+	7,  // 37: stepd.v1.Event.snapshot:type_name -> stepd.v1.Snapshot
+	8,  // 38: stepd.v1.Event.session_started:type_name -> stepd.v1.SessionStarted
+	9,  // 39: stepd.v1.Event.session_ended:type_name -> stepd.v1.SessionEnded
+	11, // 40: stepd.v1.Event.stopped:type_name -> stepd.v1.Stopped
+	12, // 41: stepd.v1.Event.continued:type_name -> stepd.v1.Continued
+	13, // 42: stepd.v1.Event.output:type_name -> stepd.v1.Output
+	14, // 43: stepd.v1.Event.breakpoint_updated:type_name -> stepd.v1.BreakpointUpdated
+	15, // 44: stepd.v1.Event.thread_changed:type_name -> stepd.v1.ThreadChanged
+	16, // 45: stepd.v1.Event.pause_resolved:type_name -> stepd.v1.PauseResolved
+	17, // 46: stepd.v1.Event.trace:type_name -> stepd.v1.Trace
+	18, // 47: stepd.v1.Event.enlighten:type_name -> stepd.v1.Enlighten
+	19, // 48: stepd.v1.Event.observed:type_name -> stepd.v1.Observed
+	20, // 49: stepd.v1.Event.notification:type_name -> stepd.v1.Notification
+	22, // 50: stepd.v1.Event.stack:type_name -> stepd.v1.Stack
+	23, // 51: stepd.v1.Event.eval_error:type_name -> stepd.v1.EvalError
+	24, // 52: stepd.v1.Event.tap:type_name -> stepd.v1.Tap
+	25, // 53: stepd.v1.Event.gap:type_name -> stepd.v1.Gap
+	27, // 54: stepd.v1.Event.heartbeat:type_name -> stepd.v1.HeartbeatEvent
+	28, // 55: stepd.v1.Event.error:type_name -> stepd.v1.StreamError
+	30, // 56: stepd.v1.Event.breakpoint_snapshot:type_name -> stepd.v1.BreakpointSnapshot
+	10, // 57: stepd.v1.Event.session_updated:type_name -> stepd.v1.SessionUpdated
+	26, // 58: stepd.v1.Event.reconnect:type_name -> stepd.v1.Reconnect
+	42, // 59: stepd.v1.BreakpointSnapshot.frames:type_name -> stepd.v1.Location
+	44, // 60: stepd.v1.BreakpointSnapshot.locals:type_name -> stepd.v1.Local
+	50, // 61: stepd.v1.BreakpointSnapshot.extra:type_name -> google.protobuf.Struct
+	5,  // 62: stepd.v1.EventService.Subscribe:input_type -> stepd.v1.SubscribeRequest
+	6,  // 63: stepd.v1.EventService.Subscribe:output_type -> stepd.v1.SubscribeResponse
+	63, // [63:64] is the sub-list for method output_type
+	62, // [62:63] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_event_proto_init() }

@@ -22,6 +22,153 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Request of HistoryService.ListEndedSessions.
+type ListEndedSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only sessions whose labels match this selector (BreakpointSpec.label_selector
+	// syntax), matched against the labels as shown (masked by --redact).
+	LabelSelector string `protobuf:"bytes,1,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// Only sessions still running at or after this time: those that ended at
+	// or after it. Unset = no lower bound.
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// Only sessions that started at or before this time. Unset = no upper bound.
+	Until *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	// Most sessions in one answer; 0 = 100, at most 1000. Whatever it says, an
+	// answer stops at the page byte budget (2 MiB, or half the daemon's
+	// --max-message-bytes when that is smaller) and holds at least one session
+	// when any matches.
+	PageSize uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to go on: a previous answer's `next_page_token`; empty = from the
+	// newest.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEndedSessionsRequest) Reset() {
+	*x = ListEndedSessionsRequest{}
+	mi := &file_stepd_v1_history_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEndedSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEndedSessionsRequest) ProtoMessage() {}
+
+func (x *ListEndedSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_history_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEndedSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListEndedSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_history_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListEndedSessionsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListEndedSessionsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListEndedSessionsRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *ListEndedSessionsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListEndedSessionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// Response of HistoryService.ListEndedSessions.
+type ListEndedSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sessions' last recorded records, newest first (by start): state
+	// ENDED, with `ended_at`, `end_reason` and `replica_id`. A session whose
+	// replica stopped without recording its end (killed, cut off from the
+	// database) reads END_REASON_REPLICA_LOST with `ended_at` unset.
+	Sessions []*Session `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Set when more sessions follow: pass it as `page_token` to get them.
+	// Empty on the last page. Opaque; it stays valid while sessions come and go.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEndedSessionsResponse) Reset() {
+	*x = ListEndedSessionsResponse{}
+	mi := &file_stepd_v1_history_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEndedSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEndedSessionsResponse) ProtoMessage() {}
+
+func (x *ListEndedSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_history_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEndedSessionsResponse.ProtoReflect.Descriptor instead.
+func (*ListEndedSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_history_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListEndedSessionsResponse) GetSessions() []*Session {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *ListEndedSessionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // Request of HistoryService.GetSessionHistory.
 type GetSessionHistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -43,7 +190,7 @@ type GetSessionHistoryRequest struct {
 
 func (x *GetSessionHistoryRequest) Reset() {
 	*x = GetSessionHistoryRequest{}
-	mi := &file_stepd_v1_history_proto_msgTypes[0]
+	mi := &file_stepd_v1_history_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +202,7 @@ func (x *GetSessionHistoryRequest) String() string {
 func (*GetSessionHistoryRequest) ProtoMessage() {}
 
 func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_history_proto_msgTypes[0]
+	mi := &file_stepd_v1_history_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +215,7 @@ func (x *GetSessionHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_history_proto_rawDescGZIP(), []int{0}
+	return file_stepd_v1_history_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetSessionHistoryRequest) GetSessionId() string {
@@ -116,7 +263,7 @@ type GetSessionHistoryResponse struct {
 
 func (x *GetSessionHistoryResponse) Reset() {
 	*x = GetSessionHistoryResponse{}
-	mi := &file_stepd_v1_history_proto_msgTypes[1]
+	mi := &file_stepd_v1_history_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -128,7 +275,7 @@ func (x *GetSessionHistoryResponse) String() string {
 func (*GetSessionHistoryResponse) ProtoMessage() {}
 
 func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_history_proto_msgTypes[1]
+	mi := &file_stepd_v1_history_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -141,7 +288,7 @@ func (x *GetSessionHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_history_proto_rawDescGZIP(), []int{1}
+	return file_stepd_v1_history_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetSessionHistoryResponse) GetEvents() []*Event {
@@ -182,7 +329,7 @@ type HistoryDropped struct {
 
 func (x *HistoryDropped) Reset() {
 	*x = HistoryDropped{}
-	mi := &file_stepd_v1_history_proto_msgTypes[2]
+	mi := &file_stepd_v1_history_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +341,7 @@ func (x *HistoryDropped) String() string {
 func (*HistoryDropped) ProtoMessage() {}
 
 func (x *HistoryDropped) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_history_proto_msgTypes[2]
+	mi := &file_stepd_v1_history_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +354,7 @@ func (x *HistoryDropped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryDropped.ProtoReflect.Descriptor instead.
 func (*HistoryDropped) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_history_proto_rawDescGZIP(), []int{2}
+	return file_stepd_v1_history_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HistoryDropped) GetEvents() uint64 {
@@ -242,7 +389,17 @@ var File_stepd_v1_history_proto protoreflect.FileDescriptor
 
 const file_stepd_v1_history_proto_rawDesc = "" +
 	"\n" +
-	"\x16stepd/v1/history.proto\x12\bstepd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14stepd/v1/event.proto\"\xa9\x01\n" +
+	"\x16stepd/v1/history.proto\x12\bstepd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14stepd/v1/event.proto\x1a\x16stepd/v1/session.proto\"\xe1\x01\n" +
+	"\x18ListEndedSessionsRequest\x12%\n" +
+	"\x0elabel_selector\x18\x01 \x01(\tR\rlabelSelector\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"r\n" +
+	"\x19ListEndedSessionsResponse\x12-\n" +
+	"\bsessions\x18\x01 \x03(\v2\x11.stepd.v1.SessionR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa9\x01\n" +
 	"\x18GetSessionHistoryRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x122\n" +
@@ -259,9 +416,10 @@ const file_stepd_v1_history_proto_rawDesc = "" +
 	"\vthrough_seq\x18\x02 \x01(\x04R\n" +
 	"throughSeq\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at2n\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at2\xcc\x01\n" +
 	"\x0eHistoryService\x12\\\n" +
-	"\x11GetSessionHistory\x12\".stepd.v1.GetSessionHistoryRequest\x1a#.stepd.v1.GetSessionHistoryResponseB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
+	"\x11GetSessionHistory\x12\".stepd.v1.GetSessionHistoryRequest\x1a#.stepd.v1.GetSessionHistoryResponse\x12\\\n" +
+	"\x11ListEndedSessions\x12\".stepd.v1.ListEndedSessionsRequest\x1a#.stepd.v1.ListEndedSessionsResponseB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
 
 var (
 	file_stepd_v1_history_proto_rawDescOnce sync.Once
@@ -275,27 +433,35 @@ func file_stepd_v1_history_proto_rawDescGZIP() []byte {
 	return file_stepd_v1_history_proto_rawDescData
 }
 
-var file_stepd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_stepd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_stepd_v1_history_proto_goTypes = []any{
-	(*GetSessionHistoryRequest)(nil),  // 0: stepd.v1.GetSessionHistoryRequest
-	(*GetSessionHistoryResponse)(nil), // 1: stepd.v1.GetSessionHistoryResponse
-	(*HistoryDropped)(nil),            // 2: stepd.v1.HistoryDropped
-	(EventChannel)(0),                 // 3: stepd.v1.EventChannel
-	(*Event)(nil),                     // 4: stepd.v1.Event
+	(*ListEndedSessionsRequest)(nil),  // 0: stepd.v1.ListEndedSessionsRequest
+	(*ListEndedSessionsResponse)(nil), // 1: stepd.v1.ListEndedSessionsResponse
+	(*GetSessionHistoryRequest)(nil),  // 2: stepd.v1.GetSessionHistoryRequest
+	(*GetSessionHistoryResponse)(nil), // 3: stepd.v1.GetSessionHistoryResponse
+	(*HistoryDropped)(nil),            // 4: stepd.v1.HistoryDropped
 	(*timestamppb.Timestamp)(nil),     // 5: google.protobuf.Timestamp
+	(*Session)(nil),                   // 6: stepd.v1.Session
+	(EventChannel)(0),                 // 7: stepd.v1.EventChannel
+	(*Event)(nil),                     // 8: stepd.v1.Event
 }
 var file_stepd_v1_history_proto_depIdxs = []int32{
-	3, // 0: stepd.v1.GetSessionHistoryRequest.channels:type_name -> stepd.v1.EventChannel
-	4, // 1: stepd.v1.GetSessionHistoryResponse.events:type_name -> stepd.v1.Event
-	2, // 2: stepd.v1.GetSessionHistoryResponse.dropped:type_name -> stepd.v1.HistoryDropped
-	5, // 3: stepd.v1.HistoryDropped.at:type_name -> google.protobuf.Timestamp
-	0, // 4: stepd.v1.HistoryService.GetSessionHistory:input_type -> stepd.v1.GetSessionHistoryRequest
-	1, // 5: stepd.v1.HistoryService.GetSessionHistory:output_type -> stepd.v1.GetSessionHistoryResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 0: stepd.v1.ListEndedSessionsRequest.since:type_name -> google.protobuf.Timestamp
+	5, // 1: stepd.v1.ListEndedSessionsRequest.until:type_name -> google.protobuf.Timestamp
+	6, // 2: stepd.v1.ListEndedSessionsResponse.sessions:type_name -> stepd.v1.Session
+	7, // 3: stepd.v1.GetSessionHistoryRequest.channels:type_name -> stepd.v1.EventChannel
+	8, // 4: stepd.v1.GetSessionHistoryResponse.events:type_name -> stepd.v1.Event
+	4, // 5: stepd.v1.GetSessionHistoryResponse.dropped:type_name -> stepd.v1.HistoryDropped
+	5, // 6: stepd.v1.HistoryDropped.at:type_name -> google.protobuf.Timestamp
+	2, // 7: stepd.v1.HistoryService.GetSessionHistory:input_type -> stepd.v1.GetSessionHistoryRequest
+	0, // 8: stepd.v1.HistoryService.ListEndedSessions:input_type -> stepd.v1.ListEndedSessionsRequest
+	3, // 9: stepd.v1.HistoryService.GetSessionHistory:output_type -> stepd.v1.GetSessionHistoryResponse
+	1, // 10: stepd.v1.HistoryService.ListEndedSessions:output_type -> stepd.v1.ListEndedSessionsResponse
+	9, // [9:11] is the sub-list for method output_type
+	7, // [7:9] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_history_proto_init() }
@@ -304,13 +470,14 @@ func file_stepd_v1_history_proto_init() {
 		return
 	}
 	file_stepd_v1_event_proto_init()
+	file_stepd_v1_session_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_history_proto_rawDesc), len(file_stepd_v1_history_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	HistoryService_GetSessionHistory_FullMethodName = "/stepd.v1.HistoryService/GetSessionHistory"
+	HistoryService_ListEndedSessions_FullMethodName = "/stepd.v1.HistoryService/ListEndedSessions"
 )
 
 // HistoryServiceClient is the client API for HistoryService service.
@@ -34,6 +35,10 @@ const (
 type HistoryServiceClient interface {
 	// One session's recorded events, oldest first, a page at a time.
 	GetSessionHistory(ctx context.Context, in *GetSessionHistoryRequest, opts ...grpc.CallOption) (*GetSessionHistoryResponse, error)
+	// Sessions that ended, newest first, a page at a time: read from the
+	// store, so any replica lists the past sessions of every replica sharing
+	// it, and a restarted daemon those of its earlier runs.
+	ListEndedSessions(ctx context.Context, in *ListEndedSessionsRequest, opts ...grpc.CallOption) (*ListEndedSessionsResponse, error)
 }
 
 type historyServiceClient struct {
@@ -54,6 +59,16 @@ func (c *historyServiceClient) GetSessionHistory(ctx context.Context, in *GetSes
 	return out, nil
 }
 
+func (c *historyServiceClient) ListEndedSessions(ctx context.Context, in *ListEndedSessionsRequest, opts ...grpc.CallOption) (*ListEndedSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEndedSessionsResponse)
+	err := c.cc.Invoke(ctx, HistoryService_ListEndedSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HistoryServiceServer is the server API for HistoryService service.
 // All implementations must embed UnimplementedHistoryServiceServer
 // for forward compatibility.
@@ -66,6 +81,10 @@ func (c *historyServiceClient) GetSessionHistory(ctx context.Context, in *GetSes
 type HistoryServiceServer interface {
 	// One session's recorded events, oldest first, a page at a time.
 	GetSessionHistory(context.Context, *GetSessionHistoryRequest) (*GetSessionHistoryResponse, error)
+	// Sessions that ended, newest first, a page at a time: read from the
+	// store, so any replica lists the past sessions of every replica sharing
+	// it, and a restarted daemon those of its earlier runs.
+	ListEndedSessions(context.Context, *ListEndedSessionsRequest) (*ListEndedSessionsResponse, error)
 	mustEmbedUnimplementedHistoryServiceServer()
 }
 
@@ -78,6 +97,9 @@ type UnimplementedHistoryServiceServer struct{}
 
 func (UnimplementedHistoryServiceServer) GetSessionHistory(context.Context, *GetSessionHistoryRequest) (*GetSessionHistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSessionHistory not implemented")
+}
+func (UnimplementedHistoryServiceServer) ListEndedSessions(context.Context, *ListEndedSessionsRequest) (*ListEndedSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEndedSessions not implemented")
 }
 func (UnimplementedHistoryServiceServer) mustEmbedUnimplementedHistoryServiceServer() {}
 func (UnimplementedHistoryServiceServer) testEmbeddedByValue()                        {}
@@ -118,6 +140,24 @@ func _HistoryService_GetSessionHistory_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HistoryService_ListEndedSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEndedSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServiceServer).ListEndedSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HistoryService_ListEndedSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServiceServer).ListEndedSessions(ctx, req.(*ListEndedSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HistoryService_ServiceDesc is the grpc.ServiceDesc for HistoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -128,6 +168,10 @@ var HistoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSessionHistory",
 			Handler:    _HistoryService_GetSessionHistory_Handler,
+		},
+		{
+			MethodName: "ListEndedSessions",
+			Handler:    _HistoryService_ListEndedSessions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -497,7 +497,13 @@ type Pause struct {
 	TraceId string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// OpenTelemetry: the pause's span (16 hex digits); empty when the daemon
 	// exports no traces.
-	SpanId        string `protobuf:"bytes,22,opt,name=span_id,json=spanId,proto3" json:"span_id,omitempty"`
+	SpanId string `protobuf:"bytes,22,opt,name=span_id,json=spanId,proto3" json:"span_id,omitempty"`
+	// The replica whose session holds the pause: its instance id, as in
+	// `Session.replica_id`. Answers given to any replica are decided there.
+	ReplicaId string `protobuf:"bytes,23,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// The latest EVAL answered at this pause: set on the revision it produced
+	// and kept on later ones, so the history reads every EVAL whole.
+	Evaluation    *Evaluation `protobuf:"bytes,24,opt,name=evaluation,proto3" json:"evaluation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +692,94 @@ func (x *Pause) GetSpanId() string {
 	return ""
 }
 
+func (x *Pause) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *Pause) GetEvaluation() *Evaluation {
+	if x != nil {
+		return x.Evaluation
+	}
+	return nil
+}
+
+// An EVAL at a pause, as decided: what was asked, what came back, who asked.
+type Evaluation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The code evaluated, with secrets masked as --redact says (docs/redaction.md).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The result as shown in `Pause.debug_value` (masked likewise); unset when
+	// the evaluation failed.
+	Result *DisplayValue `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// Why the evaluation failed; empty when it succeeded.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Who asked: the authenticated identity (see docs/security.md).
+	By            string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Evaluation) Reset() {
+	*x = Evaluation{}
+	mi := &file_stepd_v1_pause_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Evaluation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Evaluation) ProtoMessage() {}
+
+func (x *Evaluation) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_pause_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Evaluation.ProtoReflect.Descriptor instead.
+func (*Evaluation) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Evaluation) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *Evaluation) GetResult() *DisplayValue {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *Evaluation) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Evaluation) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // NEXT: see CommandKind.
 type NextCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -695,7 +789,7 @@ type NextCommand struct {
 
 func (x *NextCommand) Reset() {
 	*x = NextCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[4]
+	mi := &file_stepd_v1_pause_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +801,7 @@ func (x *NextCommand) String() string {
 func (*NextCommand) ProtoMessage() {}
 
 func (x *NextCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[4]
+	mi := &file_stepd_v1_pause_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +814,7 @@ func (x *NextCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextCommand.ProtoReflect.Descriptor instead.
 func (*NextCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{4}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{5}
 }
 
 // IN: see CommandKind.
@@ -732,7 +826,7 @@ type StepInCommand struct {
 
 func (x *StepInCommand) Reset() {
 	*x = StepInCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[5]
+	mi := &file_stepd_v1_pause_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +838,7 @@ func (x *StepInCommand) String() string {
 func (*StepInCommand) ProtoMessage() {}
 
 func (x *StepInCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[5]
+	mi := &file_stepd_v1_pause_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +851,7 @@ func (x *StepInCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepInCommand.ProtoReflect.Descriptor instead.
 func (*StepInCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{5}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{6}
 }
 
 // OUT: see CommandKind.
@@ -771,7 +865,7 @@ type StepOutCommand struct {
 
 func (x *StepOutCommand) Reset() {
 	*x = StepOutCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[6]
+	mi := &file_stepd_v1_pause_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +877,7 @@ func (x *StepOutCommand) String() string {
 func (*StepOutCommand) ProtoMessage() {}
 
 func (x *StepOutCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[6]
+	mi := &file_stepd_v1_pause_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +890,7 @@ func (x *StepOutCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepOutCommand.ProtoReflect.Descriptor instead.
 func (*StepOutCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{6}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StepOutCommand) GetForce() bool {
@@ -823,7 +917,7 @@ type HereCommand struct {
 
 func (x *HereCommand) Reset() {
 	*x = HereCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[7]
+	mi := &file_stepd_v1_pause_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +929,7 @@ func (x *HereCommand) String() string {
 func (*HereCommand) ProtoMessage() {}
 
 func (x *HereCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[7]
+	mi := &file_stepd_v1_pause_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +942,7 @@ func (x *HereCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HereCommand.ProtoReflect.Descriptor instead.
 func (*HereCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{7}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HereCommand) GetCoor() []int32 {
@@ -888,7 +982,7 @@ type ContinueCommand struct {
 
 func (x *ContinueCommand) Reset() {
 	*x = ContinueCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[8]
+	mi := &file_stepd_v1_pause_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +994,7 @@ func (x *ContinueCommand) String() string {
 func (*ContinueCommand) ProtoMessage() {}
 
 func (x *ContinueCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[8]
+	mi := &file_stepd_v1_pause_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1007,7 @@ func (x *ContinueCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueCommand.ProtoReflect.Descriptor instead.
 func (*ContinueCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{8}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{9}
 }
 
 // CONTINUE_SCOPE: see CommandKind.
@@ -925,7 +1019,7 @@ type ContinueScopeCommand struct {
 
 func (x *ContinueScopeCommand) Reset() {
 	*x = ContinueScopeCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[9]
+	mi := &file_stepd_v1_pause_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1031,7 @@ func (x *ContinueScopeCommand) String() string {
 func (*ContinueScopeCommand) ProtoMessage() {}
 
 func (x *ContinueScopeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[9]
+	mi := &file_stepd_v1_pause_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1044,7 @@ func (x *ContinueScopeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueScopeCommand.ProtoReflect.Descriptor instead.
 func (*ContinueScopeCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{9}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{10}
 }
 
 // CONTINUE_ALL: see CommandKind.
@@ -962,7 +1056,7 @@ type ContinueAllCommand struct {
 
 func (x *ContinueAllCommand) Reset() {
 	*x = ContinueAllCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[10]
+	mi := &file_stepd_v1_pause_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1068,7 @@ func (x *ContinueAllCommand) String() string {
 func (*ContinueAllCommand) ProtoMessage() {}
 
 func (x *ContinueAllCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[10]
+	mi := &file_stepd_v1_pause_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1081,7 @@ func (x *ContinueAllCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueAllCommand.ProtoReflect.Descriptor instead.
 func (*ContinueAllCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{10}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{11}
 }
 
 // TRACE: see CommandKind.
@@ -1001,7 +1095,7 @@ type TraceCommand struct {
 
 func (x *TraceCommand) Reset() {
 	*x = TraceCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[11]
+	mi := &file_stepd_v1_pause_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1107,7 @@ func (x *TraceCommand) String() string {
 func (*TraceCommand) ProtoMessage() {}
 
 func (x *TraceCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[11]
+	mi := &file_stepd_v1_pause_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1120,7 @@ func (x *TraceCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceCommand.ProtoReflect.Descriptor instead.
 func (*TraceCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{11}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TraceCommand) GetMaxSteps() uint32 {
@@ -1047,7 +1141,7 @@ type EvalCommand struct {
 
 func (x *EvalCommand) Reset() {
 	*x = EvalCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[12]
+	mi := &file_stepd_v1_pause_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1153,7 @@ func (x *EvalCommand) String() string {
 func (*EvalCommand) ProtoMessage() {}
 
 func (x *EvalCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[12]
+	mi := &file_stepd_v1_pause_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1166,7 @@ func (x *EvalCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvalCommand.ProtoReflect.Descriptor instead.
 func (*EvalCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{12}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EvalCommand) GetCode() string {
@@ -1098,7 +1192,7 @@ type InjectCommand struct {
 
 func (x *InjectCommand) Reset() {
 	*x = InjectCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[13]
+	mi := &file_stepd_v1_pause_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1204,7 @@ func (x *InjectCommand) String() string {
 func (*InjectCommand) ProtoMessage() {}
 
 func (x *InjectCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[13]
+	mi := &file_stepd_v1_pause_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1217,7 @@ func (x *InjectCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectCommand.ProtoReflect.Descriptor instead.
 func (*InjectCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{13}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InjectCommand) GetReplacement() isInjectCommand_Replacement {
@@ -1178,7 +1272,7 @@ type SkipCommand struct {
 
 func (x *SkipCommand) Reset() {
 	*x = SkipCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[14]
+	mi := &file_stepd_v1_pause_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1284,7 @@ func (x *SkipCommand) String() string {
 func (*SkipCommand) ProtoMessage() {}
 
 func (x *SkipCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[14]
+	mi := &file_stepd_v1_pause_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1297,7 @@ func (x *SkipCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipCommand.ProtoReflect.Descriptor instead.
 func (*SkipCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{14}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{15}
 }
 
 // INSPECT: see CommandKind.
@@ -1215,7 +1309,7 @@ type InspectCommand struct {
 
 func (x *InspectCommand) Reset() {
 	*x = InspectCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[15]
+	mi := &file_stepd_v1_pause_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1321,7 @@ func (x *InspectCommand) String() string {
 func (*InspectCommand) ProtoMessage() {}
 
 func (x *InspectCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[15]
+	mi := &file_stepd_v1_pause_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1334,7 @@ func (x *InspectCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectCommand.ProtoReflect.Descriptor instead.
 func (*InspectCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{15}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{16}
 }
 
 // INSPECT_PROMPT: see CommandKind.
@@ -1254,7 +1348,7 @@ type InspectPromptCommand struct {
 
 func (x *InspectPromptCommand) Reset() {
 	*x = InspectPromptCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[16]
+	mi := &file_stepd_v1_pause_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1360,7 @@ func (x *InspectPromptCommand) String() string {
 func (*InspectPromptCommand) ProtoMessage() {}
 
 func (x *InspectPromptCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[16]
+	mi := &file_stepd_v1_pause_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1373,7 @@ func (x *InspectPromptCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectPromptCommand.ProtoReflect.Descriptor instead.
 func (*InspectPromptCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{16}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InspectPromptCommand) GetCode() string {
@@ -1298,7 +1392,7 @@ type LocalsCommand struct {
 
 func (x *LocalsCommand) Reset() {
 	*x = LocalsCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[17]
+	mi := &file_stepd_v1_pause_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1404,7 @@ func (x *LocalsCommand) String() string {
 func (*LocalsCommand) ProtoMessage() {}
 
 func (x *LocalsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[17]
+	mi := &file_stepd_v1_pause_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1417,7 @@ func (x *LocalsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalsCommand.ProtoReflect.Descriptor instead.
 func (*LocalsCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{17}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{18}
 }
 
 // STACKTRACE: see CommandKind.
@@ -1335,7 +1429,7 @@ type StacktraceCommand struct {
 
 func (x *StacktraceCommand) Reset() {
 	*x = StacktraceCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[18]
+	mi := &file_stepd_v1_pause_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1441,7 @@ func (x *StacktraceCommand) String() string {
 func (*StacktraceCommand) ProtoMessage() {}
 
 func (x *StacktraceCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[18]
+	mi := &file_stepd_v1_pause_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1454,7 @@ func (x *StacktraceCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StacktraceCommand.ProtoReflect.Descriptor instead.
 func (*StacktraceCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{18}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{19}
 }
 
 // QUIT: see CommandKind.
@@ -1372,7 +1466,7 @@ type QuitCommand struct {
 
 func (x *QuitCommand) Reset() {
 	*x = QuitCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[19]
+	mi := &file_stepd_v1_pause_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1478,7 @@ func (x *QuitCommand) String() string {
 func (*QuitCommand) ProtoMessage() {}
 
 func (x *QuitCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[19]
+	mi := &file_stepd_v1_pause_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1491,7 @@ func (x *QuitCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuitCommand.ProtoReflect.Descriptor instead.
 func (*QuitCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{19}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{20}
 }
 
 // EXPRESSION: the answer to an EXPRESSION prompt.
@@ -1411,7 +1505,7 @@ type ExpressionCommand struct {
 
 func (x *ExpressionCommand) Reset() {
 	*x = ExpressionCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[20]
+	mi := &file_stepd_v1_pause_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1517,7 @@ func (x *ExpressionCommand) String() string {
 func (*ExpressionCommand) ProtoMessage() {}
 
 func (x *ExpressionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[20]
+	mi := &file_stepd_v1_pause_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1530,7 @@ func (x *ExpressionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpressionCommand.ProtoReflect.Descriptor instead.
 func (*ExpressionCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{20}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExpressionCommand) GetCode() string {
@@ -1481,7 +1575,7 @@ type DebugCommand struct {
 
 func (x *DebugCommand) Reset() {
 	*x = DebugCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[21]
+	mi := &file_stepd_v1_pause_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1587,7 @@ func (x *DebugCommand) String() string {
 func (*DebugCommand) ProtoMessage() {}
 
 func (x *DebugCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[21]
+	mi := &file_stepd_v1_pause_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1600,7 @@ func (x *DebugCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugCommand.ProtoReflect.Descriptor instead.
 func (*DebugCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{21}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DebugCommand) GetCommand() isDebugCommand_Command {
@@ -1825,7 +1919,7 @@ type DebugInput struct {
 
 func (x *DebugInput) Reset() {
 	*x = DebugInput{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[22]
+	mi := &file_stepd_v1_pause_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1931,7 @@ func (x *DebugInput) String() string {
 func (*DebugInput) ProtoMessage() {}
 
 func (x *DebugInput) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[22]
+	mi := &file_stepd_v1_pause_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1944,7 @@ func (x *DebugInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugInput.ProtoReflect.Descriptor instead.
 func (*DebugInput) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{22}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DebugInput) GetKey() string {
@@ -1898,7 +1992,7 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"scope_path\x18\b \x03(\tR\tscopePath\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa4\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf9\x06\n" +
 	"\x05Pause\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
 	"\n" +
@@ -1929,7 +2023,18 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\brevision\x18\x13 \x01(\rR\brevision\x12\x14\n" +
 	"\x05notes\x18\x14 \x03(\tR\x05notes\x12\x19\n" +
 	"\btrace_id\x18\x15 \x01(\tR\atraceId\x12\x17\n" +
-	"\aspan_id\x18\x16 \x01(\tR\x06spanId\"\r\n" +
+	"\aspan_id\x18\x16 \x01(\tR\x06spanId\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x17 \x01(\tR\treplicaId\x124\n" +
+	"\n" +
+	"evaluation\x18\x18 \x01(\v2\x14.stepd.v1.EvaluationR\n" +
+	"evaluation\"v\n" +
+	"\n" +
+	"Evaluation\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12.\n" +
+	"\x06result\x18\x02 \x01(\v2\x16.stepd.v1.DisplayValueR\x06result\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\"\r\n" +
 	"\vNextCommand\"\x0f\n" +
 	"\rStepInCommand\"&\n" +
 	"\x0eStepOutCommand\x12\x14\n" +
@@ -2035,7 +2140,7 @@ func file_stepd_v1_pause_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_pause_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_stepd_v1_pause_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_stepd_v1_pause_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_stepd_v1_pause_proto_goTypes = []any{
 	(PauseReason)(0),              // 0: stepd.v1.PauseReason
 	(CommandKind)(0),              // 1: stepd.v1.CommandKind
@@ -2043,70 +2148,73 @@ var file_stepd_v1_pause_proto_goTypes = []any{
 	(*Local)(nil),                 // 3: stepd.v1.Local
 	(*PointInfo)(nil),             // 4: stepd.v1.PointInfo
 	(*Pause)(nil),                 // 5: stepd.v1.Pause
-	(*NextCommand)(nil),           // 6: stepd.v1.NextCommand
-	(*StepInCommand)(nil),         // 7: stepd.v1.StepInCommand
-	(*StepOutCommand)(nil),        // 8: stepd.v1.StepOutCommand
-	(*HereCommand)(nil),           // 9: stepd.v1.HereCommand
-	(*ContinueCommand)(nil),       // 10: stepd.v1.ContinueCommand
-	(*ContinueScopeCommand)(nil),  // 11: stepd.v1.ContinueScopeCommand
-	(*ContinueAllCommand)(nil),    // 12: stepd.v1.ContinueAllCommand
-	(*TraceCommand)(nil),          // 13: stepd.v1.TraceCommand
-	(*EvalCommand)(nil),           // 14: stepd.v1.EvalCommand
-	(*InjectCommand)(nil),         // 15: stepd.v1.InjectCommand
-	(*SkipCommand)(nil),           // 16: stepd.v1.SkipCommand
-	(*InspectCommand)(nil),        // 17: stepd.v1.InspectCommand
-	(*InspectPromptCommand)(nil),  // 18: stepd.v1.InspectPromptCommand
-	(*LocalsCommand)(nil),         // 19: stepd.v1.LocalsCommand
-	(*StacktraceCommand)(nil),     // 20: stepd.v1.StacktraceCommand
-	(*QuitCommand)(nil),           // 21: stepd.v1.QuitCommand
-	(*ExpressionCommand)(nil),     // 22: stepd.v1.ExpressionCommand
-	(*DebugCommand)(nil),          // 23: stepd.v1.DebugCommand
-	(*DebugInput)(nil),            // 24: stepd.v1.DebugInput
-	nil,                           // 25: stepd.v1.PointInfo.LabelsEntry
-	(*structpb.Value)(nil),        // 26: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(*Location)(nil),              // 28: stepd.v1.Location
-	(*Rendering)(nil),             // 29: stepd.v1.Rendering
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*Evaluation)(nil),            // 6: stepd.v1.Evaluation
+	(*NextCommand)(nil),           // 7: stepd.v1.NextCommand
+	(*StepInCommand)(nil),         // 8: stepd.v1.StepInCommand
+	(*StepOutCommand)(nil),        // 9: stepd.v1.StepOutCommand
+	(*HereCommand)(nil),           // 10: stepd.v1.HereCommand
+	(*ContinueCommand)(nil),       // 11: stepd.v1.ContinueCommand
+	(*ContinueScopeCommand)(nil),  // 12: stepd.v1.ContinueScopeCommand
+	(*ContinueAllCommand)(nil),    // 13: stepd.v1.ContinueAllCommand
+	(*TraceCommand)(nil),          // 14: stepd.v1.TraceCommand
+	(*EvalCommand)(nil),           // 15: stepd.v1.EvalCommand
+	(*InjectCommand)(nil),         // 16: stepd.v1.InjectCommand
+	(*SkipCommand)(nil),           // 17: stepd.v1.SkipCommand
+	(*InspectCommand)(nil),        // 18: stepd.v1.InspectCommand
+	(*InspectPromptCommand)(nil),  // 19: stepd.v1.InspectPromptCommand
+	(*LocalsCommand)(nil),         // 20: stepd.v1.LocalsCommand
+	(*StacktraceCommand)(nil),     // 21: stepd.v1.StacktraceCommand
+	(*QuitCommand)(nil),           // 22: stepd.v1.QuitCommand
+	(*ExpressionCommand)(nil),     // 23: stepd.v1.ExpressionCommand
+	(*DebugCommand)(nil),          // 24: stepd.v1.DebugCommand
+	(*DebugInput)(nil),            // 25: stepd.v1.DebugInput
+	nil,                           // 26: stepd.v1.PointInfo.LabelsEntry
+	(*structpb.Value)(nil),        // 27: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(*Location)(nil),              // 29: stepd.v1.Location
+	(*Rendering)(nil),             // 30: stepd.v1.Rendering
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
 }
 var file_stepd_v1_pause_proto_depIdxs = []int32{
 	2,  // 0: stepd.v1.Local.value:type_name -> stepd.v1.DisplayValue
-	26, // 1: stepd.v1.PointInfo.payload:type_name -> google.protobuf.Value
-	25, // 2: stepd.v1.PointInfo.labels:type_name -> stepd.v1.PointInfo.LabelsEntry
-	27, // 3: stepd.v1.PointInfo.schema:type_name -> google.protobuf.Struct
+	27, // 1: stepd.v1.PointInfo.payload:type_name -> google.protobuf.Value
+	26, // 2: stepd.v1.PointInfo.labels:type_name -> stepd.v1.PointInfo.LabelsEntry
+	28, // 3: stepd.v1.PointInfo.schema:type_name -> google.protobuf.Struct
 	0,  // 4: stepd.v1.Pause.reason:type_name -> stepd.v1.PauseReason
 	1,  // 5: stepd.v1.Pause.input_type:type_name -> stepd.v1.CommandKind
 	2,  // 6: stepd.v1.Pause.debug_value:type_name -> stepd.v1.DisplayValue
-	28, // 7: stepd.v1.Pause.location:type_name -> stepd.v1.Location
+	29, // 7: stepd.v1.Pause.location:type_name -> stepd.v1.Location
 	3,  // 8: stepd.v1.Pause.locals:type_name -> stepd.v1.Local
-	29, // 9: stepd.v1.Pause.inspect:type_name -> stepd.v1.Rendering
+	30, // 9: stepd.v1.Pause.inspect:type_name -> stepd.v1.Rendering
 	4,  // 10: stepd.v1.Pause.point:type_name -> stepd.v1.PointInfo
-	30, // 11: stepd.v1.Pause.created_at:type_name -> google.protobuf.Timestamp
-	26, // 12: stepd.v1.InjectCommand.value:type_name -> google.protobuf.Value
-	6,  // 13: stepd.v1.DebugCommand.next:type_name -> stepd.v1.NextCommand
-	7,  // 14: stepd.v1.DebugCommand.step_in:type_name -> stepd.v1.StepInCommand
-	8,  // 15: stepd.v1.DebugCommand.step_out:type_name -> stepd.v1.StepOutCommand
-	9,  // 16: stepd.v1.DebugCommand.here:type_name -> stepd.v1.HereCommand
-	10, // 17: stepd.v1.DebugCommand.resume:type_name -> stepd.v1.ContinueCommand
-	11, // 18: stepd.v1.DebugCommand.continue_scope:type_name -> stepd.v1.ContinueScopeCommand
-	12, // 19: stepd.v1.DebugCommand.continue_all:type_name -> stepd.v1.ContinueAllCommand
-	13, // 20: stepd.v1.DebugCommand.trace:type_name -> stepd.v1.TraceCommand
-	14, // 21: stepd.v1.DebugCommand.eval:type_name -> stepd.v1.EvalCommand
-	15, // 22: stepd.v1.DebugCommand.inject:type_name -> stepd.v1.InjectCommand
-	16, // 23: stepd.v1.DebugCommand.skip:type_name -> stepd.v1.SkipCommand
-	17, // 24: stepd.v1.DebugCommand.inspect:type_name -> stepd.v1.InspectCommand
-	18, // 25: stepd.v1.DebugCommand.inspect_prompt:type_name -> stepd.v1.InspectPromptCommand
-	19, // 26: stepd.v1.DebugCommand.locals:type_name -> stepd.v1.LocalsCommand
-	20, // 27: stepd.v1.DebugCommand.stacktrace:type_name -> stepd.v1.StacktraceCommand
-	21, // 28: stepd.v1.DebugCommand.quit:type_name -> stepd.v1.QuitCommand
-	22, // 29: stepd.v1.DebugCommand.expression:type_name -> stepd.v1.ExpressionCommand
-	10, // 30: stepd.v1.DebugCommand.continue:type_name -> stepd.v1.ContinueCommand
-	23, // 31: stepd.v1.DebugInput.command:type_name -> stepd.v1.DebugCommand
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	31, // 11: stepd.v1.Pause.created_at:type_name -> google.protobuf.Timestamp
+	6,  // 12: stepd.v1.Pause.evaluation:type_name -> stepd.v1.Evaluation
+	2,  // 13: stepd.v1.Evaluation.result:type_name -> stepd.v1.DisplayValue
+	27, // 14: stepd.v1.InjectCommand.value:type_name -> google.protobuf.Value
+	7,  // 15: stepd.v1.DebugCommand.next:type_name -> stepd.v1.NextCommand
+	8,  // 16: stepd.v1.DebugCommand.step_in:type_name -> stepd.v1.StepInCommand
+	9,  // 17: stepd.v1.DebugCommand.step_out:type_name -> stepd.v1.StepOutCommand
+	10, // 18: stepd.v1.DebugCommand.here:type_name -> stepd.v1.HereCommand
+	11, // 19: stepd.v1.DebugCommand.resume:type_name -> stepd.v1.ContinueCommand
+	12, // 20: stepd.v1.DebugCommand.continue_scope:type_name -> stepd.v1.ContinueScopeCommand
+	13, // 21: stepd.v1.DebugCommand.continue_all:type_name -> stepd.v1.ContinueAllCommand
+	14, // 22: stepd.v1.DebugCommand.trace:type_name -> stepd.v1.TraceCommand
+	15, // 23: stepd.v1.DebugCommand.eval:type_name -> stepd.v1.EvalCommand
+	16, // 24: stepd.v1.DebugCommand.inject:type_name -> stepd.v1.InjectCommand
+	17, // 25: stepd.v1.DebugCommand.skip:type_name -> stepd.v1.SkipCommand
+	18, // 26: stepd.v1.DebugCommand.inspect:type_name -> stepd.v1.InspectCommand
+	19, // 27: stepd.v1.DebugCommand.inspect_prompt:type_name -> stepd.v1.InspectPromptCommand
+	20, // 28: stepd.v1.DebugCommand.locals:type_name -> stepd.v1.LocalsCommand
+	21, // 29: stepd.v1.DebugCommand.stacktrace:type_name -> stepd.v1.StacktraceCommand
+	22, // 30: stepd.v1.DebugCommand.quit:type_name -> stepd.v1.QuitCommand
+	23, // 31: stepd.v1.DebugCommand.expression:type_name -> stepd.v1.ExpressionCommand
+	11, // 32: stepd.v1.DebugCommand.continue:type_name -> stepd.v1.ContinueCommand
+	24, // 33: stepd.v1.DebugInput.command:type_name -> stepd.v1.DebugCommand
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_pause_proto_init() }
@@ -2116,11 +2224,11 @@ func file_stepd_v1_pause_proto_init() {
 	}
 	file_stepd_v1_inspector_proto_init()
 	file_stepd_v1_source_proto_init()
-	file_stepd_v1_pause_proto_msgTypes[13].OneofWrappers = []any{
+	file_stepd_v1_pause_proto_msgTypes[14].OneofWrappers = []any{
 		(*InjectCommand_Code)(nil),
 		(*InjectCommand_Value)(nil),
 	}
-	file_stepd_v1_pause_proto_msgTypes[21].OneofWrappers = []any{
+	file_stepd_v1_pause_proto_msgTypes[22].OneofWrappers = []any{
 		(*DebugCommand_Next)(nil),
 		(*DebugCommand_StepIn)(nil),
 		(*DebugCommand_StepOut)(nil),
@@ -2146,7 +2254,7 @@ func file_stepd_v1_pause_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_pause_proto_rawDesc), len(file_stepd_v1_pause_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -659,7 +659,11 @@ type Session struct {
 	TraceId string `protobuf:"bytes,23,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// OpenTelemetry: the session's span (16 hex digits), from its start to
 	// its end; empty when the daemon exports no traces.
-	SpanId        string `protobuf:"bytes,24,opt,name=span_id,json=spanId,proto3" json:"span_id,omitempty"`
+	SpanId string `protobuf:"bytes,24,opt,name=span_id,json=spanId,proto3" json:"span_id,omitempty"`
+	// The replica that runs the session: its instance id (`PingResponse.instance_id`
+	// of that replica). Calls about the session are forwarded there; a daemon
+	// alone names itself (see docs/cluster.md).
+	ReplicaId     string `protobuf:"bytes,25,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -858,6 +862,13 @@ func (x *Session) GetTraceId() string {
 func (x *Session) GetSpanId() string {
 	if x != nil {
 		return x.SpanId
+	}
+	return ""
+}
+
+func (x *Session) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
 	}
 	return ""
 }
@@ -3721,7 +3732,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\astopped\x18\x03 \x01(\bR\astopped\x12\x1b\n" +
-	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\xed\a\n" +
+	"\tpause_key\x18\x04 \x01(\tR\bpauseKey\"\x8c\b\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.stepd.v1.SessionKindR\x04kind\x12,\n" +
@@ -3753,7 +3764,9 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"started_by\x18\x16 \x01(\tR\tstartedBy\x12\x19\n" +
 	"\btrace_id\x18\x17 \x01(\tR\atraceId\x12\x17\n" +
-	"\aspan_id\x18\x18 \x01(\tR\x06spanId\x1a9\n" +
+	"\aspan_id\x18\x18 \x01(\tR\x06spanId\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x19 \x01(\tR\treplicaId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +

@@ -571,6 +571,7 @@ class PauseResolved(_message.Message):
     COMMAND_FIELD_NUMBER: _builtins.int
     BY_FIELD_NUMBER: _builtins.int
     THREAD_ID_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """The pause's key."""
     command: _pause_pb2.CommandKind.ValueType
@@ -581,6 +582,14 @@ class PauseResolved(_message.Message):
     """
     thread_id: _builtins.int
     """The thread it was on."""
+    @_builtins.property
+    def decision(self) -> _pause_pb2.DebugCommand:
+        """The answer whole, as given: an INJECT's value or code, a HERE's target,
+        a TRACE's limit, a SKIP. Values and code are masked as --redact says
+        (docs/redaction.md). Unset when the pause was dropped, and for the other
+        pauses of a thread that one answer moved on.
+        """
+
     def __init__(
         self,
         *,
@@ -588,10 +597,11 @@ class PauseResolved(_message.Message):
         command: _pause_pb2.CommandKind.ValueType = ...,
         by: _builtins.str = ...,
         thread_id: _builtins.int = ...,
+        decision: _pause_pb2.DebugCommand | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["by", b"by", "command", b"command", "key", b"key", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["by", b"by", "command", b"command", "decision", b"decision", "key", b"key", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from stepd.v1 import event_pb2 as stepd_dot_v1_dot_event__pb2
+from stepd.v1 import session_pb2 as stepd_dot_v1_dot_session__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16stepd/v1/history.proto\x12\x08stepd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14stepd/v1/event.proto\"\xa9\x01\n\x18GetSessionHistoryRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x32\n\x08\x63hannels\x18\x02 \x03(\x0e\x32\x16.stepd.v1.EventChannelR\x08\x63hannels\x12\x1b\n\tpage_size\x18\x03 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"\xa0\x01\n\x19GetSessionHistoryResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x0f.stepd.v1.EventR\x06\x65vents\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x32\n\x07\x64ropped\x18\x03 \x01(\x0b\x32\x18.stepd.v1.HistoryDroppedR\x07\x64ropped\"\x8d\x01\n\x0eHistoryDropped\x12\x16\n\x06\x65vents\x18\x01 \x01(\x04R\x06\x65vents\x12\x1f\n\x0bthrough_seq\x18\x02 \x01(\x04R\nthroughSeq\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n\x02\x61t\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t2n\n\x0eHistoryService\x12\\\n\x11GetSessionHistory\x12\".stepd.v1.GetSessionHistoryRequest\x1a#.stepd.v1.GetSessionHistoryResponseB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16stepd/v1/history.proto\x12\x08stepd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14stepd/v1/event.proto\x1a\x16stepd/v1/session.proto\"\xe1\x01\n\x18ListEndedSessionsRequest\x12%\n\x0elabel_selector\x18\x01 \x01(\tR\rlabelSelector\x12\x30\n\x05since\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05since\x12\x30\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n\tpage_size\x18\x04 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x05 \x01(\tR\tpageToken\"r\n\x19ListEndedSessionsResponse\x12-\n\x08sessions\x18\x01 \x03(\x0b\x32\x11.stepd.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa9\x01\n\x18GetSessionHistoryRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x32\n\x08\x63hannels\x18\x02 \x03(\x0e\x32\x16.stepd.v1.EventChannelR\x08\x63hannels\x12\x1b\n\tpage_size\x18\x03 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"\xa0\x01\n\x19GetSessionHistoryResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x0f.stepd.v1.EventR\x06\x65vents\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x32\n\x07\x64ropped\x18\x03 \x01(\x0b\x32\x18.stepd.v1.HistoryDroppedR\x07\x64ropped\"\x8d\x01\n\x0eHistoryDropped\x12\x16\n\x06\x65vents\x18\x01 \x01(\x04R\x06\x65vents\x12\x1f\n\x0bthrough_seq\x18\x02 \x01(\x04R\nthroughSeq\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n\x02\x61t\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t2\xcc\x01\n\x0eHistoryService\x12\\\n\x11GetSessionHistory\x12\".stepd.v1.GetSessionHistoryRequest\x1a#.stepd.v1.GetSessionHistoryResponse\x12\\\n\x11ListEndedSessions\x12\".stepd.v1.ListEndedSessionsRequest\x1a#.stepd.v1.ListEndedSessionsResponseB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,12 +35,16 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'stepd.v1.history_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1'
-  _globals['_GETSESSIONHISTORYREQUEST']._serialized_start=92
-  _globals['_GETSESSIONHISTORYREQUEST']._serialized_end=261
-  _globals['_GETSESSIONHISTORYRESPONSE']._serialized_start=264
-  _globals['_GETSESSIONHISTORYRESPONSE']._serialized_end=424
-  _globals['_HISTORYDROPPED']._serialized_start=427
-  _globals['_HISTORYDROPPED']._serialized_end=568
-  _globals['_HISTORYSERVICE']._serialized_start=570
-  _globals['_HISTORYSERVICE']._serialized_end=680
+  _globals['_LISTENDEDSESSIONSREQUEST']._serialized_start=116
+  _globals['_LISTENDEDSESSIONSREQUEST']._serialized_end=341
+  _globals['_LISTENDEDSESSIONSRESPONSE']._serialized_start=343
+  _globals['_LISTENDEDSESSIONSRESPONSE']._serialized_end=457
+  _globals['_GETSESSIONHISTORYREQUEST']._serialized_start=460
+  _globals['_GETSESSIONHISTORYREQUEST']._serialized_end=629
+  _globals['_GETSESSIONHISTORYRESPONSE']._serialized_start=632
+  _globals['_GETSESSIONHISTORYRESPONSE']._serialized_end=792
+  _globals['_HISTORYDROPPED']._serialized_start=795
+  _globals['_HISTORYDROPPED']._serialized_end=936
+  _globals['_HISTORYSERVICE']._serialized_start=939
+  _globals['_HISTORYSERVICE']._serialized_end=1143
 # @@protoc_insertion_point(module_scope)

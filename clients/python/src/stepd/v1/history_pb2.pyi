@@ -9,6 +9,7 @@ from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from stepd.v1 import event_pb2 as _event_pb2
+from stepd.v1 import session_pb2 as _session_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -19,6 +20,92 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+@_typing.final
+class ListEndedSessionsRequest(_message.Message):
+    """Request of HistoryService.ListEndedSessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    label_selector: _builtins.str
+    """Only sessions whose labels match this selector (BreakpointSpec.label_selector
+    syntax), matched against the labels as shown (masked by --redact).
+    """
+    page_size: _builtins.int
+    """Most sessions in one answer; 0 = 100, at most 1000. Whatever it says, an
+    answer stops at the page byte budget (2 MiB, or half the daemon's
+    --max-message-bytes when that is smaller) and holds at least one session
+    when any matches.
+    """
+    page_token: _builtins.str
+    """Where to go on: a previous answer's `next_page_token`; empty = from the
+    newest.
+    """
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """Only sessions still running at or after this time: those that ended at
+        or after it. Unset = no lower bound.
+        """
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp:
+        """Only sessions that started at or before this time. Unset = no upper bound."""
+
+    def __init__(
+        self,
+        *,
+        label_selector: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label_selector", b"label_selector", "page_size", b"page_size", "page_token", b"page_token", "since", b"since", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEndedSessionsRequest: _TypeAlias = ListEndedSessionsRequest  # noqa: Y015
+
+@_typing.final
+class ListEndedSessionsResponse(_message.Message):
+    """Response of HistoryService.ListEndedSessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Set when more sessions follow: pass it as `page_token` to get them.
+    Empty on the last page. Opaque; it stays valid while sessions come and go.
+    """
+    @_builtins.property
+    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[_session_pb2.Session]:
+        """The sessions' last recorded records, newest first (by start): state
+        ENDED, with `ended_at`, `end_reason` and `replica_id`. A session whose
+        replica stopped without recording its end (killed, cut off from the
+        database) reads END_REASON_REPLICA_LOST with `ended_at` unset.
+        """
+
+    def __init__(
+        self,
+        *,
+        sessions: _abc.Iterable[_session_pb2.Session] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "sessions", b"sessions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEndedSessionsResponse: _TypeAlias = ListEndedSessionsResponse  # noqa: Y015
 
 @_typing.final
 class GetSessionHistoryRequest(_message.Message):

@@ -44,6 +44,11 @@ class HistoryServiceStub:
                 request_serializer=stepd_dot_v1_dot_history__pb2.GetSessionHistoryRequest.SerializeToString,
                 response_deserializer=stepd_dot_v1_dot_history__pb2.GetSessionHistoryResponse.FromString,
                 _registered_method=True)
+        self.ListEndedSessions = channel.unary_unary(
+                '/stepd.v1.HistoryService/ListEndedSessions',
+                request_serializer=stepd_dot_v1_dot_history__pb2.ListEndedSessionsRequest.SerializeToString,
+                response_deserializer=stepd_dot_v1_dot_history__pb2.ListEndedSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -61,6 +66,15 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEndedSessions(self, request, context):
+        """Sessions that ended, newest first, a page at a time: read from the
+        store, so any replica lists the past sessions of every replica sharing
+        it, and a restarted daemon those of its earlier runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -68,6 +82,11 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.GetSessionHistory,
                     request_deserializer=stepd_dot_v1_dot_history__pb2.GetSessionHistoryRequest.FromString,
                     response_serializer=stepd_dot_v1_dot_history__pb2.GetSessionHistoryResponse.SerializeToString,
+            ),
+            'ListEndedSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEndedSessions,
+                    request_deserializer=stepd_dot_v1_dot_history__pb2.ListEndedSessionsRequest.FromString,
+                    response_serializer=stepd_dot_v1_dot_history__pb2.ListEndedSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -102,6 +121,33 @@ class HistoryService:
             '/stepd.v1.HistoryService/GetSessionHistory',
             stepd_dot_v1_dot_history__pb2.GetSessionHistoryRequest.SerializeToString,
             stepd_dot_v1_dot_history__pb2.GetSessionHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEndedSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stepd.v1.HistoryService/ListEndedSessions',
+            stepd_dot_v1_dot_history__pb2.ListEndedSessionsRequest.SerializeToString,
+            stepd_dot_v1_dot_history__pb2.ListEndedSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,11 @@ class HistoryServiceStub:
     def __new__(cls, channel: _aio.Channel) -> HistoryServiceAsyncStub: ...
     GetSessionHistory: _grpc.UnaryUnaryMultiCallable[_history_pb2.GetSessionHistoryRequest, _history_pb2.GetSessionHistoryResponse]
     """One session's recorded events, oldest first, a page at a time."""
+    ListEndedSessions: _grpc.UnaryUnaryMultiCallable[_history_pb2.ListEndedSessionsRequest, _history_pb2.ListEndedSessionsResponse]
+    """Sessions that ended, newest first, a page at a time: read from the
+    store, so any replica lists the past sessions of every replica sharing
+    it, and a restarted daemon those of its earlier runs.
+    """
 
 @_typing.type_check_only
 class HistoryServiceAsyncStub(HistoryServiceStub):
@@ -53,6 +58,11 @@ class HistoryServiceAsyncStub(HistoryServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetSessionHistory: _aio.UnaryUnaryMultiCallable[_history_pb2.GetSessionHistoryRequest, _history_pb2.GetSessionHistoryResponse]  # type: ignore[assignment]
     """One session's recorded events, oldest first, a page at a time."""
+    ListEndedSessions: _aio.UnaryUnaryMultiCallable[_history_pb2.ListEndedSessionsRequest, _history_pb2.ListEndedSessionsResponse]  # type: ignore[assignment]
+    """Sessions that ended, newest first, a page at a time: read from the
+    store, so any replica lists the past sessions of every replica sharing
+    it, and a restarted daemon those of its earlier runs.
+    """
 
 class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """HistoryService reads what sessions did, from the store: every event a
@@ -69,5 +79,16 @@ class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_history_pb2.GetSessionHistoryResponse, _abc.Awaitable[_history_pb2.GetSessionHistoryResponse]]:
         """One session's recorded events, oldest first, a page at a time."""
+
+    @_abc_1.abstractmethod
+    def ListEndedSessions(
+        self,
+        request: _history_pb2.ListEndedSessionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_history_pb2.ListEndedSessionsResponse, _abc.Awaitable[_history_pb2.ListEndedSessionsResponse]]:
+        """Sessions that ended, newest first, a page at a time: read from the
+        store, so any replica lists the past sessions of every replica sharing
+        it, and a restarted daemon those of its earlier runs.
+        """
 
 def add_HistoryServiceServicer_to_server(servicer: HistoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

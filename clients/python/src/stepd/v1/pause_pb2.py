@@ -28,7 +28,7 @@ from stepd.v1 import inspector_pb2 as stepd_dot_v1_dot_inspector__pb2
 from stepd.v1 import source_pb2 as stepd_dot_v1_dot_source__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14stepd/v1/pause.proto\x12\x08stepd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18stepd/v1/inspector.proto\x1a\x15stepd/v1/source.proto\"T\n\x0c\x44isplayValue\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n\ttruncated\x18\x02 \x01(\x08R\ttruncated\x12\x12\n\x04type\x18\x03 \x01(\tR\x04type\"I\n\x05Local\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x16.stepd.v1.DisplayValueR\x05value\"\xe2\x02\n\tPointInfo\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x30\n\x07payload\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x07payload\x12\x1a\n\x08\x65\x64itable\x18\x04 \x01(\x08R\x08\x65\x64itable\x12\x37\n\x06labels\x18\x05 \x03(\x0b\x32\x1f.stepd.v1.PointInfo.LabelsEntryR\x06labels\x12/\n\x06schema\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x06schema\x12\x1b\n\ttype_hint\x18\x07 \x01(\tR\x08typeHint\x12\x1d\n\nscope_path\x18\x08 \x03(\tR\tscopePath\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xa4\x06\n\x05Pause\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x1b\n\tthread_id\x18\x03 \x01(\x03R\x08threadId\x12-\n\x06reason\x18\x04 \x01(\x0e\x32\x15.stepd.v1.PauseReasonR\x06reason\x12\x1d\n\nraw_reason\x18\x05 \x01(\tR\trawReason\x12\x34\n\ninput_type\x18\x06 \x03(\x0e\x32\x15.stepd.v1.CommandKindR\tinputType\x12\x16\n\x06prompt\x18\x07 \x01(\tR\x06prompt\x12\x37\n\x0b\x64\x65\x62ug_value\x18\x08 \x01(\x0b\x32\x16.stepd.v1.DisplayValueR\ndebugValue\x12.\n\x08location\x18\t \x01(\x0b\x32\x12.stepd.v1.LocationR\x08location\x12\x12\n\x04\x63oor\x18\n \x03(\x05R\x04\x63oor\x12\'\n\x06locals\x18\x0b \x03(\x0b\x32\x0f.stepd.v1.LocalR\x06locals\x12)\n\x10locals_available\x18\x0c \x01(\x08R\x0flocalsAvailable\x12\x1f\n\x0boriginal_id\x18\r \x01(\tR\noriginalId\x12-\n\x07inspect\x18\x0e \x01(\x0b\x32\x13.stepd.v1.RenderingR\x07inspect\x12\x1d\n\ncaught_msg\x18\x0f \x01(\tR\tcaughtMsg\x12)\n\x05point\x18\x10 \x01(\x0b\x32\x13.stepd.v1.PointInfoR\x05point\x12%\n\x0e\x62reakpoint_ids\x18\x11 \x03(\tR\rbreakpointIds\x12\x39\n\ncreated_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1a\n\x08revision\x18\x13 \x01(\rR\x08revision\x12\x14\n\x05notes\x18\x14 \x03(\tR\x05notes\x12\x19\n\x08trace_id\x18\x15 \x01(\tR\x07traceId\x12\x17\n\x07span_id\x18\x16 \x01(\tR\x06spanId\"\r\n\x0bNextCommand\"\x0f\n\rStepInCommand\"&\n\x0eStepOutCommand\x12\x14\n\x05\x66orce\x18\x01 \x01(\x08R\x05\x66orce\"_\n\x0bHereCommand\x12\x12\n\x04\x63oor\x18\x01 \x03(\x05R\x04\x63oor\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n\x04line\x18\x03 \x01(\rR\x04line\x12\x14\n\x05\x66orce\x18\x04 \x01(\x08R\x05\x66orce\"\x11\n\x0f\x43ontinueCommand\"\x16\n\x14\x43ontinueScopeCommand\"\x14\n\x12\x43ontinueAllCommand\"+\n\x0cTraceCommand\x12\x1b\n\tmax_steps\x18\x01 \x01(\rR\x08maxSteps\"!\n\x0b\x45valCommand\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\"d\n\rInjectCommand\x12\x14\n\x04\x63ode\x18\x01 \x01(\tH\x00R\x04\x63ode\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00R\x05valueB\r\n\x0breplacement\"\r\n\x0bSkipCommand\"\x10\n\x0eInspectCommand\"*\n\x14InspectPromptCommand\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\"\x0f\n\rLocalsCommand\"\x13\n\x11StacktraceCommand\"\r\n\x0bQuitCommand\"\'\n\x11\x45xpressionCommand\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\"\xf2\x07\n\x0c\x44\x65\x62ugCommand\x12+\n\x04next\x18\x01 \x01(\x0b\x32\x15.stepd.v1.NextCommandH\x00R\x04next\x12\x32\n\x07step_in\x18\x02 \x01(\x0b\x32\x17.stepd.v1.StepInCommandH\x00R\x06stepIn\x12\x35\n\x08step_out\x18\x03 \x01(\x0b\x32\x18.stepd.v1.StepOutCommandH\x00R\x07stepOut\x12+\n\x04here\x18\x04 \x01(\x0b\x32\x15.stepd.v1.HereCommandH\x00R\x04here\x12\x33\n\x06resume\x18\x05 \x01(\x0b\x32\x19.stepd.v1.ContinueCommandH\x00R\x06resume\x12G\n\x0e\x63ontinue_scope\x18\x06 \x01(\x0b\x32\x1e.stepd.v1.ContinueScopeCommandH\x00R\rcontinueScope\x12\x41\n\x0c\x63ontinue_all\x18\x07 \x01(\x0b\x32\x1c.stepd.v1.ContinueAllCommandH\x00R\x0b\x63ontinueAll\x12.\n\x05trace\x18\x08 \x01(\x0b\x32\x16.stepd.v1.TraceCommandH\x00R\x05trace\x12+\n\x04\x65val\x18\t \x01(\x0b\x32\x15.stepd.v1.EvalCommandH\x00R\x04\x65val\x12\x31\n\x06inject\x18\n \x01(\x0b\x32\x17.stepd.v1.InjectCommandH\x00R\x06inject\x12+\n\x04skip\x18\x0b \x01(\x0b\x32\x15.stepd.v1.SkipCommandH\x00R\x04skip\x12\x34\n\x07inspect\x18\x0c \x01(\x0b\x32\x18.stepd.v1.InspectCommandH\x00R\x07inspect\x12G\n\x0einspect_prompt\x18\r \x01(\x0b\x32\x1e.stepd.v1.InspectPromptCommandH\x00R\rinspectPrompt\x12\x31\n\x06locals\x18\x0e \x01(\x0b\x32\x17.stepd.v1.LocalsCommandH\x00R\x06locals\x12=\n\nstacktrace\x18\x0f \x01(\x0b\x32\x1b.stepd.v1.StacktraceCommandH\x00R\nstacktrace\x12+\n\x04quit\x18\x10 \x01(\x0b\x32\x15.stepd.v1.QuitCommandH\x00R\x04quit\x12=\n\nexpression\x18\x11 \x01(\x0b\x32\x1b.stepd.v1.ExpressionCommandH\x00R\nexpression\x12\x37\n\x08\x63ontinue\x18\x12 \x01(\x0b\x32\x19.stepd.v1.ContinueCommandH\x00R\x08\x63ontinueB\t\n\x07\x63ommand\"q\n\nDebugInput\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x30\n\x07\x63ommand\x18\x02 \x01(\x0b\x32\x16.stepd.v1.DebugCommandR\x07\x63ommand\x12\x1f\n\x0b\x63lient_name\x18\x03 \x01(\tR\nclientName*\xa0\x02\n\x0bPauseReason\x12\x1c\n\x18PAUSE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17PAUSE_REASON_BREAKPOINT\x10\x01\x12\x15\n\x11PAUSE_REASON_STEP\x10\x02\x12\x1a\n\x16PAUSE_REASON_EXCEPTION\x10\x03\x12\x1e\n\x1aPAUSE_REASON_PAUSE_REQUEST\x10\x04\x12\x16\n\x12PAUSE_REASON_ENTRY\x10\x05\x12\x15\n\x11PAUSE_REASON_HOLD\x10\x06\x12 \n\x1cPAUSE_REASON_DATA_BREAKPOINT\x10\x07\x12\x15\n\x11PAUSE_REASON_GOTO\x10\x08\x12\x1b\n\x17PAUSE_REASON_EXPRESSION\x10\t*\xe3\x03\n\x0b\x43ommandKind\x12\x1c\n\x18\x43OMMAND_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43OMMAND_KIND_NEXT\x10\x01\x12\x13\n\x0f\x43OMMAND_KIND_IN\x10\x02\x12\x14\n\x10\x43OMMAND_KIND_OUT\x10\x03\x12\x15\n\x11\x43OMMAND_KIND_HERE\x10\x04\x12\x19\n\x15\x43OMMAND_KIND_CONTINUE\x10\x05\x12\x1f\n\x1b\x43OMMAND_KIND_CONTINUE_SCOPE\x10\x06\x12\x1d\n\x19\x43OMMAND_KIND_CONTINUE_ALL\x10\x07\x12\x16\n\x12\x43OMMAND_KIND_TRACE\x10\x08\x12\x15\n\x11\x43OMMAND_KIND_EVAL\x10\t\x12\x17\n\x13\x43OMMAND_KIND_INJECT\x10\n\x12\x15\n\x11\x43OMMAND_KIND_SKIP\x10\x0b\x12\x18\n\x14\x43OMMAND_KIND_INSPECT\x10\x0c\x12\x1f\n\x1b\x43OMMAND_KIND_INSPECT_PROMPT\x10\r\x12\x17\n\x13\x43OMMAND_KIND_LOCALS\x10\x0e\x12\x1b\n\x17\x43OMMAND_KIND_STACKTRACE\x10\x0f\x12\x15\n\x11\x43OMMAND_KIND_QUIT\x10\x10\x12\x1b\n\x17\x43OMMAND_KIND_EXPRESSION\x10\x11\x42<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14stepd/v1/pause.proto\x12\x08stepd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18stepd/v1/inspector.proto\x1a\x15stepd/v1/source.proto\"T\n\x0c\x44isplayValue\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n\ttruncated\x18\x02 \x01(\x08R\ttruncated\x12\x12\n\x04type\x18\x03 \x01(\tR\x04type\"I\n\x05Local\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x16.stepd.v1.DisplayValueR\x05value\"\xe2\x02\n\tPointInfo\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x30\n\x07payload\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x07payload\x12\x1a\n\x08\x65\x64itable\x18\x04 \x01(\x08R\x08\x65\x64itable\x12\x37\n\x06labels\x18\x05 \x03(\x0b\x32\x1f.stepd.v1.PointInfo.LabelsEntryR\x06labels\x12/\n\x06schema\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x06schema\x12\x1b\n\ttype_hint\x18\x07 \x01(\tR\x08typeHint\x12\x1d\n\nscope_path\x18\x08 \x03(\tR\tscopePath\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xf9\x06\n\x05Pause\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x1b\n\tthread_id\x18\x03 \x01(\x03R\x08threadId\x12-\n\x06reason\x18\x04 \x01(\x0e\x32\x15.stepd.v1.PauseReasonR\x06reason\x12\x1d\n\nraw_reason\x18\x05 \x01(\tR\trawReason\x12\x34\n\ninput_type\x18\x06 \x03(\x0e\x32\x15.stepd.v1.CommandKindR\tinputType\x12\x16\n\x06prompt\x18\x07 \x01(\tR\x06prompt\x12\x37\n\x0b\x64\x65\x62ug_value\x18\x08 \x01(\x0b\x32\x16.stepd.v1.DisplayValueR\ndebugValue\x12.\n\x08location\x18\t \x01(\x0b\x32\x12.stepd.v1.LocationR\x08location\x12\x12\n\x04\x63oor\x18\n \x03(\x05R\x04\x63oor\x12\'\n\x06locals\x18\x0b \x03(\x0b\x32\x0f.stepd.v1.LocalR\x06locals\x12)\n\x10locals_available\x18\x0c \x01(\x08R\x0flocalsAvailable\x12\x1f\n\x0boriginal_id\x18\r \x01(\tR\noriginalId\x12-\n\x07inspect\x18\x0e \x01(\x0b\x32\x13.stepd.v1.RenderingR\x07inspect\x12\x1d\n\ncaught_msg\x18\x0f \x01(\tR\tcaughtMsg\x12)\n\x05point\x18\x10 \x01(\x0b\x32\x13.stepd.v1.PointInfoR\x05point\x12%\n\x0e\x62reakpoint_ids\x18\x11 \x03(\tR\rbreakpointIds\x12\x39\n\ncreated_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1a\n\x08revision\x18\x13 \x01(\rR\x08revision\x12\x14\n\x05notes\x18\x14 \x03(\tR\x05notes\x12\x19\n\x08trace_id\x18\x15 \x01(\tR\x07traceId\x12\x17\n\x07span_id\x18\x16 \x01(\tR\x06spanId\x12\x1d\n\nreplica_id\x18\x17 \x01(\tR\treplicaId\x12\x34\n\nevaluation\x18\x18 \x01(\x0b\x32\x14.stepd.v1.EvaluationR\nevaluation\"v\n\nEvaluation\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12.\n\x06result\x18\x02 \x01(\x0b\x32\x16.stepd.v1.DisplayValueR\x06result\x12\x14\n\x05\x65rror\x18\x03 \x01(\tR\x05\x65rror\x12\x0e\n\x02\x62y\x18\x04 \x01(\tR\x02\x62y\"\r\n\x0bNextCommand\"\x0f\n\rStepInCommand\"&\n\x0eStepOutCommand\x12\x14\n\x05\x66orce\x18\x01 \x01(\x08R\x05\x66orce\"_\n\x0bHereCommand\x12\x12\n\x04\x63oor\x18\x01 \x03(\x05R\x04\x63oor\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n\x04line\x18\x03 \x01(\rR\x04line\x12\x14\n\x05\x66orce\x18\x04 \x01(\x08R\x05\x66orce\"\x11\n\x0f\x43ontinueCommand\"\x16\n\x14\x43ontinueScopeCommand\"\x14\n\x12\x43ontinueAllCommand\"+\n\x0cTraceCommand\x12\x1b\n\tmax_steps\x18\x01 \x01(\rR\x08maxSteps\"!\n\x0b\x45valCommand\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\"d\n\rInjectCommand\x12\x14\n\x04\x63ode\x18\x01 \x01(\tH\x00R\x04\x63ode\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00R\x05valueB\r\n\x0breplacement\"\r\n\x0bSkipCommand\"\x10\n\x0eInspectCommand\"*\n\x14InspectPromptCommand\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\"\x0f\n\rLocalsCommand\"\x13\n\x11StacktraceCommand\"\r\n\x0bQuitCommand\"\'\n\x11\x45xpressionCommand\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\"\xf2\x07\n\x0c\x44\x65\x62ugCommand\x12+\n\x04next\x18\x01 \x01(\x0b\x32\x15.stepd.v1.NextCommandH\x00R\x04next\x12\x32\n\x07step_in\x18\x02 \x01(\x0b\x32\x17.stepd.v1.StepInCommandH\x00R\x06stepIn\x12\x35\n\x08step_out\x18\x03 \x01(\x0b\x32\x18.stepd.v1.StepOutCommandH\x00R\x07stepOut\x12+\n\x04here\x18\x04 \x01(\x0b\x32\x15.stepd.v1.HereCommandH\x00R\x04here\x12\x33\n\x06resume\x18\x05 \x01(\x0b\x32\x19.stepd.v1.ContinueCommandH\x00R\x06resume\x12G\n\x0e\x63ontinue_scope\x18\x06 \x01(\x0b\x32\x1e.stepd.v1.ContinueScopeCommandH\x00R\rcontinueScope\x12\x41\n\x0c\x63ontinue_all\x18\x07 \x01(\x0b\x32\x1c.stepd.v1.ContinueAllCommandH\x00R\x0b\x63ontinueAll\x12.\n\x05trace\x18\x08 \x01(\x0b\x32\x16.stepd.v1.TraceCommandH\x00R\x05trace\x12+\n\x04\x65val\x18\t \x01(\x0b\x32\x15.stepd.v1.EvalCommandH\x00R\x04\x65val\x12\x31\n\x06inject\x18\n \x01(\x0b\x32\x17.stepd.v1.InjectCommandH\x00R\x06inject\x12+\n\x04skip\x18\x0b \x01(\x0b\x32\x15.stepd.v1.SkipCommandH\x00R\x04skip\x12\x34\n\x07inspect\x18\x0c \x01(\x0b\x32\x18.stepd.v1.InspectCommandH\x00R\x07inspect\x12G\n\x0einspect_prompt\x18\r \x01(\x0b\x32\x1e.stepd.v1.InspectPromptCommandH\x00R\rinspectPrompt\x12\x31\n\x06locals\x18\x0e \x01(\x0b\x32\x17.stepd.v1.LocalsCommandH\x00R\x06locals\x12=\n\nstacktrace\x18\x0f \x01(\x0b\x32\x1b.stepd.v1.StacktraceCommandH\x00R\nstacktrace\x12+\n\x04quit\x18\x10 \x01(\x0b\x32\x15.stepd.v1.QuitCommandH\x00R\x04quit\x12=\n\nexpression\x18\x11 \x01(\x0b\x32\x1b.stepd.v1.ExpressionCommandH\x00R\nexpression\x12\x37\n\x08\x63ontinue\x18\x12 \x01(\x0b\x32\x19.stepd.v1.ContinueCommandH\x00R\x08\x63ontinueB\t\n\x07\x63ommand\"q\n\nDebugInput\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x30\n\x07\x63ommand\x18\x02 \x01(\x0b\x32\x16.stepd.v1.DebugCommandR\x07\x63ommand\x12\x1f\n\x0b\x63lient_name\x18\x03 \x01(\tR\nclientName*\xa0\x02\n\x0bPauseReason\x12\x1c\n\x18PAUSE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17PAUSE_REASON_BREAKPOINT\x10\x01\x12\x15\n\x11PAUSE_REASON_STEP\x10\x02\x12\x1a\n\x16PAUSE_REASON_EXCEPTION\x10\x03\x12\x1e\n\x1aPAUSE_REASON_PAUSE_REQUEST\x10\x04\x12\x16\n\x12PAUSE_REASON_ENTRY\x10\x05\x12\x15\n\x11PAUSE_REASON_HOLD\x10\x06\x12 \n\x1cPAUSE_REASON_DATA_BREAKPOINT\x10\x07\x12\x15\n\x11PAUSE_REASON_GOTO\x10\x08\x12\x1b\n\x17PAUSE_REASON_EXPRESSION\x10\t*\xe3\x03\n\x0b\x43ommandKind\x12\x1c\n\x18\x43OMMAND_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43OMMAND_KIND_NEXT\x10\x01\x12\x13\n\x0f\x43OMMAND_KIND_IN\x10\x02\x12\x14\n\x10\x43OMMAND_KIND_OUT\x10\x03\x12\x15\n\x11\x43OMMAND_KIND_HERE\x10\x04\x12\x19\n\x15\x43OMMAND_KIND_CONTINUE\x10\x05\x12\x1f\n\x1b\x43OMMAND_KIND_CONTINUE_SCOPE\x10\x06\x12\x1d\n\x19\x43OMMAND_KIND_CONTINUE_ALL\x10\x07\x12\x16\n\x12\x43OMMAND_KIND_TRACE\x10\x08\x12\x15\n\x11\x43OMMAND_KIND_EVAL\x10\t\x12\x17\n\x13\x43OMMAND_KIND_INJECT\x10\n\x12\x15\n\x11\x43OMMAND_KIND_SKIP\x10\x0b\x12\x18\n\x14\x43OMMAND_KIND_INSPECT\x10\x0c\x12\x1f\n\x1b\x43OMMAND_KIND_INSPECT_PROMPT\x10\r\x12\x17\n\x13\x43OMMAND_KIND_LOCALS\x10\x0e\x12\x1b\n\x17\x43OMMAND_KIND_STACKTRACE\x10\x0f\x12\x15\n\x11\x43OMMAND_KIND_QUIT\x10\x10\x12\x1b\n\x17\x43OMMAND_KIND_EXPRESSION\x10\x11\x42<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,10 +38,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1'
   _globals['_POINTINFO_LABELSENTRY']._loaded_options = None
   _globals['_POINTINFO_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_PAUSEREASON']._serialized_start=3187
-  _globals['_PAUSEREASON']._serialized_end=3475
-  _globals['_COMMANDKIND']._serialized_start=3478
-  _globals['_COMMANDKIND']._serialized_end=3961
+  _globals['_PAUSEREASON']._serialized_start=3392
+  _globals['_PAUSEREASON']._serialized_end=3680
+  _globals['_COMMANDKIND']._serialized_start=3683
+  _globals['_COMMANDKIND']._serialized_end=4166
   _globals['_DISPLAYVALUE']._serialized_start=146
   _globals['_DISPLAYVALUE']._serialized_end=230
   _globals['_LOCAL']._serialized_start=232
@@ -51,43 +51,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_POINTINFO_LABELSENTRY']._serialized_start=605
   _globals['_POINTINFO_LABELSENTRY']._serialized_end=662
   _globals['_PAUSE']._serialized_start=665
-  _globals['_PAUSE']._serialized_end=1469
-  _globals['_NEXTCOMMAND']._serialized_start=1471
-  _globals['_NEXTCOMMAND']._serialized_end=1484
-  _globals['_STEPINCOMMAND']._serialized_start=1486
-  _globals['_STEPINCOMMAND']._serialized_end=1501
-  _globals['_STEPOUTCOMMAND']._serialized_start=1503
-  _globals['_STEPOUTCOMMAND']._serialized_end=1541
-  _globals['_HERECOMMAND']._serialized_start=1543
-  _globals['_HERECOMMAND']._serialized_end=1638
-  _globals['_CONTINUECOMMAND']._serialized_start=1640
-  _globals['_CONTINUECOMMAND']._serialized_end=1657
-  _globals['_CONTINUESCOPECOMMAND']._serialized_start=1659
-  _globals['_CONTINUESCOPECOMMAND']._serialized_end=1681
-  _globals['_CONTINUEALLCOMMAND']._serialized_start=1683
-  _globals['_CONTINUEALLCOMMAND']._serialized_end=1703
-  _globals['_TRACECOMMAND']._serialized_start=1705
-  _globals['_TRACECOMMAND']._serialized_end=1748
-  _globals['_EVALCOMMAND']._serialized_start=1750
-  _globals['_EVALCOMMAND']._serialized_end=1783
-  _globals['_INJECTCOMMAND']._serialized_start=1785
-  _globals['_INJECTCOMMAND']._serialized_end=1885
-  _globals['_SKIPCOMMAND']._serialized_start=1887
-  _globals['_SKIPCOMMAND']._serialized_end=1900
-  _globals['_INSPECTCOMMAND']._serialized_start=1902
-  _globals['_INSPECTCOMMAND']._serialized_end=1918
-  _globals['_INSPECTPROMPTCOMMAND']._serialized_start=1920
-  _globals['_INSPECTPROMPTCOMMAND']._serialized_end=1962
-  _globals['_LOCALSCOMMAND']._serialized_start=1964
-  _globals['_LOCALSCOMMAND']._serialized_end=1979
-  _globals['_STACKTRACECOMMAND']._serialized_start=1981
-  _globals['_STACKTRACECOMMAND']._serialized_end=2000
-  _globals['_QUITCOMMAND']._serialized_start=2002
-  _globals['_QUITCOMMAND']._serialized_end=2015
-  _globals['_EXPRESSIONCOMMAND']._serialized_start=2017
-  _globals['_EXPRESSIONCOMMAND']._serialized_end=2056
-  _globals['_DEBUGCOMMAND']._serialized_start=2059
-  _globals['_DEBUGCOMMAND']._serialized_end=3069
-  _globals['_DEBUGINPUT']._serialized_start=3071
-  _globals['_DEBUGINPUT']._serialized_end=3184
+  _globals['_PAUSE']._serialized_end=1554
+  _globals['_EVALUATION']._serialized_start=1556
+  _globals['_EVALUATION']._serialized_end=1674
+  _globals['_NEXTCOMMAND']._serialized_start=1676
+  _globals['_NEXTCOMMAND']._serialized_end=1689
+  _globals['_STEPINCOMMAND']._serialized_start=1691
+  _globals['_STEPINCOMMAND']._serialized_end=1706
+  _globals['_STEPOUTCOMMAND']._serialized_start=1708
+  _globals['_STEPOUTCOMMAND']._serialized_end=1746
+  _globals['_HERECOMMAND']._serialized_start=1748
+  _globals['_HERECOMMAND']._serialized_end=1843
+  _globals['_CONTINUECOMMAND']._serialized_start=1845
+  _globals['_CONTINUECOMMAND']._serialized_end=1862
+  _globals['_CONTINUESCOPECOMMAND']._serialized_start=1864
+  _globals['_CONTINUESCOPECOMMAND']._serialized_end=1886
+  _globals['_CONTINUEALLCOMMAND']._serialized_start=1888
+  _globals['_CONTINUEALLCOMMAND']._serialized_end=1908
+  _globals['_TRACECOMMAND']._serialized_start=1910
+  _globals['_TRACECOMMAND']._serialized_end=1953
+  _globals['_EVALCOMMAND']._serialized_start=1955
+  _globals['_EVALCOMMAND']._serialized_end=1988
+  _globals['_INJECTCOMMAND']._serialized_start=1990
+  _globals['_INJECTCOMMAND']._serialized_end=2090
+  _globals['_SKIPCOMMAND']._serialized_start=2092
+  _globals['_SKIPCOMMAND']._serialized_end=2105
+  _globals['_INSPECTCOMMAND']._serialized_start=2107
+  _globals['_INSPECTCOMMAND']._serialized_end=2123
+  _globals['_INSPECTPROMPTCOMMAND']._serialized_start=2125
+  _globals['_INSPECTPROMPTCOMMAND']._serialized_end=2167
+  _globals['_LOCALSCOMMAND']._serialized_start=2169
+  _globals['_LOCALSCOMMAND']._serialized_end=2184
+  _globals['_STACKTRACECOMMAND']._serialized_start=2186
+  _globals['_STACKTRACECOMMAND']._serialized_end=2205
+  _globals['_QUITCOMMAND']._serialized_start=2207
+  _globals['_QUITCOMMAND']._serialized_end=2220
+  _globals['_EXPRESSIONCOMMAND']._serialized_start=2222
+  _globals['_EXPRESSIONCOMMAND']._serialized_end=2261
+  _globals['_DEBUGCOMMAND']._serialized_start=2264
+  _globals['_DEBUGCOMMAND']._serialized_end=3274
+  _globals['_DEBUGINPUT']._serialized_start=3276
+  _globals['_DEBUGINPUT']._serialized_end=3389
 # @@protoc_insertion_point(module_scope)

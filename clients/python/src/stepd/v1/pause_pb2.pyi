@@ -325,6 +325,8 @@ class Pause(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     TRACE_ID_FIELD_NUMBER: _builtins.int
     SPAN_ID_FIELD_NUMBER: _builtins.int
+    REPLICA_ID_FIELD_NUMBER: _builtins.int
+    EVALUATION_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """Unique for the daemon's lifetime; echo it back in DebugInput.key."""
     session_id: _builtins.str
@@ -353,6 +355,10 @@ class Pause(_message.Message):
     span_id: _builtins.str
     """OpenTelemetry: the pause's span (16 hex digits); empty when the daemon
     exports no traces.
+    """
+    replica_id: _builtins.str
+    """The replica whose session holds the pause: its instance id, as in
+    `Session.replica_id`. Answers given to any replica are decided there.
     """
     @_builtins.property
     def input_type(self) -> _containers.RepeatedScalarFieldContainer[Global___CommandKind.ValueType]:
@@ -397,6 +403,12 @@ class Pause(_message.Message):
     def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Notes about the state this pause is in, e.g. "CONTINUE_ALL is in force: breakpoints are off"."""
 
+    @_builtins.property
+    def evaluation(self) -> Global___Evaluation:
+        """The latest EVAL answered at this pause: set on the revision it produced
+        and kept on later ones, so the history reads every EVAL whole.
+        """
+
     def __init__(
         self,
         *,
@@ -422,14 +434,54 @@ class Pause(_message.Message):
         notes: _abc.Iterable[_builtins.str] | None = ...,
         trace_id: _builtins.str = ...,
         span_id: _builtins.str = ...,
+        replica_id: _builtins.str = ...,
+        evaluation: Global___Evaluation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "debug_value", b"debug_value", "inspect", b"inspect", "location", b"location", "point", b"point"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "debug_value", b"debug_value", "evaluation", b"evaluation", "inspect", b"inspect", "location", b"location", "point", b"point"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "caught_msg", b"caught_msg", "coor", b"coor", "created_at", b"created_at", "debug_value", b"debug_value", "input_type", b"input_type", "inspect", b"inspect", "key", b"key", "locals", b"locals", "locals_available", b"locals_available", "location", b"location", "notes", b"notes", "original_id", b"original_id", "point", b"point", "prompt", b"prompt", "raw_reason", b"raw_reason", "reason", b"reason", "revision", b"revision", "session_id", b"session_id", "span_id", b"span_id", "thread_id", b"thread_id", "trace_id", b"trace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "caught_msg", b"caught_msg", "coor", b"coor", "created_at", b"created_at", "debug_value", b"debug_value", "evaluation", b"evaluation", "input_type", b"input_type", "inspect", b"inspect", "key", b"key", "locals", b"locals", "locals_available", b"locals_available", "location", b"location", "notes", b"notes", "original_id", b"original_id", "point", b"point", "prompt", b"prompt", "raw_reason", b"raw_reason", "reason", b"reason", "replica_id", b"replica_id", "revision", b"revision", "session_id", b"session_id", "span_id", b"span_id", "thread_id", b"thread_id", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Pause: _TypeAlias = Pause  # noqa: Y015
+
+@_typing.final
+class Evaluation(_message.Message):
+    """An EVAL at a pause, as decided: what was asked, what came back, who asked."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    BY_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """The code evaluated, with secrets masked as --redact says (docs/redaction.md)."""
+    error: _builtins.str
+    """Why the evaluation failed; empty when it succeeded."""
+    by: _builtins.str
+    """Who asked: the authenticated identity (see docs/security.md)."""
+    @_builtins.property
+    def result(self) -> Global___DisplayValue:
+        """The result as shown in `Pause.debug_value` (masked likewise); unset when
+        the evaluation failed.
+        """
+
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        result: Global___DisplayValue | None = ...,
+        error: _builtins.str = ...,
+        by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["by", b"by", "code", b"code", "error", b"error", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Evaluation: _TypeAlias = Evaluation  # noqa: Y015
 
 @_typing.final
 class NextCommand(_message.Message):

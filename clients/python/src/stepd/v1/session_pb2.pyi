@@ -386,6 +386,7 @@ class Session(_message.Message):
     STARTED_BY_FIELD_NUMBER: _builtins.int
     TRACE_ID_FIELD_NUMBER: _builtins.int
     SPAN_ID_FIELD_NUMBER: _builtins.int
+    REPLICA_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """UUIDv7."""
     kind: Global___SessionKind.ValueType
@@ -433,6 +434,11 @@ class Session(_message.Message):
     span_id: _builtins.str
     """OpenTelemetry: the session's span (16 hex digits), from its start to
     its end; empty when the daemon exports no traces.
+    """
+    replica_id: _builtins.str
+    """The replica that runs the session: its instance id (`PingResponse.instance_id`
+    of that replica). Calls about the session are forwarded there; a daemon
+    alone names itself (see docs/cluster.md).
     """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -485,10 +491,11 @@ class Session(_message.Message):
         started_by: _builtins.str = ...,
         trace_id: _builtins.str = ...,
         span_id: _builtins.str = ...,
+        replica_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "capabilities", b"capabilities", "ended_at", b"ended_at", "exit_code", b"exit_code", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "signal", b"signal", "span_id", b"span_id", "started_at", b"started_at", "started_by", b"started_by", "state", b"state", "threads", b"threads", "trace_id", b"trace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "adapter", b"adapter", "adapter_pid", b"adapter_pid", "capabilities", b"capabilities", "end_detail", b"end_detail", "end_reason", b"end_reason", "ended_at", b"ended_at", "exception_filters", b"exception_filters", "exit_code", b"exit_code", "id", b"id", "kind", b"kind", "labels", b"labels", "name", b"name", "original_id", b"original_id", "parent_session_id", b"parent_session_id", "pid", b"pid", "previous_session_id", b"previous_session_id", "program", b"program", "replica_id", b"replica_id", "signal", b"signal", "span_id", b"span_id", "started_at", b"started_at", "started_by", b"started_by", "state", b"state", "threads", b"threads", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
