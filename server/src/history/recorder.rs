@@ -27,6 +27,10 @@ use crate::{
 
 /// The most events one write takes: a second of a flood of 50,000 a second.
 const BATCH: usize = 64 * 1024;
+/// The most bytes of events one write takes: a burst of large events is
+/// cut into writes of this size, so what waits for the store is bounded in
+/// bytes as well as in events.
+const BATCH_BYTES: usize = 8 << 20;
 /// How long the recorder lets events gather after the first before it
 /// writes them. One transaction for a step's burst keeps the disk's syncs
 /// off the next step's way.
@@ -48,6 +52,8 @@ pub(super) const DRAIN: Duration = Duration::from_millis(20);
 /// store slower than the events costs a bounded amount of memory: two of
 /// a flood's batches.
 const IN_FLIGHT: usize = 2 * BATCH;
+/// The same bound in KiB of encoded events: two batches of `BATCH_BYTES`.
+const IN_FLIGHT_KIB: usize = 2 * (BATCH_BYTES >> 10);
 
 pub(super) struct Recorder {
     bus: Arc<EventBus>,
@@ -120,23 +126,31 @@ async fn record(
     own: Filter,
 ) {
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+    let in_flight_kib = Arc::new(Semaphore::new(IN_FLIGHT_KIB));
     // Whether the last batch was cut at BATCH: then more are already
     // waiting, and lingering would only let the live buffer overtake us.
     let mut behind = false;
     loop {
         let mut batch = Vec::new();
+        let mut batch_bytes = 0;
         let mut lagged = false;
         match live.recv().await {
-            Ok(event) => batch.push(event),
+            Ok(event) => {
+                batch_bytes += event.encoded_len();
+                batch.push(event);
+            }
             Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
             Err(broadcast::error::RecvError::Closed) => return,
         }
         let first = Instant::now();
         let mut linger_until = first + if behind { Duration::ZERO } else { LINGER };
         loop {
-            while !lagged && batch.len() < BATCH {
+            while !lagged && batch.len() < BATCH && batch_bytes < BATCH_BYTES {
                 match live.try_recv() {
-                    Ok(event) => batch.push(event),
+                    Ok(event) => {
+                        batch_bytes += event.encoded_len();
+                        batch.push(event);
+                    }
                     Err(broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
                     Err(_) => break,
                 }
@@ -146,12 +160,13 @@ async fn record(
                 linger_until = first + FLOOD_LINGER;
             }
             let hurry = progress.hurry.load(Ordering::Relaxed);
-            if lagged || batch.len() >= BATCH || now >= linger_until || hurry {
+            let full = batch.len() >= BATCH || batch_bytes >= BATCH_BYTES;
+            if lagged || full || now >= linger_until || hurry {
                 break;
             }
             tokio::time::sleep_until((now + DRAIN).min(linger_until)).await;
         }
-        behind = batch.len() >= BATCH;
+        behind = batch.len() >= BATCH || batch_bytes >= BATCH_BYTES;
         if lagged {
             // Take up again after the last event seen, from the rings.
             let through = batch.last().map_or(last, |e| e.seq);
@@ -194,7 +209,11 @@ async fn record(
         // A batch that took up a lag from the rings may be larger than
         // all the permits; it takes them all.
         let events = u32::try_from(rows.len().min(IN_FLIGHT)).unwrap_or(u32::MAX);
-        let Ok(permit) = in_flight.clone().acquire_many_owned(events).await else {
+        let kib = u32::try_from(size.div_ceil(1024).min(IN_FLIGHT_KIB)).unwrap_or(u32::MAX);
+        let (Ok(permit), Ok(kib_permit)) = (
+            in_flight.clone().acquire_many_owned(events).await,
+            in_flight_kib.clone().acquire_many_owned(kib).await,
+        ) else {
             return;
         };
         let queued = store.queue_events(rows).await;
@@ -208,7 +227,7 @@ async fn record(
         };
         let (bytes, progress) = (bytes.clone(), progress.clone());
         tokio::spawn(async move {
-            let _permit = permit;
+            let _permits = (permit, kib_permit);
             if let Some(records) = records
                 && let Err(err) = records.done().await
                 && !err.source.is_store_down()
