@@ -68,7 +68,9 @@ def test_parse_header_reads_what_a_propagator_would() -> None:
     assert parse_header("debug-session=ana;p=1, k2 = a%20b,broken, =x") == {"debug-session": "ana", "k2": "a b"}
 
 
-def test_only_the_request_carrying_the_entry_holds(probe: Probe, client: stepd.Client, watch: Watcher) -> None:
+def test_only_the_request_carrying_the_entry_holds(
+    daemon: Daemon, probe: Probe, client: stepd.Client, watch: Watcher
+) -> None:
     mine = stepd.mint_baggage()
     scoped = arm(client, probe, probe_kind="tool_call", probe_name="transfer", baggage=mine)
     run = probe.labels["run"]
@@ -104,6 +106,15 @@ def test_only_the_request_carrying_the_entry_holds(probe: Probe, client: stepd.C
     client.send_debug_input(pause.key, "continue")
     t.join(DEADLINE)
     assert out["b"] == 6
+    # The label selector still chooses the probes: one with other labels,
+    # connected after the breakpoint (so its Welcome has the arming), never
+    # holds, even in the request that carries the entry.
+    elsewhere = stepd.probe.connect(name="baggage-test", labels={"run": uuid.uuid4().hex[:12]}, addr=daemon.tcp)
+    try:
+        assert elsewhere.wait_connected(DEADLINE)
+        assert in_request(entries, lambda: elsewhere.hold("tool_call", name="transfer", value=7)) == 7
+    finally:
+        elsewhere.close()
     # Nothing else held in between.
     assert len(watch.find(lambda e: e.HasField("stopped") and e.stopped.pause.point.labels.get("run") == run)) == 2
 

@@ -13,18 +13,33 @@ from __future__ import annotations
 from typing import Mapping, Union
 from urllib.parse import unquote
 
+_EMPTY: Mapping[str, object] = {}
+
 try:
     from opentelemetry import baggage as _otel_baggage
+    from opentelemetry.context import get_current as _get_current
+
+    # The context's baggage read directly (what ``baggage.get_all()`` returns
+    # without its copy), so a point armed for another request stays cheap.
+    _KEY = getattr(_otel_baggage, "_BAGGAGE_KEY", None)
+
+    def _from_otel() -> Mapping[str, object]:
+        if _KEY is None:
+            return _otel_baggage.get_all()
+        found: Mapping[str, object] | None = _get_current().get(_KEY)
+        return found or _EMPTY
+
 except ImportError:  # the API is optional: requests then carry no baggage
-    _otel_baggage = None  # type: ignore[assignment]
+
+    def _from_otel() -> Mapping[str, object]:
+        return _EMPTY
+
 
 #: What a program may pass as a request's baggage.
 Given = Union[Mapping[str, object], str, None]
 
 #: Compiled entries a request must carry: ``((key, value), ...)``.
 Entries = tuple[tuple[str, str], ...]
-
-_EMPTY: Mapping[str, object] = {}
 
 
 def parse_header(header: str) -> dict[str, str]:
@@ -40,17 +55,9 @@ def parse_header(header: str) -> dict[str, str]:
     return out
 
 
-def _current(given: Given) -> Mapping[str, object]:
-    if given is None:
-        return _EMPTY if _otel_baggage is None else _otel_baggage.get_all()
-    if isinstance(given, str):
-        return parse_header(given)
-    return given
-
-
 def carries(entries: Entries, given: Given) -> bool:
     """Whether the request's baggage has every entry, key and value equal."""
-    bag = _current(given)
+    bag = _from_otel() if given is None else parse_header(given) if isinstance(given, str) else given
     if not bag:
         return False
     for key, want in entries:
