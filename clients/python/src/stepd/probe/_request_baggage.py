@@ -10,7 +10,7 @@ so other points cost nothing more.
 
 from __future__ import annotations
 
-from typing import Mapping, Union
+from typing import Mapping, Union, cast
 from urllib.parse import unquote
 
 _EMPTY: Mapping[str, object] = {}
@@ -26,8 +26,8 @@ try:
     def _from_otel() -> Mapping[str, object]:
         if _KEY is None:
             return _otel_baggage.get_all()
-        found: Mapping[str, object] | None = _get_current().get(_KEY)
-        return found or _EMPTY
+        found = _get_current().get(_KEY)
+        return cast("Mapping[str, object]", found) if found else _EMPTY
 
 except ImportError:  # the API is optional: requests then carry no baggage
 
