@@ -235,7 +235,7 @@ async fn only_the_request_carrying_the_baggage_holds_in_a_shared_mesh() {
     // The tagged request holds in the Go service, in its own trace.
     let first = next_pause(&mut sub).await;
     assert_eq!(first.trace_id, trace_id, "{first:?}");
-    assert_eq!(first.breakpoint_ids, [bp.clone()]);
+    assert_eq!(first.breakpoint_ids, [bp.as_str()]);
     // Every other request finishes meanwhile, at full speed: none waits on it.
     let mut slowest = Duration::ZERO;
     for (i, request) in requests.into_iter().enumerate() {
@@ -262,7 +262,7 @@ async fn only_the_request_carrying_the_baggage_holds_in_a_shared_mesh() {
     let second = next_pause(&mut sub).await;
     assert_eq!(second.trace_id, trace_id, "{second:?}");
     assert_ne!(second.session_id, first.session_id);
-    assert_eq!(second.breakpoint_ids, [bp.clone()]);
+    assert_eq!(second.breakpoint_ids, [bp.as_str()]);
     dap::answer(&daemon, &second.key, Command::Resume(ContinueCommand {}))
         .await
         .expect("CONTINUE answered");
