@@ -109,6 +109,9 @@ enum Command {
     /// Manage breakpoints.
     #[command(subcommand)]
     Break(BreakCommand),
+    /// Mint a W3C baggage entry that scopes probe breakpoints to your requests.
+    #[command(subcommand)]
+    Baggage(cmd::baggage::BaggageCommand),
     /// Stream events as they happen.
     Watch(WatchArgs),
     /// Show what a session did, from its recorded history: a timeline of its
@@ -140,6 +143,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Man { dir } => return cmd::docs::man_pages(Cli::command(), dir),
         _ => {}
+    }
+    if let Command::Baggage(command) = cli.command {
+        return cmd::baggage::run(command, cli.json);
     }
     let options = connect::Options {
         addr: cli.addr,
@@ -181,7 +187,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::History(args) => cmd::history::run(channel, args, json).await,
         Command::Debug(args) => cmd::debug::run(channel, *args).await,
         Command::Inspect(args) => cmd::inspector::run(channel, *args, json).await,
-        Command::Completion { .. } | Command::Man { .. } => Ok(()),
+        Command::Completion { .. } | Command::Man { .. } | Command::Baggage(_) => Ok(()),
     }
 }
 

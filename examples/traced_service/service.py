@@ -28,7 +28,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from opentelemetry import propagate, trace
+from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -61,6 +61,13 @@ def tracer_provider() -> TracerProvider:
     return provider
 
 
+class Server(ThreadingHTTPServer):
+    # A burst of concurrent requests waits in the listen queue instead of
+    # overflowing the default backlog of 5 (each overflow a 1 s SYN retry).
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class Handler(BaseHTTPRequestHandler):
     tracer: trace.Tracer
     probe: stepd.probe.Probe
@@ -77,9 +84,17 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             self.answer(400, {"error": "the body is not JSON"})
             return
-        # The request's span continues the caller's trace (W3C traceparent).
-        parent = propagate.extract(dict(self.headers))
-        with self.tracer.start_as_current_span(f"POST /tools/{name}", context=parent, kind=trace.SpanKind.SERVER) as span:
+        # The request continues the caller's trace and baggage (W3C traceparent
+        # and baggage headers): made current, as OpenTelemetry's HTTP
+        # middleware does, so a breakpoint scoped to a request's baggage sees it.
+        token = context.attach(propagate.extract(dict(self.headers)))
+        try:
+            self.run(name, tool, args)
+        finally:
+            context.detach(token)
+
+    def run(self, name: str, tool: Callable[[dict[str, Any]], dict[str, Any]], args: dict[str, Any]) -> None:
+        with self.tracer.start_as_current_span(f"POST /tools/{name}", kind=trace.SpanKind.SERVER) as span:
             trace_id = f"{span.get_span_context().trace_id:032x}"
             try:
                 # Holds here when a breakpoint is armed: the pause is a child of this span.
@@ -114,10 +129,11 @@ def main() -> None:
 
     provider = tracer_provider()
     probe = stepd.probe.connect(name="traced-service", labels={"app": "traced-service"})
+    # The first requests can hold too; a daemon that is not there yet is no reason not to serve.
+    probe.wait_connected(5)
     Handler.tracer = provider.get_tracer("traced-service")
     Handler.probe = probe
-    server = ThreadingHTTPServer((options.host, options.port), Handler)
-    server.daemon_threads = True
+    server = Server((options.host, options.port), Handler)
     # Stop on SIGTERM as on ^C: the last spans are flushed on the way out.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print(f"listening on http://{options.host}:{server.server_address[1]}", flush=True)

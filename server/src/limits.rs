@@ -676,6 +676,7 @@ mod tests {
             location: Some(Location::Probe(ProbeMatch {
                 point_kind: "k".repeat(NAME_BYTES.max),
                 name_glob: "g".repeat(GLOB_BYTES.max),
+                ..Default::default()
             })),
             condition: "c".repeat(CONDITION_BYTES.max),
             hit_condition: "1".repeat(HIT_CONDITION_BYTES.max),

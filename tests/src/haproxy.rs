@@ -43,6 +43,22 @@ impl Haproxy {
         .await
     }
 
+    /// Proxies a free loopback port to an HTTP/1.1 service at `backend`
+    /// (host:port), as a mesh's ingress would: headers (`traceparent`,
+    /// `baggage`) pass through, every request on its own.
+    pub async fn http(backend: &str) -> Self {
+        Self::run(|port| {
+            format!(
+                "global\n  maxconn 400\n\
+                 defaults\n  mode http\n  timeout connect 5s\n  timeout client 120s\n  \
+                 timeout server 120s\n  option http-server-close\n\
+                 frontend web\n  bind 127.0.0.1:{port}\n  default_backend service\n\
+                 backend service\n  server s0 {backend} maxconn 200\n"
+            )
+        })
+        .await
+    }
+
     /// Balances a free loopback port round-robin over `backends`, each call
     /// (HTTP/2 stream) on its own, taking a backend out as soon as one
     /// health check fails and sending a call it cannot connect to another.

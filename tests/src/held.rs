@@ -15,6 +15,7 @@ pub fn bash_breakpoint() -> BreakpointSpec {
         location: Some(Location::Probe(stepd_proto::v1::ProbeMatch {
             point_kind: "tool_call".into(),
             name_glob: "Bash".into(),
+            ..Default::default()
         })),
         ..Default::default()
     }

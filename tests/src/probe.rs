@@ -167,6 +167,7 @@ pub async fn arm(daemon: &Daemon, probe: &mut Probe, name: &str) -> String {
             location: Some(Location::Probe(ProbeMatch {
                 point_kind: "tool_call".into(),
                 name_glob: name.into(),
+                ..Default::default()
             })),
             ..Default::default()
         },

@@ -778,6 +778,7 @@ async fn only_an_admin_may_name_the_caller_it_acts_for() {
             stepd_proto::v1::ProbeMatch {
                 point_kind: "tool_call".into(),
                 name_glob: "*".into(),
+                ..Default::default()
             },
         )),
         ..Default::default()

@@ -608,6 +608,7 @@ fn probe_spec(selector: &str) -> BreakpointSpec {
         location: Some(Location::Probe(ProbeMatch {
             point_kind: "tool_call".into(),
             name_glob: "*".into(),
+            ..Default::default()
         })),
         label_selector: selector.into(),
         ..Default::default()

@@ -140,6 +140,7 @@ async fn each_kind_of_invalid_input_is_rejected_with_its_field() {
         location: Some(Location::Probe(ProbeMatch {
             point_kind: "tool_call".into(),
             name_glob: glob.into(),
+            ..Default::default()
         })),
         ..Default::default()
     };
@@ -271,6 +272,7 @@ async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
         location: Some(Location::Probe(ProbeMatch {
             point_kind: "tool_call".into(),
             name_glob: "*".into(),
+            ..Default::default()
         })),
         condition,
         ..Default::default()
@@ -304,6 +306,7 @@ async fn pathological_parser_inputs_are_refused_and_the_daemon_lives() {
                 location: Some(Location::Probe(ProbeMatch {
                     point_kind: String::new(),
                     name_glob: "*".repeat(4096),
+                    ..Default::default()
                 })),
                 ..Default::default()
             },

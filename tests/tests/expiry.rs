@@ -111,6 +111,7 @@ async fn an_expired_probe_breakpoint_disarms_and_holds_nothing() {
             location: Some(Location::Probe(ProbeMatch {
                 point_kind: "tool_call".into(),
                 name_glob: "*".into(),
+                ..Default::default()
             })),
             // Far enough for the probe to be armed with it first, however
             // slow the machine; then it is made to expire soon.

@@ -38,6 +38,7 @@ async fn arm_transfer(daemon: &stepd_e2e::Daemon) {
             location: Some(Location::Probe(ProbeMatch {
                 point_kind: "tool_call".into(),
                 name_glob: "transfer".into(),
+                ..Default::default()
             })),
             ..Default::default()
         },

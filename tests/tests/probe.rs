@@ -40,6 +40,7 @@ fn probe_spec(kind: &str, glob: &str) -> BreakpointSpec {
         location: Some(Location::Probe(ProbeMatch {
             point_kind: kind.into(),
             name_glob: glob.into(),
+            ..Default::default()
         })),
         ..Default::default()
     }

@@ -106,6 +106,7 @@ fn probe_breakpoint() -> BreakpointSpec {
         location: Some(Location::Probe(ProbeMatch {
             point_kind: "tool_call".into(),
             name_glob: "Deploy*".into(),
+            ..Default::default()
         })),
         ..Default::default()
     }

@@ -36,6 +36,7 @@ fn tool_call(name: &str, selector: &str) -> BreakpointSpec {
         location: Some(Location::Probe(ProbeMatch {
             point_kind: "tool_call".into(),
             name_glob: name.into(),
+            ..Default::default()
         })),
         label_selector: selector.into(),
         ..Default::default()

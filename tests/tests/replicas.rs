@@ -41,6 +41,7 @@ fn tool_calls() -> BreakpointSpec {
         location: Some(Location::Probe(ProbeMatch {
             point_kind: "tool_call".into(),
             name_glob: "*".into(),
+            ..Default::default()
         })),
         ..Default::default()
     }

@@ -7,9 +7,9 @@ use crate::connect::Channel;
 use clap::{Args, Subcommand};
 use prost_types::FieldMask;
 use stepd_proto::v1::{
-    AddBreakpointRequest, Breakpoint, BreakpointAction, BreakpointSpec, ExceptionFilters,
-    FunctionLocation, ListBreakpointsRequest, ListBreakpointsResponse, ProbeMatch,
-    RemoveBreakpointRequest, SourceLocation, UpdateBreakpointRequest,
+    AddBreakpointRequest, BaggageEntry, Breakpoint, BreakpointAction, BreakpointSpec,
+    ExceptionFilters, FunctionLocation, ListBreakpointsRequest, ListBreakpointsResponse,
+    ProbeMatch, RemoveBreakpointRequest, SourceLocation, UpdateBreakpointRequest,
     breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
 };
 
@@ -63,6 +63,10 @@ pub struct AddArgs {
     /// With --probe: glob over the point's name, e.g. 'web_*'.
     #[arg(long, requires = "probe")]
     pub name: Option<String>,
+    /// With --probe: hold only requests whose W3C baggage carries KEY=VALUE
+    /// (repeatable: all must); `stepctl baggage mint` makes one.
+    #[arg(long, requires = "probe", value_name = "KEY=VALUE")]
+    pub baggage: Vec<String>,
     /// Condition in the debuggee's language.
     #[arg(long)]
     pub condition: Option<String>,
@@ -116,6 +120,17 @@ pub fn parse_source(text: &str) -> Result<SourceLocation, Failure> {
     Ok(SourceLocation { path, line, column })
 }
 
+/// `KEY=VALUE` as a baggage entry; the daemon checks the syntax of each part.
+fn parse_baggage(text: &str) -> Result<BaggageEntry, Failure> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| Failure::Usage(format!("--baggage {text:?} is not KEY=VALUE")))?;
+    Ok(BaggageEntry {
+        key: key.trim().to_owned(),
+        value: value.trim().to_owned(),
+    })
+}
+
 fn to_timestamp(t: std::time::SystemTime) -> prost_types::Timestamp {
     prost_types::Timestamp::from(t)
 }
@@ -133,6 +148,11 @@ fn spec_from(args: AddArgs) -> Result<BreakpointSpec, Failure> {
         Location::Probe(ProbeMatch {
             point_kind: kind,
             name_glob: args.name.unwrap_or_default(),
+            baggage: args
+                .baggage
+                .iter()
+                .map(|entry| parse_baggage(entry))
+                .collect::<Result<_, _>>()?,
         })
     } else {
         return Err(Failure::Usage(
@@ -174,19 +194,25 @@ pub fn describe_location(bp: &Breakpoint) -> String {
         Some(Location::Source(s)) => format!("{}:{}", s.path, s.line),
         Some(Location::Function(f)) => format!("function {}", f.name),
         Some(Location::Exception(e)) => format!("exception {}", e.filter_ids.join(",")),
-        Some(Location::Probe(p)) => format!(
-            "probe {} {}",
-            if p.point_kind.is_empty() {
-                "*"
-            } else {
-                &p.point_kind
-            },
-            if p.name_glob.is_empty() {
-                "*"
-            } else {
-                &p.name_glob
+        Some(Location::Probe(p)) => {
+            let mut text = format!(
+                "probe {} {}",
+                if p.point_kind.is_empty() {
+                    "*"
+                } else {
+                    &p.point_kind
+                },
+                if p.name_glob.is_empty() {
+                    "*"
+                } else {
+                    &p.name_glob
+                }
+            );
+            for entry in &p.baggage {
+                text.push_str(&format!(" baggage {}={}", entry.key, entry.value));
             }
-        ),
+            text
+        }
         None => "-".into(),
     }
 }

@@ -1,5 +1,6 @@
 //! One module per group of subcommands.
 
+pub mod baggage;
 pub mod breakpoints;
 pub mod daemon;
 pub mod debug;

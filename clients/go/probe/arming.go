@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"encoding/json"
 
 	stepdv1 "github.com/stepd-dev/stepd/clients/go/gen/stepd/v1"
@@ -25,6 +26,9 @@ type matcher struct {
 	kind string
 	name *glob // nil: any name
 	cond condExpr
+	// baggage is the request scope: entries the request's W3C baggage
+	// must carry (ProbeMatch.baggage); empty = every request.
+	baggage []baggageEntry
 	// bad is set when the glob or the condition does not compile here:
 	// such a matcher never matches (a condition that fails never holds).
 	bad bool
@@ -53,6 +57,9 @@ func compileArmed(a *stepdv1.Armed, gen uint64) *arming {
 				cm.bad = true
 			}
 			cm.name = compiled
+		}
+		for _, e := range m.GetBaggage() {
+			cm.baggage = append(cm.baggage, baggageEntry{key: e.GetKey(), value: e.GetValue()})
 		}
 		if cond := m.GetCondition(); cond != "" {
 			e, err := parseCondition(cond)
@@ -84,13 +91,16 @@ func (a *arming) withMode(mode stepdv1.ProbeMode) *arming {
 }
 
 // point is what a decision looks at. value is converted to JSON lazily:
-// only a matcher with a condition needs it.
+// only a matcher with a condition needs it; the request's baggage is read
+// from ctx lazily too, only for a matcher scoped to a request.
 type point struct {
 	kind, name string
 	value      any
 	converted  bool
 	jsonValue  any
 	labels     map[string]string
+	ctx        context.Context
+	bag        requestBaggage
 }
 
 func (pt *point) jsonVal() any {
@@ -131,6 +141,9 @@ func (a *arming) matching(pt *point, ids []string) []string {
 			continue
 		}
 		if m.name != nil && !m.name.match(pt.name) {
+			continue
+		}
+		if len(m.baggage) > 0 && !pt.bag.carries(pt.ctx, m.baggage) {
 			continue
 		}
 		if m.cond != nil {

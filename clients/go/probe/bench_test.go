@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/baggage"
+
 	"github.com/stepd-dev/stepd/clients/go/probe"
 	"github.com/stepd-dev/stepd/clients/go/stepd"
 )
@@ -86,6 +88,58 @@ func BenchmarkUnarmedPoint(b *testing.B) {
 		for b.Loop() {
 			toolCallWithPoint(ctx, nilProbe, args)
 		}
+	})
+}
+
+// BenchmarkOtherBaggagePoint: the cost of a point armed for someone else's
+// request — a breakpoint on this very point (kind and name match) scoped to
+// baggage debug-session=ana — in requests that carry another session's
+// baggage or none, inside two scopes. Beside BenchmarkUnarmedPoint.
+func BenchmarkOtherBaggagePoint(b *testing.B) {
+	d := startDaemon(b, "")
+	c := d.client(b)
+	p := connect(b, d.addr, probe.Options{Name: "bench-baggage"})
+	if _, err := c.AddBreakpoint(testContext(b), stepd.ProbeBreakpoint("tool_call", "Read", stepd.RequestBaggage("debug-session", "ana"))); err != nil {
+		b.Fatal(err)
+	}
+	waitArmed(b, p, 1)
+	ctx, end := p.Scope(context.Background(), "turn")
+	defer end()
+	ctx, end2 := p.Scope(ctx, "tool")
+	defer end2()
+	// What a propagator leaves for a request with a baggage header.
+	bag, err := baggage.Parse("debug-session=bob,tenant=blue")
+	if err != nil {
+		b.Fatal(err)
+	}
+	other := baggage.ContextWithBaggage(ctx, bag)
+	args := map[string]any{"cmd": "cat README.md"}
+
+	b.Run("without", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			toolCall(other, args)
+		}
+	})
+	b.Run("another-sessions-baggage", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			toolCallWithPoint(other, p, args)
+		}
+	})
+	b.Run("no-baggage", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			toolCallWithPoint(ctx, p, args)
+		}
+	})
+	b.Run("another-sessions-baggage-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				toolCallWithPoint(other, p, args)
+			}
+		})
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"go.opentelemetry.io/otel/baggage"
+
 	stepdv1 "github.com/stepd-dev/stepd/clients/go/gen/stepd/v1"
 )
 
@@ -27,13 +29,18 @@ func TestDecisionVectors(t *testing.T) {
 			PointKind    string `json:"point_kind"`
 			NameGlob     string `json:"name_glob"`
 			Condition    string `json:"condition"`
+			Baggage      []struct {
+				Key   string `json:"key"`
+				Value string `json:"value"`
+			} `json:"baggage"`
 		} `json:"matchers"`
 		Points map[string]struct {
-			Kind  string  `json:"kind"`
-			Name  string  `json:"name"`
-			Value any     `json:"value"`
-			Depth int     `json:"depth"`
-			Coor  []int32 `json:"coor"`
+			Kind    string            `json:"kind"`
+			Name    string            `json:"name"`
+			Value   any               `json:"value"`
+			Depth   int               `json:"depth"`
+			Coor    []int32           `json:"coor"`
+			Baggage map[string]string `json:"baggage"`
 		} `json:"points"`
 		Cases []struct {
 			Name  string `json:"name"`
@@ -68,7 +75,11 @@ func TestDecisionVectors(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: unknown matcher %q", c.Name, name)
 			}
-			armed.Matchers = append(armed.Matchers, &stepdv1.ArmedMatcher{BreakpointId: m.BreakpointID, PointKind: m.PointKind, NameGlob: m.NameGlob, Condition: m.Condition})
+			am := &stepdv1.ArmedMatcher{BreakpointId: m.BreakpointID, PointKind: m.PointKind, NameGlob: m.NameGlob, Condition: m.Condition}
+			for _, e := range m.Baggage {
+				am.Baggage = append(am.Baggage, &stepdv1.BaggageEntry{Key: e.Key, Value: e.Value})
+			}
+			armed.Matchers = append(armed.Matchers, am)
 		}
 		pt, ok := table.Points[c.Point]
 		if !ok {
@@ -81,7 +92,7 @@ func TestDecisionVectors(t *testing.T) {
 		p := &Probe{}
 		a := compileArmed(armed, 1)
 		p.armed.Store(a)
-		point := point{kind: pt.Kind, name: pt.Name, value: pt.Value}
+		point := point{kind: pt.Kind, name: pt.Name, value: pt.Value, ctx: requestContext(t, pt.Baggage)}
 		got, after, ids := p.decide(a, pt.Depth, pt.Coor, &point, nil)
 		if got != want || !slices.Equal(ids, c.BreakpointIDs) {
 			t.Errorf("%s: got %s %q, want %s %q", c.Name, verdictName(got), ids, c.Verdict, c.BreakpointIDs)
@@ -93,6 +104,28 @@ func TestDecisionVectors(t *testing.T) {
 	if len(table.Cases) < 30 {
 		t.Fatalf("only %d cases", len(table.Cases))
 	}
+}
+
+// requestContext is a context carrying entries as its OpenTelemetry
+// baggage, as a propagator leaves it; none for no entries.
+func requestContext(t testing.TB, entries map[string]string) context.Context {
+	ctx := context.Background()
+	if len(entries) == 0 {
+		return ctx
+	}
+	var members []baggage.Member
+	for k, v := range entries {
+		m, err := baggage.NewMemberRaw(k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, m)
+	}
+	bag, err := baggage.New(members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return baggage.ContextWithBaggage(ctx, bag)
 }
 
 func verdictName(v verdict) string {

@@ -295,7 +295,7 @@ func (p *Probe) point(ctx context.Context, a *arming, kind, name string, value a
 	}
 	var buf [8]int32
 	coor := p.tick(s, buf[:0])
-	pt := point{kind: kind, name: name, value: value, labels: p.labels}
+	pt := point{kind: kind, name: name, value: value, labels: p.labels, ctx: ctx}
 	var idBuf [4]string
 	v, a, ids := p.decide(a, depth, coor, &pt, idBuf[:0])
 	switch v {

@@ -187,6 +187,23 @@ def bench_unarmed(addr: str, number: int) -> list[dict[str, Any]]:
             version = probe.arming_version
             client.remove_breakpoint(bp.id)
             probe.wait_armed(version, 10)
+        # Armed for someone else's request: a breakpoint on this very point,
+        # scoped to one session's baggage, in requests that carry another
+        # session's baggage (in the OpenTelemetry context) or none.
+        version = probe.arming_version
+        bp = client.add_breakpoint(
+            label_selector=f"run={run}", probe_kind="tool_call", probe_name="Bash", baggage={"debug-session": "ana"}
+        ).breakpoint
+        probe.wait_armed(version, 10)
+        measure("a breakpoint on this point for another request's baggage, request without baggage, depth 1", hold)
+        from opentelemetry import baggage, context
+
+        token = context.attach(baggage.set_baggage("tenant", "blue", baggage.set_baggage("debug-session", "bob")))
+        measure("a breakpoint on this point for another request's baggage, request with baggage, depth 1", hold)
+        context.detach(token)
+        version = probe.arming_version
+        client.remove_breakpoint(bp.id)
+        probe.wait_armed(version, 10)
 
     @probe.point("tool_call")
     def decorated(command: str, timeout: int) -> None:
@@ -279,6 +296,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--calls", type=int, default=1_000_000)
     parser.add_argument("--observed", type=int, default=300_000)
+    parser.add_argument("--only-unarmed", action="store_true", help="measure only points that do not hold")
     parser.add_argument("--answer", nargs=4, metavar=("ADDR", "RUN", "HOW", "COMMAND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.answer:
@@ -287,6 +305,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="stepd-bench-") as data_dir:
         proc, addr = start_daemon(data_dir)
         try:
+            if args.only_unarmed:
+                for row in bench_unarmed(addr, args.calls):
+                    print(f"| {row['case']} | {row['ns_per_call']:.0f} | {row['baseline_ns']:.0f} |")
+                return
             holds = [
                 bench_holds(addr, args.holds, args.warmup, how, command)
                 for how in ("stream", "aio")

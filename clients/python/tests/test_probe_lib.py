@@ -121,7 +121,9 @@ def test_decision_vectors(case: dict[str, Any]) -> None:
         )
     )
     point = DECISIONS["points"][case["point"]]
-    got, after = decide(arming, point["kind"], point["name"], point["value"], point["depth"], list(point["coor"]), {})
+    got, after = decide(
+        arming, point["kind"], point["name"], point["value"], point["depth"], list(point["coor"]), {}, point.get("baggage")
+    )
     verdict = "pass" if got is None else "trace" if got is False else "hold"
     ids = got if isinstance(got, list) else []
     assert (verdict, ids) == (case["verdict"], case["breakpoint_ids"])

@@ -1,6 +1,7 @@
 //! Breakpoints: validation, persistence and change events. Breakpoints are
 //! project state owned by the daemon; sessions apply them by label selector.
 
+mod baggage;
 pub mod condition;
 mod expiry;
 mod glob;

@@ -75,6 +75,9 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
             if let Err(err) = Glob::parse(&p.name_glob) {
                 bad("probe.name_glob", refusal("glob", &err));
             }
+            for (field, problem) in super::baggage::problems(&p.baggage) {
+                bad(&field, problem);
+            }
             // Probe conditions are stepd's own language, so they are checked
             // now; DAP conditions belong to the debuggee's language.
             if !spec.condition.trim().is_empty()

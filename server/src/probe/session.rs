@@ -464,6 +464,7 @@ impl ProbeSession {
                     point_kind: p.point_kind,
                     name_glob: p.name_glob,
                     condition: spec.condition,
+                    baggage: p.baggage,
                 })
             })
             .collect();

@@ -11,6 +11,7 @@ instrumented programs use :mod:`stepd.probe` (``stepd.probe.connect(...)``).
 """
 
 from stepd import enums, errors, probe
+from stepd._baggage import SessionBaggage, mint_baggage
 from stepd._build import command, debug_input
 from stepd._named import NamedEnum
 from stepd._pauses import Pauses
@@ -27,6 +28,7 @@ __all__ = [
     "Pause",
     "Pauses",
     "Session",
+    "SessionBaggage",
     "State",
     "Skipped",
     "StepdError",
@@ -36,6 +38,7 @@ __all__ = [
     "debug_input",
     "enums",
     "errors",
+    "mint_baggage",
     "probe",
     "__version__",
 ]

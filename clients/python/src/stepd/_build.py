@@ -14,6 +14,7 @@ import grpc.aio
 from google.protobuf import duration_pb2, field_mask_pb2, struct_pb2, timestamp_pb2
 from google.protobuf.json_format import ParseDict
 
+from stepd._baggage import SessionBaggage
 from stepd.v1 import breakpoint_pb2, event_pb2, inspector_pb2, pause_pb2, session_pb2
 
 DEFAULT_ADDR = "127.0.0.1:7701"
@@ -227,6 +228,24 @@ def breakpoint_action(value: int | str | None) -> breakpoint_pb2.BreakpointActio
     )
 
 
+#: A probe breakpoint's request scope: ``{"debug-session": "ana"}``, a
+#: ``"debug-session=ana"`` entry (comma-separated for several), or a
+#: :class:`stepd.SessionBaggage`.
+BaggageLike = Union[Mapping[str, str], str, SessionBaggage]
+
+
+def baggage_entries(baggage: BaggageLike | None) -> list[breakpoint_pb2.BaggageEntry]:
+    """The BaggageEntry messages of a request scope (the daemon checks their syntax)."""
+    if baggage is None:
+        return []
+    if isinstance(baggage, SessionBaggage):
+        return [breakpoint_pb2.BaggageEntry(key=baggage.key, value=baggage.value)]
+    if isinstance(baggage, str):
+        pairs = [part.partition("=") for part in baggage.split(",") if part.strip()]
+        return [breakpoint_pb2.BaggageEntry(key=k.strip(), value=v.strip()) for k, _, v in pairs]
+    return [breakpoint_pb2.BaggageEntry(key=k, value=v) for k, v in baggage.items()]
+
+
 def breakpoint_spec(
     spec: breakpoint_pb2.BreakpointSpec | None = None,
     *,
@@ -237,6 +256,7 @@ def breakpoint_spec(
     exception_filters: Iterable[str] | None = None,
     probe_kind: str | None = None,
     probe_name: str | None = None,
+    baggage: BaggageLike | None = None,
     enabled: bool | None = None,
     condition: str | None = None,
     hit_condition: str | None = None,
@@ -261,8 +281,12 @@ def breakpoint_spec(
     if exception_filters is not None:
         out.exception.CopyFrom(breakpoint_pb2.ExceptionFilters(filter_ids=list(exception_filters)))
         paths.append("exception")
-    if probe_kind is not None or probe_name is not None:
-        out.probe.CopyFrom(breakpoint_pb2.ProbeMatch(point_kind=probe_kind or "", name_glob=probe_name or ""))
+    if probe_kind is not None or probe_name is not None or baggage is not None:
+        out.probe.CopyFrom(
+            breakpoint_pb2.ProbeMatch(
+                point_kind=probe_kind or "", name_glob=probe_name or "", baggage=baggage_entries(baggage)
+            )
+        )
         paths.append("probe")
     if enabled is not None:
         out.enabled = enabled

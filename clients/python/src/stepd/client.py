@@ -10,7 +10,7 @@ import grpc
 from google.protobuf import field_mask_pb2
 
 from stepd import _build
-from stepd._build import ChannelLike, CommandLike, DurationLike, TimeLike
+from stepd._build import BaggageLike, ChannelLike, CommandLike, DurationLike, TimeLike
 from stepd._pauses import Pauses
 from stepd._subscription import Subscription
 from stepd.errors import from_rpc_error, from_stream_call
@@ -142,6 +142,7 @@ class Client:
         exception_filters: Iterable[str] | None = None,
         probe_kind: str | None = None,
         probe_name: str | None = None,
+        baggage: BaggageLike | None = None,
         enabled: bool | None = None,
         condition: str | None = None,
         hit_condition: str | None = None,
@@ -154,11 +155,11 @@ class Client:
         timeout: float | None = None,
     ) -> breakpoint_pb2.AddBreakpointResponse:
         """Adds a breakpoint: a `spec`, or keywords (``path``+``line``, ``function``,
-        ``exception_filters``, ``probe_kind``/``probe_name``, plus the common fields;
+        ``exception_filters``, ``probe_kind``/``probe_name``/``baggage``, plus the common fields;
         ``action`` is "stop", "log" or "snapshot")."""
         built, _ = _build.breakpoint_spec(
             spec, path=path, line=line, column=column, function=function,
-            exception_filters=exception_filters, probe_kind=probe_kind, probe_name=probe_name,
+            exception_filters=exception_filters, probe_kind=probe_kind, probe_name=probe_name, baggage=baggage,
             enabled=enabled, condition=condition, hit_condition=hit_condition,
             label_selector=label_selector, expires_at=expires_at, max_hits=max_hits,
             action=action, log_message=log_message, hold_limit=hold_limit,
@@ -184,6 +185,7 @@ class Client:
         exception_filters: Iterable[str] | None = None,
         probe_kind: str | None = None,
         probe_name: str | None = None,
+        baggage: BaggageLike | None = None,
         enabled: bool | None = None,
         condition: str | None = None,
         hit_condition: str | None = None,
@@ -200,7 +202,7 @@ class Client:
         `spec` and no mask, the whole spec is replaced."""
         built, paths = _build.breakpoint_spec(
             spec, path=path, line=line, column=column, function=function,
-            exception_filters=exception_filters, probe_kind=probe_kind, probe_name=probe_name,
+            exception_filters=exception_filters, probe_kind=probe_kind, probe_name=probe_name, baggage=baggage,
             enabled=enabled, condition=condition, hit_condition=hit_condition,
             label_selector=label_selector, expires_at=expires_at, max_hits=max_hits,
             action=action, log_message=log_message, hold_limit=hold_limit,

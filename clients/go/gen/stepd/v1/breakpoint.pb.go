@@ -243,7 +243,12 @@ type ProbeMatch struct {
 	// Point kind as the probe names it, e.g. "tool_call"; empty matches every kind.
 	PointKind string `protobuf:"bytes,1,opt,name=point_kind,json=pointKind,proto3" json:"point_kind,omitempty"`
 	// Glob over the point's name: `*`, `?` and `[...]` classes, e.g. "Bash" or "web_*"; empty matches every name.
-	NameGlob      string `protobuf:"bytes,2,opt,name=name_glob,json=nameGlob,proto3" json:"name_glob,omitempty"`
+	NameGlob string `protobuf:"bytes,2,opt,name=name_glob,json=nameGlob,proto3" json:"name_glob,omitempty"`
+	// Request scope: the point holds only in a request whose W3C baggage
+	// carries every one of these entries (the probe library reads it from the
+	// program's OpenTelemetry context and decides locally); empty = every
+	// request, with or without baggage. At most 8 entries, keys distinct.
+	Baggage       []*BaggageEntry `protobuf:"bytes,3,rep,name=baggage,proto3" json:"baggage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -292,6 +297,70 @@ func (x *ProbeMatch) GetNameGlob() string {
 	return ""
 }
 
+func (x *ProbeMatch) GetBaggage() []*BaggageEntry {
+	if x != nil {
+		return x.Baggage
+	}
+	return nil
+}
+
+// One entry a request's W3C baggage must carry, e.g. `debug-session=ana`.
+type BaggageEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The baggage key: a W3C baggage key (an HTTP token), at most 256 bytes. Required.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The value it must have, exactly: 1 to 256 characters that need no
+	// percent-encoding in a `baggage` header (printable ASCII except space,
+	// `"`, `,`, `;`, `\` and `%`). Required.
+	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BaggageEntry) Reset() {
+	*x = BaggageEntry{}
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BaggageEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BaggageEntry) ProtoMessage() {}
+
+func (x *BaggageEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BaggageEntry.ProtoReflect.Descriptor instead.
+func (*BaggageEntry) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BaggageEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *BaggageEntry) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // What a client sets on a breakpoint. Exactly one location must be set.
 type BreakpointSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -328,7 +397,7 @@ type BreakpointSpec struct {
 
 func (x *BreakpointSpec) Reset() {
 	*x = BreakpointSpec{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[4]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +409,7 @@ func (x *BreakpointSpec) String() string {
 func (*BreakpointSpec) ProtoMessage() {}
 
 func (x *BreakpointSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[4]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +422,7 @@ func (x *BreakpointSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakpointSpec.ProtoReflect.Descriptor instead.
 func (*BreakpointSpec) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{4}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BreakpointSpec) GetLocation() isBreakpointSpec_Location {
@@ -520,7 +589,7 @@ type Breakpoint struct {
 
 func (x *Breakpoint) Reset() {
 	*x = Breakpoint{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[5]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +601,7 @@ func (x *Breakpoint) String() string {
 func (*Breakpoint) ProtoMessage() {}
 
 func (x *Breakpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[5]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +614,7 @@ func (x *Breakpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Breakpoint.ProtoReflect.Descriptor instead.
 func (*Breakpoint) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{5}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Breakpoint) GetId() string {
@@ -624,7 +693,7 @@ type BreakpointStatus struct {
 
 func (x *BreakpointStatus) Reset() {
 	*x = BreakpointStatus{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[6]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +705,7 @@ func (x *BreakpointStatus) String() string {
 func (*BreakpointStatus) ProtoMessage() {}
 
 func (x *BreakpointStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[6]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +718,7 @@ func (x *BreakpointStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakpointStatus.ProtoReflect.Descriptor instead.
 func (*BreakpointStatus) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{6}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BreakpointStatus) GetSessionId() string {
@@ -705,7 +774,7 @@ type ListBreakpointsRequest struct {
 
 func (x *ListBreakpointsRequest) Reset() {
 	*x = ListBreakpointsRequest{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[7]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +786,7 @@ func (x *ListBreakpointsRequest) String() string {
 func (*ListBreakpointsRequest) ProtoMessage() {}
 
 func (x *ListBreakpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[7]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +799,7 @@ func (x *ListBreakpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListBreakpointsRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{7}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListBreakpointsRequest) GetForLabels() map[string]string {
@@ -769,7 +838,7 @@ type ListBreakpointsResponse struct {
 
 func (x *ListBreakpointsResponse) Reset() {
 	*x = ListBreakpointsResponse{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[8]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +850,7 @@ func (x *ListBreakpointsResponse) String() string {
 func (*ListBreakpointsResponse) ProtoMessage() {}
 
 func (x *ListBreakpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[8]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +863,7 @@ func (x *ListBreakpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListBreakpointsResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{8}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListBreakpointsResponse) GetBreakpoints() []*Breakpoint {
@@ -822,7 +891,7 @@ type AddBreakpointRequest struct {
 
 func (x *AddBreakpointRequest) Reset() {
 	*x = AddBreakpointRequest{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[9]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +903,7 @@ func (x *AddBreakpointRequest) String() string {
 func (*AddBreakpointRequest) ProtoMessage() {}
 
 func (x *AddBreakpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[9]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +916,7 @@ func (x *AddBreakpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddBreakpointRequest.ProtoReflect.Descriptor instead.
 func (*AddBreakpointRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{9}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AddBreakpointRequest) GetSpec() *BreakpointSpec {
@@ -868,7 +937,7 @@ type AddBreakpointResponse struct {
 
 func (x *AddBreakpointResponse) Reset() {
 	*x = AddBreakpointResponse{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[10]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +949,7 @@ func (x *AddBreakpointResponse) String() string {
 func (*AddBreakpointResponse) ProtoMessage() {}
 
 func (x *AddBreakpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[10]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +962,7 @@ func (x *AddBreakpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddBreakpointResponse.ProtoReflect.Descriptor instead.
 func (*AddBreakpointResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{10}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AddBreakpointResponse) GetBreakpoint() *Breakpoint {
@@ -914,7 +983,7 @@ type RemoveBreakpointRequest struct {
 
 func (x *RemoveBreakpointRequest) Reset() {
 	*x = RemoveBreakpointRequest{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[11]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +995,7 @@ func (x *RemoveBreakpointRequest) String() string {
 func (*RemoveBreakpointRequest) ProtoMessage() {}
 
 func (x *RemoveBreakpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[11]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1008,7 @@ func (x *RemoveBreakpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveBreakpointRequest.ProtoReflect.Descriptor instead.
 func (*RemoveBreakpointRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{11}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveBreakpointRequest) GetId() string {
@@ -960,7 +1029,7 @@ type RemoveBreakpointResponse struct {
 
 func (x *RemoveBreakpointResponse) Reset() {
 	*x = RemoveBreakpointResponse{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[12]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1041,7 @@ func (x *RemoveBreakpointResponse) String() string {
 func (*RemoveBreakpointResponse) ProtoMessage() {}
 
 func (x *RemoveBreakpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[12]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1054,7 @@ func (x *RemoveBreakpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveBreakpointResponse.ProtoReflect.Descriptor instead.
 func (*RemoveBreakpointResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{12}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveBreakpointResponse) GetBreakpoint() *Breakpoint {
@@ -1010,7 +1079,7 @@ type UpdateBreakpointRequest struct {
 
 func (x *UpdateBreakpointRequest) Reset() {
 	*x = UpdateBreakpointRequest{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[13]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1091,7 @@ func (x *UpdateBreakpointRequest) String() string {
 func (*UpdateBreakpointRequest) ProtoMessage() {}
 
 func (x *UpdateBreakpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[13]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1104,7 @@ func (x *UpdateBreakpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBreakpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBreakpointRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{13}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateBreakpointRequest) GetId() string {
@@ -1070,7 +1139,7 @@ type UpdateBreakpointResponse struct {
 
 func (x *UpdateBreakpointResponse) Reset() {
 	*x = UpdateBreakpointResponse{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[14]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1151,7 @@ func (x *UpdateBreakpointResponse) String() string {
 func (*UpdateBreakpointResponse) ProtoMessage() {}
 
 func (x *UpdateBreakpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[14]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1164,7 @@ func (x *UpdateBreakpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBreakpointResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBreakpointResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{14}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateBreakpointResponse) GetBreakpoint() *Breakpoint {
@@ -1118,12 +1187,16 @@ const file_stepd_v1_breakpoint_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"1\n" +
 	"\x10ExceptionFilters\x12\x1d\n" +
 	"\n" +
-	"filter_ids\x18\x01 \x03(\tR\tfilterIds\"H\n" +
+	"filter_ids\x18\x01 \x03(\tR\tfilterIds\"z\n" +
 	"\n" +
 	"ProbeMatch\x12\x1d\n" +
 	"\n" +
 	"point_kind\x18\x01 \x01(\tR\tpointKind\x12\x1b\n" +
-	"\tname_glob\x18\x02 \x01(\tR\bnameGlob\"\xee\x04\n" +
+	"\tname_glob\x18\x02 \x01(\tR\bnameGlob\x120\n" +
+	"\abaggage\x18\x03 \x03(\v2\x16.stepd.v1.BaggageEntryR\abaggage\"6\n" +
+	"\fBaggageEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xee\x04\n" +
 	"\x0eBreakpointSpec\x122\n" +
 	"\x06source\x18\x01 \x01(\v2\x18.stepd.v1.SourceLocationH\x00R\x06source\x128\n" +
 	"\bfunction\x18\x02 \x01(\v2\x1a.stepd.v1.FunctionLocationH\x00R\bfunction\x12:\n" +
@@ -1225,61 +1298,63 @@ func file_stepd_v1_breakpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_breakpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stepd_v1_breakpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_stepd_v1_breakpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_stepd_v1_breakpoint_proto_goTypes = []any{
 	(BreakpointAction)(0),            // 0: stepd.v1.BreakpointAction
 	(*SourceLocation)(nil),           // 1: stepd.v1.SourceLocation
 	(*FunctionLocation)(nil),         // 2: stepd.v1.FunctionLocation
 	(*ExceptionFilters)(nil),         // 3: stepd.v1.ExceptionFilters
 	(*ProbeMatch)(nil),               // 4: stepd.v1.ProbeMatch
-	(*BreakpointSpec)(nil),           // 5: stepd.v1.BreakpointSpec
-	(*Breakpoint)(nil),               // 6: stepd.v1.Breakpoint
-	(*BreakpointStatus)(nil),         // 7: stepd.v1.BreakpointStatus
-	(*ListBreakpointsRequest)(nil),   // 8: stepd.v1.ListBreakpointsRequest
-	(*ListBreakpointsResponse)(nil),  // 9: stepd.v1.ListBreakpointsResponse
-	(*AddBreakpointRequest)(nil),     // 10: stepd.v1.AddBreakpointRequest
-	(*AddBreakpointResponse)(nil),    // 11: stepd.v1.AddBreakpointResponse
-	(*RemoveBreakpointRequest)(nil),  // 12: stepd.v1.RemoveBreakpointRequest
-	(*RemoveBreakpointResponse)(nil), // 13: stepd.v1.RemoveBreakpointResponse
-	(*UpdateBreakpointRequest)(nil),  // 14: stepd.v1.UpdateBreakpointRequest
-	(*UpdateBreakpointResponse)(nil), // 15: stepd.v1.UpdateBreakpointResponse
-	nil,                              // 16: stepd.v1.ListBreakpointsRequest.ForLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 18: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),    // 19: google.protobuf.FieldMask
+	(*BaggageEntry)(nil),             // 5: stepd.v1.BaggageEntry
+	(*BreakpointSpec)(nil),           // 6: stepd.v1.BreakpointSpec
+	(*Breakpoint)(nil),               // 7: stepd.v1.Breakpoint
+	(*BreakpointStatus)(nil),         // 8: stepd.v1.BreakpointStatus
+	(*ListBreakpointsRequest)(nil),   // 9: stepd.v1.ListBreakpointsRequest
+	(*ListBreakpointsResponse)(nil),  // 10: stepd.v1.ListBreakpointsResponse
+	(*AddBreakpointRequest)(nil),     // 11: stepd.v1.AddBreakpointRequest
+	(*AddBreakpointResponse)(nil),    // 12: stepd.v1.AddBreakpointResponse
+	(*RemoveBreakpointRequest)(nil),  // 13: stepd.v1.RemoveBreakpointRequest
+	(*RemoveBreakpointResponse)(nil), // 14: stepd.v1.RemoveBreakpointResponse
+	(*UpdateBreakpointRequest)(nil),  // 15: stepd.v1.UpdateBreakpointRequest
+	(*UpdateBreakpointResponse)(nil), // 16: stepd.v1.UpdateBreakpointResponse
+	nil,                              // 17: stepd.v1.ListBreakpointsRequest.ForLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 19: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),    // 20: google.protobuf.FieldMask
 }
 var file_stepd_v1_breakpoint_proto_depIdxs = []int32{
-	1,  // 0: stepd.v1.BreakpointSpec.source:type_name -> stepd.v1.SourceLocation
-	2,  // 1: stepd.v1.BreakpointSpec.function:type_name -> stepd.v1.FunctionLocation
-	3,  // 2: stepd.v1.BreakpointSpec.exception:type_name -> stepd.v1.ExceptionFilters
-	4,  // 3: stepd.v1.BreakpointSpec.probe:type_name -> stepd.v1.ProbeMatch
-	17, // 4: stepd.v1.BreakpointSpec.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 5: stepd.v1.BreakpointSpec.action:type_name -> stepd.v1.BreakpointAction
-	18, // 6: stepd.v1.BreakpointSpec.hold_limit:type_name -> google.protobuf.Duration
-	5,  // 7: stepd.v1.Breakpoint.spec:type_name -> stepd.v1.BreakpointSpec
-	17, // 8: stepd.v1.Breakpoint.created_at:type_name -> google.protobuf.Timestamp
-	17, // 9: stepd.v1.Breakpoint.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 10: stepd.v1.ListBreakpointsRequest.for_labels:type_name -> stepd.v1.ListBreakpointsRequest.ForLabelsEntry
-	6,  // 11: stepd.v1.ListBreakpointsResponse.breakpoints:type_name -> stepd.v1.Breakpoint
-	5,  // 12: stepd.v1.AddBreakpointRequest.spec:type_name -> stepd.v1.BreakpointSpec
-	6,  // 13: stepd.v1.AddBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
-	6,  // 14: stepd.v1.RemoveBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
-	5,  // 15: stepd.v1.UpdateBreakpointRequest.spec:type_name -> stepd.v1.BreakpointSpec
-	19, // 16: stepd.v1.UpdateBreakpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	6,  // 17: stepd.v1.UpdateBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
-	8,  // 18: stepd.v1.BreakpointService.ListBreakpoints:input_type -> stepd.v1.ListBreakpointsRequest
-	10, // 19: stepd.v1.BreakpointService.AddBreakpoint:input_type -> stepd.v1.AddBreakpointRequest
-	12, // 20: stepd.v1.BreakpointService.RemoveBreakpoint:input_type -> stepd.v1.RemoveBreakpointRequest
-	14, // 21: stepd.v1.BreakpointService.UpdateBreakpoint:input_type -> stepd.v1.UpdateBreakpointRequest
-	9,  // 22: stepd.v1.BreakpointService.ListBreakpoints:output_type -> stepd.v1.ListBreakpointsResponse
-	11, // 23: stepd.v1.BreakpointService.AddBreakpoint:output_type -> stepd.v1.AddBreakpointResponse
-	13, // 24: stepd.v1.BreakpointService.RemoveBreakpoint:output_type -> stepd.v1.RemoveBreakpointResponse
-	15, // 25: stepd.v1.BreakpointService.UpdateBreakpoint:output_type -> stepd.v1.UpdateBreakpointResponse
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	5,  // 0: stepd.v1.ProbeMatch.baggage:type_name -> stepd.v1.BaggageEntry
+	1,  // 1: stepd.v1.BreakpointSpec.source:type_name -> stepd.v1.SourceLocation
+	2,  // 2: stepd.v1.BreakpointSpec.function:type_name -> stepd.v1.FunctionLocation
+	3,  // 3: stepd.v1.BreakpointSpec.exception:type_name -> stepd.v1.ExceptionFilters
+	4,  // 4: stepd.v1.BreakpointSpec.probe:type_name -> stepd.v1.ProbeMatch
+	18, // 5: stepd.v1.BreakpointSpec.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: stepd.v1.BreakpointSpec.action:type_name -> stepd.v1.BreakpointAction
+	19, // 7: stepd.v1.BreakpointSpec.hold_limit:type_name -> google.protobuf.Duration
+	6,  // 8: stepd.v1.Breakpoint.spec:type_name -> stepd.v1.BreakpointSpec
+	18, // 9: stepd.v1.Breakpoint.created_at:type_name -> google.protobuf.Timestamp
+	18, // 10: stepd.v1.Breakpoint.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 11: stepd.v1.ListBreakpointsRequest.for_labels:type_name -> stepd.v1.ListBreakpointsRequest.ForLabelsEntry
+	7,  // 12: stepd.v1.ListBreakpointsResponse.breakpoints:type_name -> stepd.v1.Breakpoint
+	6,  // 13: stepd.v1.AddBreakpointRequest.spec:type_name -> stepd.v1.BreakpointSpec
+	7,  // 14: stepd.v1.AddBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
+	7,  // 15: stepd.v1.RemoveBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
+	6,  // 16: stepd.v1.UpdateBreakpointRequest.spec:type_name -> stepd.v1.BreakpointSpec
+	20, // 17: stepd.v1.UpdateBreakpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	7,  // 18: stepd.v1.UpdateBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
+	9,  // 19: stepd.v1.BreakpointService.ListBreakpoints:input_type -> stepd.v1.ListBreakpointsRequest
+	11, // 20: stepd.v1.BreakpointService.AddBreakpoint:input_type -> stepd.v1.AddBreakpointRequest
+	13, // 21: stepd.v1.BreakpointService.RemoveBreakpoint:input_type -> stepd.v1.RemoveBreakpointRequest
+	15, // 22: stepd.v1.BreakpointService.UpdateBreakpoint:input_type -> stepd.v1.UpdateBreakpointRequest
+	10, // 23: stepd.v1.BreakpointService.ListBreakpoints:output_type -> stepd.v1.ListBreakpointsResponse
+	12, // 24: stepd.v1.BreakpointService.AddBreakpoint:output_type -> stepd.v1.AddBreakpointResponse
+	14, // 25: stepd.v1.BreakpointService.RemoveBreakpoint:output_type -> stepd.v1.RemoveBreakpointResponse
+	16, // 26: stepd.v1.BreakpointService.UpdateBreakpoint:output_type -> stepd.v1.UpdateBreakpointResponse
+	23, // [23:27] is the sub-list for method output_type
+	19, // [19:23] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_breakpoint_proto_init() }
@@ -1287,7 +1362,7 @@ func file_stepd_v1_breakpoint_proto_init() {
 	if File_stepd_v1_breakpoint_proto != nil {
 		return
 	}
-	file_stepd_v1_breakpoint_proto_msgTypes[4].OneofWrappers = []any{
+	file_stepd_v1_breakpoint_proto_msgTypes[5].OneofWrappers = []any{
 		(*BreakpointSpec_Source)(nil),
 		(*BreakpointSpec_Function)(nil),
 		(*BreakpointSpec_Exception)(nil),
@@ -1299,7 +1374,7 @@ func file_stepd_v1_breakpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_breakpoint_proto_rawDesc), len(file_stepd_v1_breakpoint_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -359,7 +359,11 @@ type ArmedMatcher struct {
 	// Name glob; empty = any.
 	NameGlob string `protobuf:"bytes,3,opt,name=name_glob,json=nameGlob,proto3" json:"name_glob,omitempty"`
 	// Condition over the value, evaluated by the probe library; empty = always.
-	Condition     string `protobuf:"bytes,4,opt,name=condition,proto3" json:"condition,omitempty"`
+	Condition string `protobuf:"bytes,4,opt,name=condition,proto3" json:"condition,omitempty"`
+	// The breakpoint's request scope (`ProbeMatch.baggage`): the matcher
+	// matches only where the current request's W3C baggage carries every
+	// entry, key and value equal; empty = every request.
+	Baggage       []*BaggageEntry `protobuf:"bytes,5,rep,name=baggage,proto3" json:"baggage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,6 +424,13 @@ func (x *ArmedMatcher) GetCondition() string {
 		return x.Condition
 	}
 	return ""
+}
+
+func (x *ArmedMatcher) GetBaggage() []*BaggageEntry {
+	if x != nil {
+		return x.Baggage
+	}
+	return nil
 }
 
 // The current arming of a probe; replaces the previous one.
@@ -1680,7 +1691,7 @@ var File_stepd_v1_probe_proto protoreflect.FileDescriptor
 
 const file_stepd_v1_probe_proto_rawDesc = "" +
 	"\n" +
-	"\x14stepd/v1/probe.proto\x12\bstepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14stepd/v1/event.proto\x1a\x14stepd/v1/pause.proto\x1a\x15stepd/v1/source.proto\"O\n" +
+	"\x14stepd/v1/probe.proto\x12\bstepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19stepd/v1/breakpoint.proto\x1a\x14stepd/v1/event.proto\x1a\x14stepd/v1/pause.proto\x1a\x15stepd/v1/source.proto\"O\n" +
 	"\x11ProbeCapabilities\x12\x12\n" +
 	"\x04eval\x18\x01 \x01(\bR\x04eval\x12\x12\n" +
 	"\x04skip\x18\x02 \x01(\bR\x04skip\x12\x12\n" +
@@ -1701,13 +1712,14 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbf\x01\n" +
 	"\fArmedMatcher\x12#\n" +
 	"\rbreakpoint_id\x18\x01 \x01(\tR\fbreakpointId\x12\x1d\n" +
 	"\n" +
 	"point_kind\x18\x02 \x01(\tR\tpointKind\x12\x1b\n" +
 	"\tname_glob\x18\x03 \x01(\tR\bnameGlob\x12\x1c\n" +
-	"\tcondition\x18\x04 \x01(\tR\tcondition\"\xca\x01\n" +
+	"\tcondition\x18\x04 \x01(\tR\tcondition\x120\n" +
+	"\abaggage\x18\x05 \x03(\v2\x16.stepd.v1.BaggageEntryR\abaggage\"\xca\x01\n" +
 	"\x05Armed\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.stepd.v1.ProbeModeR\x04mode\x122\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x16.stepd.v1.ArmedMatcherR\bmatchers\x12\x14\n" +
@@ -1854,63 +1866,65 @@ var file_stepd_v1_probe_proto_goTypes = []any{
 	(*ConnectResponse)(nil),       // 18: stepd.v1.ConnectResponse
 	nil,                           // 19: stepd.v1.Hello.LabelsEntry
 	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
-	(*PointInfo)(nil),             // 21: stepd.v1.PointInfo
-	(*Local)(nil),                 // 22: stepd.v1.Local
-	(*Location)(nil),              // 23: stepd.v1.Location
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 25: google.protobuf.Value
-	(*StreamError)(nil),           // 26: stepd.v1.StreamError
-	(*Heartbeat)(nil),             // 27: stepd.v1.Heartbeat
-	(*Reconnect)(nil),             // 28: stepd.v1.Reconnect
-	(*HeartbeatEvent)(nil),        // 29: stepd.v1.HeartbeatEvent
+	(*BaggageEntry)(nil),          // 21: stepd.v1.BaggageEntry
+	(*PointInfo)(nil),             // 22: stepd.v1.PointInfo
+	(*Local)(nil),                 // 23: stepd.v1.Local
+	(*Location)(nil),              // 24: stepd.v1.Location
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 26: google.protobuf.Value
+	(*StreamError)(nil),           // 27: stepd.v1.StreamError
+	(*Heartbeat)(nil),             // 28: stepd.v1.Heartbeat
+	(*Reconnect)(nil),             // 29: stepd.v1.Reconnect
+	(*HeartbeatEvent)(nil),        // 30: stepd.v1.HeartbeatEvent
 }
 var file_stepd_v1_probe_proto_depIdxs = []int32{
 	19, // 0: stepd.v1.Hello.labels:type_name -> stepd.v1.Hello.LabelsEntry
 	2,  // 1: stepd.v1.Hello.capabilities:type_name -> stepd.v1.ProbeCapabilities
 	20, // 2: stepd.v1.Hello.heartbeat_interval:type_name -> google.protobuf.Duration
-	0,  // 3: stepd.v1.Armed.mode:type_name -> stepd.v1.ProbeMode
-	4,  // 4: stepd.v1.Armed.matchers:type_name -> stepd.v1.ArmedMatcher
-	5,  // 5: stepd.v1.Welcome.armed:type_name -> stepd.v1.Armed
-	20, // 6: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
-	20, // 7: stepd.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 8: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
-	22, // 9: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
-	23, // 10: stepd.v1.Hit.location:type_name -> stepd.v1.Location
-	23, // 11: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
-	24, // 12: stepd.v1.Hit.held_since:type_name -> google.protobuf.Timestamp
-	1,  // 13: stepd.v1.Resume.decision:type_name -> stepd.v1.ResumeDecision
-	25, // 14: stepd.v1.Resume.value:type_name -> google.protobuf.Value
-	5,  // 15: stepd.v1.Resume.armed:type_name -> stepd.v1.Armed
-	25, // 16: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
-	13, // 17: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
-	14, // 18: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
-	15, // 19: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
-	25, // 20: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
-	24, // 21: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
-	21, // 22: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
-	24, // 23: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
-	23, // 24: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
-	26, // 25: stepd.v1.HitRefused.error:type_name -> stepd.v1.StreamError
-	3,  // 26: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
-	7,  // 27: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
-	11, // 28: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
-	12, // 29: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
-	10, // 30: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
-	27, // 31: stepd.v1.ConnectRequest.heartbeat:type_name -> stepd.v1.Heartbeat
-	6,  // 32: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
-	5,  // 33: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
-	8,  // 34: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
-	9,  // 35: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
-	16, // 36: stepd.v1.ConnectResponse.refused:type_name -> stepd.v1.HitRefused
-	28, // 37: stepd.v1.ConnectResponse.reconnect:type_name -> stepd.v1.Reconnect
-	29, // 38: stepd.v1.ConnectResponse.heartbeat:type_name -> stepd.v1.HeartbeatEvent
-	17, // 39: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
-	18, // 40: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
-	40, // [40:41] is the sub-list for method output_type
-	39, // [39:40] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	21, // 3: stepd.v1.ArmedMatcher.baggage:type_name -> stepd.v1.BaggageEntry
+	0,  // 4: stepd.v1.Armed.mode:type_name -> stepd.v1.ProbeMode
+	4,  // 5: stepd.v1.Armed.matchers:type_name -> stepd.v1.ArmedMatcher
+	5,  // 6: stepd.v1.Welcome.armed:type_name -> stepd.v1.Armed
+	20, // 7: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
+	20, // 8: stepd.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	22, // 9: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
+	23, // 10: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
+	24, // 11: stepd.v1.Hit.location:type_name -> stepd.v1.Location
+	24, // 12: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
+	25, // 13: stepd.v1.Hit.held_since:type_name -> google.protobuf.Timestamp
+	1,  // 14: stepd.v1.Resume.decision:type_name -> stepd.v1.ResumeDecision
+	26, // 15: stepd.v1.Resume.value:type_name -> google.protobuf.Value
+	5,  // 16: stepd.v1.Resume.armed:type_name -> stepd.v1.Armed
+	26, // 17: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
+	13, // 18: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
+	14, // 19: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
+	15, // 20: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
+	26, // 21: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
+	25, // 22: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
+	22, // 23: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
+	25, // 24: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
+	24, // 25: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
+	27, // 26: stepd.v1.HitRefused.error:type_name -> stepd.v1.StreamError
+	3,  // 27: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
+	7,  // 28: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
+	11, // 29: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
+	12, // 30: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
+	10, // 31: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
+	28, // 32: stepd.v1.ConnectRequest.heartbeat:type_name -> stepd.v1.Heartbeat
+	6,  // 33: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
+	5,  // 34: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
+	8,  // 35: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
+	9,  // 36: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
+	16, // 37: stepd.v1.ConnectResponse.refused:type_name -> stepd.v1.HitRefused
+	29, // 38: stepd.v1.ConnectResponse.reconnect:type_name -> stepd.v1.Reconnect
+	30, // 39: stepd.v1.ConnectResponse.heartbeat:type_name -> stepd.v1.HeartbeatEvent
+	17, // 40: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
+	18, // 41: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
+	41, // [41:42] is the sub-list for method output_type
+	40, // [40:41] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_probe_proto_init() }
@@ -1918,6 +1932,7 @@ func file_stepd_v1_probe_proto_init() {
 	if File_stepd_v1_probe_proto != nil {
 		return
 	}
+	file_stepd_v1_breakpoint_proto_init()
 	file_stepd_v1_event_proto_init()
 	file_stepd_v1_pause_proto_init()
 	file_stepd_v1_source_proto_init()

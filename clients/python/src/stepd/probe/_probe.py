@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from stepd import _build
 from stepd.errors import StepdError, from_rpc_error
-from stepd.probe import _labels, _trace
+from stepd.probe import _labels, _request_baggage, _trace
 from stepd.probe._condition import ConditionError, Predicate, compile_condition, compile_glob
 from stepd.probe._values import fill_value, from_value, to_struct, to_value, type_name
 from stepd.v1 import event_pb2, pause_pb2, probe_pb2, probe_pb2_grpc, source_pb2
@@ -83,11 +83,13 @@ class Stopped(BaseException):
 
 
 class _Matcher:
-    __slots__ = ("id", "kind", "name", "condition")
+    __slots__ = ("id", "kind", "name", "condition", "baggage")
 
     def __init__(self, m: probe_pb2.ArmedMatcher) -> None:
         self.id = m.breakpoint_id
         self.kind = m.point_kind
+        # The request scope: entries the request's baggage must carry (empty = any request).
+        self.baggage: _request_baggage.Entries = tuple((e.key, e.value) for e in m.baggage)
         try:
             self.name: Callable[[str], bool] = compile_glob(m.name_glob)
             self.condition: Predicate | None = compile_condition(m.condition) if m.condition.strip() else None
@@ -133,16 +135,27 @@ class _Arming:
 _DISARMED = _Arming()
 
 
-def _matches(m: _Matcher, kind: str, name: str, value: Any, labels: Mapping[str, str]) -> bool:
+def _matches(
+    m: _Matcher, kind: str, name: str, value: Any, labels: Mapping[str, str], baggage: _request_baggage.Given
+) -> bool:
     if m.kind and m.kind != kind:
         return False
     if not m.name(name):
+        return False
+    if m.baggage and not _request_baggage.carries(m.baggage, baggage):
         return False
     return m.condition is None or m.condition(kind, name, value, labels)
 
 
 def decide(
-    a: _Arming, kind: str, name: str, value: Any, depth: int, coor: list[int], labels: Mapping[str, str]
+    a: _Arming,
+    kind: str,
+    name: str,
+    value: Any,
+    depth: int,
+    coor: list[int],
+    labels: Mapping[str, str],
+    baggage: _request_baggage.Given = None,
 ) -> tuple[list[str] | None | bool, _Arming]:
     """The table of docs/probes.md for one point under arming `a`: None (go on),
     a list (hold, with the matched breakpoint ids) or False (trace it), and the
@@ -163,7 +176,7 @@ def decide(
         return ([] if at_target else None), a  # forced: only the target holds
     # Where breakpoints are all that can hold, honour_breakpoints is moot.
     honoured = a.honour or mode in (_BREAKPOINTS, _TRACE)
-    ids = [m.id for m in a.matchers if _matches(m, kind, name, value, labels)] if a.matchers and honoured else []
+    ids = [m.id for m in a.matchers if _matches(m, kind, name, value, labels, baggage)] if a.matchers and honoured else []
     if mode == _STEP:
         return ids, a
     if mode == _DEPTH:
@@ -477,15 +490,17 @@ class Probe:
             s.n += 1
         return coor
 
-    def _decide(self, kind: str, name: str, value: Any, depth: int, coor: list[int]) -> list[str] | None | bool:
+    def _decide(
+        self, kind: str, name: str, value: Any, depth: int, coor: list[int], baggage: _request_baggage.Given = None
+    ) -> list[str] | None | bool:
         """None: go on; a list: hold (the matched breakpoint ids); False: trace it."""
         before = self._arming
         if before.mode == _BREAKPOINTS and before.target is None:
             # The common case, inline (it is on every armed point's path):
             # only breakpoints can hold, and their ids are the ones matching.
             labels = self.labels
-            return [m.id for m in before.matchers if _matches(m, kind, name, value, labels)] or None
-        verdict, after = decide(before, kind, name, value, depth, coor, self.labels)
+            return [m.id for m in before.matchers if _matches(m, kind, name, value, labels, baggage)] or None
+        verdict, after = decide(before, kind, name, value, depth, coor, self.labels, baggage)
         if after is not before:
             self._arming = after  # NONE switched itself back to BREAKPOINTS
         return verdict
@@ -500,6 +515,7 @@ class Probe:
         schema: Mapping[str, Any] | None = None,
         type_hint: Any = None,
         traceparent: str | None = None,
+        baggage: Mapping[str, object] | str | None = None,
     ) -> Any:
         """A pause point. Returns `value`, or the value a client injected.
 
@@ -513,6 +529,11 @@ class Probe:
         A hold carries the current OpenTelemetry span (when the API is
         importable), so its pause is a span in the program's trace;
         `traceparent` names another span instead ("" for none).
+
+        A breakpoint scoped to one request (``--baggage``) holds only where
+        the request's W3C baggage carries its entries: the current
+        OpenTelemetry context's baggage, or `baggage` when given (a mapping,
+        or the incoming ``baggage`` header as is).
         """
         stack = self._stack.get()
         if stack:
@@ -524,7 +545,7 @@ class Probe:
             coor = [next(self._top)]
         if self._arming.idle:
             return value
-        ids = self._decide(kind, name, value, len(stack), coor)
+        ids = self._decide(kind, name, value, len(stack), coor, baggage)
         if ids is None:
             return value
         if ids is False:
@@ -547,11 +568,14 @@ class Probe:
         schema: Mapping[str, Any] | None = None,
         type_hint: Any = None,
         traceparent: str | None = None,
+        baggage: Mapping[str, object] | str | None = None,
     ) -> Any:
         """:meth:`hold` for coroutines: waits without blocking the event loop.
         Cancelling the task withdraws the hold (its pause resolves as withdrawn)."""
         frame = sys._getframe(1)
-        result = await self._apoint(kind, name, value, frame.f_globals, frame.f_locals, frame, editable, schema, type_hint, traceparent)
+        result = await self._apoint(
+            kind, name, value, frame.f_globals, frame.f_locals, frame, editable, schema, type_hint, traceparent, baggage
+        )  # fmt: skip
         return value if result is _CONTINUED else result
 
     def _point(
@@ -595,12 +619,13 @@ class Probe:
         schema: Mapping[str, Any] | None,
         type_hint: Any,
         traceparent: str | None = None,
+        baggage: Mapping[str, object] | str | None = None,
     ) -> Any:
         stack = self._stack.get()
         coor = self._coor(stack)
         if self._arming.idle:
             return _CONTINUED
-        ids = self._decide(kind, name, value, len(stack), coor)
+        ids = self._decide(kind, name, value, len(stack), coor, baggage)
         if ids is None:
             return _CONTINUED
         if ids is False:

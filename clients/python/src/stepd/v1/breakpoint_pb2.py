@@ -27,7 +27,7 @@ from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mas
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19stepd/v1/breakpoint.proto\x12\x08stepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"P\n\x0eSourceLocation\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n\x04line\x18\x02 \x01(\rR\x04line\x12\x16\n\x06\x63olumn\x18\x03 \x01(\rR\x06\x63olumn\"&\n\x10\x46unctionLocation\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"1\n\x10\x45xceptionFilters\x12\x1d\n\nfilter_ids\x18\x01 \x03(\tR\tfilterIds\"H\n\nProbeMatch\x12\x1d\n\npoint_kind\x18\x01 \x01(\tR\tpointKind\x12\x1b\n\tname_glob\x18\x02 \x01(\tR\x08nameGlob\"\xee\x04\n\x0e\x42reakpointSpec\x12\x32\n\x06source\x18\x01 \x01(\x0b\x32\x18.stepd.v1.SourceLocationH\x00R\x06source\x12\x38\n\x08\x66unction\x18\x02 \x01(\x0b\x32\x1a.stepd.v1.FunctionLocationH\x00R\x08\x66unction\x12:\n\texception\x18\x03 \x01(\x0b\x32\x1a.stepd.v1.ExceptionFiltersH\x00R\texception\x12,\n\x05probe\x18\x04 \x01(\x0b\x32\x14.stepd.v1.ProbeMatchH\x00R\x05probe\x12\x1d\n\x07\x65nabled\x18\x05 \x01(\x08H\x01R\x07\x65nabled\x88\x01\x01\x12\x1c\n\tcondition\x18\x06 \x01(\tR\tcondition\x12#\n\rhit_condition\x18\x07 \x01(\tR\x0chitCondition\x12%\n\x0elabel_selector\x18\x08 \x01(\tR\rlabelSelector\x12\x39\n\nexpires_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\x12\x19\n\x08max_hits\x18\n \x01(\rR\x07maxHits\x12\x32\n\x06\x61\x63tion\x18\x0b \x01(\x0e\x32\x1a.stepd.v1.BreakpointActionR\x06\x61\x63tion\x12\x1f\n\x0blog_message\x18\x0c \x01(\tR\nlogMessage\x12\x38\n\nhold_limit\x18\r \x01(\x0b\x32\x19.google.protobuf.DurationR\tholdLimitB\n\n\x08locationB\n\n\x08_enabled\"\xb1\x02\n\nBreakpoint\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12,\n\x04spec\x18\x02 \x01(\x0b\x32\x18.stepd.v1.BreakpointSpecR\x04spec\x12\x1b\n\thit_count\x18\x03 \x01(\x04R\x08hitCount\x12\x39\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x39\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x14\n\x05spent\x18\x06 \x01(\x08R\x05spent\x12\x1d\n\ncreated_by\x18\x07 \x01(\tR\tcreatedBy\x12\x1d\n\nupdated_by\x18\x08 \x01(\tR\tupdatedBy\"\xad\x01\n\x10\x42reakpointStatus\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n\x08verified\x18\x02 \x01(\x08R\x08verified\x12\x1f\n\x0b\x61\x63tual_line\x18\x03 \x01(\rR\nactualLine\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\x12#\n\rbreakpoint_id\x18\x05 \x01(\tR\x0c\x62reakpointId\"\xe2\x01\n\x16ListBreakpointsRequest\x12N\n\nfor_labels\x18\x01 \x03(\x0b\x32/.stepd.v1.ListBreakpointsRequest.ForLabelsEntryR\tforLabels\x12\x1b\n\tpage_size\x18\x02 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\x1a<\n\x0e\x46orLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"y\n\x17ListBreakpointsResponse\x12\x36\n\x0b\x62reakpoints\x18\x01 \x03(\x0b\x32\x14.stepd.v1.BreakpointR\x0b\x62reakpoints\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"D\n\x14\x41\x64\x64\x42reakpointRequest\x12,\n\x04spec\x18\x01 \x01(\x0b\x32\x18.stepd.v1.BreakpointSpecR\x04spec\"M\n\x15\x41\x64\x64\x42reakpointResponse\x12\x34\n\nbreakpoint\x18\x01 \x01(\x0b\x32\x14.stepd.v1.BreakpointR\nbreakpoint\")\n\x17RemoveBreakpointRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"P\n\x18RemoveBreakpointResponse\x12\x34\n\nbreakpoint\x18\x01 \x01(\x0b\x32\x14.stepd.v1.BreakpointR\nbreakpoint\"\x94\x01\n\x17UpdateBreakpointRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12,\n\x04spec\x18\x02 \x01(\x0b\x32\x18.stepd.v1.BreakpointSpecR\x04spec\x12;\n\x0bupdate_mask\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.FieldMaskR\nupdateMask\"P\n\x18UpdateBreakpointResponse\x12\x34\n\nbreakpoint\x18\x01 \x01(\x0b\x32\x14.stepd.v1.BreakpointR\nbreakpoint*\x8c\x01\n\x10\x42reakpointAction\x12!\n\x1d\x42REAKPOINT_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x42REAKPOINT_ACTION_STOP\x10\x01\x12\x19\n\x15\x42REAKPOINT_ACTION_LOG\x10\x02\x12\x1e\n\x1a\x42REAKPOINT_ACTION_SNAPSHOT\x10\x03\x32\xf3\x02\n\x11\x42reakpointService\x12V\n\x0fListBreakpoints\x12 .stepd.v1.ListBreakpointsRequest\x1a!.stepd.v1.ListBreakpointsResponse\x12P\n\rAddBreakpoint\x12\x1e.stepd.v1.AddBreakpointRequest\x1a\x1f.stepd.v1.AddBreakpointResponse\x12Y\n\x10RemoveBreakpoint\x12!.stepd.v1.RemoveBreakpointRequest\x1a\".stepd.v1.RemoveBreakpointResponse\x12Y\n\x10UpdateBreakpoint\x12!.stepd.v1.UpdateBreakpointRequest\x1a\".stepd.v1.UpdateBreakpointResponseB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19stepd/v1/breakpoint.proto\x12\x08stepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"P\n\x0eSourceLocation\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n\x04line\x18\x02 \x01(\rR\x04line\x12\x16\n\x06\x63olumn\x18\x03 \x01(\rR\x06\x63olumn\"&\n\x10\x46unctionLocation\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"1\n\x10\x45xceptionFilters\x12\x1d\n\nfilter_ids\x18\x01 \x03(\tR\tfilterIds\"z\n\nProbeMatch\x12\x1d\n\npoint_kind\x18\x01 \x01(\tR\tpointKind\x12\x1b\n\tname_glob\x18\x02 \x01(\tR\x08nameGlob\x12\x30\n\x07\x62\x61ggage\x18\x03 \x03(\x0b\x32\x16.stepd.v1.BaggageEntryR\x07\x62\x61ggage\"6\n\x0c\x42\x61ggageEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value\"\xee\x04\n\x0e\x42reakpointSpec\x12\x32\n\x06source\x18\x01 \x01(\x0b\x32\x18.stepd.v1.SourceLocationH\x00R\x06source\x12\x38\n\x08\x66unction\x18\x02 \x01(\x0b\x32\x1a.stepd.v1.FunctionLocationH\x00R\x08\x66unction\x12:\n\texception\x18\x03 \x01(\x0b\x32\x1a.stepd.v1.ExceptionFiltersH\x00R\texception\x12,\n\x05probe\x18\x04 \x01(\x0b\x32\x14.stepd.v1.ProbeMatchH\x00R\x05probe\x12\x1d\n\x07\x65nabled\x18\x05 \x01(\x08H\x01R\x07\x65nabled\x88\x01\x01\x12\x1c\n\tcondition\x18\x06 \x01(\tR\tcondition\x12#\n\rhit_condition\x18\x07 \x01(\tR\x0chitCondition\x12%\n\x0elabel_selector\x18\x08 \x01(\tR\rlabelSelector\x12\x39\n\nexpires_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\x12\x19\n\x08max_hits\x18\n \x01(\rR\x07maxHits\x12\x32\n\x06\x61\x63tion\x18\x0b \x01(\x0e\x32\x1a.stepd.v1.BreakpointActionR\x06\x61\x63tion\x12\x1f\n\x0blog_message\x18\x0c \x01(\tR\nlogMessage\x12\x38\n\nhold_limit\x18\r \x01(\x0b\x32\x19.google.protobuf.DurationR\tholdLimitB\n\n\x08locationB\n\n\x08_enabled\"\xb1\x02\n\nBreakpoint\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12,\n\x04spec\x18\x02 \x01(\x0b\x32\x18.stepd.v1.BreakpointSpecR\x04spec\x12\x1b\n\thit_count\x18\x03 \x01(\x04R\x08hitCount\x12\x39\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x39\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x14\n\x05spent\x18\x06 \x01(\x08R\x05spent\x12\x1d\n\ncreated_by\x18\x07 \x01(\tR\tcreatedBy\x12\x1d\n\nupdated_by\x18\x08 \x01(\tR\tupdatedBy\"\xad\x01\n\x10\x42reakpointStatus\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n\x08verified\x18\x02 \x01(\x08R\x08verified\x12\x1f\n\x0b\x61\x63tual_line\x18\x03 \x01(\rR\nactualLine\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\x12#\n\rbreakpoint_id\x18\x05 \x01(\tR\x0c\x62reakpointId\"\xe2\x01\n\x16ListBreakpointsRequest\x12N\n\nfor_labels\x18\x01 \x03(\x0b\x32/.stepd.v1.ListBreakpointsRequest.ForLabelsEntryR\tforLabels\x12\x1b\n\tpage_size\x18\x02 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\x1a<\n\x0e\x46orLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"y\n\x17ListBreakpointsResponse\x12\x36\n\x0b\x62reakpoints\x18\x01 \x03(\x0b\x32\x14.stepd.v1.BreakpointR\x0b\x62reakpoints\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"D\n\x14\x41\x64\x64\x42reakpointRequest\x12,\n\x04spec\x18\x01 \x01(\x0b\x32\x18.stepd.v1.BreakpointSpecR\x04spec\"M\n\x15\x41\x64\x64\x42reakpointResponse\x12\x34\n\nbreakpoint\x18\x01 \x01(\x0b\x32\x14.stepd.v1.BreakpointR\nbreakpoint\")\n\x17RemoveBreakpointRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"P\n\x18RemoveBreakpointResponse\x12\x34\n\nbreakpoint\x18\x01 \x01(\x0b\x32\x14.stepd.v1.BreakpointR\nbreakpoint\"\x94\x01\n\x17UpdateBreakpointRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12,\n\x04spec\x18\x02 \x01(\x0b\x32\x18.stepd.v1.BreakpointSpecR\x04spec\x12;\n\x0bupdate_mask\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.FieldMaskR\nupdateMask\"P\n\x18UpdateBreakpointResponse\x12\x34\n\nbreakpoint\x18\x01 \x01(\x0b\x32\x14.stepd.v1.BreakpointR\nbreakpoint*\x8c\x01\n\x10\x42reakpointAction\x12!\n\x1d\x42REAKPOINT_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x42REAKPOINT_ACTION_STOP\x10\x01\x12\x19\n\x15\x42REAKPOINT_ACTION_LOG\x10\x02\x12\x1e\n\x1a\x42REAKPOINT_ACTION_SNAPSHOT\x10\x03\x32\xf3\x02\n\x11\x42reakpointService\x12V\n\x0fListBreakpoints\x12 .stepd.v1.ListBreakpointsRequest\x1a!.stepd.v1.ListBreakpointsResponse\x12P\n\rAddBreakpoint\x12\x1e.stepd.v1.AddBreakpointRequest\x1a\x1f.stepd.v1.AddBreakpointResponse\x12Y\n\x10RemoveBreakpoint\x12!.stepd.v1.RemoveBreakpointRequest\x1a\".stepd.v1.RemoveBreakpointResponse\x12Y\n\x10UpdateBreakpoint\x12!.stepd.v1.UpdateBreakpointRequest\x1a\".stepd.v1.UpdateBreakpointResponseB<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,8 +37,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1'
   _globals['_LISTBREAKPOINTSREQUEST_FORLABELSENTRY']._loaded_options = None
   _globals['_LISTBREAKPOINTSREQUEST_FORLABELSENTRY']._serialized_options = b'8\001'
-  _globals['_BREAKPOINTACTION']._serialized_start=2354
-  _globals['_BREAKPOINTACTION']._serialized_end=2494
+  _globals['_BREAKPOINTACTION']._serialized_start=2460
+  _globals['_BREAKPOINTACTION']._serialized_end=2600
   _globals['_SOURCELOCATION']._serialized_start=138
   _globals['_SOURCELOCATION']._serialized_end=218
   _globals['_FUNCTIONLOCATION']._serialized_start=220
@@ -46,31 +46,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXCEPTIONFILTERS']._serialized_start=260
   _globals['_EXCEPTIONFILTERS']._serialized_end=309
   _globals['_PROBEMATCH']._serialized_start=311
-  _globals['_PROBEMATCH']._serialized_end=383
-  _globals['_BREAKPOINTSPEC']._serialized_start=386
-  _globals['_BREAKPOINTSPEC']._serialized_end=1008
-  _globals['_BREAKPOINT']._serialized_start=1011
-  _globals['_BREAKPOINT']._serialized_end=1316
-  _globals['_BREAKPOINTSTATUS']._serialized_start=1319
-  _globals['_BREAKPOINTSTATUS']._serialized_end=1492
-  _globals['_LISTBREAKPOINTSREQUEST']._serialized_start=1495
-  _globals['_LISTBREAKPOINTSREQUEST']._serialized_end=1721
-  _globals['_LISTBREAKPOINTSREQUEST_FORLABELSENTRY']._serialized_start=1661
-  _globals['_LISTBREAKPOINTSREQUEST_FORLABELSENTRY']._serialized_end=1721
-  _globals['_LISTBREAKPOINTSRESPONSE']._serialized_start=1723
-  _globals['_LISTBREAKPOINTSRESPONSE']._serialized_end=1844
-  _globals['_ADDBREAKPOINTREQUEST']._serialized_start=1846
-  _globals['_ADDBREAKPOINTREQUEST']._serialized_end=1914
-  _globals['_ADDBREAKPOINTRESPONSE']._serialized_start=1916
-  _globals['_ADDBREAKPOINTRESPONSE']._serialized_end=1993
-  _globals['_REMOVEBREAKPOINTREQUEST']._serialized_start=1995
-  _globals['_REMOVEBREAKPOINTREQUEST']._serialized_end=2036
-  _globals['_REMOVEBREAKPOINTRESPONSE']._serialized_start=2038
-  _globals['_REMOVEBREAKPOINTRESPONSE']._serialized_end=2118
-  _globals['_UPDATEBREAKPOINTREQUEST']._serialized_start=2121
-  _globals['_UPDATEBREAKPOINTREQUEST']._serialized_end=2269
-  _globals['_UPDATEBREAKPOINTRESPONSE']._serialized_start=2271
-  _globals['_UPDATEBREAKPOINTRESPONSE']._serialized_end=2351
-  _globals['_BREAKPOINTSERVICE']._serialized_start=2497
-  _globals['_BREAKPOINTSERVICE']._serialized_end=2868
+  _globals['_PROBEMATCH']._serialized_end=433
+  _globals['_BAGGAGEENTRY']._serialized_start=435
+  _globals['_BAGGAGEENTRY']._serialized_end=489
+  _globals['_BREAKPOINTSPEC']._serialized_start=492
+  _globals['_BREAKPOINTSPEC']._serialized_end=1114
+  _globals['_BREAKPOINT']._serialized_start=1117
+  _globals['_BREAKPOINT']._serialized_end=1422
+  _globals['_BREAKPOINTSTATUS']._serialized_start=1425
+  _globals['_BREAKPOINTSTATUS']._serialized_end=1598
+  _globals['_LISTBREAKPOINTSREQUEST']._serialized_start=1601
+  _globals['_LISTBREAKPOINTSREQUEST']._serialized_end=1827
+  _globals['_LISTBREAKPOINTSREQUEST_FORLABELSENTRY']._serialized_start=1767
+  _globals['_LISTBREAKPOINTSREQUEST_FORLABELSENTRY']._serialized_end=1827
+  _globals['_LISTBREAKPOINTSRESPONSE']._serialized_start=1829
+  _globals['_LISTBREAKPOINTSRESPONSE']._serialized_end=1950
+  _globals['_ADDBREAKPOINTREQUEST']._serialized_start=1952
+  _globals['_ADDBREAKPOINTREQUEST']._serialized_end=2020
+  _globals['_ADDBREAKPOINTRESPONSE']._serialized_start=2022
+  _globals['_ADDBREAKPOINTRESPONSE']._serialized_end=2099
+  _globals['_REMOVEBREAKPOINTREQUEST']._serialized_start=2101
+  _globals['_REMOVEBREAKPOINTREQUEST']._serialized_end=2142
+  _globals['_REMOVEBREAKPOINTRESPONSE']._serialized_start=2144
+  _globals['_REMOVEBREAKPOINTRESPONSE']._serialized_end=2224
+  _globals['_UPDATEBREAKPOINTREQUEST']._serialized_start=2227
+  _globals['_UPDATEBREAKPOINTREQUEST']._serialized_end=2375
+  _globals['_UPDATEBREAKPOINTRESPONSE']._serialized_start=2377
+  _globals['_UPDATEBREAKPOINTRESPONSE']._serialized_end=2457
+  _globals['_BREAKPOINTSERVICE']._serialized_start=2603
+  _globals['_BREAKPOINTSERVICE']._serialized_end=2974
 # @@protoc_insertion_point(module_scope)

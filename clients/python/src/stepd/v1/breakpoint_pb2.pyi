@@ -134,23 +134,62 @@ class ProbeMatch(_message.Message):
 
     POINT_KIND_FIELD_NUMBER: _builtins.int
     NAME_GLOB_FIELD_NUMBER: _builtins.int
+    BAGGAGE_FIELD_NUMBER: _builtins.int
     point_kind: _builtins.str
     """Point kind as the probe names it, e.g. "tool_call"; empty matches every kind."""
     name_glob: _builtins.str
     """Glob over the point's name: `*`, `?` and `[...]` classes, e.g. "Bash" or "web_*"; empty matches every name."""
+    @_builtins.property
+    def baggage(self) -> _containers.RepeatedCompositeFieldContainer[Global___BaggageEntry]:
+        """Request scope: the point holds only in a request whose W3C baggage
+        carries every one of these entries (the probe library reads it from the
+        program's OpenTelemetry context and decides locally); empty = every
+        request, with or without baggage. At most 8 entries, keys distinct.
+        """
+
     def __init__(
         self,
         *,
         point_kind: _builtins.str = ...,
         name_glob: _builtins.str = ...,
+        baggage: _abc.Iterable[Global___BaggageEntry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name_glob", b"name_glob", "point_kind", b"point_kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baggage", b"baggage", "name_glob", b"name_glob", "point_kind", b"point_kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProbeMatch: _TypeAlias = ProbeMatch  # noqa: Y015
+
+@_typing.final
+class BaggageEntry(_message.Message):
+    """One entry a request's W3C baggage must carry, e.g. `debug-session=ana`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """The baggage key: a W3C baggage key (an HTTP token), at most 256 bytes. Required."""
+    value: _builtins.str
+    """The value it must have, exactly: 1 to 256 characters that need no
+    percent-encoding in a `baggage` header (printable ASCII except space,
+    `"`, `,`, `;`, `\\` and `%`). Required.
+    """
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BaggageEntry: _TypeAlias = BaggageEntry  # noqa: Y015
 
 @_typing.final
 class BreakpointSpec(_message.Message):

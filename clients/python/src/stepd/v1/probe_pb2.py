@@ -25,12 +25,13 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from stepd.v1 import breakpoint_pb2 as stepd_dot_v1_dot_breakpoint__pb2
 from stepd.v1 import event_pb2 as stepd_dot_v1_dot_event__pb2
 from stepd.v1 import pause_pb2 as stepd_dot_v1_dot_pause__pb2
 from stepd.v1 import source_pb2 as stepd_dot_v1_dot_source__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14stepd/v1/probe.proto\x12\x08stepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14stepd/v1/event.proto\x1a\x14stepd/v1/pause.proto\x1a\x15stepd/v1/source.proto\"O\n\x11ProbeCapabilities\x12\x12\n\x04\x65val\x18\x01 \x01(\x08R\x04\x65val\x12\x12\n\x04skip\x18\x02 \x01(\x08R\x04skip\x12\x12\n\x04\x65\x64it\x18\x03 \x01(\x08R\x04\x65\x64it\"\xc6\x03\n\x05Hello\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n\x08language\x18\x02 \x01(\tR\x08language\x12\x10\n\x03pid\x18\x03 \x01(\x03R\x03pid\x12\x12\n\x04host\x18\x04 \x01(\tR\x04host\x12\x33\n\x06labels\x18\x05 \x03(\x0b\x32\x1b.stepd.v1.Hello.LabelsEntryR\x06labels\x12?\n\x0c\x63\x61pabilities\x18\x06 \x01(\x0b\x32\x1b.stepd.v1.ProbeCapabilitiesR\x0c\x63\x61pabilities\x12 \n\x0btraceparent\x18\x07 \x01(\tR\x0btraceparent\x12*\n\x11resume_session_id\x18\x08 \x01(\tR\x0fresumeSessionId\x12\x1e\n\ntracestate\x18\t \x01(\tR\ntracestate\x12H\n\x12heartbeat_interval\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationR\x11heartbeatInterval\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\x8d\x01\n\x0c\x41rmedMatcher\x12#\n\rbreakpoint_id\x18\x01 \x01(\tR\x0c\x62reakpointId\x12\x1d\n\npoint_kind\x18\x02 \x01(\tR\tpointKind\x12\x1b\n\tname_glob\x18\x03 \x01(\tR\x08nameGlob\x12\x1c\n\tcondition\x18\x04 \x01(\tR\tcondition\"\xca\x01\n\x05\x41rmed\x12\'\n\x04mode\x18\x01 \x01(\x0e\x32\x13.stepd.v1.ProbeModeR\x04mode\x12\x32\n\x08matchers\x18\x02 \x03(\x0b\x32\x16.stepd.v1.ArmedMatcherR\x08matchers\x12\x14\n\x05\x64\x65pth\x18\x03 \x01(\rR\x05\x64\x65pth\x12\x1f\n\x0btarget_coor\x18\x04 \x03(\x05R\ntargetCoor\x12-\n\x12honour_breakpoints\x18\x05 \x01(\x08R\x11honourBreakpoints\"\xd3\x01\n\x07Welcome\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12%\n\x05\x61rmed\x18\x02 \x01(\x0b\x32\x0f.stepd.v1.ArmedR\x05\x61rmed\x12\x38\n\nhold_limit\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\tholdLimit\x12H\n\x12heartbeat_interval\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xcd\x03\n\x03Hit\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12)\n\x05point\x18\x02 \x01(\x0b\x32\x13.stepd.v1.PointInfoR\x05point\x12\'\n\x06locals\x18\x03 \x03(\x0b\x32\x0f.stepd.v1.LocalR\x06locals\x12.\n\x08location\x18\x04 \x01(\x0b\x32\x12.stepd.v1.LocationR\x08location\x12\x12\n\x04\x63oor\x18\x05 \x03(\x05R\x04\x63oor\x12+\n\x11\x65xception_message\x18\x06 \x01(\tR\x10\x65xceptionMessage\x12 \n\x0btraceparent\x18\x07 \x01(\tR\x0btraceparent\x12%\n\x0e\x62reakpoint_ids\x18\x08 \x03(\tR\rbreakpointIds\x12(\n\x05stack\x18\t \x03(\x0b\x32\x12.stepd.v1.LocationR\x05stack\x12\x1c\n\tevaluable\x18\n \x01(\x08R\tevaluable\x12\x1e\n\ntracestate\x18\x0b \x01(\tR\ntracestate\x12\x39\n\nheld_since\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\theldSince\"\xaa\x01\n\x06Resume\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12\x34\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x18.stepd.v1.ResumeDecisionR\x08\x64\x65\x63ision\x12,\n\x05value\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x05value\x12%\n\x05\x61rmed\x18\x04 \x01(\x0b\x32\x0f.stepd.v1.ArmedR\x05\x61rmed\"J\n\x04\x45val\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12\x17\n\x07\x65val_id\x18\x02 \x01(\tR\x06\x65valId\x12\x12\n\x04\x63ode\x18\x03 \x01(\tR\x04\x63ode\"!\n\x08Withdraw\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\"\x89\x01\n\nEvalResult\x12\x17\n\x07\x65val_id\x18\x01 \x01(\tR\x06\x65valId\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value\x12\x14\n\x05\x65rror\x18\x03 \x01(\tR\x05\x65rror\x12\x36\n\nstructured\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueR\nstructured\"\xbf\x01\n\x07Reports\x12\x34\n\x08observed\x18\x01 \x03(\x0b\x32\x18.stepd.v1.ObservedReportR\x08observed\x12\x37\n\tenlighten\x18\x02 \x03(\x0b\x32\x19.stepd.v1.EnlightenReportR\tenlighten\x12+\n\x05trace\x18\x03 \x03(\x0b\x32\x15.stepd.v1.TraceReportR\x05trace\x12\x18\n\x07\x64ropped\x18\x04 \x01(\x04R\x07\x64ropped\"\xc9\x01\n\x0eObservedReport\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12,\n\x05value\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x05value\x12\x1d\n\nscope_path\x18\x04 \x03(\tR\tscopePath\x12\x12\n\x04\x63oor\x18\x05 \x03(\x05R\x04\x63oor\x12.\n\x04time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"b\n\x0f\x45nlightenReport\x12\x12\n\x04\x63oor\x18\x01 \x03(\x05R\x04\x63oor\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value\x12%\n\x0e\x65rase_previous\x18\x03 \x01(\x08R\rerasePrevious\"\xac\x01\n\x0bTraceReport\x12)\n\x05point\x18\x01 \x01(\x0b\x32\x13.stepd.v1.PointInfoR\x05point\x12\x12\n\x04\x63oor\x18\x02 \x03(\x05R\x04\x63oor\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12.\n\x08location\x18\x04 \x01(\x0b\x32\x12.stepd.v1.LocationR\x08location\"P\n\nHitRefused\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12+\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x15.stepd.v1.StreamErrorR\x05\x65rror\"\xb6\x02\n\x0e\x43onnectRequest\x12\'\n\x05hello\x18\x01 \x01(\x0b\x32\x0f.stepd.v1.HelloH\x00R\x05hello\x12!\n\x03hit\x18\x02 \x01(\x0b\x32\r.stepd.v1.HitH\x00R\x03hit\x12\x37\n\x0b\x65val_result\x18\x03 \x01(\x0b\x32\x14.stepd.v1.EvalResultH\x00R\nevalResult\x12-\n\x07reports\x18\x04 \x01(\x0b\x32\x11.stepd.v1.ReportsH\x00R\x07reports\x12\x30\n\x08withdraw\x18\x05 \x01(\x0b\x32\x12.stepd.v1.WithdrawH\x00R\x08withdraw\x12\x33\n\theartbeat\x18\x06 \x01(\x0b\x32\x13.stepd.v1.HeartbeatH\x00R\theartbeatB\t\n\x07message\"\xe7\x02\n\x0f\x43onnectResponse\x12-\n\x07welcome\x18\x01 \x01(\x0b\x32\x11.stepd.v1.WelcomeH\x00R\x07welcome\x12\'\n\x05\x61rmed\x18\x02 \x01(\x0b\x32\x0f.stepd.v1.ArmedH\x00R\x05\x61rmed\x12*\n\x06resume\x18\x03 \x01(\x0b\x32\x10.stepd.v1.ResumeH\x00R\x06resume\x12$\n\x04\x65val\x18\x04 \x01(\x0b\x32\x0e.stepd.v1.EvalH\x00R\x04\x65val\x12\x30\n\x07refused\x18\x05 \x01(\x0b\x32\x14.stepd.v1.HitRefusedH\x00R\x07refused\x12\x33\n\treconnect\x18\x06 \x01(\x0b\x32\x13.stepd.v1.ReconnectH\x00R\treconnect\x12\x38\n\theartbeat\x18\x07 \x01(\x0b\x32\x18.stepd.v1.HeartbeatEventH\x00R\theartbeatB\t\n\x07message*\x99\x01\n\tProbeMode\x12\x1a\n\x16PROBE_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16PROBE_MODE_BREAKPOINTS\x10\x01\x12\x13\n\x0fPROBE_MODE_STEP\x10\x02\x12\x13\n\x0fPROBE_MODE_NONE\x10\x03\x12\x14\n\x10PROBE_MODE_DEPTH\x10\x04\x12\x14\n\x10PROBE_MODE_TRACE\x10\x05*\xa0\x01\n\x0eResumeDecision\x12\x1f\n\x1bRESUME_DECISION_UNSPECIFIED\x10\x00\x12\x1c\n\x18RESUME_DECISION_CONTINUE\x10\x01\x12\x1b\n\x17RESUME_DECISION_REPLACE\x10\x02\x12\x18\n\x14RESUME_DECISION_SKIP\x10\x03\x12\x18\n\x14RESUME_DECISION_STOP\x10\x04\x32R\n\x0cProbeService\x12\x42\n\x07\x43onnect\x12\x18.stepd.v1.ConnectRequest\x1a\x19.stepd.v1.ConnectResponse(\x01\x30\x01\x42<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14stepd/v1/probe.proto\x12\x08stepd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19stepd/v1/breakpoint.proto\x1a\x14stepd/v1/event.proto\x1a\x14stepd/v1/pause.proto\x1a\x15stepd/v1/source.proto\"O\n\x11ProbeCapabilities\x12\x12\n\x04\x65val\x18\x01 \x01(\x08R\x04\x65val\x12\x12\n\x04skip\x18\x02 \x01(\x08R\x04skip\x12\x12\n\x04\x65\x64it\x18\x03 \x01(\x08R\x04\x65\x64it\"\xc6\x03\n\x05Hello\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n\x08language\x18\x02 \x01(\tR\x08language\x12\x10\n\x03pid\x18\x03 \x01(\x03R\x03pid\x12\x12\n\x04host\x18\x04 \x01(\tR\x04host\x12\x33\n\x06labels\x18\x05 \x03(\x0b\x32\x1b.stepd.v1.Hello.LabelsEntryR\x06labels\x12?\n\x0c\x63\x61pabilities\x18\x06 \x01(\x0b\x32\x1b.stepd.v1.ProbeCapabilitiesR\x0c\x63\x61pabilities\x12 \n\x0btraceparent\x18\x07 \x01(\tR\x0btraceparent\x12*\n\x11resume_session_id\x18\x08 \x01(\tR\x0fresumeSessionId\x12\x1e\n\ntracestate\x18\t \x01(\tR\ntracestate\x12H\n\x12heartbeat_interval\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationR\x11heartbeatInterval\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xbf\x01\n\x0c\x41rmedMatcher\x12#\n\rbreakpoint_id\x18\x01 \x01(\tR\x0c\x62reakpointId\x12\x1d\n\npoint_kind\x18\x02 \x01(\tR\tpointKind\x12\x1b\n\tname_glob\x18\x03 \x01(\tR\x08nameGlob\x12\x1c\n\tcondition\x18\x04 \x01(\tR\tcondition\x12\x30\n\x07\x62\x61ggage\x18\x05 \x03(\x0b\x32\x16.stepd.v1.BaggageEntryR\x07\x62\x61ggage\"\xca\x01\n\x05\x41rmed\x12\'\n\x04mode\x18\x01 \x01(\x0e\x32\x13.stepd.v1.ProbeModeR\x04mode\x12\x32\n\x08matchers\x18\x02 \x03(\x0b\x32\x16.stepd.v1.ArmedMatcherR\x08matchers\x12\x14\n\x05\x64\x65pth\x18\x03 \x01(\rR\x05\x64\x65pth\x12\x1f\n\x0btarget_coor\x18\x04 \x03(\x05R\ntargetCoor\x12-\n\x12honour_breakpoints\x18\x05 \x01(\x08R\x11honourBreakpoints\"\xd3\x01\n\x07Welcome\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12%\n\x05\x61rmed\x18\x02 \x01(\x0b\x32\x0f.stepd.v1.ArmedR\x05\x61rmed\x12\x38\n\nhold_limit\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\tholdLimit\x12H\n\x12heartbeat_interval\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xcd\x03\n\x03Hit\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12)\n\x05point\x18\x02 \x01(\x0b\x32\x13.stepd.v1.PointInfoR\x05point\x12\'\n\x06locals\x18\x03 \x03(\x0b\x32\x0f.stepd.v1.LocalR\x06locals\x12.\n\x08location\x18\x04 \x01(\x0b\x32\x12.stepd.v1.LocationR\x08location\x12\x12\n\x04\x63oor\x18\x05 \x03(\x05R\x04\x63oor\x12+\n\x11\x65xception_message\x18\x06 \x01(\tR\x10\x65xceptionMessage\x12 \n\x0btraceparent\x18\x07 \x01(\tR\x0btraceparent\x12%\n\x0e\x62reakpoint_ids\x18\x08 \x03(\tR\rbreakpointIds\x12(\n\x05stack\x18\t \x03(\x0b\x32\x12.stepd.v1.LocationR\x05stack\x12\x1c\n\tevaluable\x18\n \x01(\x08R\tevaluable\x12\x1e\n\ntracestate\x18\x0b \x01(\tR\ntracestate\x12\x39\n\nheld_since\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\theldSince\"\xaa\x01\n\x06Resume\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12\x34\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x18.stepd.v1.ResumeDecisionR\x08\x64\x65\x63ision\x12,\n\x05value\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x05value\x12%\n\x05\x61rmed\x18\x04 \x01(\x0b\x32\x0f.stepd.v1.ArmedR\x05\x61rmed\"J\n\x04\x45val\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12\x17\n\x07\x65val_id\x18\x02 \x01(\tR\x06\x65valId\x12\x12\n\x04\x63ode\x18\x03 \x01(\tR\x04\x63ode\"!\n\x08Withdraw\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\"\x89\x01\n\nEvalResult\x12\x17\n\x07\x65val_id\x18\x01 \x01(\tR\x06\x65valId\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value\x12\x14\n\x05\x65rror\x18\x03 \x01(\tR\x05\x65rror\x12\x36\n\nstructured\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueR\nstructured\"\xbf\x01\n\x07Reports\x12\x34\n\x08observed\x18\x01 \x03(\x0b\x32\x18.stepd.v1.ObservedReportR\x08observed\x12\x37\n\tenlighten\x18\x02 \x03(\x0b\x32\x19.stepd.v1.EnlightenReportR\tenlighten\x12+\n\x05trace\x18\x03 \x03(\x0b\x32\x15.stepd.v1.TraceReportR\x05trace\x12\x18\n\x07\x64ropped\x18\x04 \x01(\x04R\x07\x64ropped\"\xc9\x01\n\x0eObservedReport\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12,\n\x05value\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x05value\x12\x1d\n\nscope_path\x18\x04 \x03(\tR\tscopePath\x12\x12\n\x04\x63oor\x18\x05 \x03(\x05R\x04\x63oor\x12.\n\x04time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"b\n\x0f\x45nlightenReport\x12\x12\n\x04\x63oor\x18\x01 \x03(\x05R\x04\x63oor\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value\x12%\n\x0e\x65rase_previous\x18\x03 \x01(\x08R\rerasePrevious\"\xac\x01\n\x0bTraceReport\x12)\n\x05point\x18\x01 \x01(\x0b\x32\x13.stepd.v1.PointInfoR\x05point\x12\x12\n\x04\x63oor\x18\x02 \x03(\x05R\x04\x63oor\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12.\n\x08location\x18\x04 \x01(\x0b\x32\x12.stepd.v1.LocationR\x08location\"P\n\nHitRefused\x12\x15\n\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12+\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x15.stepd.v1.StreamErrorR\x05\x65rror\"\xb6\x02\n\x0e\x43onnectRequest\x12\'\n\x05hello\x18\x01 \x01(\x0b\x32\x0f.stepd.v1.HelloH\x00R\x05hello\x12!\n\x03hit\x18\x02 \x01(\x0b\x32\r.stepd.v1.HitH\x00R\x03hit\x12\x37\n\x0b\x65val_result\x18\x03 \x01(\x0b\x32\x14.stepd.v1.EvalResultH\x00R\nevalResult\x12-\n\x07reports\x18\x04 \x01(\x0b\x32\x11.stepd.v1.ReportsH\x00R\x07reports\x12\x30\n\x08withdraw\x18\x05 \x01(\x0b\x32\x12.stepd.v1.WithdrawH\x00R\x08withdraw\x12\x33\n\theartbeat\x18\x06 \x01(\x0b\x32\x13.stepd.v1.HeartbeatH\x00R\theartbeatB\t\n\x07message\"\xe7\x02\n\x0f\x43onnectResponse\x12-\n\x07welcome\x18\x01 \x01(\x0b\x32\x11.stepd.v1.WelcomeH\x00R\x07welcome\x12\'\n\x05\x61rmed\x18\x02 \x01(\x0b\x32\x0f.stepd.v1.ArmedH\x00R\x05\x61rmed\x12*\n\x06resume\x18\x03 \x01(\x0b\x32\x10.stepd.v1.ResumeH\x00R\x06resume\x12$\n\x04\x65val\x18\x04 \x01(\x0b\x32\x0e.stepd.v1.EvalH\x00R\x04\x65val\x12\x30\n\x07refused\x18\x05 \x01(\x0b\x32\x14.stepd.v1.HitRefusedH\x00R\x07refused\x12\x33\n\treconnect\x18\x06 \x01(\x0b\x32\x13.stepd.v1.ReconnectH\x00R\treconnect\x12\x38\n\theartbeat\x18\x07 \x01(\x0b\x32\x18.stepd.v1.HeartbeatEventH\x00R\theartbeatB\t\n\x07message*\x99\x01\n\tProbeMode\x12\x1a\n\x16PROBE_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16PROBE_MODE_BREAKPOINTS\x10\x01\x12\x13\n\x0fPROBE_MODE_STEP\x10\x02\x12\x13\n\x0fPROBE_MODE_NONE\x10\x03\x12\x14\n\x10PROBE_MODE_DEPTH\x10\x04\x12\x14\n\x10PROBE_MODE_TRACE\x10\x05*\xa0\x01\n\x0eResumeDecision\x12\x1f\n\x1bRESUME_DECISION_UNSPECIFIED\x10\x00\x12\x1c\n\x18RESUME_DECISION_CONTINUE\x10\x01\x12\x1b\n\x17RESUME_DECISION_REPLACE\x10\x02\x12\x18\n\x14RESUME_DECISION_SKIP\x10\x03\x12\x18\n\x14RESUME_DECISION_STOP\x10\x04\x32R\n\x0cProbeService\x12\x42\n\x07\x43onnect\x12\x18.stepd.v1.ConnectRequest\x1a\x19.stepd.v1.ConnectResponse(\x01\x30\x01\x42<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,46 +41,46 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1'
   _globals['_HELLO_LABELSENTRY']._loaded_options = None
   _globals['_HELLO_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_PROBEMODE']._serialized_start=3616
-  _globals['_PROBEMODE']._serialized_end=3769
-  _globals['_RESUMEDECISION']._serialized_start=3772
-  _globals['_RESUMEDECISION']._serialized_end=3932
-  _globals['_PROBECAPABILITIES']._serialized_start=196
-  _globals['_PROBECAPABILITIES']._serialized_end=275
-  _globals['_HELLO']._serialized_start=278
-  _globals['_HELLO']._serialized_end=732
-  _globals['_HELLO_LABELSENTRY']._serialized_start=675
-  _globals['_HELLO_LABELSENTRY']._serialized_end=732
-  _globals['_ARMEDMATCHER']._serialized_start=735
-  _globals['_ARMEDMATCHER']._serialized_end=876
-  _globals['_ARMED']._serialized_start=879
-  _globals['_ARMED']._serialized_end=1081
-  _globals['_WELCOME']._serialized_start=1084
-  _globals['_WELCOME']._serialized_end=1295
-  _globals['_HIT']._serialized_start=1298
-  _globals['_HIT']._serialized_end=1759
-  _globals['_RESUME']._serialized_start=1762
-  _globals['_RESUME']._serialized_end=1932
-  _globals['_EVAL']._serialized_start=1934
-  _globals['_EVAL']._serialized_end=2008
-  _globals['_WITHDRAW']._serialized_start=2010
-  _globals['_WITHDRAW']._serialized_end=2043
-  _globals['_EVALRESULT']._serialized_start=2046
-  _globals['_EVALRESULT']._serialized_end=2183
-  _globals['_REPORTS']._serialized_start=2186
-  _globals['_REPORTS']._serialized_end=2377
-  _globals['_OBSERVEDREPORT']._serialized_start=2380
-  _globals['_OBSERVEDREPORT']._serialized_end=2581
-  _globals['_ENLIGHTENREPORT']._serialized_start=2583
-  _globals['_ENLIGHTENREPORT']._serialized_end=2681
-  _globals['_TRACEREPORT']._serialized_start=2684
-  _globals['_TRACEREPORT']._serialized_end=2856
-  _globals['_HITREFUSED']._serialized_start=2858
-  _globals['_HITREFUSED']._serialized_end=2938
-  _globals['_CONNECTREQUEST']._serialized_start=2941
-  _globals['_CONNECTREQUEST']._serialized_end=3251
-  _globals['_CONNECTRESPONSE']._serialized_start=3254
-  _globals['_CONNECTRESPONSE']._serialized_end=3613
-  _globals['_PROBESERVICE']._serialized_start=3934
-  _globals['_PROBESERVICE']._serialized_end=4016
+  _globals['_PROBEMODE']._serialized_start=3693
+  _globals['_PROBEMODE']._serialized_end=3846
+  _globals['_RESUMEDECISION']._serialized_start=3849
+  _globals['_RESUMEDECISION']._serialized_end=4009
+  _globals['_PROBECAPABILITIES']._serialized_start=223
+  _globals['_PROBECAPABILITIES']._serialized_end=302
+  _globals['_HELLO']._serialized_start=305
+  _globals['_HELLO']._serialized_end=759
+  _globals['_HELLO_LABELSENTRY']._serialized_start=702
+  _globals['_HELLO_LABELSENTRY']._serialized_end=759
+  _globals['_ARMEDMATCHER']._serialized_start=762
+  _globals['_ARMEDMATCHER']._serialized_end=953
+  _globals['_ARMED']._serialized_start=956
+  _globals['_ARMED']._serialized_end=1158
+  _globals['_WELCOME']._serialized_start=1161
+  _globals['_WELCOME']._serialized_end=1372
+  _globals['_HIT']._serialized_start=1375
+  _globals['_HIT']._serialized_end=1836
+  _globals['_RESUME']._serialized_start=1839
+  _globals['_RESUME']._serialized_end=2009
+  _globals['_EVAL']._serialized_start=2011
+  _globals['_EVAL']._serialized_end=2085
+  _globals['_WITHDRAW']._serialized_start=2087
+  _globals['_WITHDRAW']._serialized_end=2120
+  _globals['_EVALRESULT']._serialized_start=2123
+  _globals['_EVALRESULT']._serialized_end=2260
+  _globals['_REPORTS']._serialized_start=2263
+  _globals['_REPORTS']._serialized_end=2454
+  _globals['_OBSERVEDREPORT']._serialized_start=2457
+  _globals['_OBSERVEDREPORT']._serialized_end=2658
+  _globals['_ENLIGHTENREPORT']._serialized_start=2660
+  _globals['_ENLIGHTENREPORT']._serialized_end=2758
+  _globals['_TRACEREPORT']._serialized_start=2761
+  _globals['_TRACEREPORT']._serialized_end=2933
+  _globals['_HITREFUSED']._serialized_start=2935
+  _globals['_HITREFUSED']._serialized_end=3015
+  _globals['_CONNECTREQUEST']._serialized_start=3018
+  _globals['_CONNECTREQUEST']._serialized_end=3328
+  _globals['_CONNECTRESPONSE']._serialized_start=3331
+  _globals['_CONNECTRESPONSE']._serialized_end=3690
+  _globals['_PROBESERVICE']._serialized_start=4011
+  _globals['_PROBESERVICE']._serialized_end=4093
 # @@protoc_insertion_point(module_scope)

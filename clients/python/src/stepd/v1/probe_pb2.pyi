@@ -11,6 +11,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from stepd.v1 import breakpoint_pb2 as _breakpoint_pb2
 from stepd.v1 import event_pb2 as _event_pb2
 from stepd.v1 import pause_pb2 as _pause_pb2
 from stepd.v1 import source_pb2 as _source_pb2
@@ -228,6 +229,7 @@ class ArmedMatcher(_message.Message):
     POINT_KIND_FIELD_NUMBER: _builtins.int
     NAME_GLOB_FIELD_NUMBER: _builtins.int
     CONDITION_FIELD_NUMBER: _builtins.int
+    BAGGAGE_FIELD_NUMBER: _builtins.int
     breakpoint_id: _builtins.str
     """Breakpoint id."""
     point_kind: _builtins.str
@@ -236,6 +238,13 @@ class ArmedMatcher(_message.Message):
     """Name glob; empty = any."""
     condition: _builtins.str
     """Condition over the value, evaluated by the probe library; empty = always."""
+    @_builtins.property
+    def baggage(self) -> _containers.RepeatedCompositeFieldContainer[_breakpoint_pb2.BaggageEntry]:
+        """The breakpoint's request scope (`ProbeMatch.baggage`): the matcher
+        matches only where the current request's W3C baggage carries every
+        entry, key and value equal; empty = every request.
+        """
+
     def __init__(
         self,
         *,
@@ -243,10 +252,11 @@ class ArmedMatcher(_message.Message):
         point_kind: _builtins.str = ...,
         name_glob: _builtins.str = ...,
         condition: _builtins.str = ...,
+        baggage: _abc.Iterable[_breakpoint_pb2.BaggageEntry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_id", b"breakpoint_id", "condition", b"condition", "name_glob", b"name_glob", "point_kind", b"point_kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baggage", b"baggage", "breakpoint_id", b"breakpoint_id", "condition", b"condition", "name_glob", b"name_glob", "point_kind", b"point_kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
