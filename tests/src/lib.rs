@@ -395,20 +395,28 @@ pub async fn watched() -> (Daemon, Subscription) {
 
 impl Subscription {
     /// Skips events until one matches, failing after the deadline.
+    /// The failure names the last events skipped, so a test that waited in
+    /// vain says what came instead.
     pub async fn wait_for(&mut self, what: &str, mut matches: impl FnMut(&Event) -> bool) -> Event {
+        let mut skipped = std::collections::VecDeque::new();
         let found = tokio::time::timeout(DEADLINE, async {
             loop {
                 let Some(response) = self.rx.message().await.expect("stream error") else {
-                    panic!("the stream ended while waiting for {what}");
+                    panic!("the stream ended while waiting for {what}; last skipped: {skipped:#?}");
                 };
                 let event = response.event.expect("an event");
                 if matches(&event) {
                     return event;
                 }
+                if skipped.len() == 12 {
+                    skipped.pop_front();
+                }
+                skipped.push_back(format!("{event:?}").chars().take(400).collect::<String>());
             }
         })
         .await;
-        found.unwrap_or_else(|_| panic!("no {what} before the deadline"))
+        found
+            .unwrap_or_else(|_| panic!("no {what} before the deadline; last skipped: {skipped:#?}"))
     }
 }
 
