@@ -120,6 +120,14 @@ impl Record for StoredBreakpoint {
     }
 }
 
+/// The schema version a store has once every migration is applied.
+#[cfg(test)]
+pub(super) fn latest_version() -> i64 {
+    let version = |list: &[(i64, &str, &str)]| list.last().map_or(0, |m| m.0);
+    assert_eq!(version(SQLITE_MIGRATIONS), version(POSTGRES_MIGRATIONS));
+    version(SQLITE_MIGRATIONS)
+}
+
 /// Each backend's migrations, in order; sqlx applies each once and
 /// records it. The two lists keep the same versions and names.
 const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[

@@ -73,7 +73,7 @@ async fn breakpoints_round_trip_and_ids_are_never_reused() {
         let store = db.open().await;
         assert_eq!(
             store.schema_version().await.unwrap(),
-            6,
+            super::backend::latest_version(),
             "{}",
             store.place()
         );
