@@ -1,0 +1,275 @@
+//! When a replica's session ends, and who ends it: a database outage ends
+//! none (the replicas still answer each other, and write their sessions
+//! back when it returns); a replica that shuts down ends its own sessions
+//! (DAEMON_SHUTDOWN) and its peers relay those ends; a killed replica's
+//! sessions end on the others (REPLICA_LOST) with their pauses resolved,
+//! each session with one end in its history, and a probe that moved to
+//! another replica is one pending pause there, not two.
+
+use std::time::{Duration, Instant};
+
+use stepd_e2e::{
+    DEADLINE, Daemon, Subscription, dap,
+    postgres::{self, Cluster},
+    probe::Probe,
+};
+use stepd_proto::v1::{
+    BreakpointAction, BreakpointChange, BreakpointSpec, DebugCommand, DebugInput, EndReason, 
+    GetSessionHistoryRequest, Hit, ListPausesRequest, ListSessionsRequest, Pause, PointInfo,
+    SendDebugInputRequest, SessionState, Watch, connect_request::Message as In,
+    connect_response::Message as Out, debug_command::Command, event::Payload,
+    history_service_client::HistoryServiceClient, session_service_client::SessionServiceClient,
+};
+
+/// The replicas' lease.
+const LEASE: Duration = Duration::from_secs(2);
+
+async fn replica(url: &str) -> (Daemon, Subscription) {
+    let daemon = Daemon::start(&["--database-url", url, "--replica-lease", "2s"]).await;
+    let mut sub = Subscription::open(daemon.channel().await, Watch::default()).await;
+    sub.next().await;
+    (daemon, sub)
+}
+
+/// A STOP breakpoint at tool calls named "Bash", added on `on` and seen
+/// by every stream.
+async fn stop_at_bash(on: &Daemon, subs: &mut [&mut Subscription]) -> String {
+    let id = dap::add_breakpoint(
+        on,
+        BreakpointSpec {
+            action: BreakpointAction::Stop as i32,
+            ..stepd_e2e::held::bash_breakpoint()
+        },
+    )
+    .await;
+    for sub in subs {
+        sub.wait_for("the breakpoint added", |e| {
+            matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+                if u.change == BreakpointChange::Added as i32)
+        })
+        .await;
+    }
+    id
+}
+
+async fn hold(probe: &Probe, hit_id: &str, breakpoint: &str) {
+    probe
+        .send(In::Hit(Hit {
+            hit_id: hit_id.into(),
+            point: Some(PointInfo {
+                kind: "tool_call".into(),
+                name: "Bash".into(),
+                ..Default::default()
+            }),
+            breakpoint_ids: vec![breakpoint.into()],
+            ..Default::default()
+        }))
+        .await;
+}
+
+async fn resumed(probe: &mut Probe, hit_id: &str) {
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            if let Out::Resume(r) = stepd_e2e::probe::next(&mut probe.rx).await {
+                assert_eq!(r.hit_id, hit_id);
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the probe is resumed");
+}
+
+async fn pauses(daemon: &Daemon) -> Vec<Pause> {
+    SessionServiceClient::new(daemon.channel().await)
+        .list_pauses(ListPausesRequest::default())
+        .await
+        .expect("list pauses")
+        .into_inner()
+        .pauses
+}
+
+/// The live sessions `daemon` lists.
+async fn live_sessions(daemon: &Daemon) -> Vec<String> {
+    SessionServiceClient::new(daemon.channel().await)
+        .list_sessions(ListSessionsRequest::default())
+        .await
+        .expect("list sessions")
+        .into_inner()
+        .sessions
+        .into_iter()
+        .filter(|s| s.state != SessionState::Ended as i32)
+        .map(|s| s.id)
+        .collect()
+}
+
+fn carry_on(key: &str) -> SendDebugInputRequest {
+    SendDebugInputRequest {
+        input: Some(DebugInput {
+            key: key.into(),
+            command: Some(DebugCommand {
+                command: Some(Command::Continue(Default::default())),
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Each replica's lease as the directory holds it, by address.
+fn leases(url: &str) -> Vec<(String, i64)> {
+    postgres::query(
+        url,
+        "SELECT address, lease_until_us FROM stepd_replicas ORDER BY address",
+    )
+    .lines()
+    .filter_map(|l| {
+        let (address, until) = l.split_once('|')?;
+        Some((address.to_owned(), until.parse().ok()?))
+    })
+    .collect()
+}
+
+/// Waits until each of `addresses` renewed its lease twice after `since`
+/// (µs since the epoch): each has then looked at the directory at least
+/// once after the database came back, and done whatever it does then.
+async fn renewed_twice(url: &str, addresses: &[&str], since: i64) {
+    let deadline = Instant::now() + DEADLINE;
+    let mut first: Vec<Option<i64>> = vec![None; addresses.len()];
+    loop {
+        let now = leases(url);
+        let mut done = true;
+        for (i, address) in addresses.iter().enumerate() {
+            let until = now.iter().find(|(a, _)| a == address).map(|(_, u)| *u);
+            match (first[i], until) {
+                (None, Some(u)) if u > since => {
+                    first[i] = Some(u);
+                    done = false;
+                }
+                (Some(f), Some(u)) if u > f => {}
+                _ => done = false,
+            }
+        }
+        if done {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replicas did not renew their leases: {now:?}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+fn now_us() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_database_outage_longer_than_the_lease_ends_no_session_and_loses_no_pause() {
+    let pg = Cluster::start();
+    let url = postgres::database_on(pg.url(), "cluster_db_outage");
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(replica(&url).await);
+    }
+    let breakpoint = {
+        let (first, rest) = replicas.split_first_mut().unwrap();
+        let mut subs: Vec<&mut Subscription> = rest.iter_mut().map(|(_, s)| s).collect();
+        subs.push(&mut first.1);
+        stop_at_bash(&first.0, &mut subs).await
+    };
+    // A held probe on each replica, its pause seen by every replica.
+    let mut probes = Vec::new();
+    for (daemon, _) in &replicas {
+        let (probe, _) = Probe::connect(daemon, &[]).await;
+        hold(&probe, "h1", &breakpoint).await;
+        probes.push(probe);
+    }
+    let mut keys: Vec<String> = Vec::new();
+    for (_, sub) in &mut replicas {
+        let mut seen = vec![String::new(); 3];
+        sub.wait_for("the three pauses", |e| {
+            if let Some(Payload::Stopped(s)) = &e.payload
+                && let Some(i) = probes.iter().position(|p| p.session_id == e.session_id)
+            {
+                seen[i] = s.pause.as_ref().map(|p| p.key.clone()).unwrap_or_default();
+            }
+            seen.iter().all(|k| !k.is_empty())
+        })
+        .await;
+        keys = seen;
+    }
+    let addresses: Vec<&str> = replicas.iter().map(|(d, _)| d.addr.as_str()).collect();
+
+    // PostgreSQL is away for three leases; every lease in the directory
+    // runs out meanwhile.
+    pg.stop();
+    let stopped = Instant::now();
+    while stopped.elapsed() < 3 * LEASE {
+        for (daemon, _) in &replicas {
+            assert_eq!(pauses(daemon).await.len(), 3, "while the database is down");
+        }
+        tokio::task::yield_now().await;
+    }
+    let back = now_us();
+    pg.restart();
+    renewed_twice(&url, &addresses, back).await;
+    eprintln!(
+        "the database was away {:?}; every replica renewed twice since",
+        stopped.elapsed()
+    );
+
+    // Every replica lists every session and pause, and none ended.
+    for (daemon, _) in &replicas {
+        let live = live_sessions(daemon).await;
+        for probe in &probes {
+            assert!(live.contains(&probe.session_id), "{} lists {live:?}", daemon.addr);
+        }
+        let listed: Vec<String> = pauses(daemon).await.into_iter().map(|p| p.key).collect();
+        for key in &keys {
+            assert!(listed.contains(key), "{} lists {listed:?}", daemon.addr);
+        }
+    }
+    // The directory holds the three replicas and their sessions again.
+    let deadline = Instant::now() + DEADLINE;
+    while postgres::query(&url, "SELECT count(*) FROM stepd_sessions") != "3" {
+        assert!(Instant::now() < deadline, "the sessions are not in the directory");
+        tokio::task::yield_now().await;
+    }
+    // Each pause is answered on the next replica, and its program goes on.
+    for (i, (probe, key)) in probes.iter_mut().zip(&keys).enumerate() {
+        let answerer = &replicas[(i + 1) % 3].0;
+        SessionServiceClient::new(answerer.channel().await)
+            .send_debug_input(carry_on(key))
+            .await
+            .unwrap_or_else(|e| panic!("{key} answered on {}: {e:?}", answerer.addr));
+        resumed(probe, "h1").await;
+    }
+    // Every stream shows the three answers, and no session ending before
+    // them.
+    for (daemon, sub) in &mut replicas {
+        let mut answered = 0;
+        sub.wait_for("the three answers", |e| {
+            assert!(
+                !matches!(e.payload, Some(Payload::SessionEnded(_))),
+                "{}: {e:?}",
+                daemon.addr
+            );
+            if matches!(&e.payload, Some(Payload::PauseResolved(r)) if keys.contains(&r.key)) {
+                answered += 1;
+            }
+            answered == 3
+        })
+        .await;
+    }
+    drop(probes);
+    for (daemon, _) in replicas {
+        daemon.stop().await;
+    }
+}
