@@ -273,3 +273,214 @@ async fn a_database_outage_longer_than_the_lease_ends_no_session_and_loses_no_pa
         daemon.stop().await;
     }
 }
+
+/// A session's history as `daemon` reads it.
+async fn history(daemon: &Daemon, session: &str) -> Vec<stepd_proto::v1::Event> {
+    HistoryServiceClient::new(daemon.channel().await)
+        .get_session_history(GetSessionHistoryRequest {
+            session_id: session.into(),
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .expect("history")
+        .into_inner()
+        .events
+}
+
+/// The session's history has one start and one end, the end last, for
+/// `reason`, and a resolution of `key` before it.
+fn one_end(events: &[stepd_proto::v1::Event], reason: EndReason, key: &str) {
+    let ends: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e.payload, Some(Payload::SessionEnded(_))))
+        .collect();
+    assert_eq!(ends.len(), 1, "{events:#?}");
+    let Some(Payload::SessionEnded(end)) = &events.last().unwrap().payload else {
+        panic!("the end is last: {events:#?}")
+    };
+    assert_eq!(end.reason, reason as i32, "{end:?}");
+    let starts = events
+        .iter()
+        .filter(|e| matches!(e.payload, Some(Payload::SessionStarted(_))))
+        .count();
+    assert_eq!(starts, 1, "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == key)),
+        "{events:#?}"
+    );
+}
+
+/// Waits until a stream shows `session` ended, checking that its pause
+/// `key` was resolved first; returns the end.
+async fn ends_after_resolving(
+    sub: &mut Subscription,
+    session: &str,
+    key: &str,
+) -> stepd_proto::v1::SessionEnded {
+    let mut resolved = false;
+    let event = sub
+        .wait_for("the session's end", |e| {
+            if matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == key) {
+                resolved = true;
+            }
+            e.session_id == session && matches!(e.payload, Some(Payload::SessionEnded(_)))
+        })
+        .await;
+    assert!(resolved, "the pause was resolved before the end");
+    let Some(Payload::SessionEnded(end)) = event.payload else {
+        unreachable!()
+    };
+    end
+}
+
+#[tokio::test]
+async fn a_replica_that_shuts_down_ends_its_sessions_once_and_its_peers_relay_the_end() {
+    let url = postgres::database("cluster_shutdown");
+    let (a, mut on_a) = replica(&url).await;
+    let (mut b, mut on_b) = replica(&url).await;
+    let (c, mut on_c) = replica(&url).await;
+    let breakpoint = stop_at_bash(&a, &mut [&mut on_a, &mut on_b, &mut on_c]).await;
+    let (probe, _) = Probe::connect(&b, &[]).await;
+    let session = probe.session_id.clone();
+    hold(&probe, "h1", &breakpoint).await;
+    let key = dap::next_pause(&mut on_a, &session).await.key;
+    dap::next_pause(&mut on_c, &session).await;
+
+    b.signal("TERM");
+    for sub in [&mut on_a, &mut on_c] {
+        let end = ends_after_resolving(sub, &session, &key).await;
+        assert_eq!(end.reason, EndReason::DaemonShutdown as i32, "{end:?}");
+    }
+    assert!(b.wait_exit(DEADLINE).await.success());
+    drop(probe);
+    // Once B left the directory and A and C looked at it again, no stream
+    // said the session ended a second time, and its history has one end.
+    let gone = now_us();
+    let deadline = Instant::now() + DEADLINE;
+    while postgres::query(&url, "SELECT count(*) FROM stepd_replicas") != "2" {
+        assert!(Instant::now() < deadline, "B did not leave the directory");
+        tokio::task::yield_now().await;
+    }
+    renewed_twice(&url, &[a.addr.as_str(), c.addr.as_str()], gone).await;
+    for (daemon, sub) in [(&a, &mut on_a), (&c, &mut on_c)] {
+        // A marker after whatever the look published: a breakpoint added.
+        let marker = dap::add_breakpoint(daemon, stepd_e2e::held::bash_breakpoint()).await;
+        sub.wait_for("the marker", |e| {
+            assert!(
+                !(e.session_id == session && matches!(e.payload, Some(Payload::SessionEnded(_)))),
+                "a second end on {}: {e:?}",
+                daemon.addr
+            );
+            matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+                if u.breakpoint.as_ref().is_some_and(|b| b.id == marker))
+        })
+        .await;
+        let events = history(daemon, &session).await;
+        one_end(&events, EndReason::DaemonShutdown, &key);
+    }
+    a.stop().await;
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_replica_s_sessions_end_once_with_their_pauses_and_a_moved_hold_is_one_pause() {
+    let url = postgres::database("cluster_killed");
+    let (a, mut on_a) = replica(&url).await;
+    let (mut b, mut on_b) = replica(&url).await;
+    let (c, mut on_c) = replica(&url).await;
+    let breakpoint = stop_at_bash(&a, &mut [&mut on_a, &mut on_b, &mut on_c]).await;
+    // Two held probes on B: one moves to A when B dies, one does not.
+    let (moving, _) = Probe::connect(&b, &[]).await;
+    let (staying, _) = Probe::connect(&b, &[]).await;
+    hold(&moving, "m1", &breakpoint).await;
+    let moved_key = dap::next_pause(&mut on_c, &moving.session_id).await.key;
+    dap::next_pause(&mut on_a, &moving.session_id).await;
+    hold(&staying, "s1", &breakpoint).await;
+    let stayed_key = dap::next_pause(&mut on_c, &staying.session_id).await.key;
+    dap::next_pause(&mut on_a, &staying.session_id).await;
+
+    let (moved_session, stayed_session) = (moving.session_id.clone(), staying.session_id.clone());
+    b.signal("KILL");
+    b.wait_exit(DEADLINE).await;
+    let killed = Instant::now();
+    drop(staying);
+    // The moving probe reconnects to A and holds again there.
+    let (mut moved, _) = Probe::connect_with(&a, &[], &moving.session_id).await;
+    drop(moving);
+    hold(&moved, "m1", &breakpoint).await;
+    // Every replica resolves the old pause (the probe reconnected) before
+    // it shows the new one.
+    let mut again = None;
+    for sub in [&mut on_a, &mut on_c] {
+        let mut superseded = false;
+        let event = sub
+            .wait_for("the moved hold", |e| {
+                if matches!(&e.payload, Some(Payload::PauseResolved(r))
+                    if r.key == moved_key && r.by == "probe-reconnected")
+                {
+                    superseded = true;
+                }
+                e.session_id == moved.session_id && matches!(e.payload, Some(Payload::Stopped(_)))
+            })
+            .await;
+        assert!(superseded, "the old pause was resolved first");
+        let Some(Payload::Stopped(stopped)) = event.payload else {
+            unreachable!()
+        };
+        again = stopped.pause;
+    }
+    let again = again.unwrap();
+    // C lists the hold once: the pause of the new session, not the old one.
+    let listed: Vec<String> = pauses(&c).await.into_iter().map(|p| p.key).collect();
+    assert!(listed.contains(&again.key), "{listed:?}");
+    assert!(
+        !listed.contains(&moved_key),
+        "{listed:?} on C, {:?} on A, moved {moved_key}",
+        pauses(&a).await.into_iter().map(|p| (p.key, p.session_id)).collect::<Vec<_>>()
+    );
+
+    // Both old sessions end on C and A once B's lease ran out, their
+    // pauses resolved first.
+    let old = [
+        (stayed_key.clone(), stayed_session),
+        (moved_key.clone(), moved_session),
+    ];
+    for sub in [&mut on_a, &mut on_c] {
+        let mut by = Vec::new();
+        let mut ends = 0;
+        sub.wait_for("both old sessions' ends", |e| {
+            match &e.payload {
+                Some(Payload::PauseResolved(r)) if old.iter().any(|(k, _)| *k == r.key) => {
+                    by.push((r.key.clone(), r.by.clone()));
+                }
+                Some(Payload::SessionEnded(end)) => {
+                    assert_eq!(end.reason, EndReason::ReplicaLost as i32, "{end:?}");
+                    ends += 1;
+                }
+                _ => {}
+            }
+            ends == 2
+        })
+        .await;
+        // The pause nobody re-reported is resolved as lost, once; the
+        // moved one is not resolved again.
+        assert_eq!(by, vec![(stayed_key.clone(), "replica-lost".to_owned())]);
+    }
+    eprintln!("ended {:?} after the kill", killed.elapsed());
+    // Each old session has one end in its history, the last event, after
+    // its pause's resolution.
+    for (key, session) in &old {
+        one_end(&history(&a, session).await, EndReason::ReplicaLost, key);
+    }
+    // The moved hold is answered from C.
+    SessionServiceClient::new(c.channel().await)
+        .send_debug_input(carry_on(&again.key))
+        .await
+        .expect("the moved hold is answered");
+    resumed(&mut moved, "m1").await;
+    a.stop().await;
+    c.stop().await;
+}
