@@ -14,7 +14,7 @@ use stepd_e2e::{
     probe::Probe,
 };
 use stepd_proto::v1::{
-    BreakpointAction, BreakpointChange, BreakpointSpec, DebugCommand, DebugInput, EndReason, 
+    BreakpointAction, BreakpointChange, BreakpointSpec, DebugCommand, DebugInput, EndReason,
     GetSessionHistoryRequest, Hit, ListPausesRequest, ListSessionsRequest, Pause, PointInfo,
     SendDebugInputRequest, SessionState, Watch, connect_request::Message as In,
     connect_response::Message as Out, debug_command::Command, event::Payload,
@@ -229,7 +229,11 @@ async fn a_database_outage_longer_than_the_lease_ends_no_session_and_loses_no_pa
     for (daemon, _) in &replicas {
         let live = live_sessions(daemon).await;
         for probe in &probes {
-            assert!(live.contains(&probe.session_id), "{} lists {live:?}", daemon.addr);
+            assert!(
+                live.contains(&probe.session_id),
+                "{} lists {live:?}",
+                daemon.addr
+            );
         }
         let listed: Vec<String> = pauses(daemon).await.into_iter().map(|p| p.key).collect();
         for key in &keys {
@@ -239,7 +243,10 @@ async fn a_database_outage_longer_than_the_lease_ends_no_session_and_loses_no_pa
     // The directory holds the three replicas and their sessions again.
     let deadline = Instant::now() + DEADLINE;
     while postgres::query(&url, "SELECT count(*) FROM stepd_sessions") != "3" {
-        assert!(Instant::now() < deadline, "the sessions are not in the directory");
+        assert!(
+            Instant::now() < deadline,
+            "the sessions are not in the directory"
+        );
         tokio::task::yield_now().await;
     }
     // Each pause is answered on the next replica, and its program goes on.
@@ -439,7 +446,11 @@ async fn a_killed_replica_s_sessions_end_once_with_their_pauses_and_a_moved_hold
     assert!(
         !listed.contains(&moved_key),
         "{listed:?} on C, {:?} on A, moved {moved_key}",
-        pauses(&a).await.into_iter().map(|p| (p.key, p.session_id)).collect::<Vec<_>>()
+        pauses(&a)
+            .await
+            .into_iter()
+            .map(|p| (p.key, p.session_id))
+            .collect::<Vec<_>>()
     );
 
     // Both old sessions end on C and A once B's lease ran out, their
