@@ -176,9 +176,7 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64) {
         peer.id, peer.address
     );
     let sessions = cluster.owners.sessions_of(&peer.id);
-    if !sessions.is_empty() {
-        tracing::warn!(replica = %peer.id, address = %peer.address, sessions = sessions.len(), "a replica was lost; its sessions end");
-    }
+    tracing::info!(replica = %peer.id, address = %peer.address, "a replica whose lease ran out does not answer: it is lost");
     let ended = SessionEnded {
         reason: EndReason::ReplicaLost.into(),
         detail,
@@ -202,6 +200,7 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64) {
         });
         let held = cluster.owners.lose(session);
         if live {
+            tracing::warn!(replica = %peer.id, session = %session, "a lost replica's session ends");
             for pause in shown {
                 let payload = Payload::PauseResolved(resolved(pause.key, pause.thread_id));
                 cluster.bus.publish(session, payload);
