@@ -187,6 +187,7 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64) {
         command: CommandKind::Unspecified.into(),
         by: LOST_BY.into(),
         thread_id,
+        decision: None,
     };
     // What each session's history is missing: its replica's last word.
     let mut last: HashMap<String, Vec<Payload>> = HashMap::new();

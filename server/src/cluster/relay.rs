@@ -145,6 +145,7 @@ pub(crate) fn supersede(bus: &crate::events::EventBus, session: &str) {
                 command: CommandKind::Unspecified.into(),
                 by: "probe-reconnected".into(),
                 thread_id: pause.thread_id,
+                decision: None,
             }),
         );
     }
