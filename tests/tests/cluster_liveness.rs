@@ -295,6 +295,24 @@ async fn history(daemon: &Daemon, session: &str) -> Vec<stepd_proto::v1::Event> 
         .events
 }
 
+/// A session's history as `daemon` reads it, once it holds an event that
+/// `matches`.
+async fn recorded(
+    daemon: &Daemon,
+    session: &str,
+    matches: impl Fn(&stepd_proto::v1::Event) -> bool,
+) -> Vec<stepd_proto::v1::Event> {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let events = history(daemon, session).await;
+        if events.iter().any(&matches) {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "{session}: {events:#?}");
+        tokio::task::yield_now().await;
+    }
+}
+
 /// The session's history has one start and one end, the end last, for
 /// `reason`, and a resolution of `key` before it.
 fn one_end(events: &[stepd_proto::v1::Event], reason: EndReason, key: &str) {
@@ -385,7 +403,10 @@ async fn a_replica_that_shuts_down_ends_its_sessions_once_and_its_peers_relay_th
                 if u.breakpoint.as_ref().is_some_and(|b| b.id == marker))
         })
         .await;
-        let events = history(daemon, &session).await;
+        let events = recorded(daemon, &session, |e| {
+            matches!(e.payload, Some(Payload::SessionEnded(_)))
+        })
+        .await;
         one_end(&events, EndReason::DaemonShutdown, &key);
     }
     a.stop().await;
@@ -410,6 +431,14 @@ async fn a_killed_replica_s_sessions_end_once_with_their_pauses_and_a_moved_hold
     dap::next_pause(&mut on_a, &staying.session_id).await;
 
     let (moved_session, stayed_session) = (moving.session_id.clone(), staying.session_id.clone());
+    // B has recorded both holds (what a replica had not yet written when
+    // it was killed is lost with it).
+    for session in [&moved_session, &stayed_session] {
+        recorded(&b, session, |e| {
+            matches!(e.payload, Some(Payload::Stopped(_)))
+        })
+        .await;
+    }
     b.signal("KILL");
     b.wait_exit(DEADLINE).await;
     let killed = Instant::now();
@@ -484,7 +513,11 @@ async fn a_killed_replica_s_sessions_end_once_with_their_pauses_and_a_moved_hold
     // Each old session has one end in its history, the last event, after
     // its pause's resolution.
     for (key, session) in &old {
-        one_end(&history(&a, session).await, EndReason::ReplicaLost, key);
+        let events = recorded(&a, session, |e| {
+            matches!(e.payload, Some(Payload::SessionEnded(_)))
+        })
+        .await;
+        one_end(&events, EndReason::ReplicaLost, key);
     }
     // The moved hold is answered from C.
     SessionServiceClient::new(c.channel().await)
