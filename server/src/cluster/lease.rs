@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Cluster, Peer, relay};
 use crate::{
     events::Filter,
+    store::RETIRED,
     time::{now_us, timestamp_from_us},
 };
 
@@ -34,6 +35,9 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
 /// Who resolves the pauses of a lost replica's sessions.
 const LOST_BY: &str = "replica-lost";
+
+/// Who resolves them when it shut down cleanly (as its own sessions say).
+const SHUTDOWN_BY: &str = "daemon-shutdown";
 
 pub(super) async fn keep(cluster: Arc<Cluster>) {
     let every = (cluster.lease / RENEWALS_PER_LEASE).max(Duration::from_millis(50));
@@ -69,7 +73,7 @@ pub(super) async fn keep(cluster: Arc<Cluster>) {
                         );
                         live.insert(peer.id.clone(), peer);
                     } else {
-                        lapsed.push(peer);
+                        lapsed.push((peer, r.lease_until_us == RETIRED));
                     }
                 }
                 // A followed peer gone from the directory retired (its
@@ -78,9 +82,9 @@ pub(super) async fn keep(cluster: Arc<Cluster>) {
                     relays
                         .iter()
                         .filter(|(id, _)| !listed.contains(*id))
-                        .map(|(_, (peer, _))| peer.clone()),
+                        .map(|(_, (peer, _))| (peer.clone(), false)),
                 );
-                for peer in lapsed {
+                for (peer, retired) in lapsed {
                     if answers(&cluster, &peer).await {
                         live.insert(peer.id.clone(), peer);
                         continue;
@@ -88,7 +92,7 @@ pub(super) async fn keep(cluster: Arc<Cluster>) {
                     if let Some((_, stop)) = relays.remove(&peer.id) {
                         stop.cancel();
                     }
-                    lost(&cluster, &peer, now).await;
+                    lost(&cluster, &peer, now, retired).await;
                 }
                 *cluster.live.lock().unwrap_or_else(|e| e.into_inner()) = live
                     .values()
@@ -169,23 +173,38 @@ fn next_look(every: Duration, first_expiry_us: Option<i64>, now_us: i64) -> Dura
 
 /// Ends here every session of a lost peer, its pauses resolved first, and
 /// takes the peer out of the directory, recording each session's end in its
-/// history (once in the cluster, after what its replica recorded).
-async fn lost(cluster: &Cluster, peer: &Peer, now: i64) {
-    let detail = format!(
-        "replica {} at {} stopped renewing its lease and does not answer",
-        peer.id, peer.address
-    );
+/// history (once in the cluster, after what its replica recorded). A peer
+/// that `retired` (shut down cleanly) recorded its own ends; what this
+/// replica still shows of it (its relay broke before the ends came) ends
+/// as it did, shut down.
+async fn lost(cluster: &Cluster, peer: &Peer, now: i64, retired: bool) {
+    let (reason, by, detail) = if retired {
+        (
+            EndReason::DaemonShutdown,
+            SHUTDOWN_BY,
+            format!("replica {} at {} shut down", peer.id, peer.address),
+        )
+    } else {
+        (
+            EndReason::ReplicaLost,
+            LOST_BY,
+            format!(
+                "replica {} at {} stopped renewing its lease and does not answer",
+                peer.id, peer.address
+            ),
+        )
+    };
     let sessions = cluster.owners.sessions_of(&peer.id);
-    tracing::info!(replica = %peer.id, address = %peer.address, "a replica whose lease ran out does not answer: it is lost");
+    tracing::info!(replica = %peer.id, address = %peer.address, retired, "a replica whose lease ran out does not answer: it is gone");
     let ended = SessionEnded {
-        reason: EndReason::ReplicaLost.into(),
+        reason: reason.into(),
         detail,
         ..Default::default()
     };
     let resolved = |key: String, thread_id: i64| PauseResolved {
         key,
         command: CommandKind::Unspecified.into(),
-        by: LOST_BY.into(),
+        by: by.into(),
         thread_id,
         decision: None,
     };

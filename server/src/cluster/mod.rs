@@ -168,6 +168,7 @@ impl Cluster {
         );
         Ok(replicas
             .into_iter()
+            .filter(|r| r.lease_until_us != crate::store::RETIRED)
             .map(|r| stepd_proto::v1::ReplicaStatus {
                 sessions: u32::try_from(owned.iter().filter(|o| o.replica_id == r.id).count())
                     .unwrap_or(u32::MAX),
@@ -207,8 +208,8 @@ impl Cluster {
         }))
     }
 
-    /// Takes this replica out of the directory (shutdown): its peers end
-    /// its sessions at once instead of when the lease runs out.
+    /// Takes this replica's sessions out of the directory and marks it
+    /// retired (shutdown): its peers need not wait for its lease.
     pub async fn retire(&self) {
         self.stop.cancel();
         self.relays_end.cancel();

@@ -8,6 +8,10 @@ use super::{
     history::Number,
 };
 
+/// The lease of a replica that shut down cleanly (its row stays until a
+/// peer finds it gone).
+pub const RETIRED: i64 = 0;
+
 /// One replica as registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replica {
@@ -65,12 +69,15 @@ impl Store {
         Ok(())
     }
 
-    /// Takes this replica out of the directory with its sessions (a clean
-    /// shutdown: its peers need not wait for the lease).
+    /// Takes this replica's sessions out of the directory and marks it
+    /// retired (a lease that ends at [`RETIRED`]): its peers need not wait
+    /// for the lease, and end what they still show of it as shut down.
     pub async fn retire_replica(&self, id: &str) -> Result<(), WriteError> {
         let statements = vec![
             Statement::new("DELETE FROM stepd_sessions WHERE replica_id = $1").bind(id),
-            Statement::new("DELETE FROM stepd_replicas WHERE id = $1").bind(id),
+            Statement::new("UPDATE stepd_replicas SET lease_until_us = $2 WHERE id = $1")
+                .bind(id)
+                .bind(RETIRED),
         ];
         self.write("this replica's retirement", statements, &Within::internal())
             .await?;
