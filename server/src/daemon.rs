@@ -141,7 +141,7 @@ impl Daemon {
             move || own_counts(&bus, &subscribers)
         });
         let shutdown = CancellationToken::new();
-        let cluster = Cluster::new(&store, &bus, &config.replica, &shutdown);
+        let cluster = Cluster::new(&store, &bus, &config.replica);
         if let Some(cluster) = &cluster {
             bus.count_only_own(cluster.own());
         }

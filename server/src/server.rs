@@ -141,6 +141,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             // instead of holding the drain open. Launched programs are
             // terminated, attached ones left running, probes go on.
             daemon.sessions.shutdown(daemon.config.drain_timeout).await;
+            // Peers relaying this replica's sessions have their ends now.
+            if let Some(cluster) = &daemon.cluster {
+                cluster.sessions_ended();
+            }
         }
     });
 

@@ -113,7 +113,12 @@ impl EventApi {
                     })
                 })
             },
-            shutdown: self.daemon.shutdown.clone(),
+            // A peer's relay outlasts the start of a shutdown: it ends once
+            // this replica's sessions did, with their ends.
+            shutdown: match self.daemon.cluster.as_ref().filter(|_| relay) {
+                Some(cluster) => cluster.relays_end(),
+                None => self.daemon.shutdown.clone(),
+            },
             heartbeat: config.heartbeat_interval,
             client_name,
             buffer_events: config.subscriber_buffer,

@@ -13,13 +13,17 @@ mod peers;
 mod relay;
 
 use std::{
-    sync::{Arc, OnceLock},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, AtomicI64, Ordering},
+    },
     time::Duration,
 };
 
 pub use forward::ForwardLayer;
 use owners::Owners;
 use peers::Peers;
+pub(crate) use relay::supersede;
 use tokio_util::sync::CancellationToken;
 
 use crate::{events::EventBus, store::Store};
@@ -68,7 +72,17 @@ pub struct Cluster {
     /// The live peers, by their id without dashes (as inspector ids name
     /// them).
     live: std::sync::Mutex<std::collections::HashMap<String, Peer>>,
+    /// Until when this replica's lease holds, as last renewed (µs).
+    lease_until_us: AtomicI64,
+    /// What the directory says of this replica's sessions may be wrong (a
+    /// write of it failed): it is written whole at the next renewal.
+    unsure: AtomicBool,
+    /// Cancelled when this replica leaves the directory: it stops renewing
+    /// and following its peers.
     stop: CancellationToken,
+    /// Cancelled once this replica's own sessions ended at shutdown: the
+    /// peers' relays have had their ends and may go.
+    relays_end: CancellationToken,
 }
 
 /// A session or pause another replica runs, and where.
@@ -83,12 +97,7 @@ pub struct Peer {
 impl Cluster {
     /// This replica's part, on PostgreSQL (`None` on SQLite). It relays
     /// and forwards nothing until it [joins](Cluster::join).
-    pub fn new(
-        store: &Store,
-        bus: &Arc<EventBus>,
-        config: &ReplicaConfig,
-        shutdown: &CancellationToken,
-    ) -> Option<Arc<Self>> {
+    pub fn new(store: &Store, bus: &Arc<EventBus>, config: &ReplicaConfig) -> Option<Arc<Self>> {
         (store.backend() == "postgres").then(|| {
             Arc::new(Self {
                 id: bus.instance_id().to_owned(),
@@ -101,7 +110,13 @@ impl Cluster {
                 owners: Owners::default(),
                 peers: Peers::new(config.peer_token.clone(), config.tls.clone()),
                 live: Default::default(),
-                stop: shutdown.child_token(),
+                lease_until_us: AtomicI64::new(0),
+                unsure: AtomicBool::new(false),
+                // Not the daemon's shutdown: a draining replica keeps its
+                // lease and its place in the directory until it retires, so
+                // its peers never take it for lost.
+                stop: CancellationToken::new(),
+                relays_end: CancellationToken::new(),
             })
         })
     }
@@ -153,6 +168,7 @@ impl Cluster {
         );
         Ok(replicas
             .into_iter()
+            .filter(|r| r.lease_until_us != crate::store::RETIRED)
             .map(|r| stepd_proto::v1::ReplicaStatus {
                 sessions: u32::try_from(owned.iter().filter(|o| o.replica_id == r.id).count())
                     .unwrap_or(u32::MAX),
@@ -167,7 +183,20 @@ impl Cluster {
     /// Whether this replica runs `session_id` itself (what a peer's relay
     /// may take from it).
     pub fn runs(&self, session_id: &str) -> bool {
-        self.owners.of_session(session_id).is_none()
+        !self.owners.is_relayed(session_id)
+    }
+
+    /// What ends a peer's relay of this replica's sessions: not the start
+    /// of a shutdown, but the end of its sessions ([`Cluster::sessions_ended`]),
+    /// so that the peers see each session end as this replica ended it.
+    pub fn relays_end(&self) -> CancellationToken {
+        self.relays_end.clone()
+    }
+
+    /// This replica's own sessions have ended (shutdown): its peers'
+    /// relays end once they have sent what is left.
+    pub fn sessions_ended(&self) {
+        self.relays_end.cancel();
     }
 
     /// Whether this replica runs a session, as an event filter takes it:
@@ -179,10 +208,11 @@ impl Cluster {
         }))
     }
 
-    /// Takes this replica out of the directory (shutdown): its peers end
-    /// its sessions at once instead of when the lease runs out.
+    /// Takes this replica's sessions out of the directory and marks it
+    /// retired (shutdown): its peers need not wait for its lease.
     pub async fn retire(&self) {
         self.stop.cancel();
+        self.relays_end.cancel();
         if self.address.get().is_none() {
             return;
         }
@@ -191,16 +221,22 @@ impl Cluster {
         }
     }
 
-    async fn renew(&self) -> anyhow::Result<()> {
+    /// Renews this replica's lease; whether it had run out first (the
+    /// database was away, or this replica did not run), when peers may
+    /// have taken its sessions out of the directory.
+    async fn renew(&self) -> anyhow::Result<bool> {
         let lease_us = i64::try_from(self.lease.as_micros()).unwrap_or(i64::MAX);
+        let now = crate::time::now_us();
+        let until = now.saturating_add(lease_us);
         self.store
             .renew_replica(&crate::store::Replica {
                 id: self.id.clone(),
                 address: self.address.get().cloned().unwrap_or_default(),
                 started_us: self.started_us,
-                lease_until_us: crate::time::now_us().saturating_add(lease_us),
+                lease_until_us: until,
             })
             .await?;
-        Ok(())
+        let was = self.lease_until_us.swap(until, Ordering::Relaxed);
+        Ok(was != 0 && was < now)
     }
 }

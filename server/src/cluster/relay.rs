@@ -8,9 +8,9 @@
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use stepd_proto::v1::{
-    EndReason, Event, PauseResolved, SessionEnded, SessionStarted, SessionState, Snapshot, Stopped,
-    SubscribeRequest, Watch, event::Payload, event_service_client::EventServiceClient,
-    subscribe_request::Message,
+    CommandKind, EndReason, Event, PauseResolved, SessionEnded, SessionStarted, SessionState,
+    Snapshot, Stopped, SubscribeRequest, Watch, event::Payload,
+    event_service_client::EventServiceClient, subscribe_request::Message,
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
@@ -97,11 +97,57 @@ fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
     if event.session_id.is_empty() {
         return;
     }
+    if let Some(Payload::SessionStarted(started)) = &event.payload
+        && let Some(previous) = started.session.as_ref().map(|s| &s.previous_session_id)
+        && !previous.is_empty()
+        && cluster.owners.is_relayed(previous)
+        && cluster
+            .owners
+            .of_session(previous)
+            .is_none_or(|p| p.id != peer.id)
+    {
+        // The probe left another replica for this one: its holds there are
+        // the ones it re-reports here.
+        supersede(&cluster.bus, previous);
+    }
     // Noted first and kept after the end: whatever reads the event later
     // (the history's recorder) must still find it is the peer's.
     cluster.owners.note(peer, &event);
-    if let Some(payload) = event.payload {
+    let Some(payload) = event.payload else {
+        return;
+    };
+    // What this replica resolved or ended already (the probe moved on, or
+    // the peer was taken for lost) is not resolved or ended twice.
+    let settled = cluster.bus.with_view(|v| match &payload {
+        Payload::PauseResolved(r) => v
+            .pauses(Some(&event.session_id))
+            .iter()
+            .all(|p| p.key != r.key),
+        Payload::SessionEnded(_) => v
+            .session(&event.session_id)
+            .is_some_and(|s| s.state == SessionState::Ended as i32),
+        _ => false,
+    });
+    if !settled {
         cluster.bus.publish(&event.session_id, payload);
+    }
+}
+
+/// Resolves here the pauses `session` shows, which another replica runs:
+/// its probe reconnected and re-reports them in its new session, so one
+/// held request stays one pending pause.
+pub(crate) fn supersede(bus: &crate::events::EventBus, session: &str) {
+    for pause in bus.with_view(|v| v.pauses(Some(session))) {
+        bus.publish(
+            session,
+            Payload::PauseResolved(PauseResolved {
+                key: pause.key,
+                command: CommandKind::Unspecified.into(),
+                by: "probe-reconnected".into(),
+                thread_id: pause.thread_id,
+                decision: None,
+            }),
+        );
     }
 }
 

@@ -486,6 +486,8 @@ impl Subscriber {
         let heartbeat = sleep_until(st.last_sent + self.heartbeat);
         tokio::pin!(heartbeat);
         let memory = self.memory.clone();
+        // Shutting down, a relay sends what is left before it ends.
+        let mut closing = false;
         loop {
             let heartbeat_at = st.last_sent + self.heartbeat;
             if heartbeat.deadline() != heartbeat_at {
@@ -493,13 +495,12 @@ impl Subscriber {
             }
             let open = tokio::select! {
                 biased;
-                _ = self.shutdown.cancelled() => {
-                    // Told, not waited for: a client that does not read
-                    // learns it from the stream's end.
-                    let reconnect = Reconnect { reason: "the daemon is shutting down".into() };
-                    let wire = Wire::encode(&local(Payload::Reconnect(reconnect)), memory.daemon());
-                    let _ = out.send(Ok(memory.hand(Arc::new(wire))));
-                    false
+                _ = self.shutdown.cancelled(), if !closing => {
+                    // A peer's relay first takes what is left: the ends of
+                    // the sessions this replica ran (its token is cancelled
+                    // once they ended).
+                    closing = self.only_own.is_some();
+                    closing
                 }
                 () = out.closed() => false,
                 () = memory.evicted() => {
@@ -602,6 +603,27 @@ impl Subscriber {
                 }
             };
             if !open || st.overrun.is_some() {
+                if !open && st.overrun.is_none() && self.shutdown.is_cancelled() {
+                    // Told, not waited for: a client that does not read
+                    // learns it from the stream's end.
+                    let reconnect = Reconnect {
+                        reason: "the daemon is shutting down".into(),
+                    };
+                    let wire = Wire::encode(&local(Payload::Reconnect(reconnect)), memory.daemon());
+                    let _ = out.send(Ok(memory.hand(Arc::new(wire))));
+                }
+                return;
+            }
+            if closing
+                && st.queue.is_empty()
+                && st.pending.is_none()
+                && st.live.as_ref().is_none_or(broadcast::Receiver::is_empty)
+            {
+                let reconnect = Reconnect {
+                    reason: "the daemon is shutting down".into(),
+                };
+                let wire = Wire::encode(&local(Payload::Reconnect(reconnect)), memory.daemon());
+                let _ = out.send(Ok(memory.hand(Arc::new(wire))));
                 return;
             }
             memory.daemon().enforce();

@@ -20,6 +20,7 @@ use std::{
 
 pub use ended::EndedFilter;
 pub use read::Page;
+pub(crate) use recorder::recorded;
 
 use crate::{events::EventBus, store::Store};
 

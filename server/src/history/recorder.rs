@@ -252,7 +252,7 @@ async fn record(
 }
 
 /// The row of an event that belongs to a session's history.
-fn recorded(event: &Event) -> Option<RecordedEvent> {
+pub(crate) fn recorded(event: &Event) -> Option<RecordedEvent> {
     if event.session_id.is_empty() {
         return None;
     }

@@ -111,7 +111,12 @@ fn previous_session(
         return (String::new(), None);
     }
     let mut old_ended = None;
-    if let Ok(old) = sessions.get(resume) {
+    let Ok(old) = sessions.get(resume) else {
+        // Another replica's: the holds it shows are re-reported here.
+        crate::cluster::supersede(&ctx.bus, resume);
+        return (resume.to_owned(), None);
+    };
+    {
         let (ended, heard) = oneshot::channel();
         if old
             .send(crate::session::Command::Superseded {

@@ -3,9 +3,14 @@
 //! runs which session.
 
 use super::{
-    Statement, Store, Within, WriteError,
+    RecordedEvent, Statement, Store, Within, WriteError,
     backend::{Columns, Record},
+    history::Number,
 };
+
+/// The lease of a replica that shut down cleanly (its row stays until a
+/// peer finds it gone).
+pub const RETIRED: i64 = 0;
 
 /// One replica as registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,32 +69,109 @@ impl Store {
         Ok(())
     }
 
-    /// Takes this replica out of the directory with its sessions (a clean
-    /// shutdown: its peers need not wait for the lease).
+    /// Takes this replica's sessions out of the directory and marks it
+    /// retired (a lease that ends at [`RETIRED`]): its peers need not wait
+    /// for the lease, and end what they still show of it as shut down.
     pub async fn retire_replica(&self, id: &str) -> Result<(), WriteError> {
         let statements = vec![
             Statement::new("DELETE FROM stepd_sessions WHERE replica_id = $1").bind(id),
-            Statement::new("DELETE FROM stepd_replicas WHERE id = $1").bind(id),
+            Statement::new("UPDATE stepd_replicas SET lease_until_us = $2 WHERE id = $1")
+                .bind(id)
+                .bind(RETIRED),
         ];
         self.write("this replica's retirement", statements, &Within::internal())
             .await?;
         Ok(())
     }
 
-    /// Forgets the replicas whose lease ran out before `now_us`, and their
-    /// sessions.
-    pub async fn drop_expired_replicas(&self, now_us: i64) -> Result<(), WriteError> {
-        let statements = vec![
-            Statement::new(
-                "DELETE FROM stepd_sessions WHERE replica_id IN \
-                 (SELECT id FROM stepd_replicas WHERE lease_until_us < $1)",
-            )
-            .bind(now_us),
-            Statement::new("DELETE FROM stepd_replicas WHERE lease_until_us < $1").bind(now_us),
+    /// Takes a replica that was found lost (its lease ran out before
+    /// `now_us` and it did not answer) out of the directory with its
+    /// sessions, and records `ends` (each session's last events) in their
+    /// histories. Only the replica whose statements find the sessions still
+    /// in the directory records them, so when several find the replica lost
+    /// at once each session's end is recorded once; and nothing happens if
+    /// the replica renewed its lease meanwhile.
+    pub async fn claim_lost_replica(
+        &self,
+        id: &str,
+        now_us: i64,
+        ends: Vec<RecordedEvent>,
+    ) -> Result<(), WriteError> {
+        // The replica's row first: its lock makes a second claim wait for
+        // the first, and then find nothing left to claim.
+        let mut statements = vec![
+            Statement::new("DELETE FROM stepd_replicas WHERE id = $1 AND lease_until_us < $2")
+                .bind(id)
+                .bind(now_us),
         ];
-        self.write("the expired replicas", statements, &Within::internal())
+        for end in ends {
+            let bytes = i64::try_from(end.event.len()).unwrap_or(i64::MAX);
+            statements.push(
+                Statement::new(
+                    "INSERT INTO session_events (session_id, seq, channel, time_us, bytes, event) \
+                     SELECT $1, $2, $3, $4, $5, $6 \
+                     WHERE EXISTS (SELECT 1 FROM stepd_sessions WHERE session_id = $1 AND replica_id = $7) \
+                     AND NOT EXISTS (SELECT 1 FROM stepd_replicas WHERE id = $7) \
+                     ON CONFLICT (session_id, seq) DO NOTHING",
+                )
+                .bind(end.session_id.as_str())
+                .bind(i64::try_from(end.seq).unwrap_or(i64::MAX))
+                .bind(i64::from(end.channel))
+                .bind(end.time_us)
+                .bind(bytes)
+                .bind(end.event)
+                .bind(id),
+            );
+        }
+        statements.push(
+            Statement::new(
+                "DELETE FROM stepd_sessions WHERE replica_id = $1 \
+                 AND NOT EXISTS (SELECT 1 FROM stepd_replicas WHERE id = $1)",
+            )
+            .bind(id),
+        );
+        self.write("a lost replica's sessions", statements, &Within::internal())
             .await?;
         Ok(())
+    }
+
+    /// Makes the directory say that `replica_id` runs exactly `sessions`
+    /// (after an outage, when what it recorded may have been lost).
+    pub async fn reassert_sessions(
+        &self,
+        replica_id: &str,
+        sessions: &[String],
+        now_us: i64,
+    ) -> Result<(), WriteError> {
+        let mut statements = vec![
+            Statement::new("DELETE FROM stepd_sessions WHERE replica_id = $1").bind(replica_id),
+        ];
+        for session in sessions {
+            statements.push(
+                Statement::new(
+                    "INSERT INTO stepd_sessions (session_id, replica_id, started_us) \
+                     VALUES ($1, $2, $3) ON CONFLICT (session_id) DO UPDATE \
+                     SET replica_id = excluded.replica_id",
+                )
+                .bind(session.as_str())
+                .bind(replica_id)
+                .bind(now_us),
+            );
+        }
+        self.write("this replica's sessions", statements, &Within::internal())
+            .await?;
+        Ok(())
+    }
+
+    /// The highest seq recorded of a session's history (0 when none).
+    pub async fn last_recorded_seq(&self, session_id: &str) -> Result<u64, sqlx::Error> {
+        let statement = Statement::new(
+            "SELECT CAST(COALESCE(MAX(seq), 0) AS BIGINT) AS n FROM session_events \
+             WHERE session_id = $1",
+        )
+        .bind(session_id);
+        let rows: Vec<Number> = self.pool.fetch(statement).await?;
+        Ok(rows.first().map_or(0, |n| u64::try_from(n.0).unwrap_or(0)))
     }
 
     /// Every registered replica, this one included.

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use backend::{Backend, Record};
 pub use breakpoints::{QueuedInsert, StoredBreakpoint};
 pub use changes::{Change, Changes};
-pub use directory::{Owned, Replica};
+pub use directory::{Owned, RETIRED, Replica};
 pub use failure::Failure;
 pub use health::Down;
 use health::Health;
