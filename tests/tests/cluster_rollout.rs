@@ -27,25 +27,53 @@ async fn pauses(daemon: &Daemon) -> Vec<Pause> {
         .pauses
 }
 
-/// Waits until every replica lists exactly `n` pauses, and checks that
-/// none ever lists more: a held request is one pending pause.
+/// Each replica's instance id.
+async fn ids(replicas: &[Daemon]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for daemon in replicas {
+        let pong = stepd_proto::v1::daemon_service_client::DaemonServiceClient::new(
+            daemon.channel().await,
+        )
+        .ping(stepd_proto::v1::PingRequest::default())
+        .await
+        .expect("ping")
+        .into_inner();
+        ids.push(pong.instance_id);
+    }
+    ids
+}
+
+/// Waits until every replica lists the same `n` pauses, each held by a
+/// running replica (the programs re-reported what the stopped one held),
+/// and checks that none ever lists more: a held request is one pending
+/// pause.
 async fn listed_everywhere(replicas: &[Daemon], n: usize, when: &str) {
+    let running = ids(replicas).await;
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let mut counts = Vec::new();
+        let mut listed = Vec::new();
+        let mut held_by_running = true;
         for daemon in replicas {
-            counts.push(pauses(daemon).await.len());
+            let pauses = pauses(daemon).await;
+            held_by_running &= pauses.iter().all(|p| running.contains(&p.replica_id));
+            let mut keys: Vec<String> = pauses.into_iter().map(|p| p.key).collect();
+            keys.sort();
+            listed.push(keys);
         }
+        let counts: Vec<usize> = listed.iter().map(Vec::len).collect();
         assert!(
             counts.iter().all(|c| *c <= n),
             "{when}: the replicas list {counts:?} pauses for {n} holds"
         );
-        if counts.iter().all(|c| *c == n) {
+        if held_by_running
+            && counts.iter().all(|c| *c == n)
+            && listed.iter().all(|l| *l == listed[0])
+        {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "{when}: the replicas list {counts:?} pauses, not {n} each"
+            "{when}: the replicas list {listed:#?}, not the same {n} each"
         );
         tokio::task::yield_now().await;
     }
