@@ -332,7 +332,11 @@ async fn a_killed_replica_s_session_is_listed_as_lost_with_its_replica() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(listed.state, SessionState::Ended as i32, "{listed:?}");
-    assert_eq!(listed.end_reason, EndReason::ReplicaLost as i32, "{listed:?}");
+    assert_eq!(
+        listed.end_reason,
+        EndReason::ReplicaLost as i32,
+        "{listed:?}"
+    );
     assert_eq!(listed.replica_id, id_a);
     assert_eq!(listed.labels.get("team").map(String::as_str), Some("a"));
     assert!(listed.end_detail.contains(&id_a), "{listed:?}");

@@ -520,7 +520,10 @@ async fn retention_drops_a_lost_sessions_record_once_nothing_of_its_history_is_l
             store.backend()
         );
 
-        store.drop_history_through(3_000, "test", 9_000).await.unwrap();
+        store
+            .drop_history_through(3_000, "test", 9_000)
+            .await
+            .unwrap();
         assert_eq!(listed(&store).await, ["lost-lately"], "{}", store.backend());
         // The live session's record is kept while its replica is in the directory.
         store.retire_replica("here").await.unwrap();
