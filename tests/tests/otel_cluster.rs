@@ -139,9 +139,10 @@ async fn each_replica_reports_what_it_runs_and_the_sum_is_the_clusters() {
     also_on_b.next().await;
 
     // One hold on each replica, each shown on the other: the relays are up.
+    // (Each stream is read in the order its events come.)
     let (_probe_a, pause_a) = holding(&a, &mut on_a, "h1").await;
-    let (_probe_b, pause_b) = holding(&b, &mut on_b, "h2").await;
     dap::next_pause(&mut on_b, &pause_a.session_id).await;
+    let (_probe_b, pause_b) = holding(&b, &mut on_b, "h2").await;
     dap::next_pause(&mut on_a, &pause_b.session_id).await;
     assert_eq!(
         (pause_a.replica_id.as_str(), pause_b.replica_id.as_str()),
