@@ -455,7 +455,7 @@ async fn retention_drops_a_lost_sessions_record_once_nothing_of_its_history_is_l
                 id: "here".into(),
                 address: "127.0.0.1:1".into(),
                 started_us: 1,
-                lease_until_us: i64::MAX,
+                lease_until_us: 5,
             })
             .await
             .unwrap();
@@ -525,8 +525,12 @@ async fn retention_drops_a_lost_sessions_record_once_nothing_of_its_history_is_l
             .await
             .unwrap();
         assert_eq!(listed(&store).await, ["lost-lately"], "{}", store.backend());
-        // The live session's record is kept while its replica is in the directory.
-        store.retire_replica("here").await.unwrap();
+        // The live session's record is kept while its replica is in the
+        // directory (its lease may have run out: it is there until found lost).
+        store
+            .claim_lost_replica("here", 10, Vec::new())
+            .await
+            .unwrap();
         assert_eq!(
             listed(&store).await,
             ["lost-lately", "live"],
