@@ -54,8 +54,13 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     /// Addresses actually served (known once bound).
     pub listen: OnceLock<Vec<String>>,
-    /// Subscribe streams, per daemon and per identity.
+    /// Subscribe streams of clients, per daemon and per identity.
     pub subscribers: Arc<Slots>,
+    /// Subscribe streams peer replicas follow this one's sessions on:
+    /// neither capped by `--max-subscribers` (a cluster whose clients took
+    /// every slot would stop showing this replica's sessions elsewhere) nor
+    /// counted as subscribers (a sum over replicas would count them).
+    pub relays: Arc<Slots>,
     /// What Subscribe streams hold for their clients, bounded for the daemon.
     pub subscriber_memory: Arc<SubscriberMemory>,
     /// Inspectors opened by Inspect, held by each identity (the daemon's
@@ -168,6 +173,7 @@ impl Daemon {
             cluster,
             listen: OnceLock::new(),
             subscribers,
+            relays: Slots::unlimited("relay streams"),
             subscriber_memory: SubscriberMemory::new(config.subscriber_bytes_total),
             inspectors_per_identity: Slots::new(
                 "inspectors",

@@ -493,7 +493,7 @@ impl http_body::Body for StatusBody {
         if let Some(code) = code
             && let Some(span) = self.span.take()
         {
-            record_status(&span, code);
+            end_stream_span(&span, code);
         }
         polled
     }
@@ -510,9 +510,16 @@ impl http_body::Body for StatusBody {
 impl Drop for StatusBody {
     fn drop(&mut self) {
         if let Some(span) = self.span.take() {
-            record_status(&span, tonic::Code::Cancelled);
+            end_stream_span(&span, tonic::Code::Cancelled);
         }
     }
+}
+
+/// Records a streamed response's status from inside its span: the exporter
+/// ends a span at its last exit, not when its last handle goes, so a
+/// stream's span not entered now would end where its first answer did.
+fn end_stream_span(span: &tracing::Span, code: tonic::Code) {
+    span.in_scope(|| record_status(span, code));
 }
 
 /// A program's span as W3C Trace Context (a probe's `traceparent` and

@@ -157,6 +157,14 @@ impl Jaeger {
     }
 }
 
+/// A W3C `traceparent` of a caller's own (sampled) span, and its trace and
+/// span ids; `tag` keeps the traces of one test apart.
+pub fn caller_context(tag: u8) -> (String, String, String) {
+    let trace = format!("{tag:02x}5eed5eed5eed5eed5eed5eed5eedbe");
+    let span = format!("{tag:02x}c0ffee00000001");
+    (format!("00-{trace}-{span}-01"), trace, span)
+}
+
 /// The service that exported `span`, as the answer `trace` (of
 /// [`Jaeger::trace`]) that holds it names it.
 pub fn service_of<'a>(trace: &'a Json, span: &Json) -> &'a str {

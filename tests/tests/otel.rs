@@ -21,8 +21,8 @@ use stepd_e2e::probe::{arm, connect_probe, hold, next};
 use stepd_e2e::{
     DEADLINE, Daemon, Subscription, TempDir, dap, fixture,
     jaeger::{
-        Jaeger, command_without_otel, find, operation, parent_of, span_id, tag, traced_command,
-        traced_daemon,
+        Jaeger, caller_context, command_without_otel, find, operation, parent_of, span_id, tag,
+        traced_command, traced_daemon,
     },
     line_of, source_spec,
 };
@@ -31,13 +31,6 @@ use stepd_proto::v1::{
     connect_response::Message as Out, daemon_service_client::DaemonServiceClient,
     debug_command::Command,
 };
-
-/// A W3C `traceparent` of a caller's own (sampled) span, and its ids.
-fn caller_context(tag: u8) -> (String, String, String) {
-    let trace = format!("{tag:02x}5eed5eed5eed5eed5eed5eed5eedbe");
-    let span = format!("{tag:02x}c0ffee00000001");
-    (format!("00-{trace}-{span}-01"), trace, span)
-}
 
 // ----- the tests ------------------------------------------------------------
 

@@ -1,10 +1,13 @@
 //! Who owns what, and what is kept of it: sessions and pauses name the
 //! replica that runs them, the history keeps each answer whole (masked as
 //! `--redact` says), and `HistoryService.ListEndedSessions` lists every
-//! replica's ended sessions from the store, by labels, a page at a time.
+//! replica's ended sessions from the store, by labels, a page at a time,
+//! a killed replica's as lost on it.
+
+use std::time::{Duration, Instant};
 
 use prost_types::{Struct, Value, value::Kind};
-use stepd_e2e::{Daemon, Subscription, dap, postgres, probe::Probe};
+use stepd_e2e::{DEADLINE, Daemon, Subscription, dap, postgres, probe::Probe};
 use stepd_proto::v1::{
     EndReason, Event, GetSessionHistoryRequest, InjectCommand, ListEndedSessionsRequest,
     ListEndedSessionsResponse, Pause, PingRequest, SessionState, Watch,
@@ -284,4 +287,59 @@ async fn any_replica_lists_every_replica_s_ended_sessions_a_page_at_a_time() {
         }))
     );
     c.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_replica_s_session_is_listed_as_lost_with_its_replica() {
+    let url = postgres::database("owners_lost");
+    let args = ["--database-url", url.as_str(), "--replica-lease", "3s"];
+    let a = Daemon::start(&args).await;
+    let b = Daemon::start(&args).await;
+    let id_a = instance_of(&a).await;
+    let mut on_b = Subscription::open(b.channel().await, Watch::default()).await;
+    on_b.next().await;
+    let (probe, _) = Probe::connect(&a, &[("team", "a")]).await;
+    let session = probe.session_id.clone();
+    // A has written its record of the running session (not its end).
+    let written = format!(
+        "SELECT count(*) FROM session_records WHERE session_id = '{session}' AND ended_us = 0"
+    );
+    let deadline = Instant::now() + DEADLINE;
+    while postgres::query(&url, &written) != "1" {
+        assert!(Instant::now() < deadline, "A did not record {session}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Killed, A records nothing more; B ends the session once A's lease
+    // has run out.
+    let mut a = a;
+    a.signal("KILL");
+    a.wait_exit(DEADLINE).await;
+    let Some(Payload::SessionEnded(ended)) = dap::ended(&mut on_b, &session).await.payload else {
+        panic!("a session_ended event")
+    };
+    assert_eq!(ended.reason, EndReason::ReplicaLost as i32, "{ended:?}");
+
+    // B lists it as lost on A, as soon as A is out of the directory.
+    let deadline = Instant::now() + DEADLINE;
+    let listed = loop {
+        let page = ended_sessions(&b, ListEndedSessionsRequest::default())
+            .await
+            .unwrap();
+        if let Some(s) = page.sessions.into_iter().find(|s| s.id == session) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "B never listed {session}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(listed.state, SessionState::Ended as i32, "{listed:?}");
+    assert_eq!(
+        listed.end_reason,
+        EndReason::ReplicaLost as i32,
+        "{listed:?}"
+    );
+    assert_eq!(listed.replica_id, id_a);
+    assert_eq!(listed.labels.get("team").map(String::as_str), Some("a"));
+    assert!(listed.end_detail.contains(&id_a), "{listed:?}");
+    drop(probe);
+    b.stop().await;
 }

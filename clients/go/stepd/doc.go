@@ -15,6 +15,8 @@
 //     is lost or delivered twice;
 //   - [Client.SessionHistory], a session's recorded events read back page
 //     by page, also after it ended.
+//   - [Client.EndedSessions], the sessions that ended on any replica
+//     sharing the daemon's store, by labels and time, page by page.
 //
 // The generated clients of the other services (inspector, probe, raw event
 // stream) are available from [Client.Inspector], [Client.Probe] and

@@ -3,6 +3,9 @@ package stepd
 import (
 	"context"
 	"iter"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	stepdv1 "github.com/stepd-dev/stepd/clients/go/gen/stepd/v1"
 )
@@ -63,4 +66,67 @@ func (c *Client) SessionHistory(ctx context.Context, sessionID string, opts ...H
 // ended (as [Client.SessionHistory]).
 func (s *Session) History(ctx context.Context, opts ...HistoryOption) iter.Seq2[*stepdv1.Event, error] {
 	return s.client.SessionHistory(ctx, s.id, opts...)
+}
+
+// EndedOption sets a field of a ListEndedSessions request.
+type EndedOption func(*stepdv1.ListEndedSessionsRequest)
+
+// EndedLabels keeps only the sessions whose labels match selector
+// (a breakpoint's label_selector syntax: "team=a,env!=prod").
+func EndedLabels(selector string) EndedOption {
+	return func(r *stepdv1.ListEndedSessionsRequest) { r.LabelSelector = selector }
+}
+
+// EndedSince keeps only the sessions that ended at or after t.
+func EndedSince(t time.Time) EndedOption {
+	return func(r *stepdv1.ListEndedSessionsRequest) { r.Since = timestamppb.New(t) }
+}
+
+// EndedUntil keeps only the sessions that started at or before t.
+func EndedUntil(t time.Time) EndedOption {
+	return func(r *stepdv1.ListEndedSessionsRequest) { r.Until = timestamppb.New(t) }
+}
+
+// EndedPageSize asks for at most n sessions per page (0 = the daemon's
+// default, 100; it caps n at 1000).
+func EndedPageSize(n uint32) EndedOption {
+	return func(r *stepdv1.ListEndedSessionsRequest) { r.PageSize = n }
+}
+
+// EndedSessions yields the sessions that ended, on this daemon or any
+// replica sharing its store, newest first, each as last recorded (with
+// EndedAt, EndReason and ReplicaId). A session whose replica was killed
+// before it could record the end reads END_REASON_REPLICA_LOST with
+// EndedAt unset. It asks HistoryService.ListEndedSessions for one page
+// after another, following next_page_token, while the loop goes on. A
+// failed page is yielded as a nil session with its error (an [*Error])
+// and ends the sequence.
+//
+//	for s, err := range c.EndedSessions(ctx, stepd.EndedLabels("team=a")) {
+//		if err != nil { return err }
+//		fmt.Println(s.GetId(), s.GetEndReason())
+//	}
+func (c *Client) EndedSessions(ctx context.Context, opts ...EndedOption) iter.Seq2[*stepdv1.Session, error] {
+	return func(yield func(*stepdv1.Session, error) bool) {
+		req := &stepdv1.ListEndedSessionsRequest{}
+		for _, opt := range opts {
+			opt(req)
+		}
+		for {
+			resp, err := c.history.ListEndedSessions(ctx, req)
+			if err != nil {
+				yield(nil, wrap(err))
+				return
+			}
+			for _, session := range resp.GetSessions() {
+				if !yield(session, nil) {
+					return
+				}
+			}
+			if resp.GetNextPageToken() == "" {
+				return
+			}
+			req.PageToken = resp.GetNextPageToken()
+		}
+	}
 }

@@ -234,3 +234,92 @@ func TestSessionHistoryOfAnUnknownSession(t *testing.T) {
 		t.Errorf("code %v, metadata %v", se.Code, se.Metadata)
 	}
 }
+
+// Two probe sessions that ended are listed newest first, by labels and
+// time, a page of one at a time as whole, each naming this daemon as its
+// replica; a bad selector is ErrInvalidArgument.
+func TestEndedSessions(t *testing.T) {
+	d := startDaemon(t, daemonConfig{})
+	c := d.dial(t)
+	ctx := testContext(t)
+	sub, err := c.Subscribe(ctx, stepd.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	expectSnapshot(t, sub)
+	var ids []string
+	for _, team := range []string{"a", "b"} {
+		p, err := probe.Connect(ctx, probe.Options{Addr: d.addr, Name: "ended", Labels: map[string]string{"run": "ended", "team": team}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WaitConnected(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.SessionID())
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for ev := nextEvent(t, sub); ev.GetSessionId() != p.SessionID() || ev.GetSessionEnded() == nil; ev = nextEvent(t, sub) {
+		}
+	}
+	// endedIDs lists the ids of the ended sessions opts select, failing on an error.
+	endedIDs := func(opts ...stepd.EndedOption) ([]string, []*stepdv1.Session) {
+		var got []string
+		var sessions []*stepdv1.Session
+		for s, err := range c.EndedSessions(ctx, opts...) {
+			if err != nil {
+				t.Fatalf("EndedSessions: %v", err)
+			}
+			got = append(got, s.GetId())
+			sessions = append(sessions, s)
+		}
+		return got, sessions
+	}
+	// A session's record is written a little after it ends.
+	newestFirst := []string{ids[1], ids[0]}
+	deadline := time.Now().Add(eventTimeout)
+	got, sessions := endedIDs(stepd.EndedLabels("run=ended"))
+	for !slices.Equal(got, newestFirst) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ended sessions %v, want %v", got, newestFirst)
+		}
+		time.Sleep(50 * time.Millisecond)
+		got, sessions = endedIDs(stepd.EndedLabels("run=ended"))
+	}
+	ping, err := c.Ping(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sessions {
+		if s.GetState() != stepdv1.SessionState_SESSION_STATE_ENDED || s.GetEndReason() != stepdv1.EndReason_END_REASON_PROBE_DISCONNECTED ||
+			s.GetReplicaId() != ping.GetInstanceId() || s.GetEndedAt() == nil {
+			t.Errorf("listed as %v", s)
+		}
+	}
+	if got, _ := endedIDs(stepd.EndedLabels("run=ended"), stepd.EndedPageSize(1)); !slices.Equal(got, newestFirst) {
+		t.Errorf("pages of one: %v, want %v", got, newestFirst)
+	}
+	if got, _ := endedIDs(stepd.EndedLabels("run=ended,team=a")); !slices.Equal(got, ids[:1]) {
+		t.Errorf("team=a: %v, want %v", got, ids[:1])
+	}
+	last := sessions[0].GetEndedAt().AsTime()
+	if got, _ := endedIDs(stepd.EndedLabels("run=ended"), stepd.EndedSince(last.Add(time.Second))); len(got) != 0 {
+		t.Errorf("ended after the last end: %v", got)
+	}
+	first := sessions[1].GetStartedAt().AsTime()
+	if got, _ := endedIDs(stepd.EndedLabels("run=ended"), stepd.EndedUntil(first.Add(-time.Second))); len(got) != 0 {
+		t.Errorf("started before the first start: %v", got)
+	}
+	yielded := 0
+	for s, err := range c.EndedSessions(ctx, stepd.EndedLabels("=nope")) {
+		yielded++
+		if s != nil || !errors.Is(err, stepd.ErrInvalidArgument) {
+			t.Errorf("a bad selector gave %v, %v", s, err)
+		}
+	}
+	if yielded != 1 {
+		t.Errorf("a bad selector yielded %d times", yielded)
+	}
+}

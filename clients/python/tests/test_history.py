@@ -5,6 +5,7 @@ channel; a launched session's history from its handle; unknown sessions."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 import time
 import uuid
@@ -183,3 +184,50 @@ def test_a_launched_session_has_its_history(client: stepd.Client) -> None:
     assert "done total=20" in printed
     assert all(kind(e) == "output" for e in session.history(["output"], page_size=3))
     assert events[-1].session_ended.reason == session_pb2.END_REASON_EXITED
+
+
+def listed_once_recorded(client: stepd.Client, run: str) -> list[session_pb2.Session]:
+    """The ended sessions labelled run=`run`, once the end is on record (a
+    session's record is written a little after it ends)."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        sessions = list(client.ended_sessions(label_selector=f"run={run}"))
+        if sessions:
+            return sessions
+        assert time.monotonic() < deadline, f"run={run} was never listed as ended"
+        time.sleep(0.05)
+
+
+def test_ended_sessions_are_listed_by_labels_time_and_page(
+    daemon: Daemon, client: stepd.Client, ended: tuple[str, list[event_pb2.Event]]
+) -> None:
+    session, seen = ended
+    [started] = [e.session_started.session for e in seen if kind(e) == "session_started"]
+    run = started.labels["run"]
+    [listed] = listed_once_recorded(client, run)
+    assert listed.id == session
+    assert listed.state == session_pb2.SESSION_STATE_ENDED
+    assert listed.end_reason == session_pb2.END_REASON_PROBE_DISCONNECTED
+    assert listed.replica_id == client.ping().instance_id
+    assert listed.HasField("ended_at")
+
+    # None ended after its end; none started before its start.
+    after = listed.ended_at.ToDatetime() + datetime.timedelta(seconds=1)
+    assert list(client.ended_sessions(label_selector=f"run={run}", since=after)) == []
+    before = listed.started_at.ToDatetime() - datetime.timedelta(seconds=1)
+    assert list(client.ended_sessions(label_selector=f"run={run}", until=before)) == []
+    assert list(client.ended_sessions(label_selector=f"run={run}", until=listed.started_at)) == [listed]
+
+    # Page after page, newest first, each once.
+    ids = [s.id for s in client.ended_sessions(page_size=1)]
+    assert session in ids
+    assert ids == sorted(set(ids), reverse=True)
+
+    with pytest.raises(errors.InvalidArgument):
+        next(client.ended_sessions(label_selector="=nope"))
+
+    async def main() -> list[session_pb2.Session]:
+        async with stepd.aio.Client(daemon.tcp) as c:
+            return [s async for s in c.ended_sessions(label_selector=f"run={run}", page_size=1)]
+
+    assert asyncio.run(main()) == [listed]

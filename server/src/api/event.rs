@@ -61,7 +61,12 @@ impl EventApi {
                 "relaying a replica's own sessions (x-stepd-relay)",
             )?;
         }
-        let slot = self.daemon.subscribers.take(&who.name)?;
+        let slots = if relay {
+            &self.daemon.relays
+        } else {
+            &self.daemon.subscribers
+        };
+        let slot = slots.take(&who.name)?;
         let client_name = super::client_name(&request);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::unbounded_channel();

@@ -73,8 +73,13 @@ impl Record for Sized {
 
 /// Records the drop of every event at or before `$1` (time, µs) and drops
 /// them, with the records of sessions that ended by then, in one
-/// transaction.
-const DROP_BEFORE: [&str; 3] = [
+/// transaction. A record whose end was never written (its replica, gone
+/// from the directory, was killed) goes once nothing is left of its
+/// session's history and it started by then: its last recorded event is
+/// the last that was known of it. (A live session's record on a daemon
+/// without a directory may go too; it is written whole again at its next
+/// change or its end.)
+const DROP_BEFORE: [&str; 4] = [
     "INSERT INTO history_dropped (session_id, events, through_seq, reason, at_us) \
      SELECT session_id, COUNT(*), MAX(seq), $2, $3 FROM session_events \
      WHERE time_us <= $1 GROUP BY session_id \
@@ -85,6 +90,9 @@ const DROP_BEFORE: [&str; 3] = [
        reason = excluded.reason, at_us = excluded.at_us",
     "DELETE FROM session_events WHERE time_us <= $1",
     "DELETE FROM session_records WHERE ended_us > 0 AND ended_us <= $1",
+    "DELETE FROM session_records WHERE ended_us = 0 AND started_us <= $1 \
+     AND replica_id NOT IN (SELECT id FROM stepd_replicas) \
+     AND NOT EXISTS (SELECT 1 FROM session_events e WHERE e.session_id = session_records.session_id)",
 ];
 
 /// How many rows one insert of events takes, largest first: a few sizes,
@@ -251,7 +259,7 @@ impl Store {
         reason: &str,
         now_us: i64,
     ) -> Result<(), WriteError> {
-        let [record, delete, ended] = DROP_BEFORE;
+        let [record, delete, ended, lost] = DROP_BEFORE;
         let statements = vec![
             Statement::new(record)
                 .bind(time_us)
@@ -259,6 +267,7 @@ impl Store {
                 .bind(now_us),
             Statement::new(delete).bind(time_us),
             Statement::new(ended).bind(time_us),
+            Statement::new(lost).bind(time_us),
         ];
         self.write("the history's retention", statements, &Within::internal())
             .await?;

@@ -443,3 +443,100 @@ fn a_shown_url_has_no_password() {
     );
     assert_eq!(shown("postgres://stepd@h/db"), "postgres://stepd@h/db");
 }
+
+#[tokio::test]
+async fn retention_drops_a_lost_sessions_record_once_nothing_of_its_history_is_left() {
+    use super::{EndedQuery, Replica, SessionRecord};
+    for db in databases("lost_records").await {
+        let store = db.open().await;
+        // "live" runs on a replica in the directory; the others' replica is gone.
+        store
+            .renew_replica(&Replica {
+                id: "here".into(),
+                address: "127.0.0.1:1".into(),
+                started_us: 1,
+                lease_until_us: 5,
+            })
+            .await
+            .unwrap();
+        let record = |id: &str, replica: &str, ended_us: i64| SessionRecord {
+            session_id: id.into(),
+            replica_id: replica.into(),
+            started_us: 1_000,
+            ended_us,
+            record: Vec::new(),
+        };
+        store
+            .queue_session_records(vec![
+                record("ended", "gone", 2_000),
+                record("lost-long-ago", "gone", 0),
+                record("lost-lately", "gone", 0),
+                record("live", "here", 0),
+            ])
+            .await
+            .done()
+            .await
+            .unwrap();
+        let event = |session: &str, time_us: i64| RecordedEvent {
+            session_id: session.into(),
+            seq: u64::try_from(time_us).unwrap(),
+            channel: 1,
+            time_us,
+            event: b"e".to_vec(),
+        };
+        // What was last known of each: "lost-lately" was heard of after the cut.
+        store
+            .queue_events(vec![
+                event("ended", 1_500),
+                event("lost-long-ago", 1_500),
+                event("lost-lately", 1_500),
+                event("lost-lately", 5_000),
+                event("live", 1_500),
+            ])
+            .await
+            .done()
+            .await
+            .unwrap();
+        let listed = |store: &Store| {
+            let store = store.clone();
+            async move {
+                let rows = store
+                    .ended_sessions(&EndedQuery {
+                        own_id: "reader",
+                        since_us: i64::MIN,
+                        until_us: i64::MAX,
+                        before_id: "",
+                        limit: 100,
+                    })
+                    .await
+                    .unwrap();
+                rows.into_iter().map(|r| r.session_id).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            listed(&store).await,
+            ["lost-long-ago", "lost-lately", "ended"],
+            "{}",
+            store.backend()
+        );
+
+        store
+            .drop_history_through(3_000, "test", 9_000)
+            .await
+            .unwrap();
+        assert_eq!(listed(&store).await, ["lost-lately"], "{}", store.backend());
+        // The live session's record is kept while its replica is in the
+        // directory (its lease may have run out: it is there until found lost).
+        store
+            .claim_lost_replica("here", 10, Vec::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            listed(&store).await,
+            ["lost-lately", "live"],
+            "{}",
+            store.backend()
+        );
+        store.close().await;
+    }
+}

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2, field_mask_pb2, struct_pb2, timestamp_
 from google.protobuf.json_format import ParseDict
 
 from stepd._baggage import SessionBaggage
-from stepd.v1 import breakpoint_pb2, event_pb2, inspector_pb2, pause_pb2, session_pb2
+from stepd.v1 import breakpoint_pb2, event_pb2, history_pb2, inspector_pb2, pause_pb2, session_pb2
 
 DEFAULT_ADDR = "127.0.0.1:7701"
 ADDR_ENV = "STEPD_ADDR"
@@ -202,6 +202,18 @@ def to_timestamp(value: TimeLike) -> timestamp_pb2.Timestamp:
         value = value.replace(tzinfo=_dt.timezone.utc)
     out.FromDatetime(value)
     return out
+
+
+def ended_sessions_request(
+    label_selector: str, since: TimeLike | None, until: TimeLike | None, page_size: int
+) -> history_pb2.ListEndedSessionsRequest:
+    """The first ListEndedSessions request of :meth:`stepd.Client.ended_sessions`."""
+    request = history_pb2.ListEndedSessionsRequest(label_selector=label_selector, page_size=page_size)
+    if since is not None:
+        request.since.CopyFrom(to_timestamp(since))
+    if until is not None:
+        request.until.CopyFrom(to_timestamp(until))
+    return request
 
 
 def _enum(enum: Any, prefix: str, value: int | str | None) -> int:

@@ -603,6 +603,35 @@ class Client:
                 return
             request.page_token = page.next_page_token
 
+    def ended_sessions(
+        self,
+        *,
+        label_selector: str = "",
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        page_size: int = 0,
+        timeout: float | None = None,
+    ) -> Iterator[session_pb2.Session]:
+        """Sessions that ended, on this daemon or any replica sharing its
+        store, newest first (ListEndedSessions): each as last recorded,
+        with ``ended_at``, ``end_reason`` and ``replica_id``. A session whose
+        replica was killed before it could record the end reads
+        ``END_REASON_REPLICA_LOST`` with ``ended_at`` unset.
+
+        `label_selector` as a breakpoint's (``team=a,env!=prod``); `since`
+        keeps those that ended at or after it, `until` those that started at
+        or before it (datetimes, naive = UTC, or Timestamps). It asks for
+        `page_size` sessions at a time (0 = the daemon's default) and follows
+        ``next_page_token`` until the last page; `timeout` applies to each page.
+        """
+        request = _build.ended_sessions_request(label_selector, since, until, page_size)
+        while True:
+            page = self._call(self.history_stub.ListEndedSessions, request, timeout)
+            yield from page.sessions
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
     # -- EventService -------------------------------------------------------------------
 
     def events(

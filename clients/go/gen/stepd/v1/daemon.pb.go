@@ -251,7 +251,8 @@ type GetStatusResponse struct {
 	Uptime *durationpb.Duration `protobuf:"bytes,3,opt,name=uptime,proto3" json:"uptime,omitempty"`
 	// Sessions not yet ended (the sum of `sessions`).
 	ActiveSessions uint32 `protobuf:"varint,4,opt,name=active_sessions,json=activeSessions,proto3" json:"active_sessions,omitempty"`
-	// Open Subscribe streams.
+	// Open Subscribe streams of clients (not the streams other replicas of a
+	// cluster open to follow this one's sessions).
 	Subscribers uint32 `protobuf:"varint,5,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
 	// Pending pauses.
 	PendingPauses uint32 `protobuf:"varint,6,opt,name=pending_pauses,json=pendingPauses,proto3" json:"pending_pauses,omitempty"`

@@ -600,6 +600,26 @@ class Client:
                 return
             request.page_token = page.next_page_token
 
+    async def ended_sessions(
+        self,
+        *,
+        label_selector: str = "",
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        page_size: int = 0,
+        timeout: float | None = None,
+    ) -> AsyncIterator[session_pb2.Session]:
+        """Sessions that ended, newest first, page after page (``async for``);
+        see :meth:`stepd.Client.ended_sessions`."""
+        request = _build.ended_sessions_request(label_selector, since, until, page_size)
+        while True:
+            page = await self._call(self.history_stub.ListEndedSessions, request, timeout)
+            for session in page.sessions:
+                yield session
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
     # -- EventService -------------------------------------------------------------------
 
     def events(

@@ -159,7 +159,9 @@ class GetStatusResponse(_message.Message):
     active_sessions: _builtins.int
     """Sessions not yet ended (the sum of `sessions`)."""
     subscribers: _builtins.int
-    """Open Subscribe streams."""
+    """Open Subscribe streams of clients (not the streams other replicas of a
+    cluster open to follow this one's sessions).
+    """
     pending_pauses: _builtins.int
     """Pending pauses."""
     breakpoints: _builtins.int
