@@ -341,7 +341,7 @@ async fn a_killed_replica_loses_its_sessions_when_its_lease_runs_out() {
             session_id: session.clone(),
         })
         .await
-        .unwrap()
+        .unwrap_or_else(|err| panic!("GetSession on A once B's session was lost: {err:?}"))
         .into_inner();
     assert_eq!(
         got.session.unwrap().end_reason,
