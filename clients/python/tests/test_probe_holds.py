@@ -124,7 +124,12 @@ def test_an_interrupted_hold_is_withdrawn(daemon: Daemon, client: stepd.Client, 
     try:
         pause = watch.pause(run, name="held")
         proc.send_signal(signal.SIGINT)  # Ctrl-C while the main thread is held
-        assert_withdrawn(client, watch, pause)
+        try:
+            assert_withdrawn(client, watch, pause)
+        except (AssertionError, TimeoutError) as failed:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"{failed}; the program said {out!r}, {err!r}") from failed
         out, err = proc.communicate("\n", timeout=DEADLINE)
         assert proc.returncode == 0, err
         assert out.strip() == "interrupted"
