@@ -106,9 +106,11 @@ def test_globs_agree_with_a_reference_on_small_inputs() -> None:
 @pytest.mark.parametrize("case", DECISIONS["cases"], ids=lambda c: c["name"])
 def test_decision_vectors(case: dict[str, Any]) -> None:
     """The decision table shared with the Go library: whether a point holds,
-    and exactly which breakpoint ids its Hit reports."""
-    from stepd.probe._probe import _Arming, decide
-    from stepd.v1 import probe_pb2
+    and exactly which breakpoint ids its Hit reports (and whether it says it
+    is outside the arming's request scope). A case with steps reaches its
+    points in turn under the arming each decision leaves."""
+    from stepd.probe._probe import _Arming, _OutsideScope, decide
+    from stepd.v1 import breakpoint_pb2, probe_pb2
 
     armed = case["armed"]
     arming = _Arming.of(
@@ -118,17 +120,21 @@ def test_decision_vectors(case: dict[str, Any]) -> None:
             depth=armed.get("depth", 0),
             target_coor=armed.get("target_coor", []),
             honour_breakpoints=armed["honour_breakpoints"],
+            request_scope=[breakpoint_pb2.BaggageEntry(**e) for e in armed.get("request_scope", [])],
         )
     )
-    point = DECISIONS["points"][case["point"]]
-    got, after = decide(
-        arming, point["kind"], point["name"], point["value"], point["depth"], list(point["coor"]), {}, point.get("baggage")
-    )
-    verdict = "pass" if got is None else "trace" if got is False else "hold"
-    ids = got if isinstance(got, list) else []
-    assert (verdict, ids) == (case["verdict"], case["breakpoint_ids"])
-    if "mode_after" in case:
-        assert after.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + case["mode_after"])
+    for n, step in enumerate(case.get("steps", [case])):
+        point = DECISIONS["points"][step["point"]]
+        got, arming = decide(
+            arming, point["kind"], point["name"], point["value"], point["depth"], list(point["coor"]), {}, point.get("baggage")
+        )
+        verdict = "pass" if got is None else "trace" if got is False else "hold"
+        ids = got if isinstance(got, list) else []
+        assert (verdict, list(ids)) == (step["verdict"], step["breakpoint_ids"]), n
+        if verdict == "hold":
+            assert isinstance(got, _OutsideScope) is step.get("outside_scope", False), n
+        if "mode_after" in step:
+            assert arming.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + step["mode_after"]), n
 
 
 @pytest.mark.parametrize(

@@ -99,9 +99,14 @@ class _Matcher:
 
 
 class _Arming:
-    """An ``Armed``, compiled. `idle` is the fast path: nothing can hold."""
+    """An ``Armed``, compiled. `idle` is the fast path: nothing can hold.
 
-    __slots__ = ("mode", "matchers", "depth", "target", "honour", "idle")
+    `scope` is the request the mode is about (``Armed.request_scope``): the
+    mode applies only where the request's baggage carries every entry;
+    elsewhere only the matchers decide. Empty: the whole process.
+    """
+
+    __slots__ = ("mode", "matchers", "depth", "target", "honour", "scope", "idle")
 
     def __init__(
         self,
@@ -110,12 +115,14 @@ class _Arming:
         depth: int = 0,
         target: list[int] | None = None,
         honour: bool = True,
+        scope: _request_baggage.Entries = (),
     ) -> None:
         self.mode = mode or _BREAKPOINTS
         self.matchers = matchers
         self.depth = depth
         self.target = target or None
         self.honour = honour
+        self.scope = scope
         self.idle = self.mode == _BREAKPOINTS and not matchers and not self.target
 
     @classmethod
@@ -126,10 +133,19 @@ class _Arming:
             armed.depth,
             list(armed.target_coor),
             armed.honour_breakpoints,
+            tuple((e.key, e.value) for e in armed.request_scope),
         )
 
     def but(self, mode: int) -> _Arming:
-        return _Arming(mode, self.matchers, 0, None, True)
+        """This arming in another mode: BREAKPOINTS is about every request, STEP stays about this one's."""
+        return _Arming(mode, self.matchers, 0, None, True, () if mode == _BREAKPOINTS else self.scope)
+
+
+class _OutsideScope(list[str]):
+    """The ids of a hold decided outside the arming's request scope: only the
+    breakpoints held it (``Hit.outside_request_scope``)."""
+
+    __slots__ = ()
 
 
 _DISARMED = _Arming()
@@ -158,13 +174,19 @@ def decide(
     baggage: _request_baggage.Given = None,
 ) -> tuple[list[str] | None | bool, _Arming]:
     """The table of docs/probes.md for one point under arming `a`: None (go on),
-    a list (hold, with the matched breakpoint ids) or False (trace it), and the
-    arming in force afterwards (NONE switches itself back to BREAKPOINTS).
+    a list (hold, with the matched breakpoint ids; an :class:`_OutsideScope`
+    when the arming's mode is about another request) or False (trace it), and
+    the arming in force afterwards (NONE switches itself back to BREAKPOINTS).
 
     The ids are every matcher that matches the point whenever breakpoints are
     honoured, whatever made it hold; ``clients/testdata/decisions.json`` is the
     table shared with the Go library.
     """
+    if a.scope and not _request_baggage.carries(a.scope, baggage):
+        # The mode is about another request: this one holds only at its
+        # breakpoints, as in BREAKPOINTS mode.
+        outside = [m.id for m in a.matchers if _matches(m, kind, name, value, labels, baggage)]
+        return (_OutsideScope(outside) if outside else None), a
     mode = a.mode
     if mode == _NONE:
         if depth >= a.depth:
@@ -473,6 +495,10 @@ class Probe:
 
     def _scope_exited(self, depth: int) -> None:
         a = self._arming
+        if a.scope and depth < a.depth and not _request_baggage.carries(a.scope, None):
+            # Another request's scope (or one whose baggage the program
+            # passes to each hold): none of the mode's business.
+            return
         if a.mode == _NONE and depth < a.depth:
             self._arming = a.but(_BREAKPOINTS)
         elif a.mode == _DEPTH and depth < a.depth:
@@ -742,6 +768,7 @@ class Probe:
             coor=coor,
             exception_message=exception_message,
             breakpoint_ids=ids,
+            outside_request_scope=isinstance(ids, _OutsideScope),
         )
         hit.traceparent, hit.tracestate = _trace.current() if traceparent is None else (traceparent, "")
         if frame is not None:
