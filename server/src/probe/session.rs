@@ -11,12 +11,13 @@ use std::{
 
 use opentelemetry::KeyValue;
 use stepd_proto::v1::{
-    Armed, ArmedMatcher, BaggageEntry, Cause, CommandKind, ConnectRequest, Continued, DisconnectMode, EndReason,
-    Enlighten, ErrorReason, Eval, Frame, HeartbeatEvent, Hello, Hit, HitRefused, Notification,
-    NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Reconnect, Rendering, Resume,
-    ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted,
-    SessionState, StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
-    connect_response::Message as Out, event::Payload, inject_command::Replacement,
+    Armed, ArmedMatcher, BaggageEntry, Cause, CommandKind, ConnectRequest, Continued,
+    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, HeartbeatEvent, Hello, Hit,
+    HitRefused, Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode,
+    Reconnect, Rendering, Resume, ResumeDecision, SendDebugInputResponse, Session, SessionEnded,
+    SessionKind, SessionStarted, SessionState, StableState, Trace, breakpoint_spec::Location,
+    connect_request::Message as In, connect_response::Message as Out, event::Payload,
+    inject_command::Replacement,
 };
 use tokio::{
     sync::{mpsc, oneshot},
@@ -821,19 +822,16 @@ impl ProbeSession {
             tracestate: &tracestate,
         };
         let max = self.ctx.max_probe_pauses;
-        if let Err(error) = self
-            .book
-            .try_open(
-                pause,
-                Held {
-                    hit,
-                    deadline,
-                    scope,
-                },
-                max,
-                remote,
-            )
-        {
+        if let Err(error) = self.book.try_open(
+            pause,
+            Held {
+                hit,
+                deadline,
+                scope,
+            },
+            max,
+            remote,
+        ) {
             return self.refuse(&hit_id, &error);
         }
         // Waiters get the book's copy: masked, with its trace ids (copied
