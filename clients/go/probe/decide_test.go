@@ -181,6 +181,40 @@ func TestNoneEndsWithItsScope(t *testing.T) {
 	endTurn()
 }
 
+// A mode about one request ends with that request's scope only: another
+// request leaving its scopes leaves it as it was.
+func TestScopedModeEndsWithItsRequestsScope(t *testing.T) {
+	bash := &stepdv1.ArmedMatcher{BreakpointId: "bp1", PointKind: "tool_call", NameGlob: "Bash"}
+	ana := []*stepdv1.BaggageEntry{{Key: "debug-session", Value: "ana"}}
+	for _, c := range []struct {
+		mode, after stepdv1.ProbeMode
+	}{
+		{stepdv1.ProbeMode_PROBE_MODE_NONE, stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS},
+		{stepdv1.ProbeMode_PROBE_MODE_DEPTH, stepdv1.ProbeMode_PROBE_MODE_STEP},
+	} {
+		p := &Probe{}
+		p.armed.Store(compileArmed(&stepdv1.Armed{Mode: c.mode, Depth: 1, Matchers: []*stepdv1.ArmedMatcher{bash}, RequestScope: ana}, 1))
+		for _, bag := range []map[string]string{nil, {"debug-session": "bob"}} {
+			_, end := p.Scope(requestContext(t, bag), "turn")
+			end()
+			if m := p.armed.Load().mode; m != c.mode {
+				t.Errorf("%v after another request's scope ended: %v", c.mode, m)
+			}
+		}
+		_, end := p.Scope(requestContext(t, map[string]string{"debug-session": "ana"}), "turn")
+		end()
+		a := p.armed.Load()
+		if a.mode != c.after {
+			t.Errorf("%v after the request's own scope ended: %v, want %v", c.mode, a.mode, c.after)
+		}
+		// Back to breakpoints, the arming is about every request again;
+		// a step stays the request's.
+		if scoped := len(a.scope) > 0; scoped != (c.after == stepdv1.ProbeMode_PROBE_MODE_STEP) {
+			t.Errorf("%v: still about the request: %v", a.mode, scoped)
+		}
+	}
+}
+
 func TestCoordinates(t *testing.T) {
 	p := &Probe{}
 	var buf [8]int32

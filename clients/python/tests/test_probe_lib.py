@@ -137,6 +137,42 @@ def test_decision_vectors(case: dict[str, Any]) -> None:
             assert arming.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + step["mode_after"]), n
 
 
+@pytest.mark.parametrize(("mode", "after"), [("NONE", "BREAKPOINTS"), ("DEPTH", "STEP")])
+def test_a_scoped_mode_ends_with_its_requests_scope_only(mode: str, after: str) -> None:
+    """Another request leaving its scopes leaves a mode about one request as
+    it was; that request's own scope ending ends it."""
+    from opentelemetry import baggage, context
+
+    import contextvars
+
+    from stepd.probe._probe import Probe, _Arming
+    from stepd.v1 import breakpoint_pb2, probe_pb2
+
+    ana = [breakpoint_pb2.BaggageEntry(key="debug-session", value="ana")]
+    # Only what scopes use: no stream.
+    probe = Probe.__new__(Probe)
+    probe._stack = contextvars.ContextVar("test-scopes", default=())
+    probe._arming = _Arming.of(
+        probe_pb2.Armed(mode=probe_pb2.ProbeMode.Value("PROBE_MODE_" + mode), depth=1, request_scope=ana)
+    )
+    for bag in ({}, {"debug-session": "bob"}):
+        ctx = context.get_current()
+        for key, value in bag.items():
+            ctx = baggage.set_baggage(key, value, ctx)
+        token = context.attach(ctx)
+        with probe.scope("turn"):
+            pass
+        context.detach(token)
+        assert probe._arming.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + mode), bag
+    token = context.attach(baggage.set_baggage("debug-session", "ana"))
+    with probe.scope("turn"):
+        pass
+    context.detach(token)
+    assert probe._arming.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + after)
+    # Back to breakpoints, the arming is about every request again; a step stays the request's.
+    assert bool(probe._arming.scope) is (after == "STEP")
+
+
 @pytest.mark.parametrize(
     ("value", "text", "truncated"),
     [

@@ -106,7 +106,7 @@ class _Arming:
     elsewhere only the matchers decide. Empty: the whole process.
     """
 
-    __slots__ = ("mode", "matchers", "depth", "target", "honour", "scope", "idle")
+    __slots__ = ("mode", "matchers", "depth", "target", "honour", "scope", "elsewhere", "idle")
 
     def __init__(
         self,
@@ -123,6 +123,11 @@ class _Arming:
         self.target = target or None
         self.honour = honour
         self.scope = scope
+        # The matchers that can match a request outside the scope: one that
+        # requires every entry of the scope cannot (the usual case: the
+        # breakpoint whose hold the step began at).
+        wanted = set(scope)
+        self.elsewhere = tuple(m for m in matchers if not wanted <= set(m.baggage)) if scope else matchers
         self.idle = self.mode == _BREAKPOINTS and not matchers and not self.target
 
     @classmethod
@@ -163,6 +168,17 @@ def _matches(
     return m.condition is None or m.condition(kind, name, value, labels)
 
 
+def _elsewhere(
+    a: _Arming, kind: str, name: str, value: Any, labels: Mapping[str, str], bag: Mapping[str, object]
+) -> _OutsideScope | None:
+    """A point of a request the arming's mode is not about: it holds only at
+    its breakpoints, as in BREAKPOINTS mode."""
+    if not a.elsewhere:
+        return None
+    ids = [m.id for m in a.elsewhere if _matches(m, kind, name, value, labels, bag)]
+    return _OutsideScope(ids) if ids else None
+
+
 def decide(
     a: _Arming,
     kind: str,
@@ -182,11 +198,10 @@ def decide(
     honoured, whatever made it hold; ``clients/testdata/decisions.json`` is the
     table shared with the Go library.
     """
-    if a.scope and not _request_baggage.carries(a.scope, baggage):
-        # The mode is about another request: this one holds only at its
-        # breakpoints, as in BREAKPOINTS mode.
-        outside = [m.id for m in a.matchers if _matches(m, kind, name, value, labels, baggage)]
-        return (_OutsideScope(outside) if outside else None), a
+    if a.scope:
+        bag = _request_baggage.resolve(baggage)
+        if not _request_baggage.carries(a.scope, bag):
+            return _elsewhere(a, kind, name, value, labels, bag), a
     mode = a.mode
     if mode == _NONE:
         if depth >= a.depth:
@@ -526,6 +541,13 @@ class Probe:
             # only breakpoints can hold, and their ids are the ones matching.
             labels = self.labels
             return [m.id for m in before.matchers if _matches(m, kind, name, value, labels, baggage)] or None
+        if before.scope:
+            # Stepping one request: another's point is decided here, its
+            # baggage read once for the scope and every scoped matcher.
+            bag = _request_baggage.from_context() if baggage is None else _request_baggage.resolve(baggage)
+            if not _request_baggage.carries(before.scope, bag):
+                return _elsewhere(before, kind, name, value, self.labels, bag) if before.elsewhere else None
+            baggage = bag
         verdict, after = decide(before, kind, name, value, depth, coor, self.labels, baggage)
         if after is not before:
             self._arming = after  # NONE switched itself back to BREAKPOINTS
