@@ -5,8 +5,9 @@
 ``POST /tools/NAME`` with a JSON object runs the tool NAME (``transfer``,
 ``echo``) inside a server span of its own, which continues the caller's
 ``traceparent``. Each run passes the probe point ``tool_call`` named after the
-tool, holding when a stepd breakpoint is armed there; because it holds inside
-the request's span, stepd's pause is a span of this request's trace. The
+tool, holding when a stepd breakpoint is armed there, then ``tool_result``
+with what the tool returned; because they hold inside the request's span,
+stepd's pauses are spans of this request's trace. The
 answer is JSON with the tool's result and the request's ``trace_id``; SKIP
 answers 409.
 
@@ -100,6 +101,8 @@ class Handler(BaseHTTPRequestHandler):
                 # Holds here when a breakpoint is armed: the pause is a child of this span.
                 args = self.probe.hold("tool_call", name=name, value=args, editable=True, type_hint=dict)
                 result = tool(args)
+                # Where a step (NEXT) from the tool call lands, in this request.
+                result = self.probe.hold("tool_result", name=name, value=result, editable=True, type_hint=dict)
             except stepd.Skipped:
                 self.answer(409, {"skipped": name, "trace_id": trace_id})
                 return

@@ -6,7 +6,9 @@
 //! baggage entry minted by `stepctl baggage mint`: of 50 concurrent requests,
 //! only the one that carries the entry holds, in each service in turn; the
 //! 49 others finish while it is held; both pauses are spans of that
-//! request's own trace.
+//! request's own trace. Stepping from its holds stays in that request: NEXT
+//! lands on its next point (`tool_result`, in each service), and while both
+//! probes step it, 49 more requests go through without holding.
 
 use std::{collections::HashSet, process::Stdio, time::Duration};
 
@@ -18,8 +20,8 @@ use stepd_e2e::{
     repo_root, stepctl_bin,
 };
 use stepd_proto::v1::{
-    ContinueCommand, ListPausesRequest, Pause, Watch, debug_command::Command, event::Payload,
-    session_service_client::SessionServiceClient,
+    ContinueCommand, ListPausesRequest, NextCommand, Pause, Watch, debug_command::Command,
+    event::Payload, session_service_client::SessionServiceClient,
 };
 use tokio::{
     io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, Lines},
@@ -99,8 +101,17 @@ type Answer = ((u16, String), Duration);
 /// REQUESTS concurrent POSTs through `addr`, request i with `headers(i)`;
 /// each answers with how long it took from the burst's start.
 fn burst(addr: &str, headers: impl Fn(usize) -> String) -> Vec<tokio::task::JoinHandle<Answer>> {
+    burst_of(REQUESTS, addr, headers)
+}
+
+/// `count` concurrent POSTs, as `burst`.
+fn burst_of(
+    count: usize,
+    addr: &str,
+    headers: impl Fn(usize) -> String,
+) -> Vec<tokio::task::JoinHandle<Answer>> {
     let started = Instant::now();
-    (0..REQUESTS)
+    (0..count)
         .map(|i| {
             let (addr, headers) = (addr.to_owned(), headers(i));
             tokio::spawn(async move {
@@ -124,6 +135,27 @@ async fn next_pause(sub: &mut Subscription) -> Pause {
         Some(Payload::Stopped(s)) => s.pause.expect("a pause"),
         _ => unreachable!(),
     }
+}
+
+/// Waits for every request to answer 200 within the deadline; `what` says
+/// what they ran beside.
+async fn all_finish(requests: Vec<tokio::task::JoinHandle<Answer>>, what: &str) -> Duration {
+    let mut slowest = Duration::ZERO;
+    for (i, request) in requests.into_iter().enumerate() {
+        let ((code, body), took) = tokio::time::timeout(DEADLINE, request)
+            .await
+            .unwrap_or_else(|_| panic!("request {i} finished {what}"))
+            .unwrap();
+        assert_eq!(code, 200, "{body}");
+        slowest = slowest.max(took);
+    }
+    slowest
+}
+
+/// The point a pause holds at: kind and name.
+fn point_of(pause: &Pause) -> (String, String) {
+    let point = pause.point.clone().unwrap_or_default();
+    (point.kind, point.name)
 }
 
 /// Every pending pause of the daemon.
@@ -237,16 +269,7 @@ async fn only_the_request_carrying_the_baggage_holds_in_a_shared_mesh() {
     assert_eq!(first.trace_id, trace_id, "{first:?}");
     assert_eq!(first.breakpoint_ids, [bp.as_str()]);
     // Every other request finishes meanwhile, at full speed: none waits on it.
-    let mut slowest = Duration::ZERO;
-    for (i, request) in requests.into_iter().enumerate() {
-        let ((code, body), took) = tokio::time::timeout(DEADLINE, request)
-            .await
-            .unwrap_or_else(|_| panic!("request {i} finished while the tagged one is held"))
-            .unwrap();
-        assert_eq!(code, 200, "{body}");
-        slowest = slowest.max(took);
-    }
-    let during = slowest;
+    let during = all_finish(requests, "while the tagged one is held").await;
     assert!(!tagged.is_finished(), "the tagged request is still held");
     let held = pending(&daemon).await;
     assert_eq!(
@@ -254,16 +277,58 @@ async fn only_the_request_carrying_the_baggage_holds_in_a_shared_mesh() {
         [&first.key],
         "only the tagged request holds"
     );
-    dap::answer(&daemon, &first.key, Command::Resume(ContinueCommand {}))
+    let next = || Command::Next(NextCommand {});
+    dap::answer(&daemon, &first.key, next())
         .await
-        .expect("CONTINUE answered");
+        .expect("NEXT answered");
 
     // Then in the Python service, which got its baggage from the Go one.
     let second = next_pause(&mut sub).await;
     assert_eq!(second.trace_id, trace_id, "{second:?}");
     assert_ne!(second.session_id, first.session_id);
     assert_eq!(second.breakpoint_ids, [bp.as_str()]);
-    dap::answer(&daemon, &second.key, Command::Resume(ContinueCommand {}))
+    assert_eq!(point_of(&second), ("tool_call".into(), "transfer".into()));
+    dap::answer(&daemon, &second.key, next())
+        .await
+        .expect("NEXT answered");
+
+    // NEXT lands on the same request's next point in Python: no breakpoint
+    // is there, the step scoped to the request holds it.
+    let third = next_pause(&mut sub).await;
+    assert_eq!(third.trace_id, trace_id, "{third:?}");
+    assert_eq!(third.session_id, second.session_id);
+    assert_eq!(point_of(&third), ("tool_result".into(), "transfer".into()));
+    assert!(third.breakpoint_ids.is_empty(), "{third:?}");
+    dap::answer(&daemon, &third.key, next())
+        .await
+        .expect("NEXT answered");
+
+    // And the Go service's step, from the first hold, lands on the same
+    // request's next point there once Python answered.
+    let fourth = next_pause(&mut sub).await;
+    assert_eq!(fourth.trace_id, trace_id, "{fourth:?}");
+    assert_eq!(fourth.session_id, first.session_id);
+    assert_eq!(point_of(&fourth), ("tool_result".into(), "transfer".into()));
+    assert!(fourth.breakpoint_ids.is_empty(), "{fourth:?}");
+
+    // Both probes now step the tagged request: other requests, with no
+    // baggage or someone else's, pass both services' points (each would
+    // hold at the first of them were the step the whole process's).
+    let others = burst_of(REQUESTS - 1, &ingress.addr, |i| {
+        if i % 3 == 0 {
+            format!("{other}\r\n")
+        } else {
+            String::new()
+        }
+    });
+    all_finish(others, "while both probes step the tagged request").await;
+    let held = pending(&daemon).await;
+    assert_eq!(
+        held.iter().map(|p| &p.key).collect::<Vec<_>>(),
+        [&fourth.key],
+        "only the tagged request holds while it is stepped"
+    );
+    dap::answer(&daemon, &fourth.key, Command::Resume(ContinueCommand {}))
         .await
         .expect("CONTINUE answered");
     let ((code, body), _) = tokio::time::timeout(DEADLINE, tagged)
@@ -277,22 +342,17 @@ async fn only_the_request_carrying_the_baggage_holds_in_a_shared_mesh() {
     assert!(pending(&daemon).await.is_empty());
 
     // The same burst with nobody held takes as long: the held request slowed
-    // no other (a loose bound, for a loaded machine).
-    let mut slowest = Duration::ZERO;
-    for request in burst(&ingress.addr, |i| {
+    // no other (a loose bound, for a loaded machine). The Python probe
+    // still steps the tagged request (its last answer was NEXT): none of
+    // these holds there.
+    let requests = burst(&ingress.addr, |i| {
         if i % 3 == 0 {
             format!("{other}\r\n")
         } else {
             String::new()
         }
-    }) {
-        let ((code, body), took) = tokio::time::timeout(DEADLINE, request)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(code, 200, "{body}");
-        slowest = slowest.max(took);
-    }
+    });
+    let slowest = all_finish(requests, "with nobody held").await;
     eprintln!("49 requests beside a held one: {during:?}; 50 with none held: {slowest:?}");
     assert!(
         during <= slowest * 3 + Duration::from_secs(2),
@@ -300,13 +360,14 @@ async fn only_the_request_carrying_the_baggage_holds_in_a_shared_mesh() {
     );
     assert!(pending(&daemon).await.is_empty());
 
-    // Both pauses are spans of the request's trace, each under its
+    // Every pause is a span of the request's trace, each under its
     // service's server span.
     let trace = jaeger
         .trace(&trace_id, |spans| {
             // Each pause span is there, and so is its parent (each service
             // exports its own spans in its own time).
-            [&first.span_id, &second.span_id].iter().all(|id| {
+            [&first, &second, &third, &fourth].iter().all(|pause| {
+                let id = &pause.span_id;
                 find(spans, |s| span_id(s) == id.as_str())
                     .and_then(parent_of)
                     .is_some_and(|parent| find(spans, |s| span_id(s) == parent).is_some())
@@ -314,10 +375,16 @@ async fn only_the_request_carrying_the_baggage_holds_in_a_shared_mesh() {
         })
         .await;
     let spans = trace["spans"].as_array().unwrap();
-    for (pause, service) in [(&first, "scope-go"), (&second, "scope-python")] {
+    for (pause, service) in [
+        (&first, "scope-go"),
+        (&second, "scope-python"),
+        (&third, "scope-python"),
+        (&fourth, "scope-go"),
+    ] {
         let span = find(spans, |s| span_id(s) == pause.span_id).unwrap();
         assert_eq!(service_of(&trace, span), "stepd", "{span:#}");
-        assert_eq!(operation(span), "paused at tool_call transfer");
+        let (kind, name) = point_of(pause);
+        assert_eq!(operation(span), format!("paused at {kind} {name}"));
         let parent = parent_of(span).expect("a parent span");
         let parent = find(spans, |s| span_id(s) == parent)
             .unwrap_or_else(|| panic!("the parent of {span:#} in the trace"));

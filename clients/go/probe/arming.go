@@ -17,6 +17,10 @@ type arming struct {
 	depth    int
 	target   []int32
 	honour   bool
+	// scope is the request the mode is about (Armed.request_scope): the
+	// mode applies only where the request's baggage carries every entry;
+	// elsewhere only the matchers decide. Empty = the whole process.
+	scope []baggageEntry
 	// gen identifies the connection this arming came from.
 	gen uint64
 }
@@ -49,6 +53,9 @@ func compileArmed(a *stepdv1.Armed, gen uint64) *arming {
 	if c.mode == stepdv1.ProbeMode_PROBE_MODE_UNSPECIFIED {
 		c.mode = stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS
 	}
+	for _, e := range a.GetRequestScope() {
+		c.scope = append(c.scope, baggageEntry{key: e.GetKey(), value: e.GetValue()})
+	}
 	for _, m := range a.GetMatchers() {
 		cm := matcher{id: m.GetBreakpointId(), kind: m.GetPointKind()}
 		if g := m.GetNameGlob(); g != "" {
@@ -74,7 +81,8 @@ func compileArmed(a *stepdv1.Armed, gen uint64) *arming {
 }
 
 // withMode is a copy of a in another mode (NONE switching itself back to
-// BREAKPOINTS once its scope has ended).
+// BREAKPOINTS once its scope has ended, DEPTH to STEP). BREAKPOINTS is
+// about every request; STEP stays about a's.
 func (a *arming) withMode(mode stepdv1.ProbeMode) *arming {
 	b := *a
 	b.mode = mode
@@ -85,9 +93,23 @@ func (a *arming) withMode(mode stepdv1.ProbeMode) *arming {
 	raw.TargetCoor = nil
 	raw.HonourBreakpoints = true
 	raw.Depth = 0
+	if mode == stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS {
+		raw.RequestScope = nil
+		b.scope = nil
+	}
 	b.raw = raw
 	b.depth = 0
 	return &b
+}
+
+// appliesTo reports whether a's mode applies at a point reached with ctx:
+// always, unless the mode is about one request and ctx is another's.
+func (a *arming) appliesTo(ctx context.Context) bool {
+	if len(a.scope) == 0 {
+		return true
+	}
+	var bag requestBaggage
+	return bag.carries(ctx, a.scope)
 }
 
 // point is what a decision looks at. value is converted to JSON lazily:
@@ -101,6 +123,9 @@ type point struct {
 	labels     map[string]string
 	ctx        context.Context
 	bag        requestBaggage
+	// outside is set by decide when the arming's mode is about another
+	// request: only the matchers decided (Hit.outside_request_scope).
+	outside bool
 }
 
 func (pt *point) jsonVal() any {

@@ -94,7 +94,8 @@ func BenchmarkUnarmedPoint(b *testing.B) {
 // BenchmarkOtherBaggagePoint: the cost of a point armed for someone else's
 // request — a breakpoint on this very point (kind and name match) scoped to
 // baggage debug-session=ana — in requests that carry another session's
-// baggage or none, inside two scopes. Beside BenchmarkUnarmedPoint.
+// baggage or none, inside two scopes; then the same while the probe steps
+// ana's request (NEXT from her hold). Beside BenchmarkUnarmedPoint.
 func BenchmarkOtherBaggagePoint(b *testing.B) {
 	d := startDaemon(b, "")
 	c := d.client(b)
@@ -140,6 +141,39 @@ func BenchmarkOtherBaggagePoint(b *testing.B) {
 				toolCallWithPoint(other, p, args)
 			}
 		})
+	})
+
+	// Stepping ana's request: her request holds at the breakpoint and is
+	// answered NEXT, so the probe steps her request only; everyone else's
+	// points are decided by the breakpoints alone.
+	ev := subscribe(b, c)
+	anaBag, err := baggage.Parse("debug-session=ana")
+	if err != nil {
+		b.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() {
+		_, err := p.Hold(baggage.ContextWithBaggage(ctx, anaBag), "tool_call", "Read", args)
+		held <- err
+	}()
+	answer(b, c, ev.pause(p.SessionID()).GetKey(), stepd.CmdNext())
+	if err := <-held; err != nil {
+		b.Fatal(err)
+	}
+	if a := p.Armed(); len(a.GetRequestScope()) == 0 {
+		b.Fatalf("not stepping ana's request: %v", a)
+	}
+	b.Run("step-for-another-session-baggage", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			toolCallWithPoint(other, p, args)
+		}
+	})
+	b.Run("step-for-another-request-no-baggage", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			toolCallWithPoint(ctx, p, args)
+		}
 	})
 }
 

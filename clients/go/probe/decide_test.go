@@ -23,16 +23,24 @@ func TestDecisionVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	type step struct {
+		Point         string   `json:"point"`
+		Verdict       string   `json:"verdict"`
+		BreakpointIDs []string `json:"breakpoint_ids"`
+		OutsideScope  bool     `json:"outside_scope"`
+		ModeAfter     string   `json:"mode_after"`
+	}
+	type entry struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	}
 	var table struct {
 		Matchers map[string]struct {
-			BreakpointID string `json:"breakpoint_id"`
-			PointKind    string `json:"point_kind"`
-			NameGlob     string `json:"name_glob"`
-			Condition    string `json:"condition"`
-			Baggage      []struct {
-				Key   string `json:"key"`
-				Value string `json:"value"`
-			} `json:"baggage"`
+			BreakpointID string  `json:"breakpoint_id"`
+			PointKind    string  `json:"point_kind"`
+			NameGlob     string  `json:"name_glob"`
+			Condition    string  `json:"condition"`
+			Baggage      []entry `json:"baggage"`
 		} `json:"matchers"`
 		Points map[string]struct {
 			Kind    string            `json:"kind"`
@@ -45,16 +53,15 @@ func TestDecisionVectors(t *testing.T) {
 		Cases []struct {
 			Name  string `json:"name"`
 			Armed struct {
-				Mode       string   `json:"mode"`
-				Matchers   []string `json:"matchers"`
-				Depth      uint32   `json:"depth"`
-				TargetCoor []int32  `json:"target_coor"`
-				Honour     bool     `json:"honour_breakpoints"`
+				Mode         string   `json:"mode"`
+				Matchers     []string `json:"matchers"`
+				Depth        uint32   `json:"depth"`
+				TargetCoor   []int32  `json:"target_coor"`
+				Honour       bool     `json:"honour_breakpoints"`
+				RequestScope []entry  `json:"request_scope"`
 			} `json:"armed"`
-			Point         string   `json:"point"`
-			Verdict       string   `json:"verdict"`
-			BreakpointIDs []string `json:"breakpoint_ids"`
-			ModeAfter     string   `json:"mode_after"`
+			step
+			Steps []step `json:"steps"`
 		} `json:"cases"`
 	}
 	if err := json.Unmarshal(data, &table); err != nil {
@@ -70,6 +77,9 @@ func TestDecisionVectors(t *testing.T) {
 	}
 	for _, c := range table.Cases {
 		armed := &stepdv1.Armed{Mode: mode(c.Armed.Mode), Depth: c.Armed.Depth, TargetCoor: c.Armed.TargetCoor, HonourBreakpoints: c.Armed.Honour}
+		for _, e := range c.Armed.RequestScope {
+			armed.RequestScope = append(armed.RequestScope, &stepdv1.BaggageEntry{Key: e.Key, Value: e.Value})
+		}
 		for _, name := range c.Armed.Matchers {
 			m, ok := table.Matchers[name]
 			if !ok {
@@ -81,24 +91,34 @@ func TestDecisionVectors(t *testing.T) {
 			}
 			armed.Matchers = append(armed.Matchers, am)
 		}
-		pt, ok := table.Points[c.Point]
-		if !ok {
-			t.Fatalf("%s: unknown point %q", c.Name, c.Point)
-		}
-		want, ok := verdicts[c.Verdict]
-		if !ok {
-			t.Fatalf("%s: unknown verdict %q", c.Name, c.Verdict)
+		steps := c.Steps
+		if len(steps) == 0 {
+			steps = []step{c.step}
 		}
 		p := &Probe{}
-		a := compileArmed(armed, 1)
-		p.armed.Store(a)
-		point := point{kind: pt.Kind, name: pt.Name, value: pt.Value, ctx: requestContext(t, pt.Baggage)}
-		got, after, ids := p.decide(a, pt.Depth, pt.Coor, &point, nil)
-		if got != want || !slices.Equal(ids, c.BreakpointIDs) {
-			t.Errorf("%s: got %s %q, want %s %q", c.Name, verdictName(got), ids, c.Verdict, c.BreakpointIDs)
-		}
-		if c.ModeAfter != "" && after.mode != mode(c.ModeAfter) {
-			t.Errorf("%s: mode after %v, want %s", c.Name, after.mode, c.ModeAfter)
+		p.armed.Store(compileArmed(armed, 1))
+		for i, s := range steps {
+			pt, ok := table.Points[s.Point]
+			if !ok {
+				t.Fatalf("%s: unknown point %q", c.Name, s.Point)
+			}
+			want, ok := verdicts[s.Verdict]
+			if !ok {
+				t.Fatalf("%s: unknown verdict %q", c.Name, s.Verdict)
+			}
+			// Each step is decided under the arming the previous one left.
+			a := p.armed.Load()
+			point := point{kind: pt.Kind, name: pt.Name, value: pt.Value, ctx: requestContext(t, pt.Baggage)}
+			got, after, ids := p.decide(a, pt.Depth, pt.Coor, &point, nil)
+			if got != want || !slices.Equal(ids, s.BreakpointIDs) {
+				t.Errorf("%s [%d]: got %s %q, want %s %q", c.Name, i, verdictName(got), ids, s.Verdict, s.BreakpointIDs)
+			}
+			if got == hold && point.outside != s.OutsideScope {
+				t.Errorf("%s [%d]: outside the request scope %v, want %v", c.Name, i, point.outside, s.OutsideScope)
+			}
+			if s.ModeAfter != "" && after.mode != mode(s.ModeAfter) {
+				t.Errorf("%s [%d]: mode after %v, want %s", c.Name, i, after.mode, s.ModeAfter)
+			}
 		}
 	}
 	if len(table.Cases) < 30 {
@@ -159,6 +179,40 @@ func TestNoneEndsWithItsScope(t *testing.T) {
 		t.Errorf("mode after the scope ended: %v", m)
 	}
 	endTurn()
+}
+
+// A mode about one request ends with that request's scope only: another
+// request leaving its scopes leaves it as it was.
+func TestScopedModeEndsWithItsRequestsScope(t *testing.T) {
+	bash := &stepdv1.ArmedMatcher{BreakpointId: "bp1", PointKind: "tool_call", NameGlob: "Bash"}
+	ana := []*stepdv1.BaggageEntry{{Key: "debug-session", Value: "ana"}}
+	for _, c := range []struct {
+		mode, after stepdv1.ProbeMode
+	}{
+		{stepdv1.ProbeMode_PROBE_MODE_NONE, stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS},
+		{stepdv1.ProbeMode_PROBE_MODE_DEPTH, stepdv1.ProbeMode_PROBE_MODE_STEP},
+	} {
+		p := &Probe{}
+		p.armed.Store(compileArmed(&stepdv1.Armed{Mode: c.mode, Depth: 1, Matchers: []*stepdv1.ArmedMatcher{bash}, RequestScope: ana}, 1))
+		for _, bag := range []map[string]string{nil, {"debug-session": "bob"}} {
+			_, end := p.Scope(requestContext(t, bag), "turn")
+			end()
+			if m := p.armed.Load().mode; m != c.mode {
+				t.Errorf("%v after another request's scope ended: %v", c.mode, m)
+			}
+		}
+		_, end := p.Scope(requestContext(t, map[string]string{"debug-session": "ana"}), "turn")
+		end()
+		a := p.armed.Load()
+		if a.mode != c.after {
+			t.Errorf("%v after the request's own scope ended: %v, want %v", c.mode, a.mode, c.after)
+		}
+		// Back to breakpoints, the arming is about every request again;
+		// a step stays the request's.
+		if scoped := len(a.scope) > 0; scoped != (c.after == stepdv1.ProbeMode_PROBE_MODE_STEP) {
+			t.Errorf("%v: still about the request: %v", a.mode, scoped)
+		}
+	}
 }
 
 func TestCoordinates(t *testing.T) {

@@ -68,8 +68,9 @@ func (p *Probe) Scope(ctx context.Context, name string) (context.Context, func()
 		// NONE holds nowhere while the depth is at least Armed.depth; leaving
 		// a scope below it switches the probe back to its breakpoints.
 		// DEPTH (OUT): the scope the hold was in has ended, so the next
-		// point holds wherever it is.
-		if a := p.armed.Load(); a != nil && s.depth-1 < a.depth {
+		// point holds wherever it is. Only in the request the mode is about:
+		// another request's scopes are none of its business.
+		if a := p.armed.Load(); a != nil && s.depth-1 < a.depth && a.appliesTo(ctx) {
 			switch a.mode {
 			case stepdv1.ProbeMode_PROBE_MODE_NONE:
 				p.armed.CompareAndSwap(a, a.withMode(stepdv1.ProbeMode_PROBE_MODE_BREAKPOINTS))
@@ -315,6 +316,15 @@ func (p *Probe) point(ctx context.Context, a *arming, kind, name string, value a
 // matcher that matches the point whenever breakpoints are honoured, whatever
 // made it hold (clients/testdata/decisions.json is the shared table).
 func (p *Probe) decide(a *arming, depth int, coor []int32, pt *point, ids []string) (verdict, *arming, []string) {
+	if len(a.scope) > 0 && !pt.bag.carries(pt.ctx, a.scope) {
+		// The mode is about another request: this one holds only at its
+		// breakpoints, as in BREAKPOINTS mode.
+		pt.outside = true
+		if ids = a.matching(pt, ids); len(ids) > 0 {
+			return hold, a, ids
+		}
+		return pass, a, ids
+	}
 	for {
 		switch a.mode {
 		case stepdv1.ProbeMode_PROBE_MODE_STEP:
@@ -439,7 +449,8 @@ func (p *Probe) hold(ctx context.Context, a *arming, s *scope, coor []int32, pt 
 		ExceptionMessage: exception,
 		BreakpointIds:    ids,
 		// A per-hold evaluator offers EVAL even when Options.Eval is nil.
-		Evaluable: cfg.eval != nil,
+		Evaluable:           cfg.eval != nil,
+		OutsideRequestScope: pt.outside,
 	}
 	if cfg.traceparent != nil {
 		hit.Traceparent = *cfg.traceparent

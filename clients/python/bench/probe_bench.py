@@ -201,6 +201,22 @@ def bench_unarmed(addr: str, number: int) -> list[dict[str, Any]]:
         token = context.attach(baggage.set_baggage("tenant", "blue", baggage.set_baggage("debug-session", "bob")))
         measure("a breakpoint on this point for another request's baggage, request with baggage, depth 1", hold)
         context.detach(token)
+        # Stepping ana's request: her request holds at that breakpoint and is
+        # answered NEXT, so the probe steps her request only; everyone else's
+        # points are decided by the breakpoints alone.
+        import threading
+
+        version = probe.arming_version
+        ana = threading.Thread(target=probe.hold, args=("tool_call", "Bash", args), kwargs={"baggage": {"debug-session": "ana"}})
+        ana.start()
+        client.send_debug_input(client.wait_for_pause(probe.session_id).key, "next")
+        ana.join(10)
+        probe.wait_armed(version, 10)
+        assert probe._arming.scope, "not stepping ana's request"
+        measure("a step in another request (NEXT from its hold), request without baggage, depth 1", hold)
+        token = context.attach(baggage.set_baggage("tenant", "blue", baggage.set_baggage("debug-session", "bob")))
+        measure("a step in another request (NEXT from its hold), request with baggage, depth 1", hold)
+        context.detach(token)
         version = probe.arming_version
         client.remove_breakpoint(bp.id)
         probe.wait_armed(version, 10)

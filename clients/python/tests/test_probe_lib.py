@@ -106,9 +106,11 @@ def test_globs_agree_with_a_reference_on_small_inputs() -> None:
 @pytest.mark.parametrize("case", DECISIONS["cases"], ids=lambda c: c["name"])
 def test_decision_vectors(case: dict[str, Any]) -> None:
     """The decision table shared with the Go library: whether a point holds,
-    and exactly which breakpoint ids its Hit reports."""
-    from stepd.probe._probe import _Arming, decide
-    from stepd.v1 import probe_pb2
+    and exactly which breakpoint ids its Hit reports (and whether it says it
+    is outside the arming's request scope). A case with steps reaches its
+    points in turn under the arming each decision leaves."""
+    from stepd.probe._probe import _Arming, _OutsideScope, decide
+    from stepd.v1 import breakpoint_pb2, probe_pb2
 
     armed = case["armed"]
     arming = _Arming.of(
@@ -118,17 +120,57 @@ def test_decision_vectors(case: dict[str, Any]) -> None:
             depth=armed.get("depth", 0),
             target_coor=armed.get("target_coor", []),
             honour_breakpoints=armed["honour_breakpoints"],
+            request_scope=[breakpoint_pb2.BaggageEntry(**e) for e in armed.get("request_scope", [])],
         )
     )
-    point = DECISIONS["points"][case["point"]]
-    got, after = decide(
-        arming, point["kind"], point["name"], point["value"], point["depth"], list(point["coor"]), {}, point.get("baggage")
+    for n, step in enumerate(case.get("steps", [case])):
+        point = DECISIONS["points"][step["point"]]
+        got, arming = decide(
+            arming, point["kind"], point["name"], point["value"], point["depth"], list(point["coor"]), {}, point.get("baggage")
+        )
+        verdict = "pass" if got is None else "trace" if got is False else "hold"
+        ids = got if isinstance(got, list) else []
+        assert (verdict, list(ids)) == (step["verdict"], step["breakpoint_ids"]), n
+        if verdict == "hold":
+            assert isinstance(got, _OutsideScope) is step.get("outside_scope", False), n
+        if "mode_after" in step:
+            assert arming.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + step["mode_after"]), n
+
+
+@pytest.mark.parametrize(("mode", "after"), [("NONE", "BREAKPOINTS"), ("DEPTH", "STEP")])
+def test_a_scoped_mode_ends_with_its_requests_scope_only(mode: str, after: str) -> None:
+    """Another request leaving its scopes leaves a mode about one request as
+    it was; that request's own scope ending ends it."""
+    from opentelemetry import baggage, context
+
+    import contextvars
+
+    from stepd.probe._probe import Probe, _Arming
+    from stepd.v1 import breakpoint_pb2, probe_pb2
+
+    ana = [breakpoint_pb2.BaggageEntry(key="debug-session", value="ana")]
+    # Only what scopes use: no stream.
+    probe = Probe.__new__(Probe)
+    probe._stack = contextvars.ContextVar("test-scopes", default=())
+    probe._arming = _Arming.of(
+        probe_pb2.Armed(mode=probe_pb2.ProbeMode.Value("PROBE_MODE_" + mode), depth=1, request_scope=ana)
     )
-    verdict = "pass" if got is None else "trace" if got is False else "hold"
-    ids = got if isinstance(got, list) else []
-    assert (verdict, ids) == (case["verdict"], case["breakpoint_ids"])
-    if "mode_after" in case:
-        assert after.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + case["mode_after"])
+    for bag in ({}, {"debug-session": "bob"}):
+        ctx = context.get_current()
+        for key, value in bag.items():
+            ctx = baggage.set_baggage(key, value, ctx)
+        token = context.attach(ctx)
+        with probe.scope("turn"):
+            pass
+        context.detach(token)
+        assert probe._arming.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + mode), bag
+    token = context.attach(baggage.set_baggage("debug-session", "ana"))
+    with probe.scope("turn"):
+        pass
+    context.detach(token)
+    assert probe._arming.mode == probe_pb2.ProbeMode.Value("PROBE_MODE_" + after)
+    # Back to breakpoints, the arming is about every request again; a step stays the request's.
+    assert bool(probe._arming.scope) is (after == "STEP")
 
 
 @pytest.mark.parametrize(

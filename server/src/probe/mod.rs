@@ -3,10 +3,12 @@
 //! decide locally which points hold, from the arming the actor sends them.
 //! `value` checks injected values; `inspect` is what the inspector opens at
 //! a hold; `outbox` is what goes to the probe, where control messages are
-//! never dropped.
+//! never dropped; `request_scope` is the request a hold, and a stepping mode
+//! chosen at it, is about.
 
 mod inspect;
 mod outbox;
+mod request_scope;
 pub mod session;
 pub mod value;
 

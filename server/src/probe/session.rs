@@ -11,12 +11,13 @@ use std::{
 
 use opentelemetry::KeyValue;
 use stepd_proto::v1::{
-    Armed, ArmedMatcher, Cause, CommandKind, ConnectRequest, Continued, DisconnectMode, EndReason,
-    Enlighten, ErrorReason, Eval, Frame, HeartbeatEvent, Hello, Hit, HitRefused, Notification,
-    NotificationLevel, Observed, Pause, PauseReason, ProbeMode, Reconnect, Rendering, Resume,
-    ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind, SessionStarted,
-    SessionState, StableState, Trace, breakpoint_spec::Location, connect_request::Message as In,
-    connect_response::Message as Out, event::Payload, inject_command::Replacement,
+    Armed, ArmedMatcher, BaggageEntry, Cause, CommandKind, ConnectRequest, Continued,
+    DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, HeartbeatEvent, Hello, Hit,
+    HitRefused, Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode,
+    Reconnect, Rendering, Resume, ResumeDecision, SendDebugInputResponse, Session, SessionEnded,
+    SessionKind, SessionStarted, SessionState, StableState, Trace, breakpoint_spec::Location,
+    connect_request::Message as In, connect_response::Message as Out, event::Payload,
+    inject_command::Replacement,
 };
 use tokio::{
     sync::{mpsc, oneshot},
@@ -26,6 +27,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 
 use super::outbox::{self, Outbox, Permit};
+use super::request_scope;
 use super::value;
 use crate::breakpoints::condition;
 use crate::{
@@ -74,6 +76,9 @@ struct Tracing {
 pub(crate) struct Held {
     hit: Hit,
     deadline: Instant,
+    /// The request the hold is known to be in (`request_scope.rs`); a mode
+    /// chosen at it is about that request only. Empty = not known.
+    scope: Vec<BaggageEntry>,
 }
 
 /// An EVAL sent to the probe, waiting for its result.
@@ -106,6 +111,9 @@ pub struct ProbeSession {
     commands: Mailbox,
     answers: mpsc::Receiver<Answer>,
     mode: Mode,
+    /// The request `mode` is about (`Armed.request_scope`); empty = the
+    /// whole process, and always empty in BREAKPOINTS mode.
+    mode_scope: Vec<BaggageEntry>,
     /// The held points, each a pause.
     book: PauseBook<Held>,
     /// The pause key of each held point, by hit id.
@@ -270,6 +278,7 @@ impl ProbeSession {
             commands,
             answers,
             mode: Mode::Breakpoints,
+            mode_scope: Vec::new(),
             book,
             held_hits: HashMap::new(),
             hold_deadlines: BTreeSet::new(),
@@ -437,6 +446,7 @@ impl ProbeSession {
             depth,
             target_coor,
             honour_breakpoints: honour,
+            request_scope: self.mode_scope.clone(),
         }
     }
 
@@ -469,6 +479,25 @@ impl ProbeSession {
             })
             .collect();
         (matchers, until)
+    }
+
+    /// Changes the mode, about the request `scope` (empty = the whole
+    /// process); BREAKPOINTS is never about one request.
+    fn set_mode(&mut self, mode: Mode, scope: Vec<BaggageEntry>) {
+        self.mode_scope = if mode == Mode::Breakpoints {
+            Vec::new()
+        } else {
+            scope
+        };
+        self.mode = mode;
+    }
+
+    /// The request scope of a held point, for a mode chosen at it.
+    fn scope_of(&self, key: &str) -> Vec<BaggageEntry> {
+        self.book
+            .get(key)
+            .map(|e| e.data.scope.clone())
+            .unwrap_or_default()
     }
 
     async fn push_armed(&mut self) {
@@ -555,18 +584,27 @@ impl ProbeSession {
             return self.rehold(hit, since);
         }
         let point = hit.point.clone().unwrap_or_default();
+        // A mode about one request says nothing of another request's point:
+        // only its breakpoints can hold it.
+        let mode_applies = self.mode_scope.is_empty() || !hit.outside_request_scope;
+        let mode_scope = if mode_applies {
+            self.mode_scope.clone()
+        } else {
+            Vec::new()
+        };
         // Whether the mode alone makes this point hold: the step's end, the
         // HERE target, a point outside the scope being left.
         let depth = u32::try_from(point.scope_path.len()).unwrap_or(u32::MAX);
-        let mode_holds = match &self.mode {
-            Mode::Step => true,
-            Mode::Breakpoints | Mode::Trace(_) | Mode::Quiet { .. } => false,
-            Mode::Here { coor, .. } => hit.coor == *coor,
-            Mode::Out { depth: from, .. } => depth < *from,
-        };
+        let mode_holds = mode_applies
+            && match &self.mode {
+                Mode::Step => true,
+                Mode::Breakpoints | Mode::Trace(_) | Mode::Quiet { .. } => false,
+                Mode::Here { coor, .. } => hit.coor == *coor,
+                Mode::Out { depth: from, .. } => depth < *from,
+            };
         if hit.breakpoint_ids.is_empty() {
             let limit = self.hold_limit;
-            return self.hold(hit, point, limit, None);
+            return self.hold(hit, point, limit, None, mode_scope);
         }
         // The probe evaluated each matcher's condition before naming it.
         let labels: HashMap<String, String> = self.hello.labels.clone();
@@ -575,18 +613,22 @@ impl ProbeSession {
             condition_holds: true,
             adapter_logs: false,
         };
-        let mut stop = false;
+        let mut stops = Vec::new();
         let mut limits = Vec::new();
         for id in &hit.breakpoint_ids {
             let now = now_us();
+            let mut scope = None;
             let decided = self
                 .ctx
                 .breakpoints
-                .hit_with(id, |bp| verdict::verdict(bp, now, &known))
+                .hit_with(id, |bp| {
+                    scope = bp.and_then(request_scope::of_breakpoint);
+                    verdict::verdict(bp, now, &known)
+                })
                 .await;
             match decided {
                 Verdict::Act(Action::Stop { hold_limit }) => {
-                    stop = true;
+                    stops.push(scope);
                     limits.extend(hold_limit);
                 }
                 Verdict::Act(Action::Log { message }) => self.log(&message, &hit, &point),
@@ -594,13 +636,19 @@ impl ProbeSession {
                 _ => {}
             }
         }
-        if stop {
+        if !stops.is_empty() {
             let limit = limits.into_iter().min().unwrap_or(self.hold_limit);
-            return self.hold(hit, point, limit, None);
+            // In the request a mode is about, the hold stays that request's.
+            let scope = if mode_scope.is_empty() {
+                request_scope::of_stops(&stops)
+            } else {
+                mode_scope
+            };
+            return self.hold(hit, point, limit, None, scope);
         }
         if mode_holds {
             let limit = self.hold_limit;
-            return self.hold(hit, point, limit, None);
+            return self.hold(hit, point, limit, None, mode_scope);
         }
         self.resume(&hit.hit_id, ResumeDecision::Continue, None, None, None);
     }
@@ -610,14 +658,24 @@ impl ProbeSession {
     /// a breakpoint spent by it still holds it), and its limit, the same as
     /// a fresh hold's, runs from when the program began to wait.
     fn rehold(&mut self, hit: Hit, since: prost_types::Timestamp) {
-        let limit = hit
+        let breakpoints: Vec<_> = hit
             .breakpoint_ids
             .iter()
             .filter_map(|id| self.ctx.bus.with_view(|v| v.breakpoint(id)))
-            .filter_map(|bp| bp.spec?.hold_limit)
+            .collect();
+        let limit = breakpoints
+            .iter()
+            .filter_map(|bp| bp.spec.as_ref()?.hold_limit)
             .filter_map(|d| Duration::try_from(d).ok())
             .min()
             .unwrap_or(self.hold_limit);
+        // The mode it was held under belonged to the old session: the
+        // request it is in is known only from its breakpoints.
+        let stops: Vec<_> = breakpoints
+            .iter()
+            .map(request_scope::of_breakpoint)
+            .collect();
+        let scope = request_scope::of_stops(&stops);
         let waited = now_us().saturating_sub(us_from_timestamp(&since));
         let waited = Duration::from_micros(u64::try_from(waited).unwrap_or(0));
         let Some(left) = limit.checked_sub(waited).filter(|d| !d.is_zero()) else {
@@ -631,7 +689,7 @@ impl ProbeSession {
             return self.resume(&hit.hit_id, ResumeDecision::Continue, None, None, None);
         };
         let point = hit.point.clone().unwrap_or_default();
-        self.hold(hit, point, left, Some(since));
+        self.hold(hit, point, left, Some(since), scope);
     }
 
     /// A LOG breakpoint at a point: `{expr}` parts are read with the
@@ -704,13 +762,14 @@ impl ProbeSession {
     }
 
     /// Opens the pause of a hold lasting at most `limit`; `since` is when a
-    /// re-reported hold began.
+    /// re-reported hold began, `scope` the request it is known to be in.
     fn hold(
         &mut self,
         hit: Hit,
         point: stepd_proto::v1::PointInfo,
         limit: Duration,
         since: Option<prost_types::Timestamp>,
+        scope: Vec<BaggageEntry>,
     ) {
         let key = book::new_key();
         let exception = !hit.exception_message.is_empty();
@@ -763,10 +822,16 @@ impl ProbeSession {
             tracestate: &tracestate,
         };
         let max = self.ctx.max_probe_pauses;
-        if let Err(error) = self
-            .book
-            .try_open(pause, Held { hit, deadline }, max, remote)
-        {
+        if let Err(error) = self.book.try_open(
+            pause,
+            Held {
+                hit,
+                deadline,
+                scope,
+            },
+            max,
+            remote,
+        ) {
             return self.refuse(&hit_id, &error);
         }
         // Waiters get the book's copy: masked, with its trace ids (copied
@@ -964,7 +1029,8 @@ impl ProbeSession {
         match command {
             Command::Exec { op, wait, reply } => match op {
                 ExecOp::Pause(_) => {
-                    self.mode = Mode::Step;
+                    // A Pause request is about the whole process.
+                    self.set_mode(Mode::Step, Vec::new());
                     self.push_armed().await;
                     if let Some(pause) = self.latest().cloned() {
                         let _ = reply.send(Ok(StableState {
@@ -1009,7 +1075,8 @@ impl ProbeSession {
                             return;
                         }
                     };
-                    self.mode = mode;
+                    let scope = self.scope_of(&key);
+                    self.set_mode(mode, scope);
                     self.release(
                         &key,
                         ResumeDecision::Continue,
@@ -1370,15 +1437,28 @@ impl PauseOwner for ProbeSession {
         }
         // The Resume must reach the probe's stream, or nothing changes.
         let permit = self.reserve()?;
+        // SKIP and QUIT leave the mode, and the request it is about, as they were.
+        let scope = match go {
+            Go::Skip | Go::Quit => self.mode_scope.clone(),
+            _ => self.scope_of(key),
+        };
         match go {
             Go::Quit => self.quitting = true,
-            Go::ContinueAll => self.notify(
+            Go::ContinueAll if scope.is_empty() => self.notify(
                 NotificationLevel::Warning,
                 "CONTINUE_ALL: no holds until the top-level scope ends",
             ),
+            Go::ContinueAll => self.notify(
+                NotificationLevel::Warning,
+                &format!(
+                    "CONTINUE_ALL: no holds in the request carrying baggage {} until its \
+                     top-level scope ends; other requests hold at their breakpoints",
+                    request_scope::display(&scope)
+                ),
+            ),
             _ => {}
         }
-        self.mode = mode;
+        self.set_mode(mode, scope);
         self.release(key, decision, value, command, by, Some(permit))
             .await;
         Ok(())

@@ -446,8 +446,16 @@ type Armed struct {
 	TargetCoor []int32 `protobuf:"varint,4,rep,packed,name=target_coor,json=targetCoor,proto3" json:"target_coor,omitempty"`
 	// Whether breakpoints are honoured on the way (false after `force`).
 	HonourBreakpoints bool `protobuf:"varint,5,opt,name=honour_breakpoints,json=honourBreakpoints,proto3" json:"honour_breakpoints,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The request the mode is about, when the hold it was chosen at was a
+	// request's own (held by breakpoints scoped to its baggage, or by a mode
+	// scoped to it): the mode (STEP, DEPTH, NONE, TRACE, `target_coor`,
+	// `honour_breakpoints`) applies only where the current request's W3C
+	// baggage carries every entry, key and value equal; every other point is
+	// decided as in BREAKPOINTS mode, by the matchers alone, and its Hit says
+	// `outside_request_scope`. Empty = the mode applies to the whole process.
+	RequestScope  []*BaggageEntry `protobuf:"bytes,6,rep,name=request_scope,json=requestScope,proto3" json:"request_scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Armed) Reset() {
@@ -513,6 +521,13 @@ func (x *Armed) GetHonourBreakpoints() bool {
 		return x.HonourBreakpoints
 	}
 	return false
+}
+
+func (x *Armed) GetRequestScope() []*BaggageEntry {
+	if x != nil {
+		return x.RequestScope
+	}
+	return nil
 }
 
 // Answer to Hello.
@@ -622,9 +637,13 @@ type Hit struct {
 	// wait. Such a Hit is not counted again as a breakpoint hit (hit counts
 	// and max_hits already include it, and a spent breakpoint still holds
 	// it), and its hold limit runs from this time.
-	HeldSince     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=held_since,json=heldSince,proto3" json:"held_since,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeldSince *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=held_since,json=heldSince,proto3" json:"held_since,omitempty"`
+	// The arming had a `request_scope` that this point's request does not
+	// carry: only its breakpoints held it, and the daemon does not hold it
+	// for the mode's sake (a LOG breakpoint's point goes on).
+	OutsideRequestScope bool `protobuf:"varint,13,opt,name=outside_request_scope,json=outsideRequestScope,proto3" json:"outside_request_scope,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Hit) Reset() {
@@ -739,6 +758,13 @@ func (x *Hit) GetHeldSince() *timestamppb.Timestamp {
 		return x.HeldSince
 	}
 	return nil
+}
+
+func (x *Hit) GetOutsideRequestScope() bool {
+	if x != nil {
+		return x.OutsideRequestScope
+	}
+	return false
 }
 
 // The answer to a Hit.
@@ -1719,21 +1745,22 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"point_kind\x18\x02 \x01(\tR\tpointKind\x12\x1b\n" +
 	"\tname_glob\x18\x03 \x01(\tR\bnameGlob\x12\x1c\n" +
 	"\tcondition\x18\x04 \x01(\tR\tcondition\x120\n" +
-	"\abaggage\x18\x05 \x03(\v2\x16.stepd.v1.BaggageEntryR\abaggage\"\xca\x01\n" +
+	"\abaggage\x18\x05 \x03(\v2\x16.stepd.v1.BaggageEntryR\abaggage\"\x87\x02\n" +
 	"\x05Armed\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.stepd.v1.ProbeModeR\x04mode\x122\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x16.stepd.v1.ArmedMatcherR\bmatchers\x12\x14\n" +
 	"\x05depth\x18\x03 \x01(\rR\x05depth\x12\x1f\n" +
 	"\vtarget_coor\x18\x04 \x03(\x05R\n" +
 	"targetCoor\x12-\n" +
-	"\x12honour_breakpoints\x18\x05 \x01(\bR\x11honourBreakpoints\"\xd3\x01\n" +
+	"\x12honour_breakpoints\x18\x05 \x01(\bR\x11honourBreakpoints\x12;\n" +
+	"\rrequest_scope\x18\x06 \x03(\v2\x16.stepd.v1.BaggageEntryR\frequestScope\"\xd3\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
 	"\x05armed\x18\x02 \x01(\v2\x0f.stepd.v1.ArmedR\x05armed\x128\n" +
 	"\n" +
 	"hold_limit\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x12H\n" +
-	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xcd\x03\n" +
+	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x81\x04\n" +
 	"\x03Hit\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x12)\n" +
 	"\x05point\x18\x02 \x01(\v2\x13.stepd.v1.PointInfoR\x05point\x12'\n" +
@@ -1750,7 +1777,8 @@ const file_stepd_v1_probe_proto_rawDesc = "" +
 	"tracestate\x18\v \x01(\tR\n" +
 	"tracestate\x129\n" +
 	"\n" +
-	"held_since\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\"\xaa\x01\n" +
+	"held_since\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\theldSince\x122\n" +
+	"\x15outside_request_scope\x18\r \x01(\bR\x13outsideRequestScope\"\xaa\x01\n" +
 	"\x06Resume\x12\x15\n" +
 	"\x06hit_id\x18\x01 \x01(\tR\x05hitId\x124\n" +
 	"\bdecision\x18\x02 \x01(\x0e2\x18.stepd.v1.ResumeDecisionR\bdecision\x12,\n" +
@@ -1884,47 +1912,48 @@ var file_stepd_v1_probe_proto_depIdxs = []int32{
 	21, // 3: stepd.v1.ArmedMatcher.baggage:type_name -> stepd.v1.BaggageEntry
 	0,  // 4: stepd.v1.Armed.mode:type_name -> stepd.v1.ProbeMode
 	4,  // 5: stepd.v1.Armed.matchers:type_name -> stepd.v1.ArmedMatcher
-	5,  // 6: stepd.v1.Welcome.armed:type_name -> stepd.v1.Armed
-	20, // 7: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
-	20, // 8: stepd.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	22, // 9: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
-	23, // 10: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
-	24, // 11: stepd.v1.Hit.location:type_name -> stepd.v1.Location
-	24, // 12: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
-	25, // 13: stepd.v1.Hit.held_since:type_name -> google.protobuf.Timestamp
-	1,  // 14: stepd.v1.Resume.decision:type_name -> stepd.v1.ResumeDecision
-	26, // 15: stepd.v1.Resume.value:type_name -> google.protobuf.Value
-	5,  // 16: stepd.v1.Resume.armed:type_name -> stepd.v1.Armed
-	26, // 17: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
-	13, // 18: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
-	14, // 19: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
-	15, // 20: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
-	26, // 21: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
-	25, // 22: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
-	22, // 23: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
-	25, // 24: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
-	24, // 25: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
-	27, // 26: stepd.v1.HitRefused.error:type_name -> stepd.v1.StreamError
-	3,  // 27: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
-	7,  // 28: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
-	11, // 29: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
-	12, // 30: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
-	10, // 31: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
-	28, // 32: stepd.v1.ConnectRequest.heartbeat:type_name -> stepd.v1.Heartbeat
-	6,  // 33: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
-	5,  // 34: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
-	8,  // 35: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
-	9,  // 36: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
-	16, // 37: stepd.v1.ConnectResponse.refused:type_name -> stepd.v1.HitRefused
-	29, // 38: stepd.v1.ConnectResponse.reconnect:type_name -> stepd.v1.Reconnect
-	30, // 39: stepd.v1.ConnectResponse.heartbeat:type_name -> stepd.v1.HeartbeatEvent
-	17, // 40: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
-	18, // 41: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
-	41, // [41:42] is the sub-list for method output_type
-	40, // [40:41] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	21, // 6: stepd.v1.Armed.request_scope:type_name -> stepd.v1.BaggageEntry
+	5,  // 7: stepd.v1.Welcome.armed:type_name -> stepd.v1.Armed
+	20, // 8: stepd.v1.Welcome.hold_limit:type_name -> google.protobuf.Duration
+	20, // 9: stepd.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	22, // 10: stepd.v1.Hit.point:type_name -> stepd.v1.PointInfo
+	23, // 11: stepd.v1.Hit.locals:type_name -> stepd.v1.Local
+	24, // 12: stepd.v1.Hit.location:type_name -> stepd.v1.Location
+	24, // 13: stepd.v1.Hit.stack:type_name -> stepd.v1.Location
+	25, // 14: stepd.v1.Hit.held_since:type_name -> google.protobuf.Timestamp
+	1,  // 15: stepd.v1.Resume.decision:type_name -> stepd.v1.ResumeDecision
+	26, // 16: stepd.v1.Resume.value:type_name -> google.protobuf.Value
+	5,  // 17: stepd.v1.Resume.armed:type_name -> stepd.v1.Armed
+	26, // 18: stepd.v1.EvalResult.structured:type_name -> google.protobuf.Value
+	13, // 19: stepd.v1.Reports.observed:type_name -> stepd.v1.ObservedReport
+	14, // 20: stepd.v1.Reports.enlighten:type_name -> stepd.v1.EnlightenReport
+	15, // 21: stepd.v1.Reports.trace:type_name -> stepd.v1.TraceReport
+	26, // 22: stepd.v1.ObservedReport.value:type_name -> google.protobuf.Value
+	25, // 23: stepd.v1.ObservedReport.time:type_name -> google.protobuf.Timestamp
+	22, // 24: stepd.v1.TraceReport.point:type_name -> stepd.v1.PointInfo
+	25, // 25: stepd.v1.TraceReport.time:type_name -> google.protobuf.Timestamp
+	24, // 26: stepd.v1.TraceReport.location:type_name -> stepd.v1.Location
+	27, // 27: stepd.v1.HitRefused.error:type_name -> stepd.v1.StreamError
+	3,  // 28: stepd.v1.ConnectRequest.hello:type_name -> stepd.v1.Hello
+	7,  // 29: stepd.v1.ConnectRequest.hit:type_name -> stepd.v1.Hit
+	11, // 30: stepd.v1.ConnectRequest.eval_result:type_name -> stepd.v1.EvalResult
+	12, // 31: stepd.v1.ConnectRequest.reports:type_name -> stepd.v1.Reports
+	10, // 32: stepd.v1.ConnectRequest.withdraw:type_name -> stepd.v1.Withdraw
+	28, // 33: stepd.v1.ConnectRequest.heartbeat:type_name -> stepd.v1.Heartbeat
+	6,  // 34: stepd.v1.ConnectResponse.welcome:type_name -> stepd.v1.Welcome
+	5,  // 35: stepd.v1.ConnectResponse.armed:type_name -> stepd.v1.Armed
+	8,  // 36: stepd.v1.ConnectResponse.resume:type_name -> stepd.v1.Resume
+	9,  // 37: stepd.v1.ConnectResponse.eval:type_name -> stepd.v1.Eval
+	16, // 38: stepd.v1.ConnectResponse.refused:type_name -> stepd.v1.HitRefused
+	29, // 39: stepd.v1.ConnectResponse.reconnect:type_name -> stepd.v1.Reconnect
+	30, // 40: stepd.v1.ConnectResponse.heartbeat:type_name -> stepd.v1.HeartbeatEvent
+	17, // 41: stepd.v1.ProbeService.Connect:input_type -> stepd.v1.ConnectRequest
+	18, // 42: stepd.v1.ProbeService.Connect:output_type -> stepd.v1.ConnectResponse
+	42, // [42:43] is the sub-list for method output_type
+	41, // [41:42] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_probe_proto_init() }

@@ -99,9 +99,14 @@ class _Matcher:
 
 
 class _Arming:
-    """An ``Armed``, compiled. `idle` is the fast path: nothing can hold."""
+    """An ``Armed``, compiled. `idle` is the fast path: nothing can hold.
 
-    __slots__ = ("mode", "matchers", "depth", "target", "honour", "idle")
+    `scope` is the request the mode is about (``Armed.request_scope``): the
+    mode applies only where the request's baggage carries every entry;
+    elsewhere only the matchers decide. Empty: the whole process.
+    """
+
+    __slots__ = ("mode", "matchers", "depth", "target", "honour", "scope", "elsewhere", "idle")
 
     def __init__(
         self,
@@ -110,12 +115,19 @@ class _Arming:
         depth: int = 0,
         target: list[int] | None = None,
         honour: bool = True,
+        scope: _request_baggage.Entries = (),
     ) -> None:
         self.mode = mode or _BREAKPOINTS
         self.matchers = matchers
         self.depth = depth
         self.target = target or None
         self.honour = honour
+        self.scope = scope
+        # The matchers that can match a request outside the scope: one that
+        # requires every entry of the scope cannot (the usual case: the
+        # breakpoint whose hold the step began at).
+        wanted = set(scope)
+        self.elsewhere = tuple(m for m in matchers if not wanted <= set(m.baggage)) if scope else matchers
         self.idle = self.mode == _BREAKPOINTS and not matchers and not self.target
 
     @classmethod
@@ -126,10 +138,19 @@ class _Arming:
             armed.depth,
             list(armed.target_coor),
             armed.honour_breakpoints,
+            tuple((e.key, e.value) for e in armed.request_scope),
         )
 
     def but(self, mode: int) -> _Arming:
-        return _Arming(mode, self.matchers, 0, None, True)
+        """This arming in another mode: BREAKPOINTS is about every request, STEP stays about this one's."""
+        return _Arming(mode, self.matchers, 0, None, True, () if mode == _BREAKPOINTS else self.scope)
+
+
+class _OutsideScope(list[str]):
+    """The ids of a hold decided outside the arming's request scope: only the
+    breakpoints held it (``Hit.outside_request_scope``)."""
+
+    __slots__ = ()
 
 
 _DISARMED = _Arming()
@@ -147,6 +168,17 @@ def _matches(
     return m.condition is None or m.condition(kind, name, value, labels)
 
 
+def _elsewhere(
+    a: _Arming, kind: str, name: str, value: Any, labels: Mapping[str, str], bag: Mapping[str, object]
+) -> _OutsideScope | None:
+    """A point of a request the arming's mode is not about: it holds only at
+    its breakpoints, as in BREAKPOINTS mode."""
+    if not a.elsewhere:
+        return None
+    ids = [m.id for m in a.elsewhere if _matches(m, kind, name, value, labels, bag)]
+    return _OutsideScope(ids) if ids else None
+
+
 def decide(
     a: _Arming,
     kind: str,
@@ -158,13 +190,18 @@ def decide(
     baggage: _request_baggage.Given = None,
 ) -> tuple[list[str] | None | bool, _Arming]:
     """The table of docs/probes.md for one point under arming `a`: None (go on),
-    a list (hold, with the matched breakpoint ids) or False (trace it), and the
-    arming in force afterwards (NONE switches itself back to BREAKPOINTS).
+    a list (hold, with the matched breakpoint ids; an :class:`_OutsideScope`
+    when the arming's mode is about another request) or False (trace it), and
+    the arming in force afterwards (NONE switches itself back to BREAKPOINTS).
 
     The ids are every matcher that matches the point whenever breakpoints are
     honoured, whatever made it hold; ``clients/testdata/decisions.json`` is the
     table shared with the Go library.
     """
+    if a.scope:
+        bag = _request_baggage.resolve(baggage)
+        if not _request_baggage.carries(a.scope, bag):
+            return _elsewhere(a, kind, name, value, labels, bag), a
     mode = a.mode
     if mode == _NONE:
         if depth >= a.depth:
@@ -473,6 +510,10 @@ class Probe:
 
     def _scope_exited(self, depth: int) -> None:
         a = self._arming
+        if a.scope and depth < a.depth and not _request_baggage.carries(a.scope, None):
+            # Another request's scope (or one whose baggage the program
+            # passes to each hold): none of the mode's business.
+            return
         if a.mode == _NONE and depth < a.depth:
             self._arming = a.but(_BREAKPOINTS)
         elif a.mode == _DEPTH and depth < a.depth:
@@ -500,6 +541,13 @@ class Probe:
             # only breakpoints can hold, and their ids are the ones matching.
             labels = self.labels
             return [m.id for m in before.matchers if _matches(m, kind, name, value, labels, baggage)] or None
+        if before.scope:
+            # Stepping one request: another's point is decided here, its
+            # baggage read once for the scope and every scoped matcher.
+            bag = _request_baggage.from_context() if baggage is None else _request_baggage.resolve(baggage)
+            if not _request_baggage.carries(before.scope, bag):
+                return _elsewhere(before, kind, name, value, self.labels, bag) if before.elsewhere else None
+            baggage = bag
         verdict, after = decide(before, kind, name, value, depth, coor, self.labels, baggage)
         if after is not before:
             self._arming = after  # NONE switched itself back to BREAKPOINTS
@@ -742,6 +790,7 @@ class Probe:
             coor=coor,
             exception_message=exception_message,
             breakpoint_ids=ids,
+            outside_request_scope=isinstance(ids, _OutsideScope),
         )
         hit.traceparent, hit.tracestate = _trace.current() if traceparent is None else (traceparent, "")
         if frame is not None:

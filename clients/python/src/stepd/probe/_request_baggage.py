@@ -35,6 +35,9 @@ except ImportError:  # the API is optional: requests then carry no baggage
         return _EMPTY
 
 
+#: The current OpenTelemetry context's baggage (empty without the API).
+from_context = _from_otel
+
 #: What a program may pass as a request's baggage.
 Given = Union[Mapping[str, object], str, None]
 
@@ -53,6 +56,13 @@ def parse_header(header: str) -> dict[str, str]:
         if eq and key:
             out[unquote(key)] = unquote(value.strip())
     return out
+
+
+def resolve(given: Given) -> Mapping[str, object]:
+    """The request's baggage as key → value: what the program gave, else the
+    current OpenTelemetry context's. Read once, a point can test it against
+    several scopes (``carries`` takes the mapping as given)."""
+    return _from_otel() if given is None else parse_header(given) if isinstance(given, str) else given
 
 
 def carries(entries: Entries, given: Given) -> bool:

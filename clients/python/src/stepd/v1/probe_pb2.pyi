@@ -273,6 +273,7 @@ class Armed(_message.Message):
     DEPTH_FIELD_NUMBER: _builtins.int
     TARGET_COOR_FIELD_NUMBER: _builtins.int
     HONOUR_BREAKPOINTS_FIELD_NUMBER: _builtins.int
+    REQUEST_SCOPE_FIELD_NUMBER: _builtins.int
     mode: Global___ProbeMode.ValueType
     """Mode."""
     depth: _builtins.int
@@ -287,6 +288,17 @@ class Armed(_message.Message):
     def target_coor(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Hold at the hit with this coordinate (HERE); empty = none."""
 
+    @_builtins.property
+    def request_scope(self) -> _containers.RepeatedCompositeFieldContainer[_breakpoint_pb2.BaggageEntry]:
+        """The request the mode is about, when the hold it was chosen at was a
+        request's own (held by breakpoints scoped to its baggage, or by a mode
+        scoped to it): the mode (STEP, DEPTH, NONE, TRACE, `target_coor`,
+        `honour_breakpoints`) applies only where the current request's W3C
+        baggage carries every entry, key and value equal; every other point is
+        decided as in BREAKPOINTS mode, by the matchers alone, and its Hit says
+        `outside_request_scope`. Empty = the mode applies to the whole process.
+        """
+
     def __init__(
         self,
         *,
@@ -295,10 +307,11 @@ class Armed(_message.Message):
         depth: _builtins.int = ...,
         target_coor: _abc.Iterable[_builtins.int] | None = ...,
         honour_breakpoints: _builtins.bool = ...,
+        request_scope: _abc.Iterable[_breakpoint_pb2.BaggageEntry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "honour_breakpoints", b"honour_breakpoints", "matchers", b"matchers", "mode", b"mode", "target_coor", b"target_coor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "honour_breakpoints", b"honour_breakpoints", "matchers", b"matchers", "mode", b"mode", "request_scope", b"request_scope", "target_coor", b"target_coor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -364,6 +377,7 @@ class Hit(_message.Message):
     EVALUABLE_FIELD_NUMBER: _builtins.int
     TRACESTATE_FIELD_NUMBER: _builtins.int
     HELD_SINCE_FIELD_NUMBER: _builtins.int
+    OUTSIDE_REQUEST_SCOPE_FIELD_NUMBER: _builtins.int
     hit_id: _builtins.str
     """Probe-chosen id, echoed in Resume."""
     exception_message: _builtins.str
@@ -379,6 +393,11 @@ class Hit(_message.Message):
     """
     tracestate: _builtins.str
     """W3C tracestate that goes with `traceparent`; ignored without it."""
+    outside_request_scope: _builtins.bool
+    """The arming had a `request_scope` that this point's request does not
+    carry: only its breakpoints held it, and the daemon does not hold it
+    for the mode's sake (a LOG breakpoint's point goes on).
+    """
     @_builtins.property
     def point(self) -> _pause_pb2.PointInfo:
         """The point."""
@@ -427,10 +446,11 @@ class Hit(_message.Message):
         evaluable: _builtins.bool = ...,
         tracestate: _builtins.str = ...,
         held_since: _timestamp_pb2.Timestamp | None = ...,
+        outside_request_scope: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["held_since", b"held_since", "location", b"location", "point", b"point"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "coor", b"coor", "evaluable", b"evaluable", "exception_message", b"exception_message", "held_since", b"held_since", "hit_id", b"hit_id", "locals", b"locals", "location", b"location", "point", b"point", "stack", b"stack", "traceparent", b"traceparent", "tracestate", b"tracestate"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakpoint_ids", b"breakpoint_ids", "coor", b"coor", "evaluable", b"evaluable", "exception_message", b"exception_message", "held_since", b"held_since", "hit_id", b"hit_id", "locals", b"locals", "location", b"location", "outside_request_scope", b"outside_request_scope", "point", b"point", "stack", b"stack", "traceparent", b"traceparent", "tracestate", b"tracestate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
