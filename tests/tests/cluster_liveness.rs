@@ -4,12 +4,13 @@
 //! (DAEMON_SHUTDOWN) and its peers relay those ends; a killed replica's
 //! sessions end on the others (REPLICA_LOST) with their pauses resolved,
 //! each session with one end in its history, and a probe that moved to
-//! another replica is one pending pause there, not two.
+//! another replica is one pending pause there, not two; and a replica
+//! started on a killed one's address is not taken for it.
 
 use std::time::{Duration, Instant};
 
 use stepd_e2e::{
-    DEADLINE, Daemon, Subscription, dap,
+    DEADLINE, Daemon, Subscription, TempDir, dap,
     postgres::{self, Cluster},
     probe::Probe,
 };
@@ -527,4 +528,111 @@ async fn a_killed_replica_s_sessions_end_once_with_their_pauses_and_a_moved_hold
     resumed(&mut moved, "m1").await;
     a.stop().await;
     c.stop().await;
+}
+
+/// The lease of the replica at `address`, as the directory holds it.
+fn lease_of(url: &str, address: &str) -> Option<i64> {
+    leases(url)
+        .into_iter()
+        .find(|(a, _)| a == address)
+        .map(|(_, until)| until)
+}
+
+#[tokio::test]
+async fn a_replica_started_on_a_killed_one_s_address_is_not_taken_for_it() {
+    let url = postgres::database("cluster_same_address");
+    // Long enough that B's relay of the killed A reaches the replica
+    // started on A's address before B next looks at the directory (every
+    // 4 s) or A's lease runs out: the old relay took that replica's
+    // sessions for A's and ended them with A's.
+    let args = ["--database-url", url.as_str(), "--replica-lease", "12s"];
+    let dir = TempDir::new("same-address");
+    let mut a = Daemon::start_in(dir.path(), &args).await;
+    let b = Daemon::start(&args).await;
+    let mut on_b = Subscription::open(b.channel().await, Watch::default()).await;
+    on_b.next().await;
+    let mut a_sees = Subscription::open(a.channel().await, Watch::default()).await;
+    a_sees.next().await;
+    let breakpoint = stop_at_bash(&b, &mut [&mut on_b, &mut a_sees]).await;
+    drop(a_sees);
+    let (on_a, _) = Probe::connect(&a, &[]).await;
+    hold(&on_a, "h1", &breakpoint).await;
+    let killed_key = dap::next_pause(&mut on_b, &on_a.session_id).await.key;
+
+    let address = a.addr.clone();
+    a.signal("KILL");
+    a.wait_exit(DEADLINE).await;
+    drop(a);
+    // Started just after B renewed, so B's next look is as far off as can be.
+    let renewed = lease_of(&url, &b.addr);
+    let deadline = Instant::now() + DEADLINE;
+    while lease_of(&url, &b.addr) == renewed {
+        assert!(Instant::now() < deadline, "B did not renew its lease");
+        tokio::task::yield_now().await;
+    }
+    let restarted =
+        Daemon::spawn(Daemon::command_on(dir.path(), &address, &args), dir.path()).await;
+    let (mut probe, _) = Probe::connect(&restarted, &[]).await;
+    hold(&probe, "h2", &breakpoint).await;
+    let key = dap::next_pause(&mut on_b, &probe.session_id).await.key;
+
+    // Once A's lease ran out and it does not answer (another replica does,
+    // on its address), B ends A's session; the new replica's stays.
+    let mut other_end = None;
+    let end = {
+        let mut resolved = false;
+        let event = on_b
+            .wait_for("the killed replica's session's end", |e| {
+                if matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == killed_key) {
+                    resolved = true;
+                }
+                if e.session_id == probe.session_id
+                    && matches!(
+                        e.payload,
+                        Some(Payload::SessionEnded(_) | Payload::PauseResolved(_))
+                    )
+                {
+                    other_end.get_or_insert(e.clone());
+                }
+                e.session_id == on_a.session_id
+                    && matches!(e.payload, Some(Payload::SessionEnded(_)))
+            })
+            .await;
+        assert!(resolved, "the killed replica's pause was resolved first");
+        event
+    };
+    let Some(Payload::SessionEnded(end)) = end.payload else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, EndReason::ReplicaLost as i32, "{end:?}");
+    // A marker after whatever that look published: a breakpoint added.
+    let marker = dap::add_breakpoint(&b, stepd_e2e::held::bash_breakpoint()).await;
+    on_b.wait_for("the marker", |e| {
+        if e.session_id == probe.session_id
+            && matches!(
+                e.payload,
+                Some(Payload::SessionEnded(_) | Payload::PauseResolved(_))
+            )
+        {
+            other_end.get_or_insert(e.clone());
+        }
+        matches!(&e.payload, Some(Payload::BreakpointUpdated(u))
+            if u.breakpoint.as_ref().is_some_and(|b| b.id == marker))
+    })
+    .await;
+    assert!(
+        other_end.is_none(),
+        "B ended the new replica's session with the killed one's: {other_end:?}"
+    );
+    let listed: Vec<String> = pauses(&b).await.into_iter().map(|p| p.key).collect();
+    assert_eq!(listed, vec![key.clone()]);
+    // The hold is answered through B, and the probe gets the answer.
+    SessionServiceClient::new(b.channel().await)
+        .send_debug_input(carry_on(&key))
+        .await
+        .expect("the new replica's hold is answered through B");
+    resumed(&mut probe, "h2").await;
+    drop(on_a);
+    restarted.stop().await;
+    b.stop().await;
 }

@@ -80,7 +80,6 @@ async fn listed_everywhere(replicas: &[Daemon], n: usize, when: &str) {
 }
 
 #[tokio::test]
-#[ignore = "flaky under load: a stopping replica's relayed ends can miss a peer; run with --ignored"]
 async fn a_rolling_restart_behind_haproxy_releases_no_hold_and_loses_no_answer() {
     let url = postgres::database("cluster_rollout");
     let args = ["--database-url", url.as_str(), "--replica-lease", "3s"];

@@ -29,10 +29,18 @@ pub(super) async fn follow(cluster: Arc<Cluster>, peer: Peer, stop: Cancellation
             () = stop.cancelled() => return,
             outcome = stream(&cluster, &peer, &mut cursor) => outcome,
         };
-        if let Err(err) = outcome {
-            tracing::debug!(replica = %peer.id, error = %err, "following a peer's events broke off");
-        } else {
-            backoff = Duration::from_millis(50);
+        match outcome {
+            Ok(Ended::Closed) => backoff = Duration::from_millis(50),
+            Ok(Ended::Replaced(other)) => {
+                // The peer is gone for good (an instance id is never used
+                // twice): whatever it still shows here ends when the lease
+                // loop finds it gone, not through another replica's stream.
+                tracing::info!(replica = %peer.id, address = %peer.address, answering = %other, "a peer's address answers as another replica; no longer following it");
+                return;
+            }
+            Err(err) => {
+                tracing::debug!(replica = %peer.id, error = %err, "following a peer's events broke off");
+            }
         }
         tokio::select! {
             () = stop.cancelled() => return,
@@ -42,8 +50,17 @@ pub(super) async fn follow(cluster: Arc<Cluster>, peer: Peer, stop: Cancellation
     }
 }
 
-/// One stream from the peer, until it breaks.
-async fn stream(cluster: &Cluster, peer: &Peer, cursor: &mut u64) -> anyhow::Result<()> {
+/// How a stream from the peer ended, when it did not break.
+enum Ended {
+    /// The peer ended it (it shuts down, or its stream was closed).
+    Closed,
+    /// The peer's address answered as another replica, this one: a replica
+    /// started there after the peer stopped.
+    Replaced(String),
+}
+
+/// One stream from the peer, until it ends or breaks.
+async fn stream(cluster: &Cluster, peer: &Peer, cursor: &mut u64) -> anyhow::Result<Ended> {
     let channel = cluster.peers.channel(peer)?;
     let (requests, inbound) = mpsc::channel(1);
     requests
@@ -75,6 +92,13 @@ async fn stream(cluster: &Cluster, peer: &Peer, cursor: &mut u64) -> anyhow::Res
             continue;
         };
         match &event.payload {
+            // A stream that does not resume the peer's own numbering starts
+            // with a snapshot naming who answers: after a restart on the
+            // peer's address, that is another replica, whose sessions are
+            // not the peer's to show (nor to end when the peer is found gone).
+            Some(Payload::Snapshot(part)) if part.instance_id != peer.id => {
+                return Ok(Ended::Replaced(part.instance_id.clone()));
+            }
             Some(Payload::Snapshot(part)) => {
                 parts.push(part.clone());
                 if !part.more {
@@ -89,7 +113,7 @@ async fn stream(cluster: &Cluster, peer: &Peer, cursor: &mut u64) -> anyhow::Res
             }
         }
     }
-    Ok(())
+    Ok(Ended::Closed)
 }
 
 /// Publishes one of the peer's events here.
