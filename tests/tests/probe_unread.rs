@@ -49,6 +49,18 @@ fn held_hit() -> Hit {
     }
 }
 
+/// A duplicate of the held hit, refused by the daemon. Its payload makes
+/// each of its DATA frames at least 256 bytes: HTTP/2 guards against
+/// connections that send many smaller frames, and a daemon that stops
+/// reading buffers them all (GOAWAY `too_many_data_frames`).
+fn filler_hit() -> Hit {
+    let mut hit = held_hit();
+    if let Some(point) = hit.point.as_mut() {
+        point.payload = Some(text(&"x".repeat(300)));
+    }
+    hit
+}
+
 /// Holds the probe at one point and returns the pause's key.
 async fn hold(probe: &Probe, sub: &mut Subscription) -> String {
     probe.send(In::Hit(held_hit())).await;
@@ -72,7 +84,7 @@ async fn fill(probe: &Probe, sub: &mut Subscription) -> tokio::task::JoinHandle<
     let sending = tokio::spawn(async move {
         for _ in 0..FILLER {
             let message = ConnectRequest {
-                message: Some(In::Hit(held_hit())),
+                message: Some(In::Hit(filler_hit())),
             };
             if tx.send(message).await.is_err() {
                 return;
