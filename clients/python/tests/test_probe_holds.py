@@ -139,6 +139,60 @@ def test_an_interrupted_hold_is_withdrawn(daemon: Daemon, client: stepd.Client, 
             proc.communicate()
 
 
+INTERRUPTED_ELSEWHERE = """
+import signal
+import sys
+import threading
+import stepd
+
+def interrupt_from_here():
+    sys.stdin.readline()
+    # The kernel may hand a process's SIGINT to any thread; this one takes it.
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+probe = stepd.probe.connect(name="interrupted", labels={"run": sys.argv[2]}, addr=sys.argv[1])
+assert probe.wait_connected(20)
+threading.Thread(target=interrupt_from_here, daemon=True).start()
+try:
+    probe.hold("tool", name="held", value=1)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+sys.stdin.readline()  # the test has seen the pause resolve
+probe.close()
+"""
+
+
+def test_a_hold_is_withdrawn_when_another_thread_takes_the_interrupt(
+    daemon: Daemon, client: stepd.Client, watch: Watcher, tmp_path: Path
+) -> None:
+    run = uuid.uuid4().hex[:12]
+    client.add_breakpoint(probe_kind="tool", label_selector=f"run={run}")
+    script = tmp_path / "interrupted_elsewhere.py"
+    script.write_text(INTERRUPTED_ELSEWHERE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), daemon.tcp, run],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        pause = watch.pause(run, name="held")
+        assert proc.stdin is not None
+        proc.stdin.write("interrupt\n")
+        proc.stdin.flush()
+        assert_withdrawn(client, watch, pause)
+        out, err = proc.communicate("\n", timeout=DEADLINE)
+        assert proc.returncode == 0, err
+        assert out.strip() == "interrupted"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def test_inject_violations_are_field_violations(probe: Probe, client: stepd.Client, watch: Watcher) -> None:
     arm(client, probe, probe_kind="tool")
     schema = {

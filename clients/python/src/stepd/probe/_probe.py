@@ -66,6 +66,24 @@ class Skipped(Exception):
         self.name = name
 
 
+#: How often the main thread wakes up while held, for a Ctrl-C.
+_INTERRUPT_POLL = 0.25
+
+
+def _next_answer(q: queue.SimpleQueue[Any]) -> Any:
+    """The next message for a held thread. The kernel may hand a Ctrl-C to any
+    of the process's threads, and then a wait without a timeout in the main
+    thread is never interrupted: the main thread wakes up now and then, so
+    Python runs the handler and the hold is withdrawn."""
+    if threading.current_thread() is not threading.main_thread():
+        return q.get()
+    while True:
+        try:
+            return q.get(timeout=_INTERRUPT_POLL)
+        except queue.Empty:
+            continue
+
+
 class Stopped(BaseException):
     """A client stopped the program at a held point (QUIT).
 
@@ -732,7 +750,7 @@ class Probe:
             )  # fmt: skip
             if not hit_id:
                 return _CONTINUED
-            while isinstance(message := waiter.q.get(), probe_pb2.Eval):
+            while isinstance(message := _next_answer(waiter.q), probe_pb2.Eval):
                 self._evaluate(waiter, message)
         except BaseException:  # the thread no longer waits
             self._withdraw_waiter(waiter)
