@@ -1053,7 +1053,10 @@ type PauseResolved struct {
 	// The command that resolved it; UNSPECIFIED when it was dropped (disconnect, session end).
 	Command CommandKind `protobuf:"varint,2,opt,name=command,proto3,enum=stepd.v1.CommandKind" json:"command,omitempty"`
 	// Who resolved it: the authenticated identity of the client that answered
-	// (see docs/security.md), or "disconnect", "hold-limit", "session-ended".
+	// (see docs/security.md), or what dropped it: "disconnect", "hold-limit",
+	// "session-ended", "withdrawn" (the program stopped waiting),
+	// "probe-unresponsive", "probe-reconnected" (its hold is re-reported in a
+	// new session), "replica-lost", "daemon-shutdown" (docs/cluster.md).
 	By string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
 	// The thread it was on.
 	ThreadId int64 `protobuf:"varint,4,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`

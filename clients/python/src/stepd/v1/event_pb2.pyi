@@ -578,7 +578,10 @@ class PauseResolved(_message.Message):
     """The command that resolved it; UNSPECIFIED when it was dropped (disconnect, session end)."""
     by: _builtins.str
     """Who resolved it: the authenticated identity of the client that answered
-    (see docs/security.md), or "disconnect", "hold-limit", "session-ended".
+    (see docs/security.md), or what dropped it: "disconnect", "hold-limit",
+    "session-ended", "withdrawn" (the program stopped waiting),
+    "probe-unresponsive", "probe-reconnected" (its hold is re-reported in a
+    new session), "replica-lost", "daemon-shutdown" (docs/cluster.md).
     """
     thread_id: _builtins.int
     """The thread it was on."""
