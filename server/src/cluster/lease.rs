@@ -84,8 +84,19 @@ pub(super) async fn keep(cluster: Arc<Cluster>) {
                         .filter(|(id, _)| !listed.contains(*id))
                         .map(|(_, (peer, _))| (peer.clone(), false)),
                 );
-                for (peer, retired) in lapsed {
-                    if answers(&cluster, &peer).await {
+                // Asked all at once: several dead peers must not hold this
+                // replica's own renewal up for their timeouts one by one.
+                let mut asked = tokio::task::JoinSet::new();
+                for (i, (peer, _)) in lapsed.iter().enumerate() {
+                    let (cluster, peer) = (cluster.clone(), peer.clone());
+                    asked.spawn(async move { (i, answers(&cluster, &peer).await) });
+                }
+                let mut answered = vec![false; lapsed.len()];
+                while let Some(Ok((i, yes))) = asked.join_next().await {
+                    answered[i] = yes;
+                }
+                for ((peer, retired), answered) in lapsed.into_iter().zip(answered) {
+                    if answered {
                         live.insert(peer.id.clone(), peer);
                         continue;
                     }
@@ -209,7 +220,11 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64, retired: bool) {
         decision: None,
     };
     // What each session's history is missing: its replica's last word.
+    // Nothing changes here until the directory agrees the peer is gone: a
+    // peer that renewed meanwhile (slow to answer, say, after an outage)
+    // keeps its sessions.
     let mut last: HashMap<String, Vec<Payload>> = HashMap::new();
+    let mut shown_here = Vec::new();
     for session in &sessions {
         let (live, shown) = cluster.bus.with_view(|v| {
             (
@@ -218,25 +233,17 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64, retired: bool) {
                 v.pauses(Some(session)),
             )
         });
-        let held = cluster.owners.lose(session);
-        if live {
-            tracing::warn!(replica = %peer.id, session = %session, "a lost replica's session ends");
-            for pause in shown {
-                let payload = Payload::PauseResolved(resolved(pause.key, pause.thread_id));
-                cluster.bus.publish(session, payload);
-            }
-            cluster
-                .bus
-                .publish(session, Payload::SessionEnded(ended.clone()));
-        }
+        let held = cluster.owners.held_of(session);
         let mut payloads: Vec<Payload> = held
             .into_iter()
             .map(|(key, thread)| Payload::PauseResolved(resolved(key, thread)))
             .collect();
         payloads.push(Payload::SessionEnded(ended.clone()));
         last.insert(session.clone(), payloads);
+        if live {
+            shown_here.push((session.clone(), shown));
+        }
     }
-    cluster.peers.forget(peer);
     // Sessions the directory gives the peer that this replica never saw
     // (it started after them) end in their history too.
     match cluster.store.owned_sessions().await {
@@ -267,7 +274,36 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64, retired: bool) {
     }
     if let Err(err) = cluster.store.claim_lost_replica(&peer.id, now, rows).await {
         tracing::warn!(error = %err, replica = %peer.id, "could not take a lost replica out of the directory");
+        return;
     }
+    match cluster.store.replicas().await {
+        Ok(replicas) if replicas.iter().all(|r| r.id != peer.id) => {}
+        Ok(_) => {
+            tracing::info!(replica = %peer.id, "a replica taken for lost renewed its lease: it keeps its sessions");
+            return;
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, replica = %peer.id, "could not read the directory after taking a replica out");
+            return;
+        }
+    }
+    // Marked lost before the ends are shown: a client that reads an end
+    // and asks about the session at once is answered here, not sent to
+    // the dead replica.
+    for session in &sessions {
+        cluster.owners.lose(session);
+    }
+    for (session, shown) in shown_here {
+        tracing::warn!(replica = %peer.id, session = %session, "a lost replica's session ends");
+        for pause in shown {
+            let payload = Payload::PauseResolved(resolved(pause.key, pause.thread_id));
+            cluster.bus.publish(&session, payload);
+        }
+        cluster
+            .bus
+            .publish(&session, Payload::SessionEnded(ended.clone()));
+    }
+    cluster.peers.forget(peer);
 }
 
 /// Records in the directory each session this replica starts, and forgets

@@ -112,6 +112,20 @@ impl Owners {
         }
     }
 
+    /// The pauses a relayed session's replica still holds (key and
+    /// thread), as `lose` would return them, changing nothing.
+    pub(super) fn held_of(&self, session_id: &str) -> Vec<(String, i64)> {
+        let maps = self.lock();
+        if maps.lost.contains(session_id) {
+            return Vec::new();
+        }
+        maps.open
+            .iter()
+            .filter(|(_, (session, _))| session == session_id)
+            .map(|(key, (_, thread))| (key.clone(), *thread))
+            .collect()
+    }
+
     /// Marks a session of a replica that was lost: this replica answers
     /// for it from now on, as an ended session that is not its own.
     /// Returns the pauses its replica still held (key and thread).

@@ -142,16 +142,16 @@ fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
     };
     // What this replica resolved or ended already (the probe moved on, or
     // the peer was taken for lost) is not resolved or ended twice.
-    let settled = cluster.bus.with_view(|v| match &payload {
-        Payload::PauseResolved(r) => v
-            .pauses(Some(&event.session_id))
-            .iter()
-            .all(|p| p.key != r.key),
-        Payload::SessionEnded(_) => v
-            .session(&event.session_id)
-            .is_some_and(|s| s.state == SessionState::Ended as i32),
+    // Only these two are looked up, and by key: the view is not read for
+    // every relayed event.
+    let settled = match &payload {
+        Payload::PauseResolved(r) => !cluster.bus.with_view(|v| v.has_pause(&r.key)),
+        Payload::SessionEnded(_) => cluster.bus.with_view(|v| {
+            v.session(&event.session_id)
+                .is_some_and(|s| s.state == SessionState::Ended as i32)
+        }),
         _ => false,
-    });
+    };
     if !settled {
         cluster.bus.publish(&event.session_id, payload);
     }

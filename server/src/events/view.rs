@@ -65,6 +65,10 @@ impl Pauses {
         });
     }
 
+    fn contains(&self, key: &str) -> bool {
+        self.order_of.contains_key(key)
+    }
+
     fn iter(&self) -> impl Iterator<Item = &Pause> {
         self.by_order.values()
     }
@@ -212,6 +216,11 @@ impl StateView {
             more: false,
             part: 0,
         }
+    }
+
+    /// Whether the pause `key` is pending, found without a scan.
+    pub fn has_pause(&self, key: &str) -> bool {
+        self.pauses.contains(key)
     }
 
     /// Pending pauses, optionally of one session.
