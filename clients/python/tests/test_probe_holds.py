@@ -92,9 +92,14 @@ def test_a_cancelled_ahold_is_withdrawn(probe: Probe, client: stepd.Client, watc
 
 
 INTERRUPTED = """
+import signal
 import sys
 import stepd
 from stepd import errors
+
+# Ctrl-C as Python handles it by default, even when the test runs in the
+# background, where the shell starts every process with SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 probe = stepd.probe.connect(name="interrupted", labels={"run": sys.argv[2]}, addr=sys.argv[1])
 assert probe.wait_connected(20)
@@ -144,6 +149,8 @@ import signal
 import sys
 import threading
 import stepd
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def interrupt_from_here():
     sys.stdin.readline()
