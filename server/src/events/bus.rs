@@ -6,7 +6,10 @@
 use std::{
     cmp::Reverse,
     collections::{BinaryHeap, HashMap, VecDeque},
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use stepd_proto::v1::{Breakpoint, Event, Gap, event::Payload};
@@ -120,6 +123,10 @@ pub struct EventBus {
     /// only their events (and its own daemon-level ones) count as
     /// published, so the replicas' counts add up to the cluster's.
     own: std::sync::OnceLock<super::Own>,
+    /// Bytes of events published so far (encoded sizes), written under the
+    /// publishing lock: with [`Published::offset`], how far a receiver is
+    /// behind in memory.
+    published_bytes: AtomicU64,
 }
 
 impl EventBus {
@@ -151,6 +158,7 @@ impl EventBus {
             instance_id,
             counters: Counters::default(),
             own: std::sync::OnceLock::new(),
+            published_bytes: AtomicU64::new(0),
         }
     }
 
@@ -229,12 +237,18 @@ impl EventBus {
         counted: bool,
     ) -> Arc<Published> {
         state.last_seq += 1;
-        let event = Arc::new(Published::new(Event {
-            seq: state.last_seq,
-            session_id: session_id.to_owned(),
-            time: Some(now_timestamp()),
-            payload: Some(payload),
-        }));
+        let before = self.published_bytes.load(Ordering::Relaxed);
+        let event = Arc::new(Published::after(
+            Event {
+                seq: state.last_seq,
+                session_id: session_id.to_owned(),
+                time: Some(now_timestamp()),
+                payload: Some(payload),
+            },
+            before,
+        ));
+        self.published_bytes
+            .store(event.offset(), Ordering::Relaxed);
         let forgotten = state.view.apply(&event);
         let key = if session_id.is_empty() {
             DAEMON_RING
@@ -459,6 +473,12 @@ impl EventBus {
     /// The highest seq assigned so far.
     pub fn last_seq(&self) -> u64 {
         self.lock().last_seq
+    }
+
+    /// Bytes of events published so far: a receiver whose last event has
+    /// [`Published::offset`] `o` is this less `o` behind.
+    pub fn published_bytes(&self) -> u64 {
+        self.published_bytes.load(Ordering::Relaxed)
     }
 
     fn snapshot_event(&self, state: &BusState, filter: &Filter) -> Event {

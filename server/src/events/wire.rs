@@ -74,6 +74,9 @@ impl Drop for Wire {
 pub struct Published {
     event: Event,
     encoded_len: usize,
+    /// Bytes the bus had published through this event (encoded sizes): how
+    /// far behind the live buffer a receiver is, in memory.
+    offset: u64,
     wire: Mutex<Weak<Wire>>,
 }
 
@@ -83,13 +86,27 @@ impl Published {
         Self {
             encoded_len: event.encoded_len(),
             event,
+            offset: 0,
             wire: Mutex::new(Weak::new()),
         }
+    }
+
+    /// The same, published after `before` bytes of events.
+    pub(super) fn after(event: Event, before: u64) -> Self {
+        let mut published = Self::new(event);
+        published.offset = before + published.encoded_len as u64;
+        published
     }
 
     /// The event's encoded size, measured once.
     pub fn encoded_len(&self) -> usize {
         self.encoded_len
+    }
+
+    /// Bytes of events the bus had published through this one (0 for an
+    /// event the bus did not publish).
+    pub fn offset(&self) -> u64 {
+        self.offset
     }
 
     /// The event's encoding: the one a stream already holds, else made now.

@@ -2,7 +2,9 @@
 //! each batch of session events to the store's writer. It never slows a
 //! publisher: when it falls behind the bus's live buffer it resumes from the
 //! rings, and what the rings no longer hold is recorded as a `gap` in the
-//! history of every session that was live.
+//! history of every session that was live. Nor does it hold memory for a
+//! slow store: while it waits for the store it lets go of its place in the
+//! live buffer once that place holds `LIVE_LAG_BYTES`.
 
 use std::{
     sync::{
@@ -54,6 +56,13 @@ pub(super) const DRAIN: Duration = Duration::from_millis(20);
 const IN_FLIGHT: usize = 2 * BATCH;
 /// The same bound in KiB of encoded events: two batches of `BATCH_BYTES`.
 const IN_FLIGHT_KIB: usize = 2 * (BATCH_BYTES >> 10);
+/// How many bytes of events the live buffer may keep for the recorder
+/// while it waits for the store. The buffer is bounded only by count (4,096
+/// events), and a receiver that does not read keeps every event after it:
+/// 4,096 large events are hundreds of megabytes. Past this the recorder
+/// takes up again from the rings, whose memory is bounded on its own
+/// (`--ring-bytes-total`, decision 199).
+const LIVE_LAG_BYTES: u64 = 16 << 20;
 
 pub(super) struct Recorder {
     bus: Arc<EventBus>,
@@ -119,7 +128,7 @@ impl Recorder {
 async fn record(
     bus: Arc<EventBus>,
     store: Store,
-    mut live: broadcast::Receiver<Arc<Published>>,
+    live: broadcast::Receiver<Arc<Published>>,
     mut last: u64,
     progress: Arc<Progress>,
     bytes: Arc<AtomicU64>,
@@ -130,25 +139,38 @@ async fn record(
     // Whether the last batch was cut at BATCH: then more are already
     // waiting, and lingering would only let the live buffer overtake us.
     let mut behind = false;
+    // The live receiver; none while the recorder has let go of its place.
+    let mut live = Some(live);
+    // The offset of the last event taken from `live`.
+    let mut taken = bus.published_bytes();
     loop {
         let mut batch = Vec::new();
         let mut batch_bytes = 0;
         let mut lagged = false;
-        match live.recv().await {
-            Ok(event) => {
-                batch_bytes += event.encoded_len();
-                batch.push(event);
-            }
-            Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
-            Err(broadcast::error::RecvError::Closed) => return,
+        match live.as_mut() {
+            // Let go of while waiting for the store: take up from the rings.
+            None => lagged = true,
+            Some(rx) => match rx.recv().await {
+                Ok(event) => {
+                    batch_bytes += event.encoded_len();
+                    taken = event.offset();
+                    batch.push(event);
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
         }
         let first = Instant::now();
         let mut linger_until = first + if behind { Duration::ZERO } else { LINGER };
         loop {
-            while !lagged && batch.len() < BATCH && batch_bytes < BATCH_BYTES {
-                match live.try_recv() {
+            while let Some(rx) = live.as_mut().filter(|_| !lagged)
+                && batch.len() < BATCH
+                && batch_bytes < BATCH_BYTES
+            {
+                match rx.try_recv() {
                     Ok(event) => {
                         batch_bytes += event.encoded_len();
+                        taken = event.offset();
                         batch.push(event);
                     }
                     Err(broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
@@ -172,7 +194,9 @@ async fn record(
             let through = batch.last().map_or(last, |e| e.seq);
             let filter = Filter::from_watch(&Watch::default());
             let (start, fresh) = bus.subscribe(&filter, Some(through), bus.instance_id());
-            live = fresh;
+            live = Some(fresh);
+            // What the rings give back is not in the live buffer.
+            taken = bus.published_bytes();
             match start {
                 Start::Replay(missed) => batch.extend(missed),
                 Start::Resync { gap, .. } => batch.extend(gaps(&bus, &gap)),
@@ -210,10 +234,23 @@ async fn record(
         // all the permits; it takes them all.
         let events = u32::try_from(rows.len().min(IN_FLIGHT)).unwrap_or(u32::MAX);
         let kib = u32::try_from(size.div_ceil(1024).min(IN_FLIGHT_KIB)).unwrap_or(u32::MAX);
-        let (Ok(permit), Ok(kib_permit)) = (
-            in_flight.clone().acquire_many_owned(events).await,
-            in_flight_kib.clone().acquire_many_owned(kib).await,
-        ) else {
+        let permits = async {
+            let events = in_flight.clone().acquire_many_owned(events).await;
+            let kib = in_flight_kib.clone().acquire_many_owned(kib).await;
+            (events, kib)
+        };
+        tokio::pin!(permits);
+        let permits = loop {
+            tokio::select! {
+                permits = &mut permits => break permits,
+                () = tokio::time::sleep(DRAIN), if live.is_some() => {
+                    if bus.published_bytes().saturating_sub(taken) > LIVE_LAG_BYTES {
+                        live = None;
+                    }
+                }
+            }
+        };
+        let (Ok(permit), Ok(kib_permit)) = permits else {
             return;
         };
         let queued = store.queue_events(rows).await;

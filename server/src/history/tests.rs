@@ -156,3 +156,65 @@ async fn a_flush_does_not_wait_for_a_flood_to_gather() {
     store.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// While the store cannot keep up, the live buffer keeps no more than
+/// `LIVE_LAG_BYTES` for the recorder: past that it lets go of its place,
+/// and what the rings do not hold is freed (and later recorded as a gap)
+/// instead of waiting in the buffer, whose bound is a count of events of
+/// any size.
+#[tokio::test]
+async fn a_recorder_waiting_for_the_store_does_not_pin_the_live_buffer() {
+    use sqlx::Connection as _;
+
+    let dir = std::env::temp_dir().join(format!("stepd-history-pin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).await.unwrap();
+    // The buffer could hold every event; the session's ring keeps 4.
+    let bus = Arc::new(EventBus::new("test".into(), 1, 4096, 4));
+    let _history = History::start(bus.clone(), store.clone(), true, KEEP, None);
+    tokio::task::yield_now().await;
+    // Another connection holds the database's write lock: the store's
+    // writer waits for it (up to its 5 s busy timeout).
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(dir.join("stepd.db"));
+    let mut lock = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap();
+    sqlx::query("BEGIN EXCLUSIVE")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    flood(&bus, 0);
+    // 48 MiB of events: two batches of 8 MiB fill what may wait for the
+    // store, a third waits for them, and the rest waits in the buffer.
+    let big = "x".repeat(1 << 20);
+    let published: Vec<_> = (0..48)
+        .map(|_| {
+            bus.publish(
+                "s1",
+                Payload::Output(Output {
+                    chunk: Some(OutputChunk {
+                        text: big.clone(),
+                        ..Default::default()
+                    }),
+                }),
+            )
+        })
+        .collect();
+    // Past the third batch and before what the ring keeps, only the live
+    // buffer holds them.
+    let unheld: Vec<_> = published[24..44].iter().map(Arc::downgrade).collect();
+    drop(published);
+    let deadline = std::time::Instant::now() + Duration::from_millis(2500);
+    while unheld.iter().any(|e| e.strong_count() > 0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the live buffer still holds {} MiB of events for the waiting recorder",
+            unheld.iter().filter(|e| e.strong_count() > 0).count()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    drop(lock);
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
