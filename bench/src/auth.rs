@@ -178,7 +178,10 @@ fn in_process(
     tokens_file: &std::path::Path,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<Vec<(&'static str, f64)>> {
-    use stepd::auth::{Auth, peer::TcpPeer, roles};
+    use stepd::{
+        auth::{Auth, roles},
+        peer::TcpPeer,
+    };
     use tonic::codegen::http::{Extensions, HeaderMap};
     let auth = Auth::new(
         &data_dir.join("inproc"),
@@ -193,7 +196,7 @@ fn in_process(
             local_addr: "127.0.0.1:7701".parse().ok(),
             remote_addr: "127.0.0.1:40000".parse().ok(),
         },
-        Some(stepd::auth::peer::own_uid()),
+        Some(stepd::peer::own_uid()),
     ));
     let bare = HeaderMap::new();
     let mut with_token = HeaderMap::new();

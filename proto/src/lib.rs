@@ -19,3 +19,19 @@ pub const PROTOCOL_VERSION: &str = "stepd.v1";
 
 /// The `ErrorInfo.domain` of every stepd error.
 pub const ERROR_DOMAIN: &str = "stepd.dev";
+
+/// A proto enum value's name without its type's prefix, as logs, spans and
+/// metrics show it: `COMMAND_KIND_CONTINUE` → `CONTINUE`.
+pub fn short_name(name: &'static str) -> &'static str {
+    const PREFIXES: &[&str] = &[
+        "COMMAND_KIND_",
+        "PAUSE_REASON_",
+        "END_REASON_",
+        "SESSION_KIND_",
+        "SESSION_STATE_",
+    ];
+    PREFIXES
+        .iter()
+        .find_map(|prefix| name.strip_prefix(prefix))
+        .unwrap_or(name)
+}

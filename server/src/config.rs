@@ -11,6 +11,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use serde::Deserialize;
 
+use crate::telemetry::LogFormat;
+
 /// The default TCP address; `stepctl` looks here first.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7701";
 /// Holds one probe may have pending unless configured.
@@ -242,15 +244,6 @@ struct FileConfig {
     max_sessions: Option<usize>,
     max_sessions_per_identity: Option<usize>,
     max_pauses_per_identity: Option<usize>,
-}
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 /// Resolved configuration.

@@ -372,12 +372,12 @@ impl Drop for Conn {
 }
 
 impl Connected for Conn {
-    type ConnectInfo = crate::auth::peer::TcpPeer;
+    type ConnectInfo = crate::peer::TcpPeer;
 
     /// Called once per connection: the peer's uid is looked up here, not
     /// per request.
-    fn connect_info(&self) -> crate::auth::peer::TcpPeer {
-        crate::auth::peer::TcpPeer::of(&self.stream)
+    fn connect_info(&self) -> crate::peer::TcpPeer {
+        crate::peer::TcpPeer::of(&self.stream)
     }
 }
 
@@ -493,7 +493,7 @@ where
 /// The peer's address as the listener describes the connection (plain or
 /// TLS), or as tonic does once the auth layer has put it there.
 fn remote_addr(extensions: &tonic::codegen::http::Extensions) -> Option<SocketAddr> {
-    use crate::auth::peer::TcpPeer;
+    use crate::peer::TcpPeer;
     extensions
         .get::<TcpPeer>()
         .map(|peer| &peer.info)

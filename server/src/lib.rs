@@ -26,6 +26,7 @@ pub mod limits;
 pub mod log_writer;
 pub mod malformed;
 pub mod metrics;
+pub mod peer;
 pub mod probe;
 pub mod redact;
 pub mod reflection;

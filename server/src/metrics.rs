@@ -320,7 +320,7 @@ pub fn observe(replica: &str, counts: impl Fn() -> Counts + Send + Sync + 'stati
 }
 
 fn short(name: &'static str) -> &'static str {
-    crate::telemetry::short_name(name)
+    stepd_proto::short_name(name)
 }
 
 /// A pause was resolved after being held `held`.

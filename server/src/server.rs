@@ -69,7 +69,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // Held until run returns, after the store is closed: a second daemon on
     // this directory fails here, whatever addresses it listens on.
     let lock = crate::datadir::lock(&config.data_dir)?;
-    let tls = crate::tls::server_config(&config)?;
+    let tls = crate::tls::server_config(&crate::tls::ServerTlsFiles {
+        cert: config.tls_cert.clone(),
+        key: config.tls_key.clone(),
+        client_ca: config.tls_client_ca.clone(),
+    })?;
     let tcp = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;

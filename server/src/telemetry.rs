@@ -28,7 +28,6 @@ use tonic::codegen::http;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _, filter::Targets, fmt, prelude::*};
 
-use crate::config::LogFormat;
 use crate::log_writer::{LogFlush, LogWriter};
 
 /// The tracer spans are exported through; set once, when export is on.
@@ -270,6 +269,15 @@ fn wanted<P>(signal: Signal, build: fn() -> Result<P, String>) -> (Option<P>, Op
     }
 }
 
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 /// Installs the global subscriber, and the exporter when the environment
 /// asks for one. Call once, inside the runtime, before anything logs.
 pub fn init(format: LogFormat) -> Telemetry {
@@ -450,10 +458,7 @@ fn grpc_code(headers: &http::HeaderMap) -> Option<tonic::Code> {
 /// conventions count as server errors.
 fn record_status(span: &tracing::Span, code: tonic::Code) {
     use tonic::Code as C;
-    span.set_attribute(
-        "rpc.response.status_code",
-        crate::auth::audit::code_name(code),
-    );
+    span.set_attribute("rpc.response.status_code", crate::error::code_name(code));
     span.set_attribute("rpc.grpc.status_code", code as i64);
     if matches!(
         code,
@@ -464,7 +469,7 @@ fn record_status(span: &tracing::Span, code: tonic::Code) {
             | C::Unavailable
             | C::DataLoss
     ) {
-        span.set_status(Status::error(crate::auth::audit::code_name(code)));
+        span.set_status(Status::error(crate::error::code_name(code)));
     }
 }
 
@@ -557,22 +562,6 @@ impl Remote<'_> {
 }
 
 // ----- spans of the daemon's own --------------------------------------------
-
-/// A proto enum value's name without its type's prefix, as span attributes
-/// show it: `COMMAND_KIND_CONTINUE` → `CONTINUE`.
-pub fn short_name(name: &'static str) -> &'static str {
-    const PREFIXES: &[&str] = &[
-        "COMMAND_KIND_",
-        "PAUSE_REASON_",
-        "END_REASON_",
-        "SESSION_KIND_",
-        "SESSION_STATE_",
-    ];
-    PREFIXES
-        .iter()
-        .find_map(|prefix| name.strip_prefix(prefix))
-        .unwrap_or(name)
-}
 
 /// A span started and ended by hand: a session from start to end, a pause
 /// for exactly the time it is held. Holds nothing when export is off, and

@@ -9,6 +9,7 @@ use std::{
 };
 
 use super::Identity;
+use crate::error::code_name;
 
 /// The tracing target of audit lines.
 pub const TARGET: &str = "stepd::audit";
@@ -90,29 +91,4 @@ pub fn write(who: Option<&Identity>, method: &str, target: &str, client: &str, c
         code = %code_name(code),
         "audit"
     );
-}
-
-/// `PERMISSION_DENIED` for `Code::PermissionDenied`: the names gRPC uses.
-/// A table, not formatting: it is on the path of every audited call.
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code as C;
-    match code {
-        C::Ok => "OK",
-        C::Cancelled => "CANCELLED",
-        C::Unknown => "UNKNOWN",
-        C::InvalidArgument => "INVALID_ARGUMENT",
-        C::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        C::NotFound => "NOT_FOUND",
-        C::AlreadyExists => "ALREADY_EXISTS",
-        C::PermissionDenied => "PERMISSION_DENIED",
-        C::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        C::FailedPrecondition => "FAILED_PRECONDITION",
-        C::Aborted => "ABORTED",
-        C::OutOfRange => "OUT_OF_RANGE",
-        C::Unimplemented => "UNIMPLEMENTED",
-        C::Internal => "INTERNAL",
-        C::Unavailable => "UNAVAILABLE",
-        C::DataLoss => "DATA_LOSS",
-        C::Unauthenticated => "UNAUTHENTICATED",
-    }
 }

@@ -123,7 +123,7 @@ where
         // Handlers and the connection registry read the peer's addresses as
         // tonic gives them for plain TCP.
         if let Some(info) =
-            super::peer::TcpPeer::of_request(extensions).map(|peer| peer.info.clone())
+            crate::peer::TcpPeer::of_request(extensions).map(|peer| peer.info.clone())
         {
             extensions.insert(info);
         }

@@ -14,7 +14,6 @@ pub mod audit;
 pub mod cli;
 pub mod layer;
 pub mod lease;
-pub mod peer;
 pub mod roles;
 pub mod tokens;
 
@@ -26,7 +25,7 @@ use tonic::transport::server::UdsConnectInfo;
 
 pub use roles::Role;
 
-use crate::error::ApiError;
+use crate::{error::ApiError, peer};
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,7 +245,7 @@ impl Auth {
         if let Some(value) = headers.get(http::header::AUTHORIZATION) {
             return self.by_token(value.as_bytes());
         }
-        if let Some(peer) = extensions.get::<crate::tls::PeerIdentity>() {
+        if let Some(peer) = extensions.get::<crate::peer::PeerIdentity>() {
             return self.by_certificate(peer).map(Authenticated::from);
         }
         let tcp = peer::TcpPeer::of_request(extensions);
@@ -293,10 +292,12 @@ impl Auth {
 
     /// A certificate's identity, as `--tls-client-roles` maps it. One it does
     /// not name was verified but has no role: PERMISSION_DENIED.
-    fn by_certificate(&self, peer: &crate::tls::PeerIdentity) -> Result<Arc<Identity>, ApiError> {
+    fn by_certificate(&self, peer: &crate::peer::PeerIdentity) -> Result<Arc<Identity>, ApiError> {
         let (prefix, how) = match peer.source {
-            crate::tls::IdentitySource::Certificate => ("cert", How::Certificate),
-            crate::tls::IdentitySource::ForwardedHeader => ("forwarded", How::ForwardedCertificate),
+            crate::peer::IdentitySource::Certificate => ("cert", How::Certificate),
+            crate::peer::IdentitySource::ForwardedHeader => {
+                ("forwarded", How::ForwardedCertificate)
+            }
         };
         match self.client_roles.get(&peer.name) {
             Some(role) => Ok(Arc::new(Identity {

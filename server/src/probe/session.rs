@@ -237,7 +237,7 @@ impl ProbeSession {
                     KeyValue::new("stepd.session.id", id.clone()),
                     KeyValue::new(
                         "stepd.session.kind",
-                        crate::telemetry::short_name(SessionKind::Probe.as_str_name()),
+                        stepd_proto::short_name(SessionKind::Probe.as_str_name()),
                     ),
                     KeyValue::new("stepd.probe.name", hello.name.clone()),
                     KeyValue::new("stepd.probe.language", hello.language.clone()),
@@ -1403,7 +1403,7 @@ impl ProbeSession {
             vec![
                 KeyValue::new(
                     "stepd.session.end_reason",
-                    crate::telemetry::short_name(reason.as_str_name()),
+                    stepd_proto::short_name(reason.as_str_name()),
                 ),
                 KeyValue::new("stepd.session.end_detail", detail.clone()),
             ]

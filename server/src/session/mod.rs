@@ -335,7 +335,7 @@ pub fn log_span(id: &str, kind: SessionKind) -> tracing::Span {
         parent: None,
         "session",
         session = %id,
-        kind = crate::telemetry::short_name(kind.as_str_name()),
+        kind = stepd_proto::short_name(kind.as_str_name()),
     )
 }
 

@@ -10,7 +10,8 @@ use std::{
 use rustls_pki_types::CertificateDer;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
-use super::{FORWARDED_CLIENT_CERT, IdentitySource, PeerIdentity, forwarded_identity, identity_of};
+use super::{FORWARDED_CLIENT_CERT, forwarded_identity, identity_of};
+use crate::peer::{IdentitySource, PeerIdentity};
 
 /// A connection's verified chain, as tonic hands it to every request.
 type Chain = Arc<Vec<CertificateDer<'static>>>;
@@ -89,7 +90,7 @@ fn chain<B>(request: &tonic::codegen::http::Request<B>) -> Option<Chain> {
     // `TcpConnectInfo`.
     let extensions = request.extensions();
     extensions
-        .get::<TlsConnectInfo<crate::auth::peer::TcpPeer>>()
+        .get::<TlsConnectInfo<crate::peer::TcpPeer>>()
         .and_then(TlsConnectInfo::peer_certs)
         .or_else(|| {
             extensions

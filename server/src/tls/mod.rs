@@ -9,14 +9,17 @@
 //! [`load_client_roles`] returns. A certificate whose identity has no entry
 //! gets no role, so every RPC but health is refused `PERMISSION_DENIED`.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::Path, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use anyhow::{Context as _, bail};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use tokio_rustls::rustls::{self, RootCertStore, ServerConfig, server::WebPkiClientVerifier};
 use x509_parser::{certificate::X509Certificate, extensions::GeneralName, prelude::FromDer};
-
-use crate::config::Config;
 
 /// The header a mesh sidecar (Envoy, Istio) sets to describe the client
 /// certificate it verified.
@@ -259,12 +262,23 @@ pub fn check_exposure(
     )
 }
 
+/// The files of the TCP listener's TLS, as given on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct ServerTlsFiles {
+    /// `--tls-cert`: the PEM certificate chain served.
+    pub cert: Option<PathBuf>,
+    /// `--tls-key`: its private key.
+    pub key: Option<PathBuf>,
+    /// `--tls-client-ca`: the CAs a client certificate must come from.
+    pub client_ca: Option<PathBuf>,
+}
+
 /// The TLS settings of the TCP listener, read and checked now so that a bad
 /// file stops the daemon at start with its name; `None` without `--tls-cert`.
 /// TLS 1.2 and 1.3 with rustls' safe defaults, HTTP/2 by ALPN; with
 /// `--tls-client-ca`, a client certificate from it is mandatory.
-pub fn server_config(config: &Config) -> anyhow::Result<Option<Arc<ServerConfig>>> {
-    let (Some(cert_path), Some(key_path)) = (&config.tls_cert, &config.tls_key) else {
+pub fn server_config(files: &ServerTlsFiles) -> anyhow::Result<Option<Arc<ServerConfig>>> {
+    let (Some(cert_path), Some(key_path)) = (&files.cert, &files.key) else {
         return Ok(None);
     };
     let chain = certificates(&read(cert_path, "--tls-cert")?, cert_path, "--tls-cert")?;
@@ -279,7 +293,7 @@ pub fn server_config(config: &Config) -> anyhow::Result<Option<Arc<ServerConfig>
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .context("choosing TLS versions")?;
-    let builder = match &config.tls_client_ca {
+    let builder = match &files.client_ca {
         Some(ca_path) => {
             let mut roots = RootCertStore::empty();
             let cas = read(ca_path, "--tls-client-ca")?;
@@ -322,26 +336,6 @@ fn certificates(
         bail!("{flag} {}: no PEM certificate in it", path.display());
     }
     Ok(certs)
-}
-
-/// Where a [`PeerIdentity`] came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdentitySource {
-    /// The client certificate verified in this connection's TLS handshake.
-    Certificate,
-    /// A trusted sidecar's `x-forwarded-client-cert` header
-    /// (`--trust-forwarded-client-cert`).
-    ForwardedHeader,
-}
-
-/// The caller named by its certificate, put in every request's extensions
-/// by [`IdentityLayer`] when there is one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerIdentity {
-    /// As [`identity_of`] or [`forwarded_identity`] returns it.
-    pub name: String,
-    /// Where it came from.
-    pub source: IdentitySource,
 }
 
 mod handshake;

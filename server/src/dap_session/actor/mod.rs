@@ -185,7 +185,7 @@ impl Actor {
                     KeyValue::new("stepd.session.id", shared.id.clone()),
                     KeyValue::new(
                         "stepd.session.kind",
-                        crate::telemetry::short_name(SessionKind::Dap.as_str_name()),
+                        stepd_proto::short_name(SessionKind::Dap.as_str_name()),
                     ),
                     KeyValue::new("stepd.adapter", adapter.name().to_owned()),
                     KeyValue::new("stepd.session.attach", request.attach),
@@ -1294,7 +1294,7 @@ impl Actor {
             let mut attributes = vec![
                 KeyValue::new(
                     "stepd.session.end_reason",
-                    crate::telemetry::short_name(reason.as_str_name()),
+                    stepd_proto::short_name(reason.as_str_name()),
                 ),
                 KeyValue::new("stepd.session.end_detail", detail.clone()),
             ];

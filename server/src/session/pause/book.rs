@@ -300,16 +300,15 @@ impl<T> PauseBook<T> {
         );
         crate::metrics::hold_ended(held, entry.pause.reason().as_str_name(), command);
         if matches!(command, CommandKind::Inject | CommandKind::Skip) {
-            entry.span.event(
-                crate::telemetry::short_name(command.as_str_name()),
-                Vec::new,
-            );
+            entry
+                .span
+                .event(stepd_proto::short_name(command.as_str_name()), Vec::new);
         }
         entry.span.end_at(answered, || {
             vec![
                 KeyValue::new(
                     "stepd.pause.command",
-                    crate::telemetry::short_name(command.as_str_name()),
+                    stepd_proto::short_name(command.as_str_name()),
                 ),
                 KeyValue::new("stepd.pause.resolved_by", by.to_owned()),
             ]

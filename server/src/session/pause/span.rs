@@ -8,8 +8,6 @@ use std::borrow::Cow;
 use opentelemetry::{KeyValue, StringValue, Value};
 use stepd_proto::v1::{Pause, PointInfo};
 
-use crate::telemetry;
-
 /// The longest point or function name a span's name repeats: span names
 /// are an index in a trace store, a long one is only noise there.
 const NAME_CHARS: usize = 64;
@@ -43,7 +41,7 @@ pub fn attributes(pause: &Pause) -> Vec<KeyValue> {
         KeyValue::new("stepd.session.id", pause.session_id.clone()),
         KeyValue::new(
             "stepd.pause.reason",
-            telemetry::short_name(pause.reason().as_str_name()),
+            stepd_proto::short_name(pause.reason().as_str_name()),
         ),
     ];
     if let Some(location) = &pause.location {

@@ -3,7 +3,9 @@
 //! `UdsConnectInfo`), and on TCP the uid of the peer's socket from
 //! `/proc/net/tcp` or `/proc/net/tcp6` (as delve does), looked up at the
 //! connection's first request that needs it, so that a flood of silent
-//! connections costs no scan of the socket tables.
+//! connections costs no scan of the socket tables; and the identity a
+//! client certificate gives, which the TLS layer finds and the auth layer
+//! maps to a role.
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -164,6 +166,26 @@ pub fn user_name(uid: u32) -> Option<String> {
 pub fn own_uid() -> u32 {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// Where a [`PeerIdentity`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentitySource {
+    /// The client certificate verified in this connection's TLS handshake.
+    Certificate,
+    /// A trusted sidecar's `x-forwarded-client-cert` header
+    /// (`--trust-forwarded-client-cert`).
+    ForwardedHeader,
+}
+
+/// The caller named by its certificate, put in every request's extensions
+/// by `tls::IdentityLayer` when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerIdentity {
+    /// As `tls::identity_of` or `tls::forwarded_identity` returns it.
+    pub name: String,
+    /// Where it came from.
+    pub source: IdentitySource,
 }
 
 #[cfg(test)]
