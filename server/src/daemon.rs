@@ -19,8 +19,8 @@ use crate::{
     metrics::Counts,
     session::{Context, Sessions, pause::PauseRegistry},
     slots::{Cap, Slots},
-    store::Store,
 };
+use stepd_store::Store;
 
 /// One running stepd.
 pub struct Daemon {

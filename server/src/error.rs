@@ -299,12 +299,12 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
-impl From<crate::store::WriteError> for ApiError {
+impl From<stepd_store::WriteError> for ApiError {
     /// A write that did not become durable: logged here, once, with where
     /// the database is (which the client is not told).
     /// While the store is known to be down the outage was logged once,
     /// and each refusal is logged at debug.
-    fn from(err: crate::store::WriteError) -> Self {
+    fn from(err: stepd_store::WriteError) -> Self {
         if err.source.is_store_down() {
             tracing::debug!(
                 store = %err.place,

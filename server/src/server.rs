@@ -68,7 +68,7 @@ const HEADER_LIST_BYTES: u32 = 3 * 512 * 1024;
 pub async fn run(config: Config) -> anyhow::Result<()> {
     // Held until run returns, after the store is closed: a second daemon on
     // this directory fails here, whatever addresses it listens on.
-    let lock = crate::datadir::lock(&config.data_dir)?;
+    let lock = stepd_store::datadir::lock(&config.data_dir)?;
     let tls = crate::tls::server_config(&crate::tls::ServerTlsFiles {
         cert: config.tls_cert.clone(),
         key: config.tls_key.clone(),

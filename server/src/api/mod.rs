@@ -26,8 +26,8 @@ pub fn client_name<T>(request: &Request<T>) -> String {
 /// The deadline of a write made for `request`: its `grpc-timeout`, the
 /// time its caller waits (tonic drops the handler when it passes), or the
 /// store's default bound when it sent none.
-pub fn write_within<T>(request: &Request<T>) -> crate::store::Within {
-    crate::store::Within::of(grpc_timeout(request.metadata()))
+pub fn write_within<T>(request: &Request<T>) -> stepd_store::Within {
+    stepd_store::Within::of(grpc_timeout(request.metadata()))
 }
 
 /// A `grpc-timeout` header's time: at most 8 digits and a unit (gRPC over

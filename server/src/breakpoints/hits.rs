@@ -18,7 +18,8 @@ use std::{
 use stepd_proto::v1::{BreakpointChange, BreakpointUpdated, event::Payload};
 use tokio::sync::Notify;
 
-use crate::{events::EventBus, store::Store};
+use crate::events::EventBus;
+use stepd_store::Store;
 
 /// How long counted hits may wait before they are written and published.
 const FLUSH_DELAY: Duration = Duration::from_millis(200);
@@ -146,7 +147,7 @@ impl HitWriter {
 
     /// Logs a refused batch: the first at once, then at most every
     /// `WARN_EVERY`.
-    fn failed(&self, err: &crate::store::WriteError, waiting: u64) {
+    fn failed(&self, err: &stepd_store::WriteError, waiting: u64) {
         let now = Instant::now();
         let mut failing = lock(&self.failing);
         let state = failing.get_or_insert(Failing {

@@ -29,9 +29,9 @@ pub use verdict::{Action, Known, Verdict};
 use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
-    store::{Store, StoredBreakpoint, Within},
     time::{now_us, timestamp_from_us, us_from_timestamp},
 };
+use stepd_store::{Store, StoredBreakpoint, Within};
 
 /// The spec fields an update mask may name.
 const MASK_PATHS: &[&str] = &[

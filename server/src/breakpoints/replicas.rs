@@ -12,7 +12,7 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use stepd_proto::v1::{Breakpoint, BreakpointChange};
 
 use super::{Core, order::ChangeOrder};
-use crate::store::{Change, Changes, StoredBreakpoint};
+use stepd_store::{Change, Changes, StoredBreakpoint};
 
 /// How long to wait before reading the database again when it refused.
 const RETRY: Duration = Duration::from_millis(500);

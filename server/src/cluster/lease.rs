@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 use super::{Cluster, Peer, relay};
 use crate::{
     events::Filter,
-    store::RETIRED,
     time::{now_us, timestamp_from_us},
 };
+use stepd_store::RETIRED;
 
 /// Renewals per lease: one may fail and the lease still holds.
 const RENEWALS_PER_LEASE: u32 = 3;

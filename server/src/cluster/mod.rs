@@ -26,7 +26,8 @@ use peers::Peers;
 pub(crate) use relay::supersede;
 use tokio_util::sync::CancellationToken;
 
-use crate::{events::EventBus, store::Store};
+use crate::events::EventBus;
+use stepd_store::Store;
 
 /// How a replica finds and trusts its peers (`--advertise-address`,
 /// `--replica-lease`, `--peer-token-file`).
@@ -168,7 +169,7 @@ impl Cluster {
         );
         Ok(replicas
             .into_iter()
-            .filter(|r| r.lease_until_us != crate::store::RETIRED)
+            .filter(|r| r.lease_until_us != stepd_store::RETIRED)
             .map(|r| stepd_proto::v1::ReplicaStatus {
                 sessions: u32::try_from(owned.iter().filter(|o| o.replica_id == r.id).count())
                     .unwrap_or(u32::MAX),
@@ -229,7 +230,7 @@ impl Cluster {
         let now = crate::time::now_us();
         let until = now.saturating_add(lease_us);
         self.store
-            .renew_replica(&crate::store::Replica {
+            .renew_replica(&stepd_store::Replica {
                 id: self.id.clone(),
                 address: self.address.get().cloned().unwrap_or_default(),
                 started_us: self.started_us,

@@ -8,8 +8,8 @@ use super::History;
 use crate::{
     breakpoints::LabelSelector,
     error::{ApiError, ApiResult},
-    store::EndedQuery,
 };
+use stepd_store::EndedQuery;
 
 /// Sessions in an answer when the request does not say.
 const DEFAULT_PAGE: usize = 100;

@@ -22,7 +22,8 @@ pub use ended::EndedFilter;
 pub use read::Page;
 pub(crate) use recorder::recorded;
 
-use crate::{events::EventBus, store::Store};
+use crate::events::EventBus;
+use stepd_store::Store;
 
 /// How long history is kept and how much of it.
 #[derive(Debug, Clone, Copy)]

@@ -23,9 +23,9 @@ use tokio::{
 
 use crate::{
     events::{EventBus, Filter, Own, Published, Start, channel_of},
-    store::{RecordedEvent, Store},
     time::us_from_timestamp,
 };
+use stepd_store::{RecordedEvent, Store};
 
 /// The most events one write takes: a second of a flood of 50,000 a second.
 const BATCH: usize = 64 * 1024;

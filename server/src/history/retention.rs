@@ -16,7 +16,8 @@ use std::{
 };
 
 use super::Retention;
-use crate::{store::Store, time::now_us};
+use crate::time::now_us;
+use stepd_store::Store;
 
 /// How often the size is compared with its limit.
 const CHECK_SIZE: Duration = Duration::from_secs(1);

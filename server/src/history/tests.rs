@@ -5,7 +5,8 @@ use std::{sync::Arc, time::Duration};
 use stepd_proto::v1::{Output, OutputChunk, Session, SessionStarted, SessionState, event::Payload};
 
 use super::{History, Retention};
-use crate::{events::EventBus, store::Store};
+use crate::events::EventBus;
+use stepd_store::Store;
 
 const KEEP: Retention = Retention {
     max_age: Duration::from_secs(3600),

@@ -32,8 +32,8 @@ use crate::{
     error::ApiResult,
     events::{EventBus, Filter},
     inspector::Inspectors,
-    store::Store,
 };
+use stepd_store::Store;
 
 const DEADLINE: Duration = Duration::from_secs(10);
 

@@ -134,74 +134,74 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "breakpoints",
-        include_str!("../../migrations/sqlite/0001_breakpoints.sql"),
+        include_str!("../migrations/sqlite/0001_breakpoints.sql"),
     ),
     (
         2,
         "breakpoint_authors",
-        include_str!("../../migrations/sqlite/0002_breakpoint_authors.sql"),
+        include_str!("../migrations/sqlite/0002_breakpoint_authors.sql"),
     ),
     (
         3,
         "breakpoint_changes",
-        include_str!("../../migrations/sqlite/0003_breakpoint_changes.sql"),
+        include_str!("../migrations/sqlite/0003_breakpoint_changes.sql"),
     ),
     (
         4,
         "session_history",
-        include_str!("../../migrations/sqlite/0004_session_history.sql"),
+        include_str!("../migrations/sqlite/0004_session_history.sql"),
     ),
     (
         5,
         "directory",
-        include_str!("../../migrations/sqlite/0005_directory.sql"),
+        include_str!("../migrations/sqlite/0005_directory.sql"),
     ),
     (
         6,
         "commit_guard",
-        include_str!("../../migrations/sqlite/0006_commit_guard.sql"),
+        include_str!("../migrations/sqlite/0006_commit_guard.sql"),
     ),
     (
         7,
         "ended_sessions",
-        include_str!("../../migrations/sqlite/0007_ended_sessions.sql"),
+        include_str!("../migrations/sqlite/0007_ended_sessions.sql"),
     ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "breakpoints",
-        include_str!("../../migrations/postgres/0001_breakpoints.sql"),
+        include_str!("../migrations/postgres/0001_breakpoints.sql"),
     ),
     (
         2,
         "breakpoint_authors",
-        include_str!("../../migrations/postgres/0002_breakpoint_authors.sql"),
+        include_str!("../migrations/postgres/0002_breakpoint_authors.sql"),
     ),
     (
         3,
         "breakpoint_changes",
-        include_str!("../../migrations/postgres/0003_breakpoint_changes.sql"),
+        include_str!("../migrations/postgres/0003_breakpoint_changes.sql"),
     ),
     (
         4,
         "session_history",
-        include_str!("../../migrations/postgres/0004_session_history.sql"),
+        include_str!("../migrations/postgres/0004_session_history.sql"),
     ),
     (
         5,
         "directory",
-        include_str!("../../migrations/postgres/0005_directory.sql"),
+        include_str!("../migrations/postgres/0005_directory.sql"),
     ),
     (
         6,
         "commit_guard",
-        include_str!("../../migrations/postgres/0006_commit_guard.sql"),
+        include_str!("../migrations/postgres/0006_commit_guard.sql"),
     ),
     (
         7,
         "ended_sessions",
-        include_str!("../../migrations/postgres/0007_ended_sessions.sql"),
+        include_str!("../migrations/postgres/0007_ended_sessions.sql"),
     ),
 ];
 

@@ -3,6 +3,8 @@
 //! by replicas. Migrations are compiled into the binary, so an installed
 //! daemon needs no files beside it.
 
+pub mod datadir;
+
 mod backend;
 mod breakpoints;
 mod changes;
