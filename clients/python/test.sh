@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The Python client's suite: installs the package with its pinned test
-# dependencies into the repository's tool venv (idempotently), then runs
+# dependencies into the repository's tool venv (idempotently), then checks
+# that the package's modules import each other without a cycle and that the
+# blocking client is what tools/unasync.py makes of the asyncio one, and runs
 # mypy --strict and pytest against the real stepd binary ($STEPD_BIN, default
 # target/debug/stepd).
 set -euo pipefail
@@ -28,6 +30,11 @@ export PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$here/src${PYTHONPATH:+:$PYTHONPATH}"
 
 cd "$here"
+echo "-- import cycles"
+"$py" tools/check_imports.py
+echo "-- generated blocking client"
+"$py" tools/unasync.py --check
+
 echo "-- mypy --strict"
 "$py" -m mypy --strict
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import filecmp
 import importlib
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import REPO
@@ -35,3 +36,11 @@ def test_generated_modules_import() -> None:
 
     assert event_pb2.DESCRIPTOR.package == "stepd.v1"
     assert hasattr(event_pb2_grpc, "EventServiceStub")
+
+
+def test_the_blocking_client_is_what_unasync_makes_of_the_asyncio_one() -> None:
+    """client.py, session.py and _pauses.py are generated from their asyncio
+    twins in stepd/aio (tools/unasync.py): an edit to either side alone fails."""
+    tool = REPO / "clients" / "python" / "tools" / "unasync.py"
+    check = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True, cwd=REPO)
+    assert check.returncode == 0, check.stderr

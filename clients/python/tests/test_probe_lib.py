@@ -109,7 +109,7 @@ def test_decision_vectors(case: dict[str, Any]) -> None:
     and exactly which breakpoint ids its Hit reports (and whether it says it
     is outside the arming's request scope). A case with steps reaches its
     points in turn under the arming each decision leaves."""
-    from stepd.probe._probe import _Arming, _OutsideScope, decide
+    from stepd.probe._arming import _Arming, _OutsideScope, decide
     from stepd.v1 import breakpoint_pb2, probe_pb2
 
     armed = case["armed"]
@@ -145,7 +145,8 @@ def test_a_scoped_mode_ends_with_its_requests_scope_only(mode: str, after: str) 
 
     import contextvars
 
-    from stepd.probe._probe import Probe, _Arming
+    from stepd.probe._arming import _Arming
+    from stepd.probe._probe import Probe
     from stepd.v1 import breakpoint_pb2, probe_pb2
 
     ana = [breakpoint_pb2.BaggageEntry(key="debug-session", value="ana")]
@@ -187,7 +188,7 @@ def test_a_scoped_mode_ends_with_its_requests_scope_only(mode: str, after: str) 
     ],
 )
 def test_locals_are_displayed_bounded(value: Any, text: str, truncated: bool) -> None:
-    from stepd.probe._probe import _display
+    from stepd.probe._frames import _display
 
     shown = _display(value)
     assert (shown.text, shown.truncated, shown.type) == (text, truncated, type(value).__name__)

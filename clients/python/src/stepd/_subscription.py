@@ -10,33 +10,17 @@ from typing import Any, Generator, Iterator, Sequence, Union
 import grpc
 
 from stepd import _build
+from stepd._resume import BACKOFF, Resumable
 from stepd.errors import StepdError, Unavailable, from_stream_call
 from stepd.v1 import event_pb2, event_pb2_grpc
 
+__all__ = ["Subscription"]
+
 _END = object()
-# CANCELLED too: a proxy (HAProxy, Envoy) that loses the daemon resets the
-# stream with CANCEL; the caller's own close is told apart by the subscription.
-_RETRYABLE = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.UNKNOWN,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.CANCELLED,
-}
-#: The first and the longest wait between two failed attempts to resume.
-_BACKOFF = (0.05, 1.0)
 _Item = Union[event_pb2.Event, BaseException, object]
 
 
-def retryable(err: StepdError) -> bool:
-    """Whether a failed stream is worth resuming: a dropped connection (not a
-    stepd refusal), or a stream the daemon ended for what its client left
-    unread, which says where to resume (the cursor, read up to the end)."""
-    if err.reason == "LIMIT_EXCEEDED" and "resume_after_seq" in err.metadata:
-        return True
-    return not err.reason and err.code in _RETRYABLE
-
-
-class Subscription:
+class Subscription(Resumable):
     """An open ``EventService.Subscribe`` stream that survives dropped connections.
 
     Iterate it to receive :class:`stepd.v1.event_pb2.Event` messages. The first
@@ -82,20 +66,15 @@ class Subscription:
         keepalive_interval: float = 30.0,
         follow_restarts: bool = False,
     ) -> None:
+        super().__init__(
+            session_ids=session_ids, channels=channels, resume_after_seq=resume_after_seq,
+            resume_instance_id=resume_instance_id, client_name=client_name, metadata=metadata,
+            heartbeats=heartbeats, reconnect=reconnect, reconnect_timeout=reconnect_timeout,
+            follow_restarts=follow_restarts,
+        )  # fmt: skip
         self._channel = channel
         self._stub = event_pb2_grpc.EventServiceStub(channel)
-        self._session_ids = list(session_ids)
-        self._channels = [_build.channel(c) for c in channels]
-        self._client_name = client_name
-        self._metadata = tuple(metadata)
-        self._heartbeats = heartbeats
-        self._reconnect = reconnect
-        self._reconnect_timeout = reconnect_timeout
         self._keepalive_interval = keepalive_interval
-        self._follow_restarts = follow_restarts
-        self.seq = resume_after_seq
-        self.instance_id = resume_instance_id
-        self.reconnects = 0
         self._lock = threading.Lock()
         self._events: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None] = queue.SimpleQueue()
@@ -154,9 +133,7 @@ class Subscription:
     def watch(self, session_ids: Sequence[str] = (), channels: Sequence[_build.ChannelLike] = ()) -> None:
         """Replaces the filter; the daemon answers with a fresh snapshot."""
         with self._lock:
-            self._session_ids = list(session_ids)
-            self._channels = [_build.channel(c) for c in channels]
-            self._requests.put(event_pb2.SubscribeRequest(watch=self._watch(resume=False)))
+            self._requests.put(self._refilter(session_ids, channels))
 
     def close(self) -> None:
         """Ends the stream; iteration stops."""
@@ -189,15 +166,6 @@ class Subscription:
 
     # -- stream side -----------------------------------------------------------
 
-    def _watch(self, resume: bool) -> event_pb2.Watch:
-        return event_pb2.Watch(
-            session_ids=self._session_ids,
-            channels=self._channels,
-            resume_after_seq=self.seq if resume else 0,
-            resume_instance_id=self.instance_id if resume else "",
-            client_name=self._client_name,
-        )
-
     def _outbound(self, requests: queue.SimpleQueue[event_pb2.SubscribeRequest | None]) -> Iterator[event_pb2.SubscribeRequest]:
         while True:
             try:
@@ -225,14 +193,14 @@ class Subscription:
         established = False
         dropped = False
         deadline: float | None = None
-        backoff = _BACKOFF[0]
+        backoff = BACKOFF[0]
         while not self._closed.is_set():
             try:
                 for response in call:
                     if dropped:
                         self.reconnects += 1
                     established, dropped, deadline = True, False, None
-                    backoff = _BACKOFF[0]
+                    backoff = BACKOFF[0]
                     if self._accept(response.event):
                         yield response.event
                 if not (self._follow_restarts and established):
@@ -245,7 +213,7 @@ class Subscription:
                 requests.put(None)
             if self._closed.is_set():
                 break  # close(): the caller's own cancel
-            if not (self._reconnect and established and (retryable(err) or self._follows(err))):
+            if not self._resumes(err, established):
                 yield err
                 return
             if deadline is None and self._reconnect_timeout is not None:
@@ -253,7 +221,7 @@ class Subscription:
             # A proxy answers at once while the daemon is away: wait between
             # attempts that did not get through, rather than spin.
             if dropped and not self._pause(backoff, deadline):
-                backoff = min(backoff * 2, _BACKOFF[1])
+                backoff = min(backoff * 2, BACKOFF[1])
             if not self._wait_ready(deadline) or self._past(deadline):
                 if not self._closed.is_set():
                     yield Unavailable(f"could not resume the event stream: {err.message}", code=err.code)
@@ -261,10 +229,6 @@ class Subscription:
             dropped = True
             call, requests = self._open(resume=self.seq > 0)
         yield _END
-
-    def _follows(self, err: StepdError) -> bool:
-        """With follow_restarts, a daemon that is stopping is waited for too."""
-        return self._follow_restarts and err.code == grpc.StatusCode.UNAVAILABLE
 
     def _pause(self, seconds: float, deadline: float | None) -> bool:
         """Waits `seconds` (not past `deadline`); True when close() cut it short."""
@@ -294,15 +258,3 @@ class Subscription:
             except grpc.FutureTimeoutError:
                 continue
         return False
-
-    def _accept(self, event: event_pb2.Event) -> bool:
-        """Moves the cursor; False for what is not delivered (repeats, unwanted heartbeats)."""
-        kind = event.WhichOneof("payload")
-        if kind == "snapshot":
-            self.seq = event.snapshot.seq
-            self.instance_id = event.snapshot.instance_id
-        elif event.seq > 0:
-            if event.seq <= self.seq:
-                return False  # already delivered before a reconnect
-            self.seq = event.seq
-        return kind != "heartbeat" or self._heartbeats

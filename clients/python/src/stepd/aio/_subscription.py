@@ -10,15 +10,17 @@ import grpc
 import grpc.aio
 
 from stepd import _build
-from stepd._subscription import _BACKOFF, retryable
+from stepd._resume import BACKOFF, Resumable
 from stepd.errors import StepdError, Unavailable, from_rpc_error
 from stepd.v1 import event_pb2, event_pb2_grpc
+
+__all__ = ["AsyncSubscription"]
 
 _END = object()
 _Item = Union[event_pb2.Event, BaseException, object]
 
 
-class AsyncSubscription:
+class AsyncSubscription(Resumable):
     """The asyncio twin of :class:`stepd.Subscription`: ``async for event in sub``.
 
     Same contract: snapshot (or the missed events) first, transparent resume
@@ -42,19 +44,14 @@ class AsyncSubscription:
         reconnect_timeout: float | None = 60.0,
         follow_restarts: bool = False,
     ) -> None:
+        super().__init__(
+            session_ids=session_ids, channels=channels, resume_after_seq=resume_after_seq,
+            resume_instance_id=resume_instance_id, client_name=client_name, metadata=metadata,
+            heartbeats=heartbeats, reconnect=reconnect, reconnect_timeout=reconnect_timeout,
+            follow_restarts=follow_restarts,
+        )  # fmt: skip
         self._channel = channel
         self._stub = event_pb2_grpc.EventServiceStub(channel)
-        self._session_ids = list(session_ids)
-        self._channels = [_build.channel(c) for c in channels]
-        self._client_name = client_name
-        self._metadata = tuple(metadata)
-        self._heartbeats = heartbeats
-        self._reconnect = reconnect
-        self._reconnect_timeout = reconnect_timeout
-        self._follow_restarts = follow_restarts
-        self.seq = resume_after_seq
-        self.instance_id = resume_instance_id
-        self.reconnects = 0
         self._events: asyncio.Queue[_Item] = asyncio.Queue()
         self._write_lock = asyncio.Lock()
         self._call: Any = None
@@ -95,9 +92,7 @@ class AsyncSubscription:
 
     async def watch(self, session_ids: Sequence[str] = (), channels: Sequence[_build.ChannelLike] = ()) -> None:
         """Replaces the filter; the daemon answers with a fresh snapshot."""
-        self._session_ids = list(session_ids)
-        self._channels = [_build.channel(c) for c in channels]
-        await self._write(event_pb2.SubscribeRequest(watch=self._watch(resume=False)))
+        await self._write(self._refilter(session_ids, channels))
 
     async def close(self) -> None:
         """Ends the stream; iteration stops."""
@@ -125,20 +120,11 @@ class AsyncSubscription:
                 raise StepdError("the event stream is not connected")
             await call.write(message)
 
-    def _watch(self, resume: bool) -> event_pb2.Watch:
-        return event_pb2.Watch(
-            session_ids=self._session_ids,
-            channels=self._channels,
-            resume_after_seq=self.seq if resume else 0,
-            resume_instance_id=self.instance_id if resume else "",
-            client_name=self._client_name,
-        )
-
     async def _run(self) -> None:
         established = False
         dropped = False
         deadline: float | None = None
-        backoff = _BACKOFF[0]
+        backoff = BACKOFF[0]
         try:
             while not self._closed:
                 call: Any = self._stub.Subscribe(metadata=self._metadata)
@@ -157,16 +143,16 @@ class AsyncSubscription:
                         if dropped:
                             self.reconnects += 1
                         established, dropped, deadline = True, False, None
-                        backoff = _BACKOFF[0]
-                        self._deliver(response.event)
+                        backoff = BACKOFF[0]
+                        if self._accept(response.event):
+                            self._events.put_nowait(response.event)
                 except grpc.RpcError as rpc_error:
                     err = from_rpc_error(rpc_error)
                 except (grpc.aio.UsageError, asyncio.InvalidStateError) as usage:
                     err = await self._status_of(call, usage)
                 if self._closed:
                     break  # close(): the caller's own cancel
-                follows = self._follow_restarts and err.code == grpc.StatusCode.UNAVAILABLE
-                if not (self._reconnect and established and (retryable(err) or follows)):
+                if not self._resumes(err, established):
                     self._events.put_nowait(err)
                     return
                 if deadline is None and self._reconnect_timeout is not None:
@@ -176,7 +162,7 @@ class AsyncSubscription:
                 # attempts that did not get through, rather than spin.
                 if dropped:
                     await asyncio.sleep(backoff if remaining is None else min(backoff, remaining))
-                    backoff = min(backoff * 2, _BACKOFF[1])
+                    backoff = min(backoff * 2, BACKOFF[1])
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         self._events.put_nowait(
@@ -204,16 +190,3 @@ class AsyncSubscription:
         except Exception:
             return StepdError(str(cause), code=grpc.StatusCode.UNAVAILABLE)
         return StepdError(details or str(cause), code=code)
-
-    def _deliver(self, event: event_pb2.Event) -> None:
-        kind = event.WhichOneof("payload")
-        if kind == "snapshot":
-            self.seq = event.snapshot.seq
-            self.instance_id = event.snapshot.instance_id
-        elif event.seq > 0:
-            if event.seq <= self.seq:
-                return  # already delivered before a reconnect
-            self.seq = event.seq
-        if kind == "heartbeat" and not self._heartbeats:
-            return
-        self._events.put_nowait(event)

@@ -1,22 +1,38 @@
-"""The asyncio stepd client: the same surface as :class:`stepd.Client`, awaitable."""
+# [async]
+"""The asyncio stepd client: the same surface as :class:`stepd.Client`, awaitable.
+
+Every method of :class:`stepd.Client` exists here as a coroutine, except
+:meth:`Client.events` (an :class:`AsyncSubscription`, used with ``async for``)
+and :meth:`Client.print_value` (an async iterator). Create the client inside a
+running loop (``grpc.aio``).
+"""
+# [sync]
+# """The synchronous stepd client."""
+# [end]
 
 from __future__ import annotations
 
 import os
 import time
+# [async]
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
+# [sync]
+# from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+# [end]
 
 import grpc
+# [async]
 import grpc.aio
+# [end]
 from google.protobuf import field_mask_pb2
 
 from stepd import _build
 from stepd._build import BaggageLike, ChannelLike, CommandLike, DurationLike, TimeLike
+from stepd._pause_book import pause_of
 from stepd.aio._pauses import AsyncPauses
 from stepd.aio._subscription import AsyncSubscription
 from stepd.aio.session import AsyncSession
-from stepd.client import _pause_of
-from stepd.errors import from_rpc_error
+from stepd.errors import from_rpc_error, from_stream_call
 from stepd.v1 import (
     breakpoint_pb2,
     breakpoint_pb2_grpc,
@@ -38,11 +54,7 @@ _Resp = TypeVar("_Resp")
 
 
 class Client:
-    """An asyncio connection to one stepd daemon (``grpc.aio``).
-
-    Every method of :class:`stepd.Client` exists here as a coroutine, except
-    :meth:`events` (an :class:`AsyncSubscription`, used with ``async for``) and
-    :meth:`print_value` (an async iterator). Create it inside a running loop.
+    """A connection to one stepd daemon.
 
     ``addr`` is "host:port", "https://host:port" or "unix:/path/stepd.sock"; by
     default ``$STEPD_ADDR``, else ``127.0.0.1:7701``. ``tls_ca`` (PEM roots;
@@ -245,7 +257,8 @@ class Client:
         timeout: float | None = None,
     ) -> AsyncSession:
         """Starts a program under a debug adapter; answers once configuration is
-        done, with a :class:`stepd.aio.AsyncSession` (``async with await client.launch(...)``)."""
+        done, with a :class:`stepd.aio.AsyncSession` (which reads as the LaunchResponse).
+        ``async with await client.launch(...) as session:`` ends it when the block is left."""
         request = session_pb2.LaunchRequest(
             adapter=adapter, adapter_command=list(adapter_command), program=program, args=list(args),
             cwd=cwd, env=dict(env or {}), stop_on_entry=stop_on_entry, labels=dict(labels or {}),
@@ -268,7 +281,7 @@ class Client:
         timeout: float | None = None,
     ) -> AsyncSession:
         """Attaches a debug adapter to a process (`pid`) or a debug server
-        (`connect`); returns a :class:`stepd.aio.AsyncSession`."""
+        (`connect`); returns a :class:`stepd.aio.AsyncSession` (which reads as the AttachResponse)."""
         request = session_pb2.AttachRequest(
             adapter=adapter, adapter_command=list(adapter_command), pid=pid, connect=connect,
             labels=dict(labels or {}), name=name, adapter_options=_build.to_struct(adapter_options),
@@ -551,14 +564,17 @@ class Client:
     ) -> AsyncIterator[inspector_pb2.PrintValueResponse]:
         """Streams the full printed value in chunks."""
         request = inspector_pb2.PrintValueRequest(inspector_id=inspector_id, chunk_size=chunk_size)
+        stream = self.inspector_stub.PrintValue(
+            request, timeout=self.timeout if timeout is None else timeout, metadata=self.metadata
+        )
         try:
-            stream = self.inspector_stub.PrintValue(
-                request, timeout=self.timeout if timeout is None else timeout, metadata=self.metadata
-            )
             async for chunk in stream:
                 yield chunk
+            return
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            failure = from_stream_call(err)
+        # Raised outside the handler, so it has no __context__ holding the call.
+        raise failure
 
     async def tap_value(self, inspector_id: str, *, timeout: float | None = None) -> inspector_pb2.TapValueResponse:
         """Emits the current value as a `tap` event."""
@@ -587,8 +603,15 @@ class Client:
         page_size: int = 0,
         timeout: float | None = None,
     ) -> AsyncIterator[event_pb2.Event]:
-        """A session's recorded events, oldest first, page after page
-        (``async for``); see :meth:`stepd.Client.session_history`."""
+        """A session's recorded events, oldest first, read from the store
+        (GetSessionHistory): live or ended, kept until retention drops them.
+
+        `channels` are EventChannel values or names as for :meth:`events`;
+        empty = all. It asks for `page_size` events at a time (0 = the
+        daemon's default) and follows ``next_page_token`` until the last page;
+        `timeout` applies to each page. An unknown session (or one with nothing
+        recorded) raises :class:`stepd.errors.SessionNotFound`.
+        """
         request = history_pb2.GetSessionHistoryRequest(
             session_id=session_id, channels=[_build.channel(c) for c in channels], page_size=page_size
         )
@@ -609,8 +632,18 @@ class Client:
         page_size: int = 0,
         timeout: float | None = None,
     ) -> AsyncIterator[session_pb2.Session]:
-        """Sessions that ended, newest first, page after page (``async for``);
-        see :meth:`stepd.Client.ended_sessions`."""
+        """Sessions that ended, on this daemon or any replica sharing its
+        store, newest first (ListEndedSessions): each as last recorded,
+        with ``ended_at``, ``end_reason`` and ``replica_id``. A session whose
+        replica was killed before it could record the end reads
+        ``END_REASON_REPLICA_LOST`` with ``ended_at`` unset.
+
+        `label_selector` as a breakpoint's (``team=a,env!=prod``); `since`
+        keeps those that ended at or after it, `until` those that started at
+        or before it (datetimes, naive = UTC, or Timestamps). It asks for
+        `page_size` sessions at a time (0 = the daemon's default) and follows
+        ``next_page_token`` until the last page; `timeout` applies to each page.
+        """
         request = _build.ended_sessions_request(label_selector, since, until, page_size)
         while True:
             page = await self._call(self.history_stub.ListEndedSessions, request, timeout)
@@ -638,8 +671,10 @@ class Client:
 
         `channels` are EventChannel values or names ("lifecycle", "execution",
         "output", "breakpoints", "probe", "inspector", "notifications"); empty =
-        all. Heartbeat events are skipped unless `heartbeats` is true;
-        `follow_restarts` as in :meth:`stepd.Client.events`.
+        all. Heartbeat events are skipped unless `heartbeats` is true. With
+        `follow_restarts`, a daemon that shuts down (or cannot be reached)
+        does not end the subscription: it waits up to `reconnect_timeout` for
+        a daemon on the same address and goes on there (a gap, then its snapshot).
         """
         return AsyncSubscription(
             self.channel,
@@ -656,7 +691,8 @@ class Client:
         )
 
     def pauses(self, session_ids: Sequence[str] = ()) -> AsyncPauses:
-        """Pending pauses, each yielded once however often it is re-sent; see :class:`stepd.Pauses`."""
+        """Pending pauses (of `session_ids`, or every session), each yielded once
+        however often it is re-sent; see :class:`stepd.aio.AsyncPauses`."""
         return AsyncPauses(self, session_ids)
 
     async def wait_for_pause(self, session_id: str | None = None, *, timeout: float = 30.0) -> pause_pb2.Pause:
@@ -673,7 +709,7 @@ class Client:
                     event = await sub.next(timeout=remaining)
                 except StopAsyncIteration:
                     raise TimeoutError("the event stream ended before a pause") from None
-                pause = _pause_of(event, session_id)
+                pause = pause_of(event, session_id)
                 if pause is not None:
                     return pause
 

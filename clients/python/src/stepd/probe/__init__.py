@@ -34,7 +34,8 @@ loopback and a user-only Unix socket by default; pass ``eval=False`` to
 ``input_type``).
 """
 
-from stepd.probe._condition import ConditionError, compile_condition, compile_glob, evaluate
+from stepd.probe._condition import ConditionError, compile_condition, evaluate
+from stepd.probe._glob import compile_glob
 from stepd.probe._probe import Probe, Skipped, Stopped, connect
 
 __all__ = [
