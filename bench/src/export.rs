@@ -17,8 +17,8 @@ use tokio::process::Command;
 
 use crate::{
     direct::AdapterCmd,
+    fixture::{label, step_fixture},
     stats::{Samples, machine, write_result},
-    step::{label, step_fixture},
     via_stepd::{ViaStepd, add_breakpoint},
 };
 

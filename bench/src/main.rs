@@ -28,6 +28,7 @@ mod cluster;
 mod direct;
 mod export;
 mod fanout;
+mod fixture;
 mod inspect;
 mod launch;
 mod memory;

@@ -11,8 +11,8 @@ use stepd_e2e::{Daemon, TempDir};
 
 use crate::{
     direct::AdapterCmd,
+    fixture::{label, step_fixture},
     stats::Samples,
-    step::{label, step_fixture},
     via_stepd::{ViaStepd, add_breakpoint},
 };
 

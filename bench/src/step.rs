@@ -2,42 +2,16 @@
 //! sent straight to the adapter, both sessions alive at once and stepped
 //! alternately so they share the machine's conditions.
 
-use std::path::PathBuf;
-
 use serde_json::json;
-use stepd_e2e::{Daemon, line_of, repo_root};
+use stepd_e2e::{Daemon, repo_root};
 
 use crate::{
     direct::{AdapterCmd, Direct},
+    fixture::{label, step_fixture},
     profile,
     stats::{Samples, machine, write_result},
     via_stepd::{ViaStepd, add_breakpoint},
 };
-
-/// The debuggee of an adapter, built, and the line of its first stop:
-/// (program, source, line).
-pub fn step_fixture(adapter: &AdapterCmd) -> anyhow::Result<(PathBuf, PathBuf, u32)> {
-    let dir = repo_root().join("bench/fixtures");
-    let (program, source) = match adapter.kind.name() {
-        "debugpy" => (dir.join("step_loop.py"), dir.join("step_loop.py")),
-        _ => (dir.join("build/step_loop"), dir.join("step_loop.c")),
-    };
-    anyhow::ensure!(
-        program.is_file(),
-        "{} is missing; run bench/run",
-        program.display()
-    );
-    let line = line_of(&source, "start");
-    Ok((program, source, line))
-}
-
-/// An adapter's name in the benchmarks' tables.
-pub fn label(adapter: &AdapterCmd) -> &'static str {
-    match adapter.kind.name() {
-        "debugpy" => "debugpy",
-        _ => "lldb-dap-19",
-    }
-}
 
 /// The direct baselines of an adapter, each with its label.
 fn baselines(kind: &str) -> Vec<(&'static str, AdapterCmd)> {

@@ -1,7 +1,11 @@
 //! Output: the protobuf JSON mapping for `--json`, and small helpers for the
-//! human tables.
+//! human tables. The modules below turn the API's messages into text; the
+//! commands use them, and they never use a command.
 
+pub mod breakpoints;
 pub mod events;
+pub mod pauses;
+pub mod sessions;
 
 use std::sync::OnceLock;
 

@@ -8,10 +8,9 @@ use stepd_proto::v1::{
     daemon_service_client::DaemonServiceClient, session_service_client::SessionServiceClient,
 };
 
-use super::sessions::labels_text;
 use crate::{
     exit::Failure,
-    render::{self, print_json},
+    render::{self, print_json, sessions::labels_text},
 };
 
 /// `stepctl ping`.

@@ -6,12 +6,28 @@ use std::time::{Duration, SystemTime};
 use prost_types::Timestamp;
 use stepd_proto::v1::{ListEndedSessionsRequest, history_service_client::HistoryServiceClient};
 
-use super::sessions::{SessionsArgs, labels_text, state_text};
 use crate::{
     connect::{Channel, client},
     exit::Failure,
-    render::{self, print_json},
+    render::{
+        self, print_json,
+        sessions::{dash, labels_text, state_text},
+    },
 };
+
+/// What `sessions --ended` asks for: its flags as given.
+pub struct Query {
+    /// `--labels`: a label selector.
+    pub labels: Option<String>,
+    /// `--since`: RFC 3339, or a duration back from now.
+    pub since: Option<String>,
+    /// `--until`: RFC 3339, or a duration back from now.
+    pub until: Option<String>,
+    /// `--limit`: one page of at most this many sessions.
+    pub limit: Option<u32>,
+    /// `--page-token`: the page to go on from.
+    pub page_token: Option<String>,
+}
 
 /// A time as `--since`/`--until` take it: RFC 3339, or a duration back
 /// from now (`90m`, `2h`, `7d`).
@@ -40,7 +56,7 @@ fn when(flag: &str, text: &str) -> Result<Timestamp, Failure> {
 
 /// Lists ended sessions: every page, or with `--limit` one page and the
 /// token of the next.
-pub async fn list(channel: Channel, args: SessionsArgs, json: bool) -> Result<(), Failure> {
+pub async fn list(channel: Channel, args: Query, json: bool) -> Result<(), Failure> {
     let mut request = ListEndedSessionsRequest {
         label_selector: args.labels.unwrap_or_default(),
         since: args
@@ -83,12 +99,12 @@ pub async fn list(channel: Channel, args: SessionsArgs, json: bool) -> Result<()
             .map(|s| {
                 vec![
                     s.id.clone(),
-                    super::sessions::dash(&s.name),
-                    super::sessions::dash(&s.adapter),
+                    dash(&s.name),
+                    dash(&s.adapter),
                     state_text(s),
                     render::timestamp(s.started_at.as_ref()),
                     render::timestamp(s.ended_at.as_ref()),
-                    super::sessions::dash(&s.replica_id),
+                    dash(&s.replica_id),
                     labels_text(&s.labels),
                 ]
             })

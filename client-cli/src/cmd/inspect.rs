@@ -21,9 +21,14 @@ use crate::connect::Channel;
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::{
-    cmd::sessions::{CLIENT_NAME, dash, where_text, yes_no},
+    cmd::sessions::CLIENT_NAME,
     exit::Failure,
-    render::{self, json, print_json},
+    render::{
+        self, json,
+        pauses::where_text,
+        print_json,
+        sessions::{dash, yes_no},
+    },
 };
 
 /// Arguments of `threads`.

@@ -6,18 +6,16 @@ use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use clap::{Args, ValueEnum};
 use stepd_proto::v1::{
-    AttachRequest, AttachResponse, BreakpointPlacement, CommandKind, ContinueAllCommand,
-    ContinueCommand, ContinueRequest, ContinueScopeCommand, DebugCommand, DebugInput,
-    DisconnectMode, DisconnectRequest, EndReason, EvalCommand, EventChannel, ExpressionCommand,
-    HereCommand, InjectCommand, InspectCommand, InspectPromptCommand, LaunchRequest,
-    ListPausesRequest, ListSessionsRequest, LocalsCommand, Location, NextCommand, NoWait, Pause,
-    PauseReason, PauseRequest, QuitCommand, RenderItem, Rendering, SendDebugInputRequest, Session,
-    SessionState, SkipCommand, StableState, StacktraceCommand, StepInCommand, StepKind,
-    StepOutCommand, StepRequest, SubscribeRequest, SubscribeResponse, TraceCommand, Wait, Watch,
-    continue_request, debug_command::Command, event::Payload,
-    event_service_client::EventServiceClient, inject_command::Replacement, pause_request,
-    render_item::Item, session_service_client::SessionServiceClient, step_request,
-    subscribe_request::Message,
+    AttachRequest, AttachResponse, ContinueAllCommand, ContinueCommand, ContinueRequest,
+    ContinueScopeCommand, DebugCommand, DebugInput, DisconnectMode, DisconnectRequest, EvalCommand,
+    EventChannel, ExpressionCommand, HereCommand, InjectCommand, InspectCommand,
+    InspectPromptCommand, LaunchRequest, ListPausesRequest, ListSessionsRequest, LocalsCommand,
+    NextCommand, NoWait, Pause, PauseRequest, QuitCommand, SendDebugInputRequest, SkipCommand,
+    StableState, StacktraceCommand, StepInCommand, StepKind, StepOutCommand, StepRequest,
+    SubscribeRequest, SubscribeResponse, TraceCommand, Wait, Watch, continue_request,
+    debug_command::Command, event::Payload, event_service_client::EventServiceClient,
+    inject_command::Replacement, pause_request, session_service_client::SessionServiceClient,
+    step_request, subscribe_request::Message,
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
@@ -28,7 +26,15 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::{
     exit::Failure,
-    render::{self, print_json},
+    render::{
+        self,
+        pauses::{
+            command_word, commands_text, display, pause_details, reason_text, stable_text,
+            where_text,
+        },
+        print_json,
+        sessions::{dash, labels_text, placements, session_line, state_text},
+    },
 };
 
 /// Client name shown in `pause_resolved.by` when stepctl answers a pause.
@@ -351,42 +357,6 @@ pub async fn attach(channel: Channel, args: AttachArgs, json: bool) -> Result<()
     Ok(())
 }
 
-/// "session ID launched under debugpy (pid N): stopped".
-pub fn session_line(verb: &str, session: &Session) -> String {
-    let pid = if session.pid > 0 {
-        format!(", pid {}", session.pid)
-    } else {
-        String::new()
-    };
-    format!(
-        "session {} {verb} under {}{pid}: {}",
-        session.id,
-        dash(&session.adapter),
-        state_text(session)
-    )
-}
-
-/// The breakpoints as placed: requested line vs actual line.
-pub fn placements(placed: &[BreakpointPlacement]) -> String {
-    let rows: Vec<Vec<String>> = placed
-        .iter()
-        .map(|p| {
-            let status = p.status.clone().unwrap_or_default();
-            vec![
-                p.breakpoint_id.clone(),
-                line_or_dash(p.requested_line),
-                line_or_dash(status.actual_line),
-                yes_no(status.verified).into(),
-                dash(&status.message),
-            ]
-        })
-        .collect();
-    render::table(
-        &["BREAKPOINT", "REQUESTED", "ACTUAL", "VERIFIED", "MESSAGE"],
-        &rows,
-    )
-}
-
 /// `stepctl disconnect`.
 pub async fn disconnect(channel: Channel, args: DisconnectArgs, json: bool) -> Result<(), Failure> {
     let mode = if args.terminate {
@@ -416,7 +386,14 @@ pub async fn disconnect(channel: Channel, args: DisconnectArgs, json: bool) -> R
 /// `stepctl sessions`.
 pub async fn list(channel: Channel, args: SessionsArgs, json: bool) -> Result<(), Failure> {
     if args.ended {
-        return super::ended::list(channel, args, json).await;
+        let query = super::ended::Query {
+            labels: args.labels,
+            since: args.since,
+            until: args.until,
+            limit: args.limit,
+            page_token: args.page_token,
+        };
+        return super::ended::list(channel, query, json).await;
     }
     // Every page, so the listing is whole however large it is.
     let mut client = sessions_client(channel);
@@ -463,50 +440,6 @@ pub async fn list(channel: Channel, args: SessionsArgs, json: bool) -> Result<()
         );
     }
     Ok(())
-}
-
-/// Labels as `k=v,…` sorted by key, `-` for none.
-pub fn labels_text(labels: &std::collections::HashMap<String, String>) -> String {
-    let sorted: BTreeMap<_, _> = labels.iter().collect();
-    if sorted.is_empty() {
-        return "-".into();
-    }
-    sorted
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// A session's state; for ended ones, why and the exit code.
-pub fn state_text(session: &Session) -> String {
-    let state = session_state_name(session.state);
-    if session.state == SessionState::Ended as i32 {
-        format!(
-            "{state} ({})",
-            end_text(session.end_reason, session.exit_code, &session.signal)
-        )
-    } else {
-        state
-    }
-}
-
-fn session_state_name(state: i32) -> String {
-    SessionState::try_from(state)
-        .map(|s| render::enum_name(s.as_str_name(), "SESSION_STATE_"))
-        .unwrap_or_else(|_| state.to_string())
-}
-
-/// "exited, exit code 3", or "signaled, SIGSEGV".
-pub fn end_text(reason: i32, exit_code: Option<i32>, signal: &str) -> String {
-    let reason = EndReason::try_from(reason)
-        .map(|r| render::enum_name(r.as_str_name(), "END_REASON_").replace('_', " "))
-        .unwrap_or_else(|_| reason.to_string());
-    match exit_code {
-        _ if !signal.is_empty() => format!("{reason}, {signal}"),
-        Some(code) => format!("{reason}, exit code {code}"),
-        None => reason,
-    }
 }
 
 /// `stepctl continue`.
@@ -587,203 +520,6 @@ fn print_stable(state: &StableState, json: bool) {
     } else {
         println!("{}", stable_text(state));
     }
-}
-
-/// A normalised pause reason in words: "pause request".
-pub fn reason_text(reason: i32) -> String {
-    PauseReason::try_from(reason)
-        .map(|r| render::enum_name(r.as_str_name(), "PAUSE_REASON_").replace('_', " "))
-        .unwrap_or_else(|_| reason.to_string())
-}
-
-/// A StableState for people: state, reason, thread, location with the code
-/// around it, locals, output captured meanwhile.
-pub fn stable_text(state: &StableState) -> String {
-    let mut out = Vec::new();
-    let name = session_state_name(state.state);
-    let elapsed = format!("{} ms", state.elapsed_ms);
-    if !state.waited {
-        out.push(format!("{name} (accepted; not waiting)"));
-    } else if state.timed_out {
-        out.push(format!("timed out after {elapsed}: the session is {name}"));
-    }
-    if state.state == SessionState::Ended as i32 {
-        out.push(format!(
-            "ended: {}",
-            end_text(state.end_reason, state.exit_code, &state.signal)
-        ));
-    } else if state.state == SessionState::Stopped as i32 {
-        let mut line = format!(
-            "stopped: {} on thread {}",
-            reason_text(state.stop_reason),
-            state.thread_id
-        );
-        if !state.hit_breakpoint_ids.is_empty() {
-            line.push_str(&format!(" at {}", state.hit_breakpoint_ids.join(", ")));
-        }
-        if state.waited && !state.timed_out && state.elapsed_ms > 0 {
-            line.push_str(&format!(" ({elapsed})"));
-        }
-        out.push(line);
-        let location = state
-            .pause
-            .as_ref()
-            .and_then(|p| p.location.as_ref())
-            .or_else(|| state.top_frame.as_ref().and_then(|f| f.location.as_ref()));
-        if let Some(location) = location {
-            out.extend(location_lines(location));
-        }
-        if let Some(pause) = &state.pause {
-            out.extend(pause_details(pause));
-        }
-    } else if state.waited && !state.timed_out {
-        out.push(name);
-    }
-    if !state.output.is_empty() {
-        out.push("output:".into());
-        let text: String = state.output.iter().map(|c| c.text.as_str()).collect();
-        for line in text.lines() {
-            out.push(format!("  {line}"));
-        }
-    }
-    out.join("\n")
-}
-
-/// "at path:line in function", then the excerpt with the current line marked.
-pub fn location_lines(location: &Location) -> Vec<String> {
-    let mut out = vec![format!(
-        "at {}",
-        crate::colour::location(&where_text(location))
-    )];
-    if let Some(excerpt) = &location.excerpt {
-        let last = excerpt.first_line as usize + excerpt.lines.len().saturating_sub(1);
-        let width = last.to_string().len();
-        for (i, text) in excerpt.lines.iter().enumerate() {
-            let n = excerpt.first_line as usize + i;
-            let marker = if n == excerpt.current_line as usize {
-                "->"
-            } else {
-                "  "
-            };
-            let line = format!("{marker} {n:>width$} | {text}")
-                .trim_end()
-                .to_owned();
-            out.push(if n == excerpt.current_line as usize {
-                crate::colour::current(&line)
-            } else {
-                line
-            });
-        }
-    }
-    out
-}
-
-/// "path:line in function".
-pub fn where_text(location: &Location) -> String {
-    let place = match (location.path.as_str(), location.line) {
-        ("", 0) => "-".to_owned(),
-        ("", line) => format!("line {line}"),
-        (path, 0) => path.to_owned(),
-        (path, line) => format!("{path}:{line}"),
-    };
-    match (place.as_str(), location.function.as_str()) {
-        (_, "") => place,
-        ("-", function) => format!("{function} (no source)"),
-        (_, function) => format!("{place} in {function}"),
-    }
-}
-
-/// Locals, debug value, caught message, inspector rendering, key and commands of a pause.
-pub fn pause_details(pause: &Pause) -> Vec<String> {
-    let mut out = Vec::new();
-    if !pause.caught_msg.is_empty() {
-        out.push(crate::colour::error(&format!(
-            "exception: {}",
-            pause.caught_msg
-        )));
-    }
-    if let Some(value) = &pause.debug_value {
-        out.push(format!("value: {}", crate::colour::value(&display(value))));
-    }
-    if !pause.locals.is_empty() {
-        out.push("locals:".into());
-        for local in &pause.locals {
-            let value = local.value.as_ref().map(display).unwrap_or_default();
-            out.push(format!(
-                "  {} = {}",
-                local.name,
-                crate::colour::value(&value)
-            ));
-        }
-    }
-    if let Some(rendering) = &pause.inspect {
-        out.push(format!("inspect {}:", dash(&rendering.path)));
-        out.extend(
-            rendering_lines(rendering)
-                .into_iter()
-                .map(|l| format!("  {l}")),
-        );
-    }
-    for note in &pause.notes {
-        out.push(format!("note: {note}"));
-    }
-    if !pause.prompt.is_empty() {
-        out.push(format!("prompt: {}", pause.prompt));
-    }
-    out.push(format!(
-        "pause {} (commands: {})",
-        pause.key,
-        commands_text(&pause.input_type)
-    ));
-    out
-}
-
-/// A display value, marked when truncated.
-pub fn display(value: &stepd_proto::v1::DisplayValue) -> String {
-    if value.truncated {
-        format!("{} (truncated)", value.text)
-    } else {
-        value.text.clone()
-    }
-}
-
-/// An inspector rendering as text lines; values show their index as `[#n]`.
-fn rendering_lines(rendering: &Rendering) -> Vec<String> {
-    let mut lines = vec![String::new()];
-    for RenderItem { item } in &rendering.items {
-        match item {
-            Some(Item::Text(t)) => lines.last_mut().map(|l| l.push_str(t)).unwrap_or(()),
-            Some(Item::Newline(_)) => lines.push(String::new()),
-            Some(Item::Value(v)) => lines
-                .last_mut()
-                .map(|l| l.push_str(&format!("{} [#{}]", v.repr, v.idx)))
-                .unwrap_or(()),
-            None => {}
-        }
-    }
-    while lines.last().is_some_and(String::is_empty) {
-        lines.pop();
-    }
-    lines
-}
-
-/// A command kind as stepctl's `input` spells it: "continue-scope".
-pub fn command_word(kind: i32) -> String {
-    CommandKind::try_from(kind)
-        .map(|c| render::enum_name(c.as_str_name(), "COMMAND_KIND_").replace('_', "-"))
-        .unwrap_or_else(|_| kind.to_string())
-}
-
-/// Command kinds as `input` words, comma-separated ("-" for none).
-pub fn commands_text(kinds: &[i32]) -> String {
-    if kinds.is_empty() {
-        return "-".into();
-    }
-    kinds
-        .iter()
-        .map(|k| command_word(*k))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// `stepctl pauses`.
@@ -1058,44 +794,10 @@ impl EvalOutcome {
     }
 }
 
-/// `value` or "-" when empty.
-pub fn dash(value: &str) -> String {
-    if value.is_empty() {
-        "-".into()
-    } else {
-        value.to_owned()
-    }
-}
-
-fn line_or_dash(line: u32) -> String {
-    if line == 0 {
-        "-".into()
-    } else {
-        line.to_string()
-    }
-}
-
-/// "yes" / "no".
-pub fn yes_no(b: bool) -> &'static str {
-    if b { "yes" } else { "no" }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ends_name_their_exit_code_or_signal() {
-        assert_eq!(
-            end_text(EndReason::Exited as i32, Some(3), ""),
-            "exited, exit code 3"
-        );
-        assert_eq!(
-            end_text(EndReason::Signaled as i32, None, "SIGSEGV"),
-            "signaled, SIGSEGV"
-        );
-        assert_eq!(end_text(EndReason::Detached as i32, None, ""), "detached");
-    }
+    use stepd_proto::v1::CommandKind;
 
     #[test]
     fn wait_durations() {

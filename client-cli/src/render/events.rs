@@ -7,14 +7,12 @@ use stepd_proto::v1::{
     event::Payload,
 };
 
+use super::{
+    breakpoints::describe_location,
+    pauses::{command_word, display, location_lines, pause_details, reason_text, where_text},
+    sessions::{end_text, session_line},
+};
 use crate::{
-    cmd::{
-        breakpoints::describe_location,
-        sessions::{
-            command_word, display, end_text, location_lines, pause_details, reason_text,
-            session_line, where_text,
-        },
-    },
     colour,
     render::{self, enum_name},
 };

@@ -6,10 +6,7 @@ use std::collections::HashMap;
 
 use stepd_proto::v1::{CommandKind, StepOutCommand, debug_command::Command};
 
-use crate::{
-    cmd::sessions::{command_word, debug_command},
-    exit::Failure,
-};
+use crate::{cmd::sessions::debug_command, exit::Failure, render::pauses::command_word};
 
 /// What a typed line asks for.
 #[derive(Debug)]

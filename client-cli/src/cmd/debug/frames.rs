@@ -8,7 +8,11 @@ use stepd_proto::v1::{
 };
 
 use super::{Debugger, Flow, source};
-use crate::{colour, connect::client, render::events};
+use crate::{
+    colour,
+    connect::client,
+    render::{events, pauses},
+};
 
 /// What the loop shows from: the selected frame and the stack of one pause,
 /// the displays, where `list` goes on.
@@ -235,7 +239,7 @@ impl Debugger {
                     .locals
                     .iter()
                     .map(|l| {
-                        let value = l.value.as_ref().map(crate::cmd::sessions::display);
+                        let value = l.value.as_ref().map(pauses::display);
                         (l.name.clone(), value.unwrap_or_default())
                     })
                     .collect()

@@ -30,16 +30,17 @@ use self::commands::{Action, alias, parse_line};
 use crate::{
     cmd::{
         breakpoints::parse_source,
-        sessions::{
-            AdapterArgs, LaunchArgs, commands_text, display, end_text, launch_request,
-            pause_details, placements, reason_text, session_line, where_text,
-        },
+        sessions::{AdapterArgs, LaunchArgs, launch_request},
     },
     colour,
     connect::{Channel, client},
     exit::Failure,
     line_editor::{History, Input, Terminal, Vocabulary},
-    render::events,
+    render::{
+        events,
+        pauses::{commands_text, display, pause_details, reason_text, where_text},
+        sessions::{end_text, placements, session_line},
+    },
 };
 
 /// Client name shown in `pause_resolved.by` when `stepctl debug` answers.

@@ -11,9 +11,10 @@ use stepd_proto::v1::{
 
 use super::Debugger;
 use crate::{
-    cmd::breakpoints::{self, describe_location},
+    cmd::breakpoints,
     colour,
     connect::client,
+    render::{self, breakpoints::describe_location},
 };
 
 /// Lines `list` shows at a time.
@@ -253,7 +254,7 @@ impl Debugger {
         if all.is_empty() {
             self.print("no breakpoints".into());
         } else {
-            self.print(breakpoints::table_text(&all));
+            self.print(render::breakpoints::table_text(&all));
         }
     }
 
