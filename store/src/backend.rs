@@ -266,7 +266,7 @@ pub(super) async fn open_postgres(url: &str, shown: &str, origin: &str) -> anyho
         // A server that does not hand over a connection this soon is
         // taken for down (`health.rs`); a frozen one would otherwise hold
         // each caller as long as it likes.
-        .acquire_timeout(super::writer::ANSWER)
+        .acquire_timeout(super::ANSWER)
         .connect_with(options)
         .await
         .with_context(|| format!("connecting to {shown}"))?;

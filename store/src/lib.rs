@@ -39,8 +39,13 @@ pub use records::{EndedQuery, SessionRecord};
 use statement::Statement;
 pub use within::Within;
 
+/// How long the database may take to hand over a connection or to answer
+/// `BEGIN`, whatever the write's deadline: both are immediate on a database
+/// that is up.
+pub(crate) const ANSWER: Duration = Duration::from_secs(5);
+
 /// How long a read may wait for the database's answer once it has a
-/// connection (getting one is bounded by the pool, `writer::ANSWER` on
+/// connection (getting one is bounded by the pool, `ANSWER` on
 /// PostgreSQL): a frozen server would otherwise hold it for good.
 const READ: Duration = Duration::from_secs(30);
 

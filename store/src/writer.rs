@@ -22,7 +22,7 @@
 //! by `ANSWER` too: a database that does not answer those is down
 //! (`health.rs`), and later writes are refused at once.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use sqlx::pool::PoolConnection;
 use tokio::{
@@ -31,7 +31,7 @@ use tokio::{
 };
 
 use super::{
-    StoredBreakpoint, Within, backend::Backend, failure::Failure, health::Health,
+    ANSWER, StoredBreakpoint, Within, backend::Backend, failure::Failure, health::Health,
     statement::Statement,
 };
 
@@ -40,11 +40,6 @@ const BATCH: usize = 64;
 
 /// Writes waiting for the writer; callers wait when it is this far behind.
 pub(super) const QUEUE: usize = 1024;
-
-/// How long the database may take to hand over a connection or to answer
-/// `BEGIN`, whatever the write's deadline: both are immediate on a database
-/// that is up.
-pub(super) const ANSWER: Duration = Duration::from_secs(5);
 
 /// What a write gets back.
 pub(super) type Outcome = Result<Vec<StoredBreakpoint>, Failure>;

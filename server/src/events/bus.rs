@@ -15,7 +15,7 @@ use std::{
 use stepd_proto::v1::{Breakpoint, Event, Gap, event::Payload};
 use tokio::sync::broadcast;
 
-use super::{Filter, StateView, wire::Published};
+use super::{Filter, StateView, published::Published};
 use crate::{metrics::Counters, time::now_timestamp};
 
 /// Key of the ring holding daemon-level events (no session).

@@ -20,10 +20,10 @@ use std::{
 };
 
 use bytes::Bytes;
+use stepd_proto::v1::Event;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::wire::Wire;
 use crate::slots::Slot;
 
 /// What one queued message costs beside its encoding: its slot in the
@@ -43,6 +43,60 @@ const TRIM_DELAY: Duration = Duration::from_millis(250);
 
 /// One trim at a time in the process.
 static TRIMMING: AtomicBool = AtomicBool::new(false);
+
+/// Bytes before a gRPC message: a compression flag and a big-endian length.
+const GRPC_PREFIX: usize = 5;
+
+/// One message of a Subscribe response, encoded: the gRPC prefix and a
+/// `SubscribeResponse` holding the event. While it lives its bytes count
+/// toward the daemon's subscriber memory, once however many streams hold it.
+#[derive(Debug)]
+pub struct Wire {
+    bytes: Vec<u8>,
+    memory: Arc<SubscriberMemory>,
+}
+
+impl Wire {
+    /// Encodes `event` as the one field of a `SubscribeResponse`.
+    pub fn encode(event: &Event, memory: &Arc<SubscriberMemory>) -> Self {
+        // `SubscribeResponse { event = 1 }`, written around the borrowed event
+        // rather than cloning it into a response.
+        let len = prost::encoding::message::encoded_len(1, event);
+        let mut bytes = Vec::with_capacity(GRPC_PREFIX + len);
+        bytes.push(0);
+        // A message over 4 GiB cannot be framed; the stream refuses anything
+        // over --max-message-bytes before it is sent (see `message_len`).
+        bytes.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+        prost::encoding::message::encode(1, event, &mut bytes);
+        memory.charge(bytes.len());
+        Self {
+            bytes,
+            memory: memory.clone(),
+        }
+    }
+
+    /// The whole gRPC message, prefix included.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Bytes it holds.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Length of the protobuf message alone (what `--max-message-bytes`
+    /// bounds).
+    pub fn message_len(&self) -> usize {
+        self.bytes.len() - GRPC_PREFIX
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        self.memory.release(self.bytes.len());
+    }
+}
 
 /// The daemon's account of what its Subscribe streams hold.
 #[derive(Debug)]
@@ -364,6 +418,35 @@ mod tests {
 
     fn stream(memory: &Arc<SubscriberMemory>) -> Arc<StreamMemory> {
         memory.stream(Slots::unlimited("test").take("t").unwrap())
+    }
+
+    fn notification(bytes: usize) -> Event {
+        Event {
+            seq: 7,
+            session_id: "s".into(),
+            time: None,
+            payload: Some(stepd_proto::v1::event::Payload::Notification(
+                stepd_proto::v1::Notification {
+                    message: "x".repeat(bytes),
+                    ..Default::default()
+                },
+            )),
+        }
+    }
+
+    #[test]
+    fn a_wire_is_a_grpc_message_of_the_response() {
+        let memory = SubscriberMemory::new(usize::MAX);
+        let event = notification(100_000);
+        let wire = Wire::encode(&event, &memory);
+        let bytes = wire.bytes();
+        assert_eq!(bytes[0], 0, "not compressed");
+        let len = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+        assert_eq!(len, bytes.len() - 5);
+        assert_eq!(wire.message_len(), len);
+        let response =
+            <stepd_proto::v1::SubscribeResponse as prost::Message>::decode(&bytes[5..]).unwrap();
+        assert_eq!(response.event.as_ref(), Some(&event));
     }
 
     #[test]

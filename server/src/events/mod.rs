@@ -5,13 +5,13 @@
 mod bus;
 mod filter;
 mod memory;
+mod published;
 mod subscription;
 mod view;
-mod wire;
 
 pub use bus::{CatchUp, EventBus, Start};
 pub use filter::{Filter, Own, channel_of};
 pub use memory::{StreamMemory, SubscriberMemory};
+pub use published::Published;
 pub use subscription::{Out, Subscriber};
 pub use view::StateView;
-pub use wire::Published;

@@ -36,9 +36,9 @@ use tonic::Status;
 
 use super::{
     CatchUp, EventBus, Filter, Start,
-    memory::{Charge, StreamMemory},
+    memory::{Charge, StreamMemory, Wire},
+    published::Published,
     view::snapshot_parts,
-    wire::{Published, Wire},
 };
 use crate::{
     error::{ApiError, ApiResult},

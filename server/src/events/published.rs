@@ -1,6 +1,6 @@
-//! Events as Subscribe streams send them: encoded once, as a whole gRPC
-//! message, and shared by every stream that holds the event at the time,
-//! down to the HTTP/2 frames (no stream copies or re-encodes it).
+//! Events as the bus publishes them: numbered, kept in the rings, handed to
+//! every live receiver, and encoded for Subscribe streams once, on first
+//! need (see `memory::Wire`).
 
 use std::{
     ops::Deref,
@@ -10,61 +10,7 @@ use std::{
 use prost::Message as _;
 use stepd_proto::v1::Event;
 
-use super::memory::SubscriberMemory;
-
-/// Bytes before a gRPC message: a compression flag and a big-endian length.
-const GRPC_PREFIX: usize = 5;
-
-/// One message of a Subscribe response, encoded: the gRPC prefix and a
-/// `SubscribeResponse` holding the event. While it lives its bytes count
-/// toward the daemon's subscriber memory, once however many streams hold it.
-#[derive(Debug)]
-pub struct Wire {
-    bytes: Vec<u8>,
-    memory: Arc<SubscriberMemory>,
-}
-
-impl Wire {
-    /// Encodes `event` as the one field of a `SubscribeResponse`.
-    pub fn encode(event: &Event, memory: &Arc<SubscriberMemory>) -> Self {
-        // `SubscribeResponse { event = 1 }`, written around the borrowed event
-        // rather than cloning it into a response.
-        let len = prost::encoding::message::encoded_len(1, event);
-        let mut bytes = Vec::with_capacity(GRPC_PREFIX + len);
-        bytes.push(0);
-        // A message over 4 GiB cannot be framed; the stream refuses anything
-        // over --max-message-bytes before it is sent (see `message_len`).
-        bytes.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
-        prost::encoding::message::encode(1, event, &mut bytes);
-        memory.charge(bytes.len());
-        Self {
-            bytes,
-            memory: memory.clone(),
-        }
-    }
-
-    /// The whole gRPC message, prefix included.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    /// Bytes it holds.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Length of the protobuf message alone (what `--max-message-bytes`
-    /// bounds).
-    pub fn message_len(&self) -> usize {
-        self.bytes.len() - GRPC_PREFIX
-    }
-}
-
-impl Drop for Wire {
-    fn drop(&mut self) {
-        self.memory.release(self.bytes.len());
-    }
-}
+use super::memory::{SubscriberMemory, Wire};
 
 /// A numbered event as the bus publishes it: kept in its session's ring,
 /// handed to every live receiver, and encoded for Subscribe streams on first
@@ -132,7 +78,7 @@ impl Deref for Published {
 
 #[cfg(test)]
 mod tests {
-    use stepd_proto::v1::{Notification, SubscribeResponse, event::Payload};
+    use stepd_proto::v1::{Notification, event::Payload};
 
     use super::*;
 
@@ -146,20 +92,6 @@ mod tests {
                 ..Default::default()
             })),
         }
-    }
-
-    #[test]
-    fn a_wire_is_a_grpc_message_of_the_response() {
-        let memory = SubscriberMemory::new(usize::MAX);
-        let event = event(100_000);
-        let wire = Wire::encode(&event, &memory);
-        let bytes = wire.bytes();
-        assert_eq!(bytes[0], 0, "not compressed");
-        let len = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
-        assert_eq!(len, bytes.len() - 5);
-        assert_eq!(wire.message_len(), len);
-        let response = SubscribeResponse::decode(&bytes[5..]).unwrap();
-        assert_eq!(response.event.as_ref(), Some(&event));
     }
 
     #[test]
