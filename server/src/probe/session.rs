@@ -1104,7 +1104,7 @@ impl ProbeSession {
                 .await;
                 let _ = ended.send(());
             }
-            Command::Drain { reply } => {
+            Command::Shutdown { reply } => {
                 // No Resume: the program keeps waiting at its holds and
                 // re-reports them to the daemon it reconnects to.
                 self.send(Out::Reconnect(Reconnect {

@@ -170,10 +170,11 @@ pub enum Command {
         /// holds only after the old pauses are gone.
         ended: oneshot::Sender<()>,
     },
-    /// Probe sessions: the daemon shuts down. The probe is told to
-    /// reconnect and its holds end without a Resume, so the program keeps
-    /// waiting and re-reports them to the next daemon.
-    Drain {
+    /// The daemon shuts down: end the session as its kind ends then. A DAP
+    /// session ends as for a `Disconnect` without a mode; a probe is told
+    /// to reconnect and its holds end without a Resume, so its program
+    /// keeps waiting and re-reports them to the next daemon.
+    Shutdown {
         /// Done.
         reply: oneshot::Sender<ApiResult<()>>,
     },
@@ -316,10 +317,10 @@ impl SessionHandle {
             .map_err(|_| ApiError::new(ErrorReason::SessionEnded, "the session ended"))?
     }
 
-    /// Ends a probe session for the daemon's shutdown (see [`Command::Drain`]).
-    pub async fn drain(&self) -> ApiResult<()> {
+    /// Ends the session for the daemon's shutdown (see [`Command::Shutdown`]).
+    pub async fn shutdown(&self) -> ApiResult<()> {
         let (reply, answer) = oneshot::channel();
-        self.send(Command::Drain { reply })?;
+        self.send(Command::Shutdown { reply })?;
         answer
             .await
             .map_err(|_| ApiError::new(ErrorReason::SessionEnded, "the session ended"))?
@@ -449,19 +450,13 @@ impl Sessions {
         self.lock().values().cloned().collect()
     }
 
-    /// Ends every live session (daemon shutdown), waiting at most `within`.
+    /// Ends every live session (daemon shutdown), all at once, waiting at
+    /// most `within`: one adapter slow to disconnect holds up no other.
     pub async fn shutdown(&self, within: Duration) {
-        let handles = self.all();
-        let all = async {
-            for handle in &handles {
-                // A probe's program is not stepd's to stop, nor are its
-                // holds stepd's to answer: it keeps them for the next daemon.
-                let _ = match handle.port.kind() {
-                    SessionKind::Probe => handle.drain().await,
-                    _ => handle.disconnect(DisconnectMode::Unspecified).await,
-                };
-            }
-        };
-        let _ = tokio::time::timeout(within, all).await;
+        let mut ending = tokio::task::JoinSet::new();
+        for handle in self.all() {
+            ending.spawn(async move { handle.shutdown().await });
+        }
+        let _ = tokio::time::timeout(within, ending.join_all()).await;
     }
 }

@@ -585,11 +585,11 @@ async fn a_malformed_adapter_answer_is_reported_not_read_as_empty() {
 }
 
 /// A port with nothing behind it, for the mailbox's own tests.
-struct Bare;
+struct Bare(&'static str);
 
 impl super::SessionPort for Bare {
     fn id(&self) -> &str {
-        "bare"
+        self.0
     }
 
     fn kind(&self) -> stepd_proto::v1::SessionKind {
@@ -613,17 +613,17 @@ impl super::SessionPort for Bare {
 #[tokio::test]
 async fn breakpoint_changes_reach_a_busy_actor_once_and_first() {
     use super::Command as Cmd;
-    let (handle, mut mailbox) = super::mailbox(Arc::new(Bare));
+    let (handle, mut mailbox) = super::mailbox(Arc::new(Bare("bare")));
     for _ in 0..super::MAILBOX {
         let (reply, _) = tokio::sync::oneshot::channel();
-        handle.send(Cmd::Drain { reply }).unwrap();
+        handle.send(Cmd::Shutdown { reply }).unwrap();
     }
     // The queue is full: the changes wait in the flag, not lost.
     handle.reapply();
     handle.reapply();
     assert!(matches!(mailbox.recv().await, Some(Cmd::Reapply)));
     for _ in 0..super::MAILBOX {
-        assert!(matches!(mailbox.recv().await, Some(Cmd::Drain { .. })));
+        assert!(matches!(mailbox.recv().await, Some(Cmd::Shutdown { .. })));
     }
     // Two changes to an idle actor are one Reapply; the message that woke
     // it for them is not a second.
@@ -639,12 +639,48 @@ async fn breakpoint_changes_reach_a_busy_actor_once_and_first() {
     for _ in 0..super::MAILBOX - 1 {
         let (reply, _) = tokio::sync::oneshot::channel();
         handle
-            .send(Cmd::Drain { reply })
+            .send(Cmd::Shutdown { reply })
             .expect("a wake-up takes one slot at most");
     }
     for _ in 0..super::MAILBOX - 1 {
-        assert!(matches!(mailbox.recv().await, Some(Cmd::Drain { .. })));
+        assert!(matches!(mailbox.recv().await, Some(Cmd::Shutdown { .. })));
     }
     drop(handle);
     assert!(mailbox.recv().await.is_none(), "nothing more");
+}
+
+/// The daemon's shutdown asks every session to end at once: one slow to
+/// end (an adapter that takes its time to disconnect) holds up no other.
+#[tokio::test]
+async fn shutdown_ends_every_session_at_once() {
+    use super::Command as Cmd;
+    let sessions = super::Sessions::new();
+    let mut mailboxes = Vec::new();
+    for id in ["slow", "other"] {
+        let (handle, mailbox) = super::mailbox(Arc::new(Bare(id)));
+        sessions.insert(handle);
+        mailboxes.push(mailbox);
+    }
+    let shutdown = tokio::spawn({
+        let sessions = sessions.clone();
+        async move { sessions.shutdown(Duration::from_secs(60)).await }
+    });
+    // Both are asked before either has answered.
+    let mut replies = Vec::new();
+    for mailbox in &mut mailboxes {
+        let asked = tokio::time::timeout(Duration::from_secs(10), mailbox.recv())
+            .await
+            .expect("asked to end while another session has not answered yet");
+        let Some(Cmd::Shutdown { reply }) = asked else {
+            panic!("not a shutdown: {asked:?}");
+        };
+        replies.push(reply);
+    }
+    for reply in replies {
+        let _ = reply.send(Ok(()));
+    }
+    tokio::time::timeout(Duration::from_secs(10), shutdown)
+        .await
+        .expect("the shutdown ends once every session has")
+        .unwrap();
 }

@@ -1029,8 +1029,8 @@ impl Actor {
             }
             // Only probes reconnect.
             Command::Superseded { .. } => {}
-            Command::Drain { reply } => {
-                let _ = reply.send(Ok(()));
+            Command::Shutdown { reply } => {
+                self.disconnect(DisconnectMode::Unspecified, reply).await
             }
             Command::Reapply => {
                 let placements = self.apply_breakpoints().await;
@@ -1038,27 +1038,32 @@ impl Actor {
                     self.publish_status(placement);
                 }
             }
-            Command::Disconnect { mode, reply } => {
-                let terminate = match mode {
-                    DisconnectMode::Terminate => true,
-                    DisconnectMode::Detach => false,
-                    DisconnectMode::Unspecified => !self.request.attach,
-                };
-                let request = self.client.send(
-                    "disconnect",
-                    json!({"terminateDebuggee": terminate, "restart": false}),
-                );
-                let _ = tokio::time::timeout(DISCONNECT_DEADLINE, request).await;
-                let reason = if terminate {
-                    EndReason::Terminated
-                } else {
-                    EndReason::Detached
-                };
-                self.end(reason, "a client disconnected the session".into())
-                    .await;
-                let _ = reply.send(Ok(()));
-            }
+            Command::Disconnect { mode, reply } => self.disconnect(mode, reply).await,
         }
+    }
+
+    /// Ends the session at a client's Disconnect (or the daemon's shutdown,
+    /// as one without a mode): a launched program is terminated, an
+    /// attached one let go, unless the mode says otherwise.
+    async fn disconnect(&mut self, mode: DisconnectMode, reply: oneshot::Sender<ApiResult<()>>) {
+        let terminate = match mode {
+            DisconnectMode::Terminate => true,
+            DisconnectMode::Detach => false,
+            DisconnectMode::Unspecified => !self.request.attach,
+        };
+        let request = self.client.send(
+            "disconnect",
+            json!({"terminateDebuggee": terminate, "restart": false}),
+        );
+        let _ = tokio::time::timeout(DISCONNECT_DEADLINE, request).await;
+        let reason = if terminate {
+            EndReason::Terminated
+        } else {
+            EndReason::Detached
+        };
+        self.end(reason, "a client disconnected the session".into())
+            .await;
+        let _ = reply.send(Ok(()));
     }
 
     fn thread_for(&self, thread: i64) -> i64 {
