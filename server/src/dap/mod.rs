@@ -3,6 +3,7 @@
 //! adapter expects.
 
 pub mod adapters;
+pub mod capability;
 pub mod client;
 pub mod codec;
 pub mod kind;

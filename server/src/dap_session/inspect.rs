@@ -9,6 +9,7 @@ use stepd_proto::v1::{
 };
 
 use super::{Shared, dap_error, handles, stop};
+use crate::dap::capability::Capability;
 use crate::{
     dap::messages::{
         EvaluateResponse, ScopesResponse, SetVariableResponse, StackTraceResponse, ThreadsResponse,
@@ -233,7 +234,7 @@ impl Shared {
         name: &str,
         value: &str,
     ) -> ApiResult<Variable> {
-        self.require("supportsSetVariable", "setting variables")?;
+        self.require(Capability::SetVariable, "setting variables")?;
         let epoch = self.epoch();
         let (reference, frame) = handles::resolve_scoped(reference, "variables_ref", epoch)?;
         let args = json!({"variablesReference": reference, "name": name, "value": value});
@@ -253,11 +254,11 @@ impl Shared {
         let epoch = self.epoch();
         let context = match context {
             EvaluateContext::Hover => {
-                self.require("supportsEvaluateForHovers", "hover evaluation")?;
+                self.require(Capability::EvaluateForHovers, "hover evaluation")?;
                 "hover"
             }
             EvaluateContext::Clipboard => {
-                self.require("supportsClipboardContext", "clipboard evaluation")?;
+                self.require(Capability::ClipboardContext, "clipboard evaluation")?;
                 "clipboard"
             }
             EvaluateContext::Watch => "watch",

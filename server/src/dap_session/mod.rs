@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 pub use launch::{LaunchOutcome, Request as LaunchRequest};
 pub use port::DapPort;
 
+use crate::dap::capability::Capability;
 use crate::{
     dap::{
         client::{DapClient, DapError},
@@ -153,23 +154,24 @@ impl Shared {
     }
 
     /// Whether the adapter announced a capability.
-    pub fn supports(&self, capability: &str) -> bool {
+    pub fn supports(&self, capability: Capability) -> bool {
         self.capabilities
             .get()
-            .is_some_and(|c| c[capability].as_bool() == Some(true))
+            .is_some_and(|c| capability.announced_in(c))
     }
 
     /// Refuses a request whose capability the adapter did not announce.
-    pub fn require(&self, capability: &str, what: &str) -> ApiResult<()> {
+    pub fn require(&self, capability: Capability, what: &str) -> ApiResult<()> {
         if self.supports(capability) {
             Ok(())
         } else {
+            let name = capability.name();
             Err(ApiError::new(
                 ErrorReason::UnsupportedByAdapter,
-                format!("{} does not support {what} (no {capability})", self.kind),
+                format!("{} does not support {what} (no {name})", self.kind),
             )
             .with("adapter", self.kind.name())
-            .with("capability", capability))
+            .with("capability", name))
         }
     }
 

@@ -15,6 +15,7 @@ use serde_json::json;
 use stepd_proto::v1::{ErrorReason, EvaluateContext, Variable, VariableFilter};
 
 use super::{Shared, dap_error};
+use crate::dap::capability::Capability;
 use crate::{
     dap::kind::AdapterKind,
     error::{ApiError, ApiResult},
@@ -450,7 +451,7 @@ impl Node for DapVar {
         }
         if pages_by_slicing(&self.shared)
             && !self.var.evaluate_name.is_empty()
-            && self.shared.supports("supportsClipboardContext")
+            && self.shared.supports(Capability::ClipboardContext)
         {
             // debugpy's values are cut and nested ones elided even in the
             // clipboard context; `repr` of the value, as a string, is whole.
@@ -665,7 +666,7 @@ pub fn handle(shared: &Arc<Shared>, handle: &str) -> ApiResult<Arc<dyn Node>> {
 
 /// The exception a stopped thread is paused on, from `exceptionInfo`.
 pub async fn exception(shared: &Arc<Shared>, thread_id: i64) -> ApiResult<Arc<dyn Node>> {
-    shared.require("supportsExceptionInfoRequest", "exception details")?;
+    shared.require(Capability::ExceptionInfoRequest, "exception details")?;
     let epoch = shared.epoch();
     let body = shared
         .client()?
@@ -696,7 +697,7 @@ pub async fn pause_node(
         PauseTarget::Expression(code) => expression(shared, &frame.id, code).await,
         PauseTarget::Value => {
             if pause.reason == stepd_proto::v1::PauseReason::Exception as i32
-                && shared.supports("supportsExceptionInfoRequest")
+                && shared.supports(Capability::ExceptionInfoRequest)
             {
                 return exception(shared, pause.thread_id).await;
             }

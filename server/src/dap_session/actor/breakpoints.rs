@@ -11,6 +11,7 @@ use stepd_proto::v1::{
 
 use super::{Actor, commands::HERE_BREAKPOINT};
 use crate::breakpoints::log_message;
+use crate::dap::capability::Capability;
 use crate::dap_session::stop;
 use crate::{
     breakpoints::{Action, Known, Verdict, verdict},
@@ -47,8 +48,8 @@ impl Actor {
             });
         }
         let mut placements = Vec::new();
-        let log_points = self.shared.supports("supportsLogPoints");
-        let conditions = self.shared.supports("supportsConditionalBreakpoints");
+        let log_points = self.shared.supports(Capability::LogPoints);
+        let conditions = self.shared.supports(Capability::ConditionalBreakpoints);
 
         let mut by_file: HashMap<String, Vec<&stepd_proto::v1::Breakpoint>> = HashMap::new();
         let mut functions = Vec::new();
@@ -146,7 +147,7 @@ impl Actor {
                     _ => String::new(),
                 }
             });
-            let result = if self.shared.supports("supportsFunctionBreakpoints") {
+            let result = if self.shared.supports(Capability::FunctionBreakpoints) {
                 let mut requested = Vec::new();
                 for (name, members) in &groups {
                     let mut entry = json!({"name": name});

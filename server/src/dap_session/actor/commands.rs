@@ -11,6 +11,7 @@ use stepd_proto::v1::{
 };
 
 use super::{Actor, PauseCtx, dap_error};
+use crate::dap::capability::Capability;
 use crate::{
     dap::messages::{EvaluateResponse, ExceptionInfoResponse, ScopesResponse, StackTraceResponse},
     dap_session::{stop, values},
@@ -176,8 +177,8 @@ impl Actor {
         if locals_available {
             kinds.push(CommandKind::Locals);
         }
-        let can_set = self.shared.supports("supportsSetExpression")
-            || self.shared.supports("supportsSetVariable");
+        let can_set = self.shared.supports(Capability::SetExpression)
+            || self.shared.supports(Capability::SetVariable);
         if has_frame && locals_available && can_set {
             kinds.push(CommandKind::Inject);
         }
@@ -471,7 +472,7 @@ impl Actor {
                 ),
             ));
         };
-        let result = if self.shared.supports("supportsSetExpression") {
+        let result = if self.shared.supports(Capability::SetExpression) {
             let mut args = json!({"expression": name, "value": value});
             if let Some(frame) = frame_id {
                 args["frameId"] = json!(frame);
@@ -498,7 +499,7 @@ impl Actor {
 
     /// QUIT: the program is terminated; its end is END_REASON_QUIT.
     async fn quit(&mut self) -> ApiResult<()> {
-        let terminate = if self.shared.supports("supportsTerminateRequest") {
+        let terminate = if self.shared.supports(Capability::TerminateRequest) {
             self.client.request("terminate", json!({})).await
         } else {
             self.client
@@ -537,7 +538,7 @@ impl Actor {
             .book
             .get(key)
             .is_some_and(|e| e.pause.reason == PauseReason::Exception as i32);
-        let causes = if is_exception && self.shared.supports("supportsExceptionInfoRequest") {
+        let causes = if is_exception && self.shared.supports(Capability::ExceptionInfoRequest) {
             let info = self
                 .client
                 .call::<ExceptionInfoResponse>("exceptionInfo", json!({"threadId": thread}))

@@ -6,6 +6,7 @@ use serde_json::json;
 use stepd_proto::v1::breakpoint_spec::Location;
 
 use super::Actor;
+use crate::dap::capability::Capability;
 use crate::dap::messages::{
     EvaluateResponse, ExceptionInfoResponse, StackTraceResponse, StoppedEvent,
 };
@@ -43,7 +44,7 @@ impl Actor {
             .or(stop.description.as_deref())
             .unwrap_or_default()
             .to_owned();
-        if !self.shared.supports("supportsExceptionInfoRequest") {
+        if !self.shared.supports(Capability::ExceptionInfoRequest) {
             return Caught {
                 message: from_event,
                 exception_id: String::new(),

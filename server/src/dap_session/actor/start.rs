@@ -10,7 +10,8 @@ use stepd_proto::v1::{
 use tokio::time::sleep_until;
 
 use super::Actor;
-use crate::dap::messages;
+use crate::dap::capability::Capability;
+use crate::dap::{capability::InitializeArguments, messages};
 use crate::dap_session::LaunchOutcome;
 use crate::{
     dap::{
@@ -25,22 +26,8 @@ const CONFIGURE_DEADLINE: Duration = Duration::from_secs(60);
 
 impl Actor {
     pub(super) async fn configure(&mut self) -> ApiResult<LaunchOutcome> {
-        let init = json!({
-            "clientID": "stepd",
-            "clientName": "stepd",
-            "adapterID": self.adapter.name(),
-            "locale": "en",
-            "linesStartAt1": true,
-            "columnsStartAt1": true,
-            "pathFormat": "path",
-            "supportsVariableType": true,
-            "supportsVariablePaging": true,
-            "supportsRunInTerminalRequest": false,
-            "supportsStartDebuggingRequest": true,
-            "supportsProgressReporting": false,
-            "supportsInvalidatedEvent": false,
-            "supportsMemoryReferences": false,
-        });
+        let init = serde_json::to_value(InitializeArguments::stepd(self.adapter.name().into()))
+            .map_err(|err| ApiError::internal(format!("encoding initialize: {err}")))?;
         let capabilities = self
             .client
             .request("initialize", init)
@@ -88,7 +75,7 @@ impl Actor {
             self.on_incoming(message).await;
         }
         let placements = self.apply_breakpoints().await;
-        if self.shared.supports("supportsConfigurationDoneRequest") {
+        if self.shared.supports(Capability::ConfigurationDoneRequest) {
             self.client
                 .request("configurationDone", json!({}))
                 .await
