@@ -8,11 +8,15 @@ use std::{
 
 use tokio_util::sync::CancellationToken;
 
+use stepd_proto::v1::{DebugInput, SendDebugInputResponse};
+
 use crate::{
+    auth::Identity,
     breakpoints::Breakpoints,
     cluster::Cluster,
     config::Config,
     dap_session::Launcher,
+    error::ApiResult,
     events::{EventBus, SubscriberMemory},
     history::History,
     inspector::Inspectors,
@@ -190,6 +194,29 @@ impl Daemon {
     /// export.
     pub fn counts(&self) -> Counts {
         counts(&self.bus, &self.subscribers)
+    }
+
+    /// Answers a pause as `who`: SendDebugInput and a DebugInput on a
+    /// Subscribe stream both come here, so one role rule, one set of
+    /// limits (`field` prefixes the offending field's name) and one way to
+    /// the replica that holds the pause apply to both. `pause_resolved.by`
+    /// is the authenticated identity, never the name a client gives itself.
+    pub async fn answer_as(
+        &self,
+        who: &Identity,
+        input: DebugInput,
+        field: &str,
+    ) -> ApiResult<SendDebugInputResponse> {
+        crate::auth::roles::answer_pause(who)?;
+        crate::limits::debug_input(&input, field)?;
+        let elsewhere = self
+            .cluster
+            .as_ref()
+            .and_then(|cluster| Some((cluster, cluster.owner_of_pause(&input.key)?)));
+        match elsewhere {
+            Some((cluster, peer)) => cluster.answer_elsewhere(&peer, input, who).await,
+            None => self.pauses.answer(input, who.name.clone()).await,
+        }
     }
 }
 

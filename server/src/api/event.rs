@@ -80,31 +80,19 @@ impl EventApi {
                 .filter(|_| relay)
                 .map(crate::cluster::Cluster::own),
             answer: {
-                let pauses = self.daemon.pauses.clone();
-                let cluster = self.daemon.cluster.clone();
-                // A DebugInput on the stream is a call of its own: the same
-                // role rule as SendDebugInput, `by` the authenticated
-                // identity (the client's name only in the audit line).
+                let daemon = self.daemon.clone();
+                // A DebugInput on the stream is a call of its own, answered
+                // as SendDebugInput is (the client's name only in the
+                // audit line).
                 Arc::new(move |input, client: String| {
-                    let pauses = pauses.clone();
+                    let daemon = daemon.clone();
                     let who = who.clone();
-                    let cluster = cluster.clone();
                     Box::pin(async move {
                         let key = input.key.clone();
-                        let result = match crate::auth::roles::answer_pause(&who)
-                            .and_then(|()| crate::limits::debug_input(&input, "debug_input."))
-                        {
-                            Ok(()) => match cluster
-                                .as_ref()
-                                .and_then(|c| Some((c, c.owner_of_pause(&input.key)?)))
-                            {
-                                Some((cluster, peer)) => {
-                                    cluster.answer_elsewhere(&peer, input, &who).await
-                                }
-                                None => pauses.answer(input, who.name.clone()).await.map(|_| ()),
-                            },
-                            Err(err) => Err(err),
-                        };
+                        let result = daemon
+                            .answer_as(&who, input, "debug_input.")
+                            .await
+                            .map(|_| ());
                         crate::auth::audit::write(
                             Some(&who),
                             "stepd.v1.EventService/Subscribe:DebugInput",

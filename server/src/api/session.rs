@@ -391,15 +391,13 @@ impl SessionService for SessionApi {
             .into_inner()
             .input
             .ok_or_else(|| ApiError::invalid_field("input", "is required"))?;
-        limits::debug_input(&input, "input.")?;
         note.set("pause", &input.key);
-        // `pause_resolved.by` is who was authenticated; the name a client
-        // gives itself goes to the audit line only.
+        // The name a client gives itself goes to the audit line only.
         if !input.client_name.is_empty() {
             note.set("client_name", &input.client_name);
         }
         Ok(Response::new(
-            self.daemon.pauses.answer(input, who.name.clone()).await?,
+            self.daemon.answer_as(&who, input, "input.").await?,
         ))
     }
 

@@ -22,7 +22,8 @@ use std::{
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use stepd_proto::v1::{
-    DebugInput, SendDebugInputRequest, session_service_client::SessionServiceClient,
+    DebugInput, SendDebugInputRequest, SendDebugInputResponse,
+    session_service_client::SessionServiceClient,
 };
 use tonic::{
     Status,
@@ -231,7 +232,7 @@ impl Cluster {
         peer: &Peer,
         input: DebugInput,
         who: &Identity,
-    ) -> ApiResult<()> {
+    ) -> ApiResult<SendDebugInputResponse> {
         let mut request = tonic::Request::new(SendDebugInputRequest { input: Some(input) });
         let mut headers = self.peers.headers(Some(who));
         crate::telemetry::propagate_rpc(&mut headers);
@@ -239,7 +240,7 @@ impl Cluster {
         SessionServiceClient::new(self.peers.channel(peer)?)
             .send_debug_input(request)
             .await
-            .map(|_| ())
+            .map(tonic::Response::into_inner)
             .map_err(|status| match crate::error::reason_of(&status) {
                 stepd_proto::v1::ErrorReason::Unspecified => unreachable(peer, status.message()),
                 _ => ApiError::from_status(&status),
