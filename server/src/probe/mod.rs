@@ -120,11 +120,12 @@ fn previous_session(
     };
     {
         let (ended, heard) = oneshot::channel();
+        let superseded = session::Superseded {
+            by: id.to_owned(),
+            ended,
+        };
         if old
-            .send(crate::session::Command::Superseded {
-                by: id.to_owned(),
-                ended,
-            })
+            .send(crate::session::Command::Kind(Box::new(superseded)))
             .is_ok()
         {
             old_ended = Some(heard);

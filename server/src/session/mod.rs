@@ -161,15 +161,10 @@ pub enum Command {
     },
     /// The project's breakpoints changed: apply them again (see [`Mailbox`]).
     Reapply,
-    /// Probe sessions: the probe reconnected as session `by`; end this one
-    /// as its stream had ended.
-    Superseded {
-        /// The new session's id.
-        by: String,
-        /// Told once this session has ended, so the new one re-reports its
-        /// holds only after the old pauses are gone.
-        ended: oneshot::Sender<()>,
-    },
+    /// A message for the session's kind alone (a probe session taken over
+    /// by its probe's reconnection): the core passes it on unread, and a
+    /// kind that does not know it ignores it.
+    Kind(Box<dyn std::any::Any + Send>),
     /// The daemon shuts down: end the session as its kind ends then. A DAP
     /// session ends as for a `Disconnect` without a mode; a probe is told
     /// to reconnect and its holds end without a Resume, so its program

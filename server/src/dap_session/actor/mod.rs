@@ -1027,8 +1027,8 @@ impl Actor {
                     self.start_exec(op, wait, reply).await;
                 }
             }
-            // Only probes reconnect.
-            Command::Superseded { .. } => {}
+            // Nothing of a DAP session's own comes this way.
+            Command::Kind(_) => {}
             Command::Shutdown { reply } => {
                 self.disconnect(DisconnectMode::Unspecified, reply).await
             }
