@@ -17,6 +17,10 @@ const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1000;
 /// Rows read at a time while the label selector leaves a page short.
 const READ_AHEAD: usize = 256;
+/// The most rows one call reads: a selector that matches few sessions
+/// gets a short (even empty) page and a token to go on from, rather than a
+/// scan of the whole table in one call.
+pub(super) const MAX_SCAN: usize = 16 * READ_AHEAD;
 
 /// What to list.
 pub struct EndedFilter<'a> {
@@ -60,8 +64,8 @@ impl History {
         // One more than the page, to know whether another follows; the
         // selector is matched here, on the labels as shown.
         let mut matched = Vec::new();
-        let mut exhausted = false;
-        while matched.len() <= size && !exhausted {
+        let (mut exhausted, mut scanned) = (false, 0);
+        while matched.len() <= size && !exhausted && scanned < MAX_SCAN {
             let rows = self
                 .store
                 .ended_sessions(&EndedQuery {
@@ -73,6 +77,7 @@ impl History {
                 })
                 .await?;
             exhausted = rows.len() < READ_AHEAD;
+            scanned += rows.len();
             if let Some(last) = rows.last() {
                 before.clone_from(&last.session_id);
             }
@@ -96,10 +101,14 @@ impl History {
             }
         }
         let more_rows = matched.len() > size;
+        // Stopped at the scan's bound with the page short: the next call
+        // goes on after the last row read.
+        let cut_short = !more_rows && !exhausted;
         matched.truncate(size);
         let (sessions, more_bytes) = crate::limits::page(matched, size, budget);
         let next = match sessions.last() {
             Some(last) if more_rows || more_bytes => format!("before-{}", last.id),
+            _ if cut_short => format!("before-{before}"),
             _ => String::new(),
         };
         Ok((sessions, next))

@@ -219,3 +219,66 @@ async fn a_recorder_waiting_for_the_store_does_not_pin_the_live_buffer() {
     store.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A selector that matches few ended sessions does not make one call read
+/// the whole table: a call reads at most `MAX_SCAN` rows and, its page
+/// short, says where the next goes on, until the match is found.
+#[tokio::test]
+async fn listing_ended_sessions_reads_a_bounded_number_of_rows_per_call() {
+    use prost::Message as _;
+
+    let (store, bus, dir) = setup("ended-scan", 10).await;
+    let history = History::start(bus.clone(), store.clone(), true, KEEP, None);
+    let record = |n: usize, app: &str| {
+        let id = format!("s-{n:05}");
+        let session = Session {
+            id: id.clone(),
+            state: SessionState::Ended.into(),
+            labels: [("app".to_owned(), app.to_owned())].into(),
+            ..Default::default()
+        };
+        stepd_store::SessionRecord {
+            session_id: id,
+            replica_id: "another".into(),
+            started_us: 1,
+            ended_us: 2,
+            record: session.encode_to_vec(),
+        }
+    };
+    // The one match sorts last: every other row is read before it.
+    let records = (0..=super::ended::MAX_SCAN)
+        .map(|n| record(n, if n == 0 { "b" } else { "a" }))
+        .collect();
+    store
+        .queue_session_records(records)
+        .await
+        .done()
+        .await
+        .unwrap();
+    let selector = crate::breakpoints::LabelSelector::parse("app=b").unwrap();
+    let mut token = String::new();
+    let mut calls = 0;
+    let found = loop {
+        calls += 1;
+        let filter = super::ended::EndedFilter {
+            selector: &selector,
+            since_us: i64::MIN,
+            until_us: i64::MAX,
+            page_size: 10,
+            page_token: &token,
+        };
+        let (sessions, next) = history.ended(&filter, usize::MAX).await.unwrap();
+        if !sessions.is_empty() {
+            assert!(next.is_empty(), "nothing follows the match");
+            break sessions;
+        }
+        assert!(!next.is_empty(), "a short page says where to go on");
+        token = next;
+        assert!(calls < 10, "no end to the pages");
+    };
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].id, "s-00000");
+    assert_eq!(calls, 2, "the first call stopped at its bound");
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

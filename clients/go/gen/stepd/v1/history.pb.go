@@ -35,8 +35,9 @@ type ListEndedSessionsRequest struct {
 	Until *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
 	// Most sessions in one answer; 0 = 100, at most 1000. Whatever it says, an
 	// answer stops at the page byte budget (2 MiB, or half the daemon's
-	// --max-message-bytes when that is smaller) and holds at least one session
-	// when any matches.
+	// --max-message-bytes when that is smaller), and an answer reads at most
+	// 4,096 recorded sessions: with a label selector that few match it may hold
+	// fewer sessions, even none, and a `next_page_token` to go on from.
 	PageSize uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Where to go on: a previous answer's `next_page_token`; empty = from the
 	// newest.

@@ -39,8 +39,9 @@ class ListEndedSessionsRequest(_message.Message):
     page_size: _builtins.int
     """Most sessions in one answer; 0 = 100, at most 1000. Whatever it says, an
     answer stops at the page byte budget (2 MiB, or half the daemon's
-    --max-message-bytes when that is smaller) and holds at least one session
-    when any matches.
+    --max-message-bytes when that is smaller), and an answer reads at most
+    4,096 recorded sessions: with a label selector that few match it may hold
+    fewer sessions, even none, and a `next_page_token` to go on from.
     """
     page_token: _builtins.str
     """Where to go on: a previous answer's `next_page_token`; empty = from the
