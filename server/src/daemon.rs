@@ -151,9 +151,6 @@ impl Daemon {
         });
         let shutdown = CancellationToken::new();
         let cluster = Cluster::new(&store, &bus, &config.replica);
-        if let Some(cluster) = &cluster {
-            bus.count_only_own(cluster.own());
-        }
         let history = History::start(
             bus.clone(),
             store.clone(),

@@ -297,11 +297,11 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64, retired: bool) {
         tracing::warn!(replica = %peer.id, session = %session, "a lost replica's session ends");
         for pause in shown {
             let payload = Payload::PauseResolved(resolved(pause.key, pause.thread_id));
-            cluster.bus.publish(&session, payload);
+            cluster.bus.publish_theirs(&session, payload);
         }
         cluster
             .bus
-            .publish(&session, Payload::SessionEnded(ended.clone()));
+            .publish_theirs(&session, Payload::SessionEnded(ended.clone()));
     }
     cluster.peers.forget(peer);
 }

@@ -153,7 +153,7 @@ fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
         _ => false,
     };
     if !settled {
-        cluster.bus.publish(&event.session_id, payload);
+        cluster.bus.publish_theirs(&event.session_id, payload);
     }
 }
 
@@ -162,7 +162,7 @@ fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
 /// held request stays one pending pause.
 pub(crate) fn supersede(bus: &crate::events::EventBus, session: &str) {
     for pause in bus.with_view(|v| v.pauses(Some(session))) {
-        bus.publish(
+        bus.publish_theirs(
             session,
             Payload::PauseResolved(PauseResolved {
                 key: pause.key,

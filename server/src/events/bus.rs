@@ -119,10 +119,6 @@ pub struct EventBus {
     ring_bytes_total: usize,
     instance_id: String,
     counters: Counters,
-    /// Which sessions this daemon runs, when it is one replica of several:
-    /// only their events (and its own daemon-level ones) count as
-    /// published, so the replicas' counts add up to the cluster's.
-    own: std::sync::OnceLock<super::Own>,
     /// Bytes of events published so far (encoded sizes), written under the
     /// publishing lock: with [`Published::offset`], how far a receiver is
     /// behind in memory.
@@ -157,7 +153,6 @@ impl EventBus {
             ring_bytes_total: usize::MAX,
             instance_id,
             counters: Counters::default(),
-            own: std::sync::OnceLock::new(),
             published_bytes: AtomicU64::new(0),
         }
     }
@@ -195,23 +190,21 @@ impl EventBus {
         &self.instance_id
     }
 
-    /// Counts as published only the events of the sessions `own` admits
-    /// (and daemon-level ones): a replica relays its peers' events, which
-    /// they count.
-    pub fn count_only_own(&self, own: super::Own) {
-        let _ = self.own.set(own);
-    }
-
-    /// Whether an event of `session_id` counts as this daemon's.
-    fn counts(&self, session_id: &str) -> bool {
-        session_id.is_empty() || self.own.get().is_none_or(|own| (own.0)(session_id))
-    }
-
-    /// Numbers, records and broadcasts an event.
+    /// Numbers, records and broadcasts an event of this daemon's: its own,
+    /// or of a session it runs.
     pub fn publish(&self, session_id: &str, payload: Payload) -> Arc<Published> {
-        let counted = self.counts(session_id);
         let mut state = self.lock();
-        self.publish_locked(&mut state, session_id, payload, counted)
+        self.publish_locked(&mut state, session_id, payload, true)
+    }
+
+    /// The same for an event of a session another replica runs (relayed
+    /// here, or ended here on behalf of a lost replica): shown as any
+    /// other, but not counted as published, so the replicas' counts add up
+    /// to the cluster's (decision 172) without asking on every publish
+    /// whose session it is.
+    pub fn publish_theirs(&self, session_id: &str, payload: Payload) -> Arc<Published> {
+        let mut state = self.lock();
+        self.publish_locked(&mut state, session_id, payload, false)
     }
 
     /// Publishes several events of one session under one lock, in order: a
@@ -222,10 +215,9 @@ impl EventBus {
         if payloads.peek().is_none() {
             return;
         }
-        let counted = self.counts(session_id);
         let mut state = self.lock();
         for payload in payloads {
-            self.publish_locked(&mut state, session_id, payload, counted);
+            self.publish_locked(&mut state, session_id, payload, true);
         }
     }
 
