@@ -174,6 +174,42 @@ def test_a_scoped_mode_ends_with_its_requests_scope_only(mode: str, after: str) 
     assert bool(probe._arming.scope) is (after == "STEP")
 
 
+@pytest.mark.parametrize("mode", ["BREAKPOINTS", "STEP"])
+def test_a_point_reads_the_requests_baggage_once(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many scoped breakpoints (and a request scope) a point is
+    judged against, it reads the current context's baggage once."""
+    from stepd.probe import _request_baggage
+    from stepd.probe._arming import _Arming
+    from stepd.probe._probe import Probe
+    from stepd.v1 import breakpoint_pb2, probe_pb2
+
+    reads = 0
+
+    def counted() -> dict[str, object]:
+        nonlocal reads
+        reads += 1
+        return {"debug-session": "ana"}
+
+    monkeypatch.setattr(_request_baggage, "_from_otel", counted)
+    ana = [breakpoint_pb2.BaggageEntry(key="debug-session", value="ana")]
+    matchers = [
+        probe_pb2.ArmedMatcher(breakpoint_id=f"bp-{i}", point_kind="tool", baggage=ana) for i in range(3)
+    ]
+    probe = Probe.__new__(Probe)
+    probe.labels = {}
+    probe._arming = _Arming.of(
+        probe_pb2.Armed(
+            mode=probe_pb2.ProbeMode.Value("PROBE_MODE_" + mode),
+            matchers=matchers,
+            honour_breakpoints=True,
+            request_scope=ana if mode == "STEP" else [],
+        )
+    )
+    ids = probe._decide("tool", "search", None, 1, [1])
+    assert ids == ["bp-0", "bp-1", "bp-2"]
+    assert reads == 1
+
+
 @pytest.mark.parametrize(
     ("value", "text", "truncated"),
     [

@@ -41,7 +41,7 @@ class _Arming:
     elsewhere only the matchers decide. Empty: the whole process.
     """
 
-    __slots__ = ("mode", "matchers", "depth", "target", "honour", "scope", "elsewhere", "idle")
+    __slots__ = ("mode", "matchers", "depth", "target", "honour", "scope", "elsewhere", "idle", "reads_baggage")
 
     def __init__(
         self,
@@ -64,6 +64,9 @@ class _Arming:
         wanted = set(scope)
         self.elsewhere = tuple(m for m in matchers if not wanted <= set(m.baggage)) if scope else matchers
         self.idle = self.mode == _BREAKPOINTS and not matchers and not self.target
+        # Whether a point under this arming needs the request's baggage: then
+        # it is read once per point, not once per scoped matcher.
+        self.reads_baggage = bool(scope) or any(m.baggage for m in matchers)
 
     @classmethod
     def of(cls, armed: probe_pb2.Armed) -> _Arming:
@@ -104,7 +107,7 @@ def _matches(
 
 
 def _elsewhere(
-    a: _Arming, kind: str, name: str, value: Any, labels: Mapping[str, str], bag: Mapping[str, object]
+    a: _Arming, kind: str, name: str, value: Any, labels: Mapping[str, str], bag: _request_baggage.Given
 ) -> _OutsideScope | None:
     """A point of a request the arming's mode is not about: it holds only at
     its breakpoints, as in BREAKPOINTS mode."""
@@ -133,10 +136,10 @@ def decide(
     honoured, whatever made it hold; ``clients/testdata/decisions.json`` is the
     table shared with the Go library.
     """
-    if a.scope:
-        bag = _request_baggage.resolve(baggage)
-        if not _request_baggage.carries(a.scope, bag):
-            return _elsewhere(a, kind, name, value, labels, bag), a
+    if a.reads_baggage:
+        baggage = _request_baggage.resolve(baggage)
+    if a.scope and not _request_baggage.carries(a.scope, baggage):
+        return _elsewhere(a, kind, name, value, labels, baggage), a
     mode = a.mode
     if mode == _NONE:
         if depth >= a.depth:

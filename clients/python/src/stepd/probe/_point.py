@@ -13,7 +13,7 @@ import warnings
 from typing import Any, Mapping, cast
 
 from stepd.probe import _request_baggage
-from stepd.probe._arming import _BREAKPOINTS, _DEPTH, _NONE, _STEP, _elsewhere, _matches, decide
+from stepd.probe._arming import _BREAKPOINTS, _DEPTH, _NONE, _STEP, _matches, decide
 from stepd.probe._hits import _Hits
 from stepd.probe._outcome import _CONTINUED, _RELEASE, Skipped, Stopped, _next_answer, _Waiter
 from stepd.probe._state import _Scope
@@ -101,14 +101,9 @@ class _Points(_Hits):
             # The common case, inline (it is on every armed point's path):
             # only breakpoints can hold, and their ids are the ones matching.
             labels = self.labels
+            if before.reads_baggage:
+                baggage = _request_baggage.resolve(baggage)  # once for every scoped matcher
             return [m.id for m in before.matchers if _matches(m, kind, name, value, labels, baggage)] or None
-        if before.scope:
-            # Stepping one request: another's point is decided here, its
-            # baggage read once for the scope and every scoped matcher.
-            bag = _request_baggage.from_context() if baggage is None else _request_baggage.resolve(baggage)
-            if not _request_baggage.carries(before.scope, bag):
-                return _elsewhere(before, kind, name, value, self.labels, bag) if before.elsewhere else None
-            baggage = bag
         verdict, after = decide(before, kind, name, value, depth, coor, self.labels, baggage)
         if after is not before:
             self._arming = after  # NONE switched itself back to BREAKPOINTS
