@@ -15,12 +15,13 @@ use crate::{
     breakpoints::Breakpoints,
     cluster::Cluster,
     config::Config,
-    dap_session::Launcher,
+    dap_session::{DapSettings, Launcher},
     error::ApiResult,
     events::{EventBus, SubscriberMemory},
     history::History,
     inspector::Inspectors,
     metrics::Counts,
+    probe::ProbeSettings,
     session::{Context, Sessions, pause::PauseRegistry},
     slots::{Cap, Slots},
 };
@@ -46,6 +47,8 @@ pub struct Daemon {
     pub context: Context,
     /// Starts DAP sessions.
     pub launcher: Launcher,
+    /// What probe sessions are started with.
+    pub probe_settings: ProbeSettings,
     /// Open inspectors.
     pub inspectors: Arc<Inspectors>,
     /// The database.
@@ -114,11 +117,6 @@ impl Daemon {
             pauses: pauses.clone(),
             breakpoints: breakpoints.clone(),
             inspectors: inspectors.clone(),
-            max_frame_bytes: config.max_dap_frame_bytes,
-            request_timeout: config.adapter_timeout,
-            hold_limit: config.hold_limit,
-            max_probe_pauses: config.max_probe_pauses,
-            heartbeat_interval: config.heartbeat_interval,
             redactor: redactor.clone(),
         };
         let sessions = Sessions::with_slots(Slots::with_total(
@@ -133,7 +131,19 @@ impl Daemon {
             },
         ));
         sessions.follow(bus.clone());
-        let launcher = Launcher::new(context.clone(), sessions.clone());
+        let launcher = Launcher::new(
+            context.clone(),
+            DapSettings {
+                max_frame_bytes: config.max_dap_frame_bytes,
+                request_timeout: config.adapter_timeout,
+            },
+            sessions.clone(),
+        );
+        let probe_settings = ProbeSettings {
+            hold_limit: config.hold_limit,
+            max_pauses: config.max_probe_pauses,
+            heartbeat_interval: config.heartbeat_interval,
+        };
         let subscribers = Slots::with_total(
             "subscribers",
             Cap {
@@ -162,6 +172,7 @@ impl Daemon {
             history,
             context,
             launcher,
+            probe_settings,
             inspectors,
             instance_id,
             started: Instant::now(),

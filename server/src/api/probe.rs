@@ -69,6 +69,7 @@ impl ProbeService for ProbeApi {
         let daemon = &self.daemon;
         let session_id = crate::probe::start(
             daemon.context.clone(),
+            daemon.probe_settings,
             &daemon.sessions,
             hello,
             &who.name,

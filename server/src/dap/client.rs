@@ -120,6 +120,11 @@ pub struct DapClient {
 }
 
 impl DapClient {
+    /// How long a request waits for its answer.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Starts the reader and writer tasks over the streams of an adapter
     /// (`adapter` names it in metrics and spans).
     pub fn start<R, W>(

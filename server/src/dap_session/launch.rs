@@ -11,7 +11,7 @@ use tokio::{
 use tonic_types::FieldViolation;
 
 use super::{
-    DapPort, Shared,
+    DapPort, DapSettings, Shared,
     actor::{Actor, Connection},
 };
 use crate::{
@@ -197,6 +197,7 @@ fn check_program(request: &Request) -> ApiResult<()> {
 /// The actor asks for child sessions on `children`.
 pub async fn start(
     ctx: Context,
+    settings: DapSettings,
     children: mpsc::UnboundedSender<Request>,
     request: Request,
     registration: &mut Registration,
@@ -253,7 +254,16 @@ pub async fn start(
         .with("adapter", adapter.name())
         .with("searched", adapter.command.join(" "))
     })?;
-    run(ctx, children, request, adapter, transport, registration).await
+    run(
+        ctx,
+        settings,
+        children,
+        request,
+        adapter,
+        transport,
+        registration,
+    )
+    .await
 }
 
 /// Runs a session over a started adapter's transport: the actor, and the
@@ -261,6 +271,7 @@ pub async fn start(
 /// registered before its actor runs; returns once configuration is done.
 pub(crate) async fn run(
     ctx: Context,
+    settings: DapSettings,
     children: mpsc::UnboundedSender<Request>,
     request: Request,
     adapter: adapters::Adapter,
@@ -270,8 +281,8 @@ pub(crate) async fn run(
     let (client, incoming) = DapClient::start(
         transport.reader,
         transport.writer,
-        ctx.max_frame_bytes,
-        ctx.request_timeout,
+        settings.max_frame_bytes,
+        settings.request_timeout,
         adapter.kind.name(),
     );
     let id = uuid::Uuid::now_v7().to_string();

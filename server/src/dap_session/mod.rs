@@ -20,6 +20,7 @@ use std::{
         Arc, Mutex, OnceLock,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
+    time::Duration,
 };
 
 use serde_json::Value;
@@ -39,22 +40,33 @@ use crate::{
     session::{Context, Registration, Sessions, output::OutputBuffer},
 };
 
+/// What DAP sessions are started with beside the core's [`Context`].
+#[derive(Debug, Clone, Copy)]
+pub struct DapSettings {
+    /// Largest DAP frame accepted from an adapter.
+    pub max_frame_bytes: usize,
+    /// How long an adapter may take to answer one request.
+    pub request_timeout: Duration,
+}
+
 /// Starts DAP sessions into the registry. Child sessions that adapters ask
 /// for (`startDebugging`) are started by a task of its own, so an actor never
 /// waits on another session's start.
 #[derive(Clone)]
 pub struct Launcher {
     ctx: Context,
+    settings: DapSettings,
     sessions: Arc<Sessions>,
     children: mpsc::UnboundedSender<LaunchRequest>,
 }
 
 impl Launcher {
     /// A launcher registering its sessions in `sessions`.
-    pub fn new(ctx: Context, sessions: Arc<Sessions>) -> Self {
+    pub fn new(ctx: Context, settings: DapSettings, sessions: Arc<Sessions>) -> Self {
         let (children, mut requests) = mpsc::unbounded_channel::<LaunchRequest>();
         let launcher = Self {
             ctx,
+            settings,
             sessions,
             children,
         };
@@ -78,6 +90,7 @@ impl Launcher {
         let mut registration = Registration::new(self.sessions.clone(), &request.started_by)?;
         let outcome = launch::start(
             self.ctx.clone(),
+            self.settings,
             self.children.clone(),
             request,
             &mut registration,

@@ -12,7 +12,10 @@ mod request_scope;
 pub mod session;
 pub mod value;
 
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use stepd_proto::v1::{
     ConnectRequest, ConnectResponse, Hello, Pause, ReadOutputResponse, SessionKind,
@@ -59,12 +62,25 @@ impl SessionPort for ProbePort {
     }
 }
 
+/// What probe sessions are started with beside the core's [`Context`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeSettings {
+    /// How long a hold lasts unless its breakpoint says otherwise.
+    pub hold_limit: Duration,
+    /// How many holds one probe may have pending.
+    pub max_pauses: usize,
+    /// Quiet time after which a probe stream gets a heartbeat, unless the
+    /// probe's Hello asks for another.
+    pub heartbeat_interval: Duration,
+}
+
 /// Starts the session of a probe that said Hello, connected by identity
 /// `started_by`; its actor serves the rest of the probe's stream and writes
 /// to `out`. Returns the session's id, or `LIMIT_EXCEEDED` past a session
 /// cap.
 pub fn start<S>(
     ctx: Context,
+    settings: ProbeSettings,
     sessions: &Arc<Sessions>,
     hello: Hello,
     started_by: &str,
@@ -77,15 +93,13 @@ where
     let mut registration = Registration::new(sessions.clone(), started_by)?;
     let id = uuid::Uuid::now_v7().to_string();
     let (previous, old_ended) = previous_session(&ctx, sessions, &hello.resume_session_id, &id);
-    let output = Arc::new(Mutex::new(OutputBuffer::default()));
-    let port = ProbePort {
+    let port = Arc::new(ProbePort {
         id: id.clone(),
-        output: output.clone(),
-    };
-    let mailbox = registration.register(Arc::new(port));
+        output: Arc::new(Mutex::new(OutputBuffer::default())),
+    });
+    let mailbox = registration.register(port.clone());
     registration.keep();
-    let mut actor =
-        session::ProbeSession::new(ctx, id.clone(), hello, previous, out, mailbox, output);
+    let mut actor = session::ProbeSession::new(ctx, settings, &port, hello, previous, out, mailbox);
     actor.set_started_by(started_by);
     let span = crate::session::log_span(&id, SessionKind::Probe);
     tokio::spawn(tracing::Instrument::instrument(

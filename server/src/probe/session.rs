@@ -133,6 +133,8 @@ pub struct ProbeSession {
     evals: HashMap<String, PendingEval>,
     waiters: Vec<Waiter>,
     hold_limit: Duration,
+    /// How many holds may be pending at once.
+    max_pauses: usize,
     dropped_reports: u64,
     /// A QUIT was answered: the disconnect that follows is its end.
     quitting: bool,
@@ -210,20 +212,22 @@ impl ProbeSession {
     }
 
     /// A session for a probe that said Hello.
-    pub fn new(
+    /// `port` is what the registry knows of it: its id and its output.
+    pub(super) fn new(
         ctx: Context,
-        id: String,
+        settings: super::ProbeSettings,
+        port: &super::ProbePort,
         hello: Hello,
         previous_session_id: String,
         out: outbox::Sender,
         commands: Mailbox,
-        output: Arc<Mutex<OutputBuffer>>,
     ) -> Self {
-        let hold_limit = ctx.hold_limit;
+        let (id, output) = (port.id.clone(), port.output.clone());
+        let hold_limit = settings.hold_limit;
         let heartbeat = hello
             .heartbeat_interval
             .and_then(|d| Duration::try_from(d).ok())
-            .map_or(ctx.heartbeat_interval, |d| {
+            .map_or(settings.heartbeat_interval, |d| {
                 d.clamp(HEARTBEAT_MIN, HEARTBEAT_MAX)
             });
         let (mut book, answers) = PauseBook::new(
@@ -295,6 +299,7 @@ impl ProbeSession {
             evals: HashMap::new(),
             waiters: Vec::new(),
             hold_limit,
+            max_pauses: settings.max_pauses,
             dropped_reports: 0,
             quitting: false,
             ended: false,
@@ -831,7 +836,7 @@ impl ProbeSession {
             traceparent: &traceparent,
             tracestate: &tracestate,
         };
-        let max = self.ctx.max_probe_pauses;
+        let max = self.max_pauses;
         if let Err(error) = self.book.try_open(
             pause,
             Held {

@@ -98,17 +98,6 @@ pub struct Context {
     pub breakpoints: Arc<Breakpoints>,
     /// The daemon's inspectors, for INSPECT, INSPECT_PROMPT and LOCALS.
     pub inspectors: Arc<Inspectors>,
-    /// Largest DAP frame accepted from an adapter.
-    pub max_frame_bytes: usize,
-    /// How long an adapter may take to answer one request.
-    pub request_timeout: Duration,
-    /// How long a probe hold lasts unless its breakpoint says otherwise.
-    pub hold_limit: Duration,
-    /// How many holds one probe may have pending.
-    pub max_probe_pauses: usize,
-    /// Quiet time after which a probe stream gets a heartbeat, unless the
-    /// probe's Hello asks for another.
-    pub heartbeat_interval: Duration,
     /// Masks secrets before anything leaves the daemon.
     pub redactor: Arc<crate::redact::Redactor>,
 }

@@ -64,11 +64,6 @@ async fn world() -> World {
         pauses: Arc::new(PauseRegistry::new(bus.clone())),
         inspectors: Arc::new(Inspectors::new(bus.clone(), Duration::from_secs(60), 16)),
         bus,
-        max_frame_bytes: 1 << 20,
-        request_timeout: DEADLINE,
-        hold_limit: Duration::from_secs(600),
-        max_probe_pauses: 1024,
-        heartbeat_interval: Duration::from_secs(30),
         redactor: Default::default(),
     };
     World {
@@ -263,6 +258,10 @@ async fn dap_session(world: &mut World) -> Stopped {
     let mut registration = super::Registration::new(world.sessions.clone(), "test").unwrap();
     let outcome = dap_session::launch::run(
         world.ctx.clone(),
+        dap_session::DapSettings {
+            max_frame_bytes: 1 << 20,
+            request_timeout: DEADLINE,
+        },
         children,
         request,
         adapter,
@@ -295,6 +294,11 @@ async fn probe_session(world: &mut World) -> Stopped {
     };
     crate::probe::start(
         world.ctx.clone(),
+        crate::probe::ProbeSettings {
+            hold_limit: Duration::from_secs(600),
+            max_pauses: 1024,
+            heartbeat_interval: Duration::from_secs(30),
+        },
         &world.sessions,
         hello,
         "test",

@@ -107,7 +107,7 @@ impl Actor {
             threads.threads.first().map_or(0, |t| t.id)
         };
         let answer = self.client.send("pause", json!({"threadId": target}));
-        let (session, patience) = (self.shared.id.clone(), self.ctx.request_timeout);
+        let (session, patience) = (self.shared.id.clone(), self.client.timeout());
         tokio::spawn(async move {
             match tokio::time::timeout(patience, answer).await {
                 Ok(Ok(response)) => {
