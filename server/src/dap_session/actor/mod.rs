@@ -27,6 +27,7 @@ mod breakpoints;
 mod commands;
 mod exception;
 mod interrupt;
+mod judge;
 mod locals;
 mod start;
 
@@ -811,70 +812,62 @@ impl Actor {
             Vec::new()
         };
         let step = self.step.take();
-        // The adapter names only breakpoints it no longer has for stepd: a
-        // hit that raced their removal (an expiry, a change) applies nowhere.
-        let stale = reason == PauseReason::Breakpoint
-            && breakpoint_ids.is_empty()
-            && !event.hit_breakpoint_ids.is_empty()
-            && event
-                .hit_breakpoint_ids
-                .iter()
-                .all(|id| self.retired.contains(id));
-        // A stop that names breakpoints none of which stop.
-        let silent = stale
-            || (reason == PauseReason::Breakpoint
-                && stops.is_empty()
-                && breakpoint_ids
+        let judged = judge::judge(judge::StopFacts {
+            reason,
+            named: breakpoint_ids,
+            stops,
+            // A hit that raced its breakpoints' removal (an expiry, a
+            // change) applies nowhere.
+            only_retired_named: !event.hit_breakpoint_ids.is_empty()
+                && event
+                    .hit_breakpoint_ids
                     .iter()
-                    .any(|id| id != commands::HERE_BREAKPOINT));
-        if reason != PauseReason::Breakpoint && stops.is_empty() {
-            breakpoint_ids.clear();
-        }
-        if !stops.is_empty() {
-            self.end_mode().await;
-            self.expect_pause = false;
-            reason = PauseReason::Breakpoint;
-            breakpoint_ids = stops;
-        } else if self.expect_pause
-            && matches!(
-                reason,
-                PauseReason::Exception
-                    | PauseReason::Unspecified
-                    | PauseReason::Step
-                    | PauseReason::Breakpoint
-                    | PauseReason::PauseRequest
-            )
-        {
-            // A Pause request is out: this stop answers it, whatever made it
-            // (lldb says "exception", a hot breakpoint may beat the request).
-            self.expect_pause = false;
-            self.end_mode().await;
-            reason = PauseReason::PauseRequest;
-            breakpoint_ids.clear();
-        } else {
-            let here = StopHere {
-                reason,
-                thread_id,
-                depth: known_depth,
-                silent,
-            };
-            match self.steer(&here, step, location.as_ref(), frame_id).await {
-                Steering::Resumed => return None,
-                Steering::Pause(Some(steered)) => {
-                    reason = steered;
-                    if steered != PauseReason::Breakpoint {
-                        breakpoint_ids.clear();
-                    }
-                }
-                Steering::Pause(None) => {}
-                Steering::Normal if silent => {
-                    // Nothing to pause for: go on without a word.
-                    self.resume_silently("continue", thread_id).await;
-                    return None;
-                }
-                Steering::Normal => {}
+                    .all(|id| self.retired.contains(id)),
+            expect_pause: self.expect_pause,
+        });
+        let mut breakpoint_ids = match judged {
+            judge::Judged::Breakpoint(stops) => {
+                self.expect_pause = false;
+                self.end_mode().await;
+                reason = PauseReason::Breakpoint;
+                stops
             }
-        }
+            judge::Judged::AnswersPause => {
+                self.expect_pause = false;
+                self.end_mode().await;
+                reason = PauseReason::PauseRequest;
+                Vec::new()
+            }
+            judge::Judged::Steer {
+                reason: shown,
+                breakpoints,
+                silent,
+            } => {
+                let here = StopHere {
+                    reason: shown,
+                    thread_id,
+                    depth: known_depth,
+                    silent,
+                };
+                match self.steer(&here, step, location.as_ref(), frame_id).await {
+                    Steering::Resumed => return None,
+                    Steering::Pause(Some(steered)) => {
+                        reason = steered;
+                        if steered == PauseReason::Breakpoint {
+                            breakpoints
+                        } else {
+                            Vec::new()
+                        }
+                    }
+                    Steering::Normal if silent => {
+                        // Nothing to pause for: go on without a word.
+                        self.resume_silently("continue", thread_id).await;
+                        return None;
+                    }
+                    Steering::Pause(None) | Steering::Normal => breakpoints,
+                }
+            }
+        };
         // Whatever the pause shown now, it answers a Pause request that is out.
         self.expect_pause = false;
         self.hot.stopped();
