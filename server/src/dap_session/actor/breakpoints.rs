@@ -66,9 +66,7 @@ impl Actor {
                 _ => {}
             }
         }
-        self.retired
-            .extend(self.dap_breakpoints.drain().map(|(id, _)| id));
-        self.placed_lines.clear();
+        self.placed.retire_all();
         self.delegated.clear();
         let gone: Vec<String> = self
             .applied_files
@@ -227,23 +225,13 @@ impl Actor {
         error: Option<&DapError>,
     ) -> BreakpointPlacement {
         let placed = placed.unwrap_or_default();
-        if let Some(id) = placed.id {
-            self.retired.remove(&id);
-            let ids = self.dap_breakpoints.entry(id).or_default();
-            if !ids.contains(&bp.id) {
-                ids.push(bp.id.clone());
+        let line = match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+            Some(Location::Source(src)) => {
+                Some((src.path.as_str(), placed.line.unwrap_or(src.line)))
             }
-        }
-        if let Some(Location::Source(src)) = bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
-            let line = placed.line.unwrap_or(src.line);
-            let ids = self
-                .placed_lines
-                .entry((src.path.clone(), line))
-                .or_default();
-            if !ids.contains(&bp.id) {
-                ids.push(bp.id.clone());
-            }
-        }
+            _ => None,
+        };
+        self.placed.note(&bp.id, placed.id, line);
         let message = match error {
             Some(err) => err.to_string(),
             None => placed.message.clone().unwrap_or_default(),

@@ -64,13 +64,12 @@ impl Actor {
     /// whatever made it, is shown as the pause (`on_stopped`).
     pub(super) async fn request_pause(&mut self, thread: i64) -> ApiResult<()> {
         let before = std::mem::replace(&mut self.expect_pause, true);
-        let armed =
-            self.adapter.kind.interrupt_may_cross_a_stop() && !self.dap_breakpoints.is_empty();
+        let armed = self.adapter.kind.interrupt_may_cross_a_stop() && !self.placed.is_empty();
         if self.hot.wait_for_next(thread, armed) {
             tracing::debug!(session = %self.shared.id, "a Pause waits for the next stop");
             return Ok(());
         }
-        tracing::debug!(session = %self.shared.id, kind = %self.adapter.kind, placed = self.dap_breakpoints.len(), "a Pause interrupts the adapter");
+        tracing::debug!(session = %self.shared.id, kind = %self.adapter.kind, placed = self.placed.len(), "a Pause interrupts the adapter");
         let sent = self.interrupt(thread).await;
         if sent.is_err() {
             // Refused: the session is as it was.

@@ -29,6 +29,7 @@ mod exception;
 mod interrupt;
 mod judge;
 mod locals;
+mod placed;
 mod start;
 
 use commands::{Mode, Steering, StopHere};
@@ -87,23 +88,17 @@ pub struct Actor {
     inflight: Option<Inflight>,
     /// The stopped threads' pauses.
     book: PauseBook<PauseCtx>,
-    /// Adapter breakpoint id → the stepd breakpoints sharing that entry.
-    dap_breakpoints: HashMap<i64, Vec<String>>,
+    /// What the adapter placed of stepd's breakpoints.
+    placed: placed::Placed,
     /// What the adapter does itself for each stepd breakpoint (its
     /// condition, its log message); the rest is stepd's at a hit.
     delegated: HashMap<String, breakpoints::Delegated>,
-    /// Adapter breakpoint ids stepd had and took back: a stop naming only
-    /// these raced their removal.
-    retired: std::collections::HashSet<i64>,
     /// Breakpoints whose condition stepd failed to evaluate (announced once).
     condition_errors: std::collections::HashSet<String>,
     /// The NEXT / IN / OUT sent last: the stop after it is its end.
     step: Option<commands::StepInFlight>,
     /// Stack depth of each thread at its last pause, when the adapter told.
     depths: HashMap<i64, u32>,
-    /// (path, placed line) → stepd breakpoint ids, for adapters whose stops
-    /// do not name the breakpoint (lldb-vscode 14 sends no hitBreakpointIds).
-    placed_lines: HashMap<(String, u32), Vec<String>>,
     /// Files, and whether function and exception breakpoints, were sent to the
     /// adapter, so a later change can clear what no longer applies.
     applied_files: std::collections::HashSet<String>,
@@ -264,13 +259,11 @@ impl Actor {
             queue: VecDeque::new(),
             inflight: None,
             book,
-            dap_breakpoints: HashMap::new(),
+            placed: placed::Placed::default(),
             delegated: HashMap::new(),
             condition_errors: std::collections::HashSet::new(),
-            retired: std::collections::HashSet::new(),
             step: None,
             depths: HashMap::new(),
-            placed_lines: HashMap::new(),
             applied_files: std::collections::HashSet::new(),
             applied_functions: false,
             applied_exceptions: false,
@@ -631,8 +624,7 @@ impl Actor {
                 let placed = changed.breakpoint;
                 let ids = placed
                     .id
-                    .and_then(|id| self.dap_breakpoints.get(&id))
-                    .cloned()
+                    .map(|id| self.placed.of(id).to_vec())
                     .unwrap_or_default();
                 for bp_id in ids {
                     let status = BreakpointStatus {
@@ -776,25 +768,16 @@ impl Actor {
             .and_then(|s| s.total_frames)
             .and_then(|d| u32::try_from(d).ok());
         let depth = known_depth.unwrap_or(1);
-        let mut breakpoint_ids: Vec<String> = event
-            .hit_breakpoint_ids
-            .iter()
-            .filter_map(|id| self.dap_breakpoints.get(id))
-            .flatten()
-            .cloned()
-            .collect();
         // A step that lands on a breakpoint's line executes it: lldb reports
         // that as a breakpoint stop, debugpy as the step's end; both count.
         // Not when back on the starting line after stepd stepped out of a
         // frame for a NEXT: that line's breakpoints were met already.
         let landed = reason == PauseReason::Step && self.step.is_some_and(|s| !s.returning);
-        if breakpoint_ids.is_empty()
-            && (reason == PauseReason::Breakpoint || landed)
-            && let Some(at) = &location
-            && let Some(ids) = self.placed_lines.get(&(at.path.clone(), at.line))
-        {
-            breakpoint_ids.clone_from(ids);
-        }
+        let breakpoint_ids = self.placed.named_by(
+            &event.hit_breakpoint_ids,
+            location.as_ref().map(|at| (at.path.as_str(), at.line)),
+            reason == PauseReason::Breakpoint || landed,
+        );
         // The breakpoints' verdicts come first: LOG and SNAPSHOT are carried
         // out whatever the stop turns out to be, and one that stops ends any
         // step, trace or run-to in flight. Modes that skip breakpoints (OUT
@@ -818,11 +801,7 @@ impl Actor {
             stops,
             // A hit that raced its breakpoints' removal (an expiry, a
             // change) applies nowhere.
-            only_retired_named: !event.hit_breakpoint_ids.is_empty()
-                && event
-                    .hit_breakpoint_ids
-                    .iter()
-                    .all(|id| self.retired.contains(id)),
+            only_retired_named: self.placed.only_retired(&event.hit_breakpoint_ids),
             expect_pause: self.expect_pause,
         });
         let mut breakpoint_ids = match judged {
