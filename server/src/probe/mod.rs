@@ -6,6 +6,7 @@
 //! never dropped; `request_scope` is the request a hold, and a stepping mode
 //! chosen at it, is about.
 
+mod holds;
 mod inspect;
 mod outbox;
 mod request_scope;

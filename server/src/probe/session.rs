@@ -4,7 +4,7 @@
 //! actor only tells it how (`Armed`) and answers the holds (`Resume`).
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::HashMap,
     sync::{Arc, Mutex},
     time::{Duration, SystemTime},
 };
@@ -126,10 +126,8 @@ pub struct ProbeSession {
     mode_scope: Vec<BaggageEntry>,
     /// The held points, each a pause.
     book: PauseBook<Held>,
-    /// The pause key of each held point, by hit id.
-    held_hits: HashMap<String, String>,
-    /// When each held point reaches its limit, soonest first.
-    hold_deadlines: BTreeSet<(Instant, String)>,
+    /// The held points by hit id, and their limits.
+    holds: super::holds::Holds,
     evals: HashMap<String, PendingEval>,
     waiters: Vec<Waiter>,
     hold_limit: Duration,
@@ -294,8 +292,7 @@ impl ProbeSession {
             mode: Mode::Breakpoints,
             mode_scope: Vec::new(),
             book,
-            held_hits: HashMap::new(),
-            hold_deadlines: BTreeSet::new(),
+            holds: Default::default(),
             evals: HashMap::new(),
             waiters: Vec::new(),
             hold_limit,
@@ -413,7 +410,7 @@ impl ProbeSession {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let holds = self.hold_deadlines.first().map(|(d, _)| *d);
+        let holds = self.holds.next_deadline();
         let evals = self.evals.values().map(|e| e.deadline);
         let waits = self.waiters.iter().filter_map(|w| w.deadline);
         let stall = self.out.stall_deadline(self.stall_grace());
@@ -585,7 +582,7 @@ impl ProbeSession {
         if let Err(error) = crate::limits::hit(&hit) {
             return self.refuse(&hit.hit_id, &error);
         }
-        if self.held_hits.contains_key(&hit.hit_id) {
+        if self.holds.key_of(&hit.hit_id).is_some() {
             let error = ApiError::invalid_field(
                 "hit.hit_id",
                 format!(
@@ -854,8 +851,7 @@ impl ProbeSession {
         let kept = (!self.waiters.is_empty())
             .then(|| self.book.kept(&key))
             .flatten();
-        self.held_hits.insert(hit_id, key.clone());
-        self.hold_deadlines.insert((deadline, key));
+        self.holds.hold(hit_id, key, deadline);
         self.session.state = SessionState::Stopped.into();
         let Some(pause) = kept else {
             return;
@@ -1197,7 +1193,7 @@ impl ProbeSession {
     /// The probe gave up a hold (its context ended, its task was cancelled):
     /// the pause resolves like a release, but nobody is waiting for a Resume.
     fn withdraw(&mut self, hit_id: &str) {
-        let Some(key) = self.held_hits.get(hit_id).cloned() else {
+        let Some(key) = self.holds.key_of(hit_id).map(str::to_owned) else {
             // Usually a hold that was answered while the probe gave up on it.
             tracing::debug!(hit_id, "withdraw for a hit that is not held; ignored");
             return;
@@ -1225,9 +1221,11 @@ impl ProbeSession {
 
     /// A hold that ended leaves the indexes beside the book.
     fn forget(&mut self, entry: &book::Entry<Held>) {
-        self.held_hits.remove(&entry.data.hit.hit_id);
-        self.hold_deadlines
-            .remove(&(entry.data.deadline, entry.pause.key.clone()));
+        self.holds.forget(
+            &entry.data.hit.hit_id,
+            &entry.pause.key,
+            entry.data.deadline,
+        );
     }
 
     /// Once the last hold ended, the session runs again.
@@ -1336,15 +1334,7 @@ impl ProbeSession {
             );
             return self.end(EndReason::ProbeUnresponsive, detail).await;
         }
-        let mut expired = Vec::new();
-        while let Some((deadline, _)) = self.hold_deadlines.first()
-            && *deadline <= now
-        {
-            if let Some((_, key)) = self.hold_deadlines.pop_first() {
-                expired.push(key);
-            }
-        }
-        for key in expired {
+        for key in self.holds.expired(now) {
             self.notify(
                 NotificationLevel::Warning,
                 &format!("hold {key} reached its limit and continues"),
@@ -1402,8 +1392,7 @@ impl ProbeSession {
         };
         self.book
             .resolve_where(|_| true, CommandKind::Unspecified, by);
-        self.held_hits.clear();
-        self.hold_deadlines.clear();
+        self.holds.clear();
         for (_, e) in self.evals.drain() {
             let _ = e.reply.send(Err(ApiError::new(
                 ErrorReason::SessionEnded,

@@ -1,0 +1,98 @@
+//! The indexes a probe session keeps beside its pause book: the pause of
+//! each held point by the probe's hit id, and when each hold reaches its
+//! limit, soonest first. No I/O: the session decides with them and acts.
+
+use std::collections::{BTreeSet, HashMap};
+
+use tokio::time::Instant;
+
+#[derive(Debug, Default)]
+pub(super) struct Holds {
+    /// The pause key of each held point, by hit id.
+    by_hit: HashMap<String, String>,
+    /// When each held point reaches its limit, soonest first.
+    deadlines: BTreeSet<(Instant, String)>,
+}
+
+impl Holds {
+    /// The pause key of the hold of `hit_id`, while it is held.
+    pub fn key_of(&self, hit_id: &str) -> Option<&str> {
+        self.by_hit.get(hit_id).map(String::as_str)
+    }
+
+    /// The point of `hit_id` holds as pause `key` until `deadline`.
+    pub fn hold(&mut self, hit_id: String, key: String, deadline: Instant) {
+        self.by_hit.insert(hit_id, key.clone());
+        self.deadlines.insert((deadline, key));
+    }
+
+    /// The hold of `hit_id` (pause `key`, limit `deadline`) ended.
+    pub fn forget(&mut self, hit_id: &str, key: &str, deadline: Instant) {
+        self.by_hit.remove(hit_id);
+        self.deadlines.remove(&(deadline, key.to_owned()));
+    }
+
+    /// When the next hold reaches its limit.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(deadline, _)| *deadline)
+    }
+
+    /// The pauses whose limit has come by `now`, soonest first; each is
+    /// given once (its hold stays indexed until it is forgotten).
+    pub fn expired(&mut self, now: Instant) -> Vec<String> {
+        let mut expired = Vec::new();
+        while self.deadlines.first().is_some_and(|(d, _)| *d <= now) {
+            if let Some((_, key)) = self.deadlines.pop_first() {
+                expired.push(key);
+            }
+        }
+        expired
+    }
+
+    /// Every hold ended (the session ends).
+    pub fn clear(&mut self) {
+        self.by_hit.clear();
+        self.deadlines.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn holds_reach_their_limits_soonest_first_and_once() {
+        let now = Instant::now();
+        let mut holds = Holds::default();
+        holds.hold("h1".into(), "p1".into(), now + Duration::from_secs(30));
+        holds.hold("h2".into(), "p2".into(), now + Duration::from_secs(10));
+        holds.hold("h3".into(), "p3".into(), now + Duration::from_secs(20));
+        assert_eq!(holds.next_deadline(), Some(now + Duration::from_secs(10)));
+        assert!(holds.expired(now).is_empty());
+        assert_eq!(holds.expired(now + Duration::from_secs(25)), ["p2", "p3"]);
+        assert!(
+            holds.expired(now + Duration::from_secs(25)).is_empty(),
+            "once"
+        );
+        assert_eq!(holds.key_of("h2"), Some("p2"), "held until forgotten");
+        assert_eq!(holds.next_deadline(), Some(now + Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn a_forgotten_hold_is_neither_found_nor_due() {
+        let now = Instant::now();
+        let mut holds = Holds::default();
+        let deadline = now + Duration::from_secs(5);
+        holds.hold("h1".into(), "p1".into(), deadline);
+        holds.forget("h1", "p1", deadline);
+        assert_eq!(holds.key_of("h1"), None);
+        assert_eq!(holds.next_deadline(), None);
+        assert!(holds.expired(deadline).is_empty());
+        holds.hold("h2".into(), "p2".into(), deadline);
+        holds.clear();
+        assert_eq!(holds.key_of("h2"), None);
+        assert_eq!(holds.next_deadline(), None);
+    }
+}
