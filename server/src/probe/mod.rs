@@ -8,6 +8,7 @@
 
 mod holds;
 mod inspect;
+mod mode;
 mod outbox;
 mod request_scope;
 pub mod session;

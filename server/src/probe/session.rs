@@ -13,9 +13,9 @@ use opentelemetry::KeyValue;
 use stepd_proto::v1::{
     Armed, ArmedMatcher, BaggageEntry, Cause, CommandKind, ConnectRequest, Continued,
     DisconnectMode, EndReason, Enlighten, ErrorReason, Eval, Frame, HeartbeatEvent, Hello, Hit,
-    HitRefused, Notification, NotificationLevel, Observed, Pause, PauseReason, ProbeMode,
-    Reconnect, Rendering, Resume, ResumeDecision, SendDebugInputResponse, Session, SessionEnded,
-    SessionKind, SessionStarted, SessionState, StableState, Trace, breakpoint_spec::Location,
+    HitRefused, Notification, NotificationLevel, Observed, Pause, PauseReason, Reconnect,
+    Rendering, Resume, ResumeDecision, SendDebugInputResponse, Session, SessionEnded, SessionKind,
+    SessionStarted, SessionState, StableState, Trace, breakpoint_spec::Location,
     connect_request::Message as In, connect_response::Message as Out, event::Payload,
     inject_command::Replacement,
 };
@@ -26,6 +26,7 @@ use tokio::{
 use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 
+use super::mode::{AtPoint, Mode, ModeState, Tracing};
 use super::outbox::{self, Outbox, Permit};
 use super::request_scope;
 use super::value;
@@ -51,26 +52,6 @@ use crate::{
 const DEFAULT_TRACE_STEPS: u32 = 1000;
 /// How long an EVAL may wait for the probe.
 const EVAL_DEADLINE: Duration = Duration::from_secs(30);
-
-/// How the probe should treat its points, as the server sees it.
-#[derive(Debug, Clone, PartialEq)]
-enum Mode {
-    Breakpoints,
-    Step,
-    Out { depth: u32, force: bool },
-    Quiet { depth: u32 },
-    Here { coor: Vec<i32>, force: bool },
-    Trace(Tracing),
-}
-
-/// A TRACE run: the pause it started from and the steps reported so far,
-/// counted across report batches.
-#[derive(Debug, Clone, PartialEq)]
-struct Tracing {
-    key: String,
-    step: u32,
-    limit: u32,
-}
 
 /// What the session keeps beside each held point's pause.
 pub(crate) struct Held {
@@ -120,10 +101,8 @@ pub struct ProbeSession {
     out: Outbox,
     commands: Mailbox,
     answers: mpsc::Receiver<Answer>,
-    mode: Mode,
-    /// The request `mode` is about (`Armed.request_scope`); empty = the
-    /// whole process, and always empty in BREAKPOINTS mode.
-    mode_scope: Vec<BaggageEntry>,
+    /// The mode and the request it is about.
+    mode: ModeState,
     /// The held points, each a pause.
     book: PauseBook<Held>,
     /// The held points by hit id, and their limits.
@@ -289,8 +268,7 @@ impl ProbeSession {
             out: Outbox::new(out),
             commands,
             answers,
-            mode: Mode::Breakpoints,
-            mode_scope: Vec::new(),
+            mode: ModeState::default(),
             book,
             holds: Default::default(),
             evals: HashMap::new(),
@@ -444,22 +422,7 @@ impl ProbeSession {
             .as_ref()
             .map(|(m, _)| m.clone())
             .unwrap_or_default();
-        let (mode, depth, target_coor, honour) = match &self.mode {
-            Mode::Breakpoints => (ProbeMode::Breakpoints, 0, Vec::new(), true),
-            Mode::Step => (ProbeMode::Step, 0, Vec::new(), true),
-            Mode::Out { depth, force } => (ProbeMode::Depth, *depth, Vec::new(), !force),
-            Mode::Quiet { depth } => (ProbeMode::None, *depth, Vec::new(), false),
-            Mode::Here { coor, force } => (ProbeMode::Breakpoints, 0, coor.clone(), !force),
-            Mode::Trace(_) => (ProbeMode::Trace, 0, Vec::new(), true),
-        };
-        Armed {
-            mode: mode.into(),
-            matchers,
-            depth,
-            target_coor,
-            honour_breakpoints: honour,
-            request_scope: self.mode_scope.clone(),
-        }
+        self.mode.armed(matchers)
     }
 
     /// The probe breakpoints that apply to this probe, and the earliest
@@ -493,15 +456,9 @@ impl ProbeSession {
         (matchers, until)
     }
 
-    /// Changes the mode, about the request `scope` (empty = the whole
-    /// process); BREAKPOINTS is never about one request.
+    /// Changes the mode, about the request `scope` (see [`ModeState::set`]).
     fn set_mode(&mut self, mode: Mode, scope: Vec<BaggageEntry>) {
-        self.mode_scope = if mode == Mode::Breakpoints {
-            Vec::new()
-        } else {
-            scope
-        };
-        self.mode = mode;
+        self.mode.set(mode, scope);
     }
 
     /// The request scope of a held point, for a mode chosen at it.
@@ -596,24 +553,11 @@ impl ProbeSession {
             return self.rehold(hit, since);
         }
         let point = hit.point.clone().unwrap_or_default();
-        // A mode about one request says nothing of another request's point:
-        // only its breakpoints can hold it.
-        let mode_applies = self.mode_scope.is_empty() || !hit.outside_request_scope;
-        let mode_scope = if mode_applies {
-            self.mode_scope.clone()
-        } else {
-            Vec::new()
-        };
-        // Whether the mode alone makes this point hold: the step's end, the
-        // HERE target, a point outside the scope being left.
         let depth = u32::try_from(point.scope_path.len()).unwrap_or(u32::MAX);
-        let mode_holds = mode_applies
-            && match &self.mode {
-                Mode::Step => true,
-                Mode::Breakpoints | Mode::Trace(_) | Mode::Quiet { .. } => false,
-                Mode::Here { coor, .. } => hit.coor == *coor,
-                Mode::Out { depth: from, .. } => depth < *from,
-            };
+        let AtPoint {
+            scope: mode_scope,
+            holds: mode_holds,
+        } = self.mode.at(hit.outside_request_scope, &hit.coor, depth);
         if hit.breakpoint_ids.is_empty() {
             let limit = self.hold_limit;
             return self.hold(hit, point, limit, None, mode_scope);
@@ -995,7 +939,7 @@ impl ProbeSession {
     async fn on_trace(&mut self, records: Vec<stepd_proto::v1::TraceReport>) {
         let mut spent = 0usize;
         for record in records {
-            let Mode::Trace(tracing) = &mut self.mode else {
+            let Mode::Trace(tracing) = &mut self.mode.now else {
                 spent += 1;
                 continue;
             };
@@ -1019,7 +963,7 @@ impl ProbeSession {
                 point: Some(point),
             })));
             if last {
-                self.mode = Mode::Step;
+                self.mode.now = Mode::Step;
                 self.push_armed().await;
             }
         }
@@ -1315,8 +1259,8 @@ impl ProbeSession {
                 }),
                 go_on,
             ),
-            Go::Skip => (self.mode.clone(), ResumeDecision::Skip),
-            Go::Quit => (self.mode.clone(), ResumeDecision::Stop),
+            Go::Skip => (self.mode.now.clone(), ResumeDecision::Skip),
+            Go::Quit => (self.mode.now.clone(), ResumeDecision::Stop),
         })
     }
 
@@ -1447,7 +1391,7 @@ impl PauseOwner for ProbeSession {
         let permit = self.reserve()?;
         // SKIP and QUIT leave the mode, and the request it is about, as they were.
         let scope = match go {
-            Go::Skip | Go::Quit => self.mode_scope.clone(),
+            Go::Skip | Go::Quit => self.mode.scope.clone(),
             _ => self.scope_of(key),
         };
         match go {
