@@ -636,3 +636,28 @@ async fn a_replica_started_on_a_killed_one_s_address_is_not_taken_for_it() {
     restarted.stop().await;
     b.stop().await;
 }
+
+/// A probe that connects to another replica in place of its session here
+/// (before this replica saw its old connection break) ends that session at
+/// once, as a reconnection to this replica would: not at the program's
+/// reconnect deadline, nor never while the old connection lingers.
+#[tokio::test]
+async fn a_probe_that_reconnects_to_another_replica_ends_its_old_session_at_once() {
+    let url = postgres::database("cluster_taken_over");
+    let (a, mut on_a) = replica(&url).await;
+    let (b, mut on_b) = replica(&url).await;
+    let breakpoint = stop_at_bash(&a, &mut [&mut on_a, &mut on_b]).await;
+    let (old, _) = Probe::connect(&b, &[]).await;
+    hold(&old, "h1", &breakpoint).await;
+    let key = dap::next_pause(&mut on_b, &old.session_id).await.key;
+    // A knows the session (its peer relayed it) ...
+    dap::next_pause(&mut on_a, &old.session_id).await;
+    // ... when the probe comes back on A, its connection to B still open.
+    let (new, _) = Probe::connect_with(&a, &[], &old.session_id).await;
+    let end = ends_after_resolving(&mut on_b, &old.session_id, &key).await;
+    assert_eq!(end.reason, EndReason::ProbeDisconnected as i32, "{end:?}");
+    assert!(end.detail.contains(&new.session_id), "{end:?}");
+    drop((old, new));
+    a.stop().await;
+    b.stop().await;
+}

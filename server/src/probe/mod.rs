@@ -136,12 +136,11 @@ fn previous_session(
     };
     {
         let (ended, heard) = oneshot::channel();
-        let superseded = session::Superseded {
-            by: id.to_owned(),
-            ended,
-        };
         if old
-            .send(crate::session::Command::Kind(Box::new(superseded)))
+            .send(crate::session::Command::TakenOver {
+                by: id.to_owned(),
+                ended,
+            })
             .is_ok()
         {
             old_ended = Some(heard);

@@ -80,16 +80,6 @@ struct Waiter {
     started: std::time::Instant,
 }
 
-/// The probe reconnected as session `by`: this one ends as if its stream
-/// had (sent to the old session as [`Command::Kind`]).
-pub struct Superseded {
-    /// The new session's id.
-    pub by: String,
-    /// Told once this session has ended, so the new one re-reports its
-    /// holds only after the old pauses are gone.
-    pub ended: oneshot::Sender<()>,
-}
-
 /// The actor of one probe session.
 pub struct ProbeSession {
     ctx: Context,
@@ -1051,11 +1041,7 @@ impl ProbeSession {
                 self.matchers = None;
                 self.push_armed().await;
             }
-            Command::Kind(message) => {
-                let Ok(superseded) = message.downcast::<Superseded>() else {
-                    return;
-                };
-                let Superseded { by, ended } = *superseded;
+            Command::TakenOver { by, ended } => {
                 self.end(
                     EndReason::ProbeDisconnected,
                     format!("the probe reconnected as session {by}"),

@@ -150,10 +150,17 @@ pub enum Command {
     },
     /// The project's breakpoints changed: apply them again (see [`Mailbox`]).
     Reapply,
-    /// A message for the session's kind alone (a probe session taken over
-    /// by its probe's reconnection): the core passes it on unread, and a
-    /// kind that does not know it ignores it.
-    Kind(Box<dyn std::any::Any + Send>),
+    /// The session's program connected again, as session `by`, here or on
+    /// another replica: end as if its connection had ended. `ended` is told
+    /// once it has, so the new session re-reports what it holds only after
+    /// the old pauses are gone. A kind whose programs do not reconnect
+    /// ignores it.
+    TakenOver {
+        /// The new session's id.
+        by: String,
+        /// Told once this session has ended.
+        ended: oneshot::Sender<()>,
+    },
     /// The daemon shuts down: end the session as its kind ends then. A DAP
     /// session ends as for a `Disconnect` without a mode; a probe is told
     /// to reconnect and its holds end without a Resume, so its program
@@ -401,6 +408,12 @@ impl Sessions {
                             (reapply, false)
                         }
                         Some(Payload::SessionEnded(_)) => (false, true),
+                        Some(Payload::SessionStarted(started)) => {
+                            if let Some(sessions) = sessions.upgrade() {
+                                sessions.taken_over(&event.session_id, started);
+                            }
+                            (false, false)
+                        }
                         _ => (false, false),
                     },
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => (true, true),
@@ -419,6 +432,32 @@ impl Sessions {
                 }
             }
         });
+    }
+
+    /// A session that started on another replica in place of one of this
+    /// daemon's (its probe reconnected there): the old one ends now, as it
+    /// would for a reconnection here, not when its program's reconnect
+    /// deadline runs out. A session started here told its predecessor
+    /// itself.
+    fn taken_over(&self, id: &str, started: &stepd_proto::v1::SessionStarted) {
+        let Some(previous) = started
+            .session
+            .as_ref()
+            .map(|s| s.previous_session_id.as_str())
+            .filter(|p| !p.is_empty())
+        else {
+            return;
+        };
+        if self.get(id).is_ok() {
+            return;
+        }
+        if let Ok(old) = self.get(previous) {
+            let (ended, _) = oneshot::channel();
+            let _ = old.send(Command::TakenOver {
+                by: id.to_owned(),
+                ended,
+            });
+        }
     }
 
     /// Drops the sessions whose actor is gone and that the event view no

@@ -999,8 +999,8 @@ impl Actor {
                     self.start_exec(op, wait, reply).await;
                 }
             }
-            // Nothing of a DAP session's own comes this way.
-            Command::Kind(_) => {}
+            // A DAP session's program does not reconnect.
+            Command::TakenOver { .. } => {}
             Command::Shutdown { reply } => {
                 self.disconnect(DisconnectMode::Unspecified, reply).await
             }
