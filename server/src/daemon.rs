@@ -12,16 +12,18 @@ use stepd_proto::v1::{DebugInput, SendDebugInputResponse};
 
 use crate::{
     auth::Identity,
-    breakpoints::Breakpoints,
     cluster::Cluster,
     config::Config,
     dap_session::{DapSettings, Launcher},
+    history::History,
+    probe::ProbeSettings,
+};
+use stepd_core::{
+    breakpoints::Breakpoints,
     error::ApiResult,
     events::{EventBus, SubscriberMemory},
-    history::History,
     inspector::Inspectors,
     metrics::Counts,
-    probe::ProbeSettings,
     session::{Context, Sessions, pause::PauseRegistry},
     slots::{Cap, Slots},
 };
@@ -87,7 +89,9 @@ impl Daemon {
         .await?;
         // Sequence numbers start at the start time in microseconds, so cursors
         // from an earlier instance always fall below this one's.
-        let first_seq = u64::try_from(crate::time::now_us()).unwrap_or(1).max(1);
+        let first_seq = u64::try_from(stepd_core::time::now_us())
+            .unwrap_or(1)
+            .max(1);
         let bus = Arc::new(
             EventBus::new(
                 instance_id.clone(),
@@ -99,7 +103,7 @@ impl Daemon {
             .with_ring_bytes_total(config.ring_bytes_total),
         );
         let breakpoints = Arc::new(
-            Breakpoints::load(store.clone(), bus.clone())
+            Breakpoints::load(Arc::new(store.clone()), bus.clone())
                 .await
                 .with_context(|| format!("loading breakpoints from {}", store.place()))?,
         );
@@ -107,7 +111,7 @@ impl Daemon {
             PauseRegistry::new(bus.clone())
                 .with_max_pending(config.max_pauses, config.max_pauses_per_identity),
         );
-        let redactor = Arc::new(crate::redact::Redactor::new(&config.redact));
+        let redactor = Arc::new(stepd_core::redact::Redactor::new(&config.redact));
         let inspectors = Arc::new(
             Inspectors::new(bus.clone(), config.inspector_idle, config.max_inspectors)
                 .with_redactor(redactor.clone()),
@@ -155,7 +159,7 @@ impl Daemon {
                 max: config.max_subscribers,
             },
         );
-        crate::metrics::observe(&instance_id, {
+        stepd_core::metrics::observe(&instance_id, {
             let (bus, subscribers) = (bus.clone(), subscribers.clone());
             move || own_counts(&bus, &subscribers)
         });
@@ -216,7 +220,7 @@ impl Daemon {
         field: &str,
     ) -> ApiResult<SendDebugInputResponse> {
         crate::auth::roles::answer_pause(who)?;
-        crate::limits::debug_input(&input, field)?;
+        stepd_core::limits::debug_input(&input, field)?;
         let elsewhere = self
             .cluster
             .as_ref()

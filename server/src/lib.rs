@@ -1,37 +1,30 @@
-//! stepd, the debugging daemon: sessions, breakpoints, pauses and events
-//! behind a gRPC API (`stepd.v1`).
+//! stepd, the debugging daemon: the gRPC API over the core.
 //!
-//! Follow a request from `api/` (thin handlers) into the module that owns the
-//! behaviour: `breakpoints`, `events`, `store`, `dap` (the protocol and the
-//! adapters), `session` (the kind-neutral core and its pause book),
-//! `dap_session` and `probe` (the two kinds of session), `inspector`.
+//! Follow a request from `api/` (thin handlers) into the crate that owns the
+//! behaviour: `stepd-core` (sessions, the pause book, breakpoints, events,
+//! the inspector), `stepd-store`, and here `dap` (the protocol and the
+//! adapters), `dap_session` and `probe` (the two kinds of session).
 
 pub mod api;
 pub mod auth;
-pub mod breakpoints;
 pub mod cluster;
 pub mod config;
 pub mod conns;
 pub mod daemon;
 pub mod dap;
 pub mod dap_session;
-pub mod error;
-pub mod events;
 pub mod health;
 pub mod history;
-pub mod inspector;
-pub mod json;
-pub mod limits;
+pub mod http_limits;
 pub mod log_writer;
 pub mod malformed;
-pub mod metrics;
 pub mod peer;
 pub mod probe;
-pub mod redact;
 pub mod reflection;
 pub mod server;
-pub mod session;
-pub mod slots;
+pub mod status;
 pub mod telemetry;
-pub mod time;
 pub mod tls;
+
+#[cfg(test)]
+mod pause_table;

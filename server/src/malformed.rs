@@ -2,9 +2,10 @@
 //! INTERNAL, which `docs/errors.md` reserves for bugs in stepd, so they are
 //! rewritten into INVALID_ARGUMENT with an `ErrorInfo` and a field violation.
 
+use crate::status::IntoStatus as _;
 use tonic::{Code, Status, body::Body, codegen::http};
 
-use crate::error::ApiError;
+use stepd_core::error::ApiError;
 
 /// How tonic and prost start the messages of the statuses they make when a
 /// request's bytes cannot be read as its message.
@@ -45,7 +46,7 @@ pub fn refusal(status: &Status) -> Status {
         "request",
         format!("the request is not a valid protobuf message of its type: {said}"),
     )
-    .into()
+    .into_status()
 }
 
 /// Rewrites a trailers-only response carrying a decode failure (a unary or
@@ -70,10 +71,11 @@ mod tests {
         let rewritten = refusal(&decode);
         assert_eq!(rewritten.code(), Code::InvalidArgument);
         assert_eq!(
-            crate::error::reason_of(&rewritten),
+            crate::status::reason_of(&rewritten),
             ErrorReason::InvalidArgument
         );
-        let ours: Status = ApiError::internal("failed to decode Protobuf message").into();
+        let ours: Status =
+            crate::status::status(ApiError::internal("failed to decode Protobuf message"));
         assert!(!is_decode_failure(&ours), "stepd's own errors stay");
         assert!(!is_decode_failure(&Status::internal("something else")));
         let long = Status::internal(format!(

@@ -20,6 +20,7 @@ use tokio_util::either::Either;
 use tonic::transport::{Server, server::Router};
 use tonic_health::ServingStatus;
 
+use crate::http_limits::remap_size_refusal;
 use crate::{
     api::{
         breakpoint::BreakpointApi, daemon::DaemonApi, event::EventApi, history::HistoryApi,
@@ -29,7 +30,6 @@ use crate::{
     config::Config,
     conns::{Conns, SeenLayer},
     daemon::Daemon,
-    limits::remap_size_refusal,
     malformed::remap_decode_refusal,
 };
 

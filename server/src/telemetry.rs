@@ -1,7 +1,7 @@
 //! Logging and tracing: `tracing` to stderr, filtered by `RUST_LOG`, as text
 //! or JSON lines; and, when the standard `OTEL_*` variables ask for it,
 //! OpenTelemetry traces exported over OTLP gRPC in batches, and metrics
-//! (`crate::metrics`) exported periodically.
+//! (`stepd_core::metrics`) exported periodically.
 //!
 //! Three kinds of span are exported (docs/observability.md): one per RPC
 //! (the `rpc` tracing span, bridged, continuing the caller's `traceparent`),
@@ -10,28 +10,22 @@
 //! exported the subscriber is the plain one, [`Span`] holds nothing, and
 //! every entry point here returns after one check of [`enabled`].
 
-use std::{borrow::Cow, sync::OnceLock, time::SystemTime};
+use std::sync::OnceLock;
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::{
-    Context, KeyValue,
     propagation::{Extractor, TextMapPropagator},
-    trace::{SpanKind, Status, TraceContextExt as _, Tracer as _, TracerProvider as _},
+    trace::{Status, TraceContextExt as _, TracerProvider as _},
 };
 use opentelemetry_sdk::{
-    Resource,
-    metrics::SdkMeterProvider,
-    propagation::TraceContextPropagator,
-    trace::{SdkTracer, SdkTracerProvider},
+    Resource, metrics::SdkMeterProvider, propagation::TraceContextPropagator,
+    trace::SdkTracerProvider,
 };
 use tonic::codegen::http;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _, filter::Targets, fmt, prelude::*};
 
 use crate::log_writer::{LogFlush, LogWriter};
-
-/// The tracer spans are exported through; set once, when export is on.
-static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 
 /// The service name when neither `OTEL_SERVICE_NAME` nor
 /// `OTEL_RESOURCE_ATTRIBUTES` gives one.
@@ -45,11 +39,7 @@ const RPC_TARGET: &str = "stepd::server";
 /// not exported.
 const UNTRACED_TARGET: &str = "stepd::untraced";
 
-/// Whether spans are exported. One atomic load.
-#[inline]
-pub fn enabled() -> bool {
-    TRACER.get().is_some()
-}
+pub use stepd_core::trace::enabled;
 
 /// Flushes what is left to export when the daemon stops.
 #[must_use = "call shutdown when the daemon stops, or the last spans are lost"]
@@ -307,7 +297,7 @@ pub fn init(format: LogFormat) -> Telemetry {
         }
         Some(provider) => {
             let tracer = provider.tracer("stepd");
-            let _ = TRACER.set(tracer.clone());
+            stepd_core::trace::install(tracer.clone());
             let logs = match format {
                 LogFormat::Text => fmt::layer().with_writer(writer).boxed(),
                 LogFormat::Json => fmt::layer()
@@ -343,7 +333,7 @@ pub fn init(format: LogFormat) -> Telemetry {
         tracing::info!("OpenTelemetry: exporting traces over OTLP gRPC");
     }
     if let Some(meters) = &meters {
-        crate::metrics::install(meters.meter("stepd"));
+        stepd_core::metrics::install(meters.meter("stepd"));
         tracing::info!("OpenTelemetry: exporting metrics over OTLP gRPC");
     }
     Telemetry {
@@ -458,7 +448,10 @@ fn grpc_code(headers: &http::HeaderMap) -> Option<tonic::Code> {
 /// conventions count as server errors.
 fn record_status(span: &tracing::Span, code: tonic::Code) {
     use tonic::Code as C;
-    span.set_attribute("rpc.response.status_code", crate::error::code_name(code));
+    span.set_attribute(
+        "rpc.response.status_code",
+        stepd_core::error::code_name(crate::status::core_code(code)),
+    );
     span.set_attribute("rpc.grpc.status_code", code as i64);
     if matches!(
         code,
@@ -469,7 +462,9 @@ fn record_status(span: &tracing::Span, code: tonic::Code) {
             | C::Unavailable
             | C::DataLoss
     ) {
-        span.set_status(Status::error(crate::error::code_name(code)));
+        span.set_status(Status::error(stepd_core::error::code_name(
+            crate::status::core_code(code),
+        )));
     }
 }
 
@@ -527,219 +522,11 @@ fn end_stream_span(span: &tracing::Span, code: tonic::Code) {
     span.in_scope(|| record_status(span, code));
 }
 
-/// A program's span as W3C Trace Context (a probe's `traceparent` and
-/// `tracestate`); names none when `traceparent` is empty or malformed.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Remote<'a> {
-    /// `00-TRACE-SPAN-FLAGS`.
-    pub traceparent: &'a str,
-    /// Vendor entries, kept only beside a valid `traceparent`.
-    pub tracestate: &'a str,
-}
-
-impl Remote<'_> {
-    /// The context it names (invalid if it names none: the propagator
-    /// refuses malformed input rather than failing).
-    fn context(self) -> Context {
-        struct Headers<'a>(Remote<'a>);
-        impl Extractor for Headers<'_> {
-            fn get(&self, key: &str) -> Option<&str> {
-                match key {
-                    "traceparent" => Some(self.0.traceparent),
-                    "tracestate" => Some(self.0.tracestate),
-                    _ => None,
-                }
-            }
-            fn keys(&self) -> Vec<&str> {
-                vec!["traceparent", "tracestate"]
-            }
-        }
-        if self.traceparent.is_empty() {
-            return Context::new();
-        }
-        TraceContextPropagator::new().extract_with_context(&Context::new(), &Headers(self))
-    }
-}
-
-// ----- spans of the daemon's own --------------------------------------------
-
-/// A span started and ended by hand: a session from start to end, a pause
-/// for exactly the time it is held. Holds nothing when export is off, and
-/// then every method returns at once (attribute lists are built by closures
-/// that are not called).
-#[derive(Clone, Default)]
-pub struct Span(Option<Context>);
-
-impl std::fmt::Debug for Span {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (trace, span) = self.ids();
-        write!(f, "Span({trace}/{span})")
-    }
-}
-
-impl Span {
-    /// No span.
-    pub const fn none() -> Self {
-        Self(None)
-    }
-
-    /// The span of the RPC being served, as the parent of what it starts
-    /// (no span outside an RPC or with export off).
-    pub fn current_rpc() -> Self {
-        if !enabled() {
-            return Self::none();
-        }
-        let cx = tracing::Span::current().context();
-        Self(cx.span().span_context().is_valid().then_some(cx))
-    }
-
-    /// Starts an internal span named `name`, a child of `parent` (a root
-    /// span if `parent` holds none).
-    pub fn start(
-        name: impl Into<Cow<'static, str>>,
-        parent: &Span,
-        attributes: impl FnOnce() -> Vec<KeyValue>,
-    ) -> Self {
-        let Some(tracer) = TRACER.get() else {
-            return Self::none();
-        };
-        let parent = parent.0.clone().unwrap_or_default();
-        let span = tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Internal)
-            .with_attributes(attributes())
-            .start_with_context(tracer, &parent);
-        Self(Some(parent.with_span(span)))
-    }
-
-    /// Starts an internal span named `name` under the span `remote` names
-    /// (a program's own, reported by a probe), linked to `local`; under
-    /// `local` when `remote` names none.
-    pub fn start_under(
-        name: impl Into<Cow<'static, str>>,
-        remote: Remote<'_>,
-        local: &Span,
-        attributes: impl FnOnce() -> Vec<KeyValue>,
-    ) -> Self {
-        let Some(tracer) = TRACER.get() else {
-            return Self::none();
-        };
-        let remote = remote.context();
-        if !remote.span().span_context().is_valid() {
-            return Self::start(name, local, attributes);
-        }
-        let mut builder = tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Internal)
-            .with_attributes(attributes());
-        if let Some(cx) = &local.0 {
-            builder = builder.with_links(vec![opentelemetry::trace::Link::with_context(
-                cx.span().span_context().clone(),
-            )]);
-        }
-        let span = builder.start_with_context(tracer, &remote);
-        Self(Some(remote.with_span(span)))
-    }
-
-    /// Hex trace and span ids, empty without a span.
-    pub fn ids(&self) -> (String, String) {
-        match &self.0 {
-            Some(cx) => {
-                let span = cx.span();
-                let sc = span.span_context();
-                (sc.trace_id().to_string(), sc.span_id().to_string())
-            }
-            None => (String::new(), String::new()),
-        }
-    }
-
-    /// The W3C `traceparent` naming this span as the parent, for a program
-    /// stepd starts; none without a span.
-    pub fn traceparent(&self) -> Option<String> {
-        let cx = self.0.as_ref()?;
-        let span = cx.span();
-        let sc = span.span_context();
-        Some(format!(
-            "00-{}-{}-{:02x}",
-            sc.trace_id(),
-            sc.span_id(),
-            sc.trace_flags().to_u8()
-        ))
-    }
-
-    /// Adds attributes.
-    pub fn set(&self, attributes: impl FnOnce() -> Vec<KeyValue>) {
-        if let Some(cx) = &self.0 {
-            cx.span().set_attributes(attributes());
-        }
-    }
-
-    /// Adds an event.
-    pub fn event(&self, name: &'static str, attributes: impl FnOnce() -> Vec<KeyValue>) {
-        if let Some(cx) = &self.0 {
-            cx.span().add_event(Cow::Borrowed(name), attributes());
-        }
-    }
-
-    /// Marks the span failed.
-    pub fn fail(&self, description: impl Into<Cow<'static, str>>) {
-        if let Some(cx) = &self.0 {
-            cx.span().set_status(Status::error(description));
-        }
-    }
-
-    /// Ends the span now, with last attributes. Later calls do nothing.
-    pub fn end(&mut self, attributes: impl FnOnce() -> Vec<KeyValue>) {
-        self.end_at(SystemTime::now(), attributes);
-    }
-
-    /// Ends the span as of `at`, with last attributes. Later calls do
-    /// nothing.
-    pub fn end_at(&mut self, at: SystemTime, attributes: impl FnOnce() -> Vec<KeyValue>) {
-        if let Some(cx) = self.0.take() {
-            let span = cx.span();
-            span.set_attributes(attributes());
-            span.end_with_timestamp(at);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
-    use opentelemetry::trace::TraceContextExt as _;
-
-    use super::{Remote, Signal, export_wanted};
-
-    #[test]
-    fn a_probes_trace_context_is_read_or_ignored() {
-        let good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-        let cx = Remote {
-            traceparent: good,
-            tracestate: "vendor=x,other=y",
-        }
-        .context();
-        let span = cx.span();
-        let sc = span.span_context();
-        assert!(sc.is_valid() && sc.is_remote());
-        assert_eq!(sc.trace_state().get("vendor"), Some("x"));
-        for bad in [
-            "",
-            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
-            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
-            "zz-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-é-extra",
-            "\u{0}",
-        ] {
-            let cx = Remote {
-                traceparent: bad,
-                tracestate: "=,=,\u{7f}",
-            }
-            .context();
-            assert!(!cx.span().span_context().is_valid(), "{bad:?}");
-        }
-    }
+    use super::{Signal, export_wanted};
 
     fn wanted(vars: &[(&str, &str)]) -> Result<bool, String> {
         let vars: HashMap<String, String> = vars

@@ -3,6 +3,8 @@
 use prost::Message as _;
 use stepd_proto::v1::BreakpointSpec;
 
+use stepd_core::breakpoints::StoredBreakpoint;
+
 use super::{Queued, Statement, Store, Within, WriteError};
 
 /// The columns every statement that returns breakpoints returns.
@@ -10,25 +12,6 @@ macro_rules! returning {
     () => {
         " RETURNING id, spec, hit_count, created_at_us, updated_at_us, created_by, updated_by"
     };
-}
-
-/// A breakpoint as stored.
-#[derive(Debug, Clone)]
-pub struct StoredBreakpoint {
-    /// Row id; the API id is `bp-<id>`.
-    pub id: i64,
-    /// The spec as last set.
-    pub spec: BreakpointSpec,
-    /// Hits so far.
-    pub hit_count: u64,
-    /// Creation time, microseconds since the Unix epoch.
-    pub created_at_us: i64,
-    /// Last change, microseconds since the Unix epoch.
-    pub updated_at_us: i64,
-    /// The identity that added it.
-    pub created_by: String,
-    /// The identity that last changed it.
-    pub updated_by: String,
 }
 
 impl Store {

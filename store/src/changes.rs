@@ -7,26 +7,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sqlx::postgres::PgListener;
+pub use stepd_core::breakpoints::Change;
 
 /// The channel the trigger notifies.
 const CHANNEL: &str = "stepd_breakpoints";
 
 /// How long to wait before listening again after the database refused.
 const RETRY: Duration = Duration::from_millis(500);
-
-/// A change another replica committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    /// A breakpoint was added or its spec changed: read it again.
-    Changed(i64),
-    /// A breakpoint was removed.
-    Removed(i64),
-    /// Hits were added to a breakpoint's count.
-    Hits { id: i64, added: u64 },
-    /// The connection was lost and announcements may be missing: read
-    /// every breakpoint again.
-    Lost,
-}
 
 /// The trigger's payload.
 #[derive(Deserialize)]

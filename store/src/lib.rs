@@ -13,11 +13,13 @@ mod directory;
 mod failure;
 mod health;
 mod history;
+mod port;
 mod records;
 mod statement;
-mod within;
 mod writer;
 
+#[cfg(test)]
+mod registry_tests;
 #[cfg(test)]
 mod tests;
 
@@ -28,16 +30,18 @@ use sqlx::{Connection as _, PgPool, SqlitePool, pool::PoolConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use backend::{Backend, Record};
-pub use breakpoints::{QueuedInsert, StoredBreakpoint};
+pub use breakpoints::QueuedInsert;
 pub use changes::{Change, Changes};
 pub use directory::{Owned, RETIRED, Replica};
 pub use failure::Failure;
 pub use health::Down;
 use health::Health;
 pub use history::{Dropped, RecordedEvent};
+pub use port::unavailable;
 pub use records::{EndedQuery, SessionRecord};
 use statement::Statement;
-pub use within::Within;
+pub use stepd_core::breakpoints::StoredBreakpoint;
+pub use stepd_core::within::{self, Within};
 
 /// How long the database may take to hand over a connection or to answer
 /// `BEGIN`, whatever the write's deadline: both are immediate on a database

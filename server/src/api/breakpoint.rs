@@ -1,5 +1,6 @@
 //! `stepd.v1.BreakpointService`.
 
+use crate::status::OrStatus as _;
 use std::sync::Arc;
 
 use stepd_proto::v1::{
@@ -12,9 +13,8 @@ use tonic::{Request, Response, Status};
 use crate::{
     auth::{audit::Note, identity},
     daemon::Daemon,
-    error::ApiError,
-    limits,
 };
+use stepd_core::{error::ApiError, limits};
 
 /// The number of a breakpoint id such as "bp-7".
 fn breakpoint_number(id: &str) -> Option<u64> {
@@ -43,23 +43,31 @@ impl BreakpointService for BreakpointApi {
         limits::Sizes::default()
             .labels("for_labels", &req.for_labels)
             .text("page_token", &req.page_token, limits::TOKEN_BYTES)
-            .check()?;
+            .check()
+            .or_status()?;
         // The token is the id of the last breakpoint of the page before; ids
         // grow in creation order and are never reused, so it stays a valid
         // place to resume however breakpoints come and go.
         let after = match req.page_token.as_str() {
             "" => 0,
-            token => breakpoint_number(token).ok_or_else(|| {
-                ApiError::invalid_field(
-                    "page_token",
-                    format!(
-                        "{} is not a page token from ListBreakpoints",
-                        crate::error::quote(token)
-                    ),
-                )
-            })?,
+            token => breakpoint_number(token)
+                .ok_or_else(|| {
+                    ApiError::invalid_field(
+                        "page_token",
+                        format!(
+                            "{} is not a page token from ListBreakpoints",
+                            stepd_core::error::quote(token)
+                        ),
+                    )
+                })
+                .or_status()?,
         };
-        let all = self.daemon.breakpoints.list(&req.for_labels).await?;
+        let all = self
+            .daemon
+            .breakpoints
+            .list(&req.for_labels)
+            .await
+            .or_status()?;
         let (breakpoints, more) = limits::page(
             all.into_iter()
                 .filter(|bp| breakpoint_number(&bp.id).is_some_and(|n| n > after)),
@@ -90,7 +98,8 @@ impl BreakpointService for BreakpointApi {
             .daemon
             .breakpoints
             .add(request.into_inner().spec, &who.name, within)
-            .await?;
+            .await
+            .or_status()?;
         note.set("breakpoint", &breakpoint.id);
         Ok(Response::new(AddBreakpointResponse {
             breakpoint: Some(breakpoint),
@@ -104,7 +113,12 @@ impl BreakpointService for BreakpointApi {
         let (note, within) = (Note::of(&request), super::write_within(&request));
         let id = request.into_inner().id;
         note.set("breakpoint", &id);
-        let breakpoint = self.daemon.breakpoints.remove(&id, within).await?;
+        let breakpoint = self
+            .daemon
+            .breakpoints
+            .remove(&id, within)
+            .await
+            .or_status()?;
         Ok(Response::new(RemoveBreakpointResponse {
             breakpoint: Some(breakpoint),
         }))
@@ -122,7 +136,8 @@ impl BreakpointService for BreakpointApi {
             .daemon
             .breakpoints
             .update(&req.id, req.spec, req.update_mask, &who.name, within)
-            .await?;
+            .await
+            .or_status()?;
         Ok(Response::new(UpdateBreakpointResponse {
             breakpoint: Some(breakpoint),
         }))

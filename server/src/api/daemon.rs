@@ -1,5 +1,6 @@
 //! `stepd.v1.DaemonService`.
 
+use crate::status::OrStatus as _;
 use std::sync::Arc;
 
 use stepd_proto::{
@@ -13,7 +14,8 @@ use stepd_proto::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::{daemon::Daemon, dap::registry, time::now_timestamp};
+use crate::{daemon::Daemon, dap::registry};
+use stepd_core::time::now_timestamp;
 
 /// Handler of DaemonService.
 pub struct DaemonApi {
@@ -56,7 +58,7 @@ impl DaemonService for DaemonApi {
         // The directory is in the database: while it is known to be down
         // the status is given without it rather than not at all.
         let replicas = match &d.cluster {
-            Some(cluster) if d.store.down().is_none() => cluster.replicas().await?,
+            Some(cluster) if d.store.down().is_none() => cluster.replicas().await.or_status()?,
             _ => Vec::new(),
         };
         let sessions: Vec<SessionCount> = counts

@@ -5,6 +5,7 @@
 //! sends it (`events::wire`), as HTTP/2 body chunks; tonic's encoder would
 //! encode every message again into each stream's own buffer.
 
+use crate::status::OrStatus as _;
 use std::{
     convert::Infallible,
     pin::Pin,
@@ -24,7 +25,8 @@ use tonic::{
     Request, Status, Streaming, body::Body, codec::Codec, codegen::http, server::NamedService,
 };
 
-use crate::{daemon::Daemon, events::Subscriber};
+use super::subscription::Subscriber;
+use crate::daemon::Daemon;
 
 /// Bytes of messages a stream hands its HTTP/2 stream that are not yet
 /// written out; more wait in the stream's own queue, counted there. Enough
@@ -59,14 +61,15 @@ impl EventApi {
             crate::auth::roles::peer_replica(
                 &who,
                 "relaying a replica's own sessions (x-stepd-relay)",
-            )?;
+            )
+            .or_status()?;
         }
         let slots = if relay {
             &self.daemon.relays
         } else {
             &self.daemon.subscribers
         };
-        let slot = slots.take(&who.name)?;
+        let slot = slots.take(&who.name).or_status()?;
         let client_name = super::client_name(&request);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -96,11 +99,12 @@ impl EventApi {
                         crate::auth::audit::write(
                             Some(&who),
                             "stepd.v1.EventService/Subscribe:DebugInput",
-                            &format!("pause={}", crate::error::clip(&key)),
+                            &format!("pause={}", stepd_core::error::clip(&key)),
                             &client,
-                            result
-                                .as_ref()
-                                .map_or_else(|e| e.code(), |()| tonic::Code::Ok),
+                            result.as_ref().map_or_else(
+                                |e| crate::status::tonic_code(e.code()),
+                                |()| tonic::Code::Ok,
+                            ),
                         );
                         result
                     })
@@ -116,7 +120,7 @@ impl EventApi {
             client_name,
             buffer_events: config.subscriber_buffer,
             buffer_bytes: config.subscriber_buffer_bytes,
-            part_bytes: crate::limits::page_bytes(config.max_message_bytes),
+            part_bytes: stepd_core::limits::page_bytes(config.max_message_bytes),
             max_message_bytes: config.max_message_bytes,
             transport_window: TRANSPORT_WINDOW,
             // The stream's slot is held until it and what it handed to

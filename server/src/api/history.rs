@@ -1,6 +1,8 @@
 //! `HistoryService`: a session's recorded events and the sessions that
 //! ended (`history/`).
 
+use crate::status::IntoStatus as _;
+use crate::status::OrStatus as _;
 use std::sync::Arc;
 
 use stepd_proto::v1::{
@@ -9,10 +11,8 @@ use stepd_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::{
-    breakpoints::LabelSelector, daemon::Daemon, error::ApiError, history::EndedFilter, limits,
-    time::us_from_timestamp,
-};
+use crate::{daemon::Daemon, history::EndedFilter};
+use stepd_core::{breakpoints::LabelSelector, error::ApiError, limits, time::us_from_timestamp};
 
 /// The HistoryService handler.
 pub struct HistoryApi {
@@ -36,7 +36,8 @@ impl HistoryService for HistoryApi {
         limits::Sizes::default()
             .text("session_id", &req.session_id, limits::NAME_BYTES)
             .text("page_token", &req.page_token, limits::TOKEN_BYTES)
-            .check()?;
+            .check()
+            .or_status()?;
         let page = self
             .daemon
             .history
@@ -47,7 +48,8 @@ impl HistoryService for HistoryApi {
                 &req.page_token,
                 limits::page_bytes(self.daemon.config.max_message_bytes),
             )
-            .await?;
+            .await
+            .or_status()?;
         Ok(Response::new(GetSessionHistoryResponse {
             events: page.events,
             next_page_token: page.next_page_token,
@@ -67,14 +69,17 @@ impl HistoryService for HistoryApi {
                 limits::SELECTOR_BYTES,
             )
             .text("page_token", &req.page_token, limits::TOKEN_BYTES)
-            .check()?;
-        let selector = LabelSelector::parse(&req.label_selector).map_err(|e| {
-            ApiError::invalid_field("label_selector", format!("malformed label selector: {e}"))
-        })?;
+            .check()
+            .or_status()?;
+        let selector = LabelSelector::parse(&req.label_selector)
+            .map_err(|e| {
+                ApiError::invalid_field("label_selector", format!("malformed label selector: {e}"))
+            })
+            .or_status()?;
         let since_us = req.since.as_ref().map_or(i64::MIN, us_from_timestamp);
         let until_us = req.until.as_ref().map_or(i64::MAX, us_from_timestamp);
         if since_us > until_us {
-            return Err(ApiError::invalid_field("until", "is before `since`").into());
+            return Err(ApiError::invalid_field("until", "is before `since`").into_status());
         }
         let (sessions, next_page_token) = self
             .daemon
@@ -89,7 +94,8 @@ impl HistoryService for HistoryApi {
                 },
                 limits::page_bytes(self.daemon.config.max_message_bytes),
             )
-            .await?;
+            .await
+            .or_status()?;
         Ok(Response::new(ListEndedSessionsResponse {
             sessions,
             next_page_token,

@@ -2,6 +2,8 @@
 //! `inspector::Inspectors` (the registry) and `inspector::state::Inspector`
 //! (navigation over one value).
 
+use crate::status::IntoStatus as _;
+use crate::status::OrStatus as _;
 use std::sync::Arc;
 
 use stepd_proto::v1::{inspector_service_server::InspectorService, *};
@@ -9,7 +11,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::{daemon::Daemon, error::ApiError, inspector};
+use crate::daemon::Daemon;
+use stepd_core::{error::ApiError, inspector};
 
 /// PrintValue's chunk when the request names none.
 const DEFAULT_CHUNK: usize = 16 * 1024;
@@ -34,10 +37,10 @@ impl InspectorApi {
 /// Runs `op` on the inspector `$id` (locked for the call) and wraps the result.
 macro_rules! with_inspector {
     ($self:ident, $id:expr, |$i:ident| $op:expr) => {{
-        let slot = $self.daemon.inspectors.get(&$id)?;
+        let slot = $self.daemon.inspectors.get(&$id).or_status()?;
         let mut guard = slot.lock().await;
         let $i = &mut *guard;
-        $op.await.map_err(Status::from)
+        $op.await.or_status()
     }};
 }
 
@@ -50,22 +53,28 @@ impl InspectorService for InspectorApi {
         request: Request<InspectRequest>,
     ) -> Result<Response<InspectResponse>, Status> {
         let who = crate::auth::identity(&request);
-        crate::auth::roles::inspect(&who, request.get_ref())?;
-        let held = self.daemon.inspectors_per_identity.take(&who.name)?;
+        crate::auth::roles::inspect(&who, request.get_ref()).or_status()?;
+        let held = self
+            .daemon
+            .inspectors_per_identity
+            .take(&who.name)
+            .or_status()?;
         let r = request.into_inner();
         let d = &self.daemon;
-        let (session_id, root) = crate::session::values::resolve(
+        let (session_id, root) = stepd_core::session::values::resolve(
             &d.sessions,
             &d.pauses,
             &d.inspectors,
             &r.session_id,
             r.source.as_ref(),
         )
-        .await?;
+        .await
+        .or_status()?;
         let rendering = d
             .inspectors
             .open_held(session_id, root, r.config.as_ref(), Some(held))
-            .await?;
+            .await
+            .or_status()?;
         Ok(Response::new(InspectResponse {
             rendering: Some(rendering),
         }))
@@ -198,15 +207,15 @@ impl InspectorService for InspectorApi {
                 "name",
                 format!(
                     "{} is not a name (letters, digits, _; not starting with a digit)",
-                    crate::error::quote(&r.name)
+                    stepd_core::error::quote(&r.name)
                 ),
             )
-            .into());
+            .into_status());
         }
-        let slot = self.daemon.inspectors.get(&r.inspector_id)?;
+        let slot = self.daemon.inspectors.get(&r.inspector_id).or_status()?;
         let mut i = slot.lock().await;
-        let name = i.current().pin(&r.name).await?;
-        let rendering = i.render().await?;
+        let name = i.current().pin(&r.name).await.or_status()?;
+        let rendering = i.render().await.or_status()?;
         Ok(Response::new(PinValueResponse {
             name,
             rendering: Some(rendering),
@@ -218,12 +227,12 @@ impl InspectorService for InspectorApi {
         request: Request<PrintValueRequest>,
     ) -> Result<Response<Self::PrintValueStream>, Status> {
         let r = request.into_inner();
-        let slot = self.daemon.inspectors.get(&r.inspector_id)?;
+        let slot = self.daemon.inspectors.get(&r.inspector_id).or_status()?;
         let text = {
             let i = slot.lock().await;
             let node = i.current();
-            node.check()?;
-            node.print(&i.settings().limits()).await?
+            node.check().or_status()?;
+            node.print(&i.settings().limits()).await.or_status()?
         };
         let size = match r.chunk_size {
             0 => DEFAULT_CHUNK,
@@ -253,12 +262,12 @@ impl InspectorService for InspectorApi {
         request: Request<TapValueRequest>,
     ) -> Result<Response<TapValueResponse>, Status> {
         let r = request.into_inner();
-        let slot = self.daemon.inspectors.get(&r.inspector_id)?;
+        let slot = self.daemon.inspectors.get(&r.inspector_id).or_status()?;
         let mut i = slot.lock().await;
         let node = i.current();
-        node.check()?;
+        node.check().or_status()?;
         self.daemon.inspectors.tap(&i, node, i.path());
-        let rendering = i.render().await?;
+        let rendering = i.render().await.or_status()?;
         Ok(Response::new(TapValueResponse {
             rendering: Some(rendering),
         }))
@@ -269,12 +278,12 @@ impl InspectorService for InspectorApi {
         request: Request<TapIndexedRequest>,
     ) -> Result<Response<TapIndexedResponse>, Status> {
         let r = request.into_inner();
-        let slot = self.daemon.inspectors.get(&r.inspector_id)?;
+        let slot = self.daemon.inspectors.get(&r.inspector_id).or_status()?;
         let mut i = slot.lock().await;
-        let (child, _) = i.child(u64::from(r.idx)).await?;
+        let (child, _) = i.child(u64::from(r.idx)).await.or_status()?;
         let path = format!("{}{}", i.path(), child.key.segment());
         self.daemon.inspectors.tap(&i, child.node, path);
-        let rendering = i.render().await?;
+        let rendering = i.render().await.or_status()?;
         Ok(Response::new(TapIndexedResponse {
             rendering: Some(rendering),
         }))
@@ -285,7 +294,7 @@ impl InspectorService for InspectorApi {
         request: Request<ClearRequest>,
     ) -> Result<Response<ClearResponse>, Status> {
         let r = request.into_inner();
-        self.daemon.inspectors.clear(&r.inspector_id)?;
+        self.daemon.inspectors.clear(&r.inspector_id).or_status()?;
         Ok(Response::new(ClearResponse {}))
     }
 }

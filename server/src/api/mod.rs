@@ -8,6 +8,7 @@ pub mod history;
 pub mod inspector;
 pub mod probe;
 pub mod session;
+pub mod subscription;
 
 use tonic::Request;
 

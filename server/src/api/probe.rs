@@ -1,6 +1,8 @@
 //! `stepd.v1.ProbeService`: the first message must be Hello; the rest of the
 //! stream belongs to the probe's session actor.
 
+use crate::status::IntoStatus as _;
+use crate::status::OrStatus as _;
 use std::{sync::Arc, time::Duration};
 
 use stepd_proto::v1::{
@@ -10,7 +12,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::{daemon::Daemon, error::ApiError};
+use crate::daemon::Daemon;
+use stepd_core::error::ApiError;
 
 /// How long a probe may take to say Hello.
 const HELLO_DEADLINE: Duration = Duration::from_secs(10);
@@ -44,16 +47,17 @@ impl ProbeService for ProbeApi {
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(HELLO_DEADLINE, inbound.message())
             .await
-            .map_err(|_| {
-                ApiError::invalid_field("hello", "the probe did not say Hello in time")
-            })??;
+            .map_err(|_| ApiError::invalid_field("hello", "the probe did not say Hello in time"))
+            .or_status()??;
         let Some(ConnectRequest {
             message: Some(Message::Hello(hello)),
         }) = first
         else {
-            return Err(ApiError::invalid_field("hello", "the first message must be Hello").into());
+            return Err(
+                ApiError::invalid_field("hello", "the first message must be Hello").into_status(),
+            );
         };
-        crate::limits::hello(&hello)?;
+        stepd_core::limits::hello(&hello).or_status()?;
         let (out, rx) = mpsc::channel(PROBE_QUEUE);
         // A malformed message ends the stream with a status saying so, not
         // with the OK that means the daemon went away.
@@ -75,7 +79,8 @@ impl ProbeService for ProbeApi {
             &who.name,
             out,
             inbound,
-        )?;
+        )
+        .or_status()?;
         note.set("session", session_id);
         Ok(Response::new(ReceiverStream::new(rx)))
     }

@@ -3,6 +3,8 @@
 //! (execution), a session's port (inspection), and the pause registry
 //! (debug input).
 
+use crate::status::IntoStatus as _;
+use crate::status::OrStatus as _;
 use std::{sync::Arc, time::Duration};
 
 use stepd_proto::v1::{
@@ -20,9 +22,11 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     auth::{audit::Note, identity},
-    breakpoints::LabelSelector,
     daemon::Daemon,
     dap_session::LaunchRequest as Start,
+};
+use stepd_core::{
+    breakpoints::LabelSelector,
     error::ApiError,
     limits,
     session::{ExecOp, WaitMode},
@@ -43,9 +47,9 @@ impl SessionApi {
 fn session_not_found(id: &str) -> ApiError {
     ApiError::new(
         ErrorReason::SessionNotFound,
-        format!("no session {}", crate::error::quote(id)),
+        format!("no session {}", stepd_core::error::quote(id)),
     )
-    .with("session_id", crate::error::clip(id))
+    .with("session_id", stepd_core::error::clip(id))
 }
 
 /// The default wait of execution RPCs.
@@ -70,9 +74,10 @@ impl SessionService for SessionApi {
         request: Request<LaunchRequest>,
     ) -> Result<Response<LaunchResponse>, Status> {
         let (who, note) = (identity(&request), Note::of(&request));
-        crate::auth::roles::adapter_command(&who, &request.get_ref().adapter_command)?;
+        crate::auth::roles::adapter_command(&who, &request.get_ref().adapter_command)
+            .or_status()?;
         let r = request.into_inner();
-        limits::launch(&r)?;
+        limits::launch(&r).or_status()?;
         let outcome = self
             .daemon
             .launcher
@@ -92,7 +97,8 @@ impl SessionService for SessionApi {
                 started_by: who.name.clone(),
                 ..Default::default()
             })
-            .await?;
+            .await
+            .or_status()?;
         note.set("session", &outcome.session.id);
         Ok(Response::new(LaunchResponse {
             session: Some(outcome.session),
@@ -106,9 +112,10 @@ impl SessionService for SessionApi {
         request: Request<AttachRequest>,
     ) -> Result<Response<AttachResponse>, Status> {
         let (who, note) = (identity(&request), Note::of(&request));
-        crate::auth::roles::adapter_command(&who, &request.get_ref().adapter_command)?;
+        crate::auth::roles::adapter_command(&who, &request.get_ref().adapter_command)
+            .or_status()?;
         let r = request.into_inner();
-        limits::attach(&r)?;
+        limits::attach(&r).or_status()?;
         let outcome = self
             .daemon
             .launcher
@@ -125,7 +132,8 @@ impl SessionService for SessionApi {
                 started_by: who.name.clone(),
                 ..Default::default()
             })
-            .await?;
+            .await
+            .or_status()?;
         note.set("session", &outcome.session.id);
         Ok(Response::new(AttachResponse {
             session: Some(outcome.session),
@@ -140,11 +148,13 @@ impl SessionService for SessionApi {
         let note = Note::of(&request);
         let r = request.into_inner();
         note.set("session", &r.session_id);
-        let mode = DisconnectMode::try_from(r.mode).map_err(|_| {
-            ApiError::invalid_field("mode", format!("unknown DisconnectMode {}", r.mode))
-        })?;
-        let handle = self.daemon.sessions.get(&r.session_id)?;
-        handle.disconnect(mode).await?;
+        let mode = DisconnectMode::try_from(r.mode)
+            .map_err(|_| {
+                ApiError::invalid_field("mode", format!("unknown DisconnectMode {}", r.mode))
+            })
+            .or_status()?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
+        handle.disconnect(mode).await.or_status()?;
         let session = self.daemon.bus.with_view(|v| v.session(&r.session_id));
         Ok(Response::new(DisconnectResponse { session }))
     }
@@ -161,10 +171,13 @@ impl SessionService for SessionApi {
                 limits::SELECTOR_BYTES,
             )
             .text("page_token", &req.page_token, limits::TOKEN_BYTES)
-            .check()?;
-        let selector = LabelSelector::parse(&req.label_selector).map_err(|e| {
-            ApiError::invalid_field("label_selector", format!("malformed label selector: {e}"))
-        })?;
+            .check()
+            .or_status()?;
+        let selector = LabelSelector::parse(&req.label_selector)
+            .map_err(|e| {
+                ApiError::invalid_field("label_selector", format!("malformed label selector: {e}"))
+            })
+            .or_status()?;
         let after = req.page_token.as_str();
         let budget = limits::page_bytes(self.daemon.config.max_message_bytes);
         let sessions = self.daemon.bus.with_view(|v| {
@@ -201,7 +214,7 @@ impl SessionService for SessionApi {
             .daemon
             .bus
             .with_view(|v| (v.session(&id), v.statuses_of(&id)));
-        let session = session.ok_or_else(|| session_not_found(&id))?;
+        let session = session.ok_or_else(|| session_not_found(&id)).or_status()?;
         Ok(Response::new(GetSessionResponse {
             session: Some(session),
             pauses: self.daemon.pauses.list(Some(&id)),
@@ -222,10 +235,10 @@ impl SessionService for SessionApi {
             Some(W::UntilStable(w)) => wait_mode(false, Some(w)),
             None => wait_mode(false, None),
         };
-        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
         let op = ExecOp::Continue(r.thread_id);
         self.daemon.bus.counters().command(op.command_kind());
-        let state = handle.exec(op, wait).await?;
+        let state = handle.exec(op, wait).await.or_status()?;
         Ok(Response::new(ContinueResponse { state: Some(state) }))
     }
 
@@ -235,16 +248,17 @@ impl SessionService for SessionApi {
         let r = request.into_inner();
         note.set("session", &r.session_id);
         let kind = StepKind::try_from(r.kind)
-            .map_err(|_| ApiError::invalid_field("kind", format!("unknown StepKind {}", r.kind)))?;
+            .map_err(|_| ApiError::invalid_field("kind", format!("unknown StepKind {}", r.kind)))
+            .or_status()?;
         let wait = match &r.wait {
             Some(W::NoWait(_)) => wait_mode(true, None),
             Some(W::UntilStable(w)) => wait_mode(false, Some(w)),
             None => wait_mode(false, None),
         };
-        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
         let op = ExecOp::Step(r.thread_id, kind);
         self.daemon.bus.counters().command(op.command_kind());
-        let state = handle.exec(op, wait).await?;
+        let state = handle.exec(op, wait).await.or_status()?;
         Ok(Response::new(StepResponse { state: Some(state) }))
     }
 
@@ -261,8 +275,11 @@ impl SessionService for SessionApi {
             Some(W::UntilStable(w)) => wait_mode(false, Some(w)),
             None => wait_mode(false, None),
         };
-        let handle = self.daemon.sessions.get(&r.session_id)?;
-        let state = handle.exec(ExecOp::Pause(r.thread_id), wait).await?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
+        let state = handle
+            .exec(ExecOp::Pause(r.thread_id), wait)
+            .await
+            .or_status()?;
         Ok(Response::new(PauseResponse { state: Some(state) }))
     }
 
@@ -270,8 +287,12 @@ impl SessionService for SessionApi {
         &self,
         request: Request<ListThreadsRequest>,
     ) -> Result<Response<ListThreadsResponse>, Status> {
-        let handle = self.daemon.sessions.get(&request.into_inner().session_id)?;
-        let threads = handle.port.threads().await?;
+        let handle = self
+            .daemon
+            .sessions
+            .get(&request.into_inner().session_id)
+            .or_status()?;
+        let threads = handle.port.threads().await.or_status()?;
         Ok(Response::new(ListThreadsResponse { threads }))
     }
 
@@ -280,11 +301,12 @@ impl SessionService for SessionApi {
         request: Request<GetStackTraceRequest>,
     ) -> Result<Response<GetStackTraceResponse>, Status> {
         let r = request.into_inner();
-        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
         let (frames, total_frames) = handle
             .port
             .stack_trace(r.thread_id, r.start_frame, r.levels)
-            .await?;
+            .await
+            .or_status()?;
         Ok(Response::new(GetStackTraceResponse {
             frames,
             total_frames,
@@ -296,8 +318,8 @@ impl SessionService for SessionApi {
         request: Request<ListScopesRequest>,
     ) -> Result<Response<ListScopesResponse>, Status> {
         let r = request.into_inner();
-        let handle = self.daemon.sessions.get(&r.session_id)?;
-        let scopes = handle.port.scopes(&r.frame_id).await?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
+        let scopes = handle.port.scopes(&r.frame_id).await.or_status()?;
         Ok(Response::new(ListScopesResponse { scopes }))
     }
 
@@ -306,14 +328,17 @@ impl SessionService for SessionApi {
         request: Request<ListVariablesRequest>,
     ) -> Result<Response<ListVariablesResponse>, Status> {
         let r = request.into_inner();
-        let filter = VariableFilter::try_from(r.filter).map_err(|_| {
-            ApiError::invalid_field("filter", format!("unknown VariableFilter {}", r.filter))
-        })?;
-        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let filter = VariableFilter::try_from(r.filter)
+            .map_err(|_| {
+                ApiError::invalid_field("filter", format!("unknown VariableFilter {}", r.filter))
+            })
+            .or_status()?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
         let variables = handle
             .port
             .variables(&r.variables_ref, filter, r.start, r.count)
-            .await?;
+            .await
+            .or_status()?;
         let named_variables = variables
             .iter()
             .filter(|v| v.name.parse::<u64>().is_err())
@@ -335,12 +360,14 @@ impl SessionService for SessionApi {
         limits::Sizes::default()
             .text("name", &r.name, limits::NAME_BYTES)
             .text("value", &r.value, limits::VALUE_BYTES)
-            .check()?;
-        let handle = self.daemon.sessions.get(&r.session_id)?;
+            .check()
+            .or_status()?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
         let variable = handle
             .port
             .set_variable(&r.variables_ref, &r.name, &r.value)
-            .await?;
+            .await
+            .or_status()?;
         Ok(Response::new(SetVariableResponse {
             variable: Some(variable),
         }))
@@ -355,15 +382,19 @@ impl SessionService for SessionApi {
         note.set("session", &r.session_id);
         limits::Sizes::default()
             .text("expression", &r.expression, limits::EXPRESSION_BYTES)
-            .check()?;
-        let context = EvaluateContext::try_from(r.context).map_err(|_| {
-            ApiError::invalid_field("context", format!("unknown EvaluateContext {}", r.context))
-        })?;
-        let handle = self.daemon.sessions.get(&r.session_id)?;
+            .check()
+            .or_status()?;
+        let context = EvaluateContext::try_from(r.context)
+            .map_err(|_| {
+                ApiError::invalid_field("context", format!("unknown EvaluateContext {}", r.context))
+            })
+            .or_status()?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
         let result = handle
             .port
             .evaluate(&r.expression, &r.frame_id, context)
-            .await?;
+            .await
+            .or_status()?;
         Ok(Response::new(EvaluateResponse {
             result: Some(result),
         }))
@@ -374,7 +405,7 @@ impl SessionService for SessionApi {
         request: Request<ReadOutputRequest>,
     ) -> Result<Response<ReadOutputResponse>, Status> {
         let r = request.into_inner();
-        let handle = self.daemon.sessions.get(&r.session_id)?;
+        let handle = self.daemon.sessions.get(&r.session_id).or_status()?;
         Ok(Response::new(handle.port.read_output(
             r.after_offset,
             r.max_bytes,
@@ -390,14 +421,18 @@ impl SessionService for SessionApi {
         let input = request
             .into_inner()
             .input
-            .ok_or_else(|| ApiError::invalid_field("input", "is required"))?;
+            .ok_or_else(|| ApiError::invalid_field("input", "is required"))
+            .or_status()?;
         note.set("pause", &input.key);
         // The name a client gives itself goes to the audit line only.
         if !input.client_name.is_empty() {
             note.set("client_name", &input.client_name);
         }
         Ok(Response::new(
-            self.daemon.answer_as(&who, input, "input.").await?,
+            self.daemon
+                .answer_as(&who, input, "input.")
+                .await
+                .or_status()?,
         ))
     }
 
@@ -410,7 +445,7 @@ impl SessionService for SessionApi {
         if let Some(id) = session
             && self.daemon.bus.with_view(|v| v.session(id)).is_none()
         {
-            return Err(session_not_found(id).into());
+            return Err(session_not_found(id).into_status());
         }
         let mut pauses = self.daemon.pauses.list(session);
         // A session on another replica is forwarded there; without one,

@@ -9,7 +9,7 @@ use std::{
 };
 
 use super::Identity;
-use crate::error::code_name;
+use stepd_core::error::code_name;
 
 /// The tracing target of audit lines.
 pub const TARGET: &str = "stepd::audit";
@@ -41,7 +41,7 @@ impl Note {
         let id = id.to_string();
         text.push_str(what);
         text.push('=');
-        text.push_str(&crate::error::clip(&id));
+        text.push_str(&stepd_core::error::clip(&id));
     }
 
     fn take(&self) -> String {
@@ -88,7 +88,7 @@ pub fn write(who: Option<&Identity>, method: &str, target: &str, client: &str, c
         method,
         about = target,
         client,
-        code = %code_name(code),
+        code = %code_name(crate::status::core_code(code)),
         "audit"
     );
 }

@@ -4,6 +4,8 @@
 //! token's validity ([`super::lease`]), and writes the audit line of each
 //! mutating call once it is answered.
 
+use crate::status::IntoStatus as _;
+use crate::status::tonic_code;
 use std::{
     future::Future,
     pin::Pin,
@@ -17,7 +19,7 @@ use tonic::{
     codegen::http::{Request, Response},
 };
 
-use crate::error::clip;
+use stepd_core::error::clip;
 
 use super::{
     Auth, Identity,
@@ -80,13 +82,13 @@ where
         // Before anything reads them: HTTP/2 decodes headers far larger than
         // this (see server.rs) so that they are refused here, on their own
         // stream, and the connection's other streams go on.
-        if let Err(err) = crate::limits::headers(path, request.headers()) {
+        if let Err(err) = crate::http_limits::headers(path, request.headers()) {
             if audited {
                 // Quoted bounded: these are the headers found too large.
                 let (method, client) = (clip(&method()), clip(&client()));
-                super::audit::write(None, &method, "", &client, err.code());
+                super::audit::write(None, &method, "", &client, tonic_code(err.code()));
             }
-            return refuse(err.into());
+            return refuse(err.into_status());
         }
         if need == Need::Open {
             return Box::pin(self.inner.call(request));
@@ -101,9 +103,9 @@ where
             Ok(who) => who,
             Err(err) => {
                 if audited {
-                    super::audit::write(None, &method(), "", &client(), err.code());
+                    super::audit::write(None, &method(), "", &client(), tonic_code(err.code()));
                 }
-                return refuse(err.into());
+                return refuse(err.into_status());
             }
         };
         if !who.role.may(need) {
@@ -111,7 +113,7 @@ where
                 super::audit::write(Some(&who), &method(), "", &client(), Code::PermissionDenied);
             }
             let err = roles::denied(&who, need, &method());
-            return refuse(err.into());
+            return refuse(err.into_status());
         }
         let pending = audited.then(|| Pending {
             who: Some(who.clone()),

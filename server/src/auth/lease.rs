@@ -22,7 +22,7 @@ use http_body::Frame;
 use tonic::{Status, body::Body};
 
 use super::{Auth, Identity, tokens::Hash};
-use crate::error::ApiError;
+use stepd_core::error::ApiError;
 
 /// How often an open call checks its token.
 pub const CHECK: Duration = Duration::from_secs(1);
@@ -97,7 +97,7 @@ impl Leased {
         while self.tick.poll_tick(cx).is_ready() {
             self.lease.check();
         }
-        self.lease.ended.get().cloned().map(Status::from)
+        self.lease.ended.get().cloned().map(crate::status::status)
     }
 
     /// Ends this side with `status`, letting the handler's side go now.
@@ -144,7 +144,7 @@ impl http_body::Body for Leased {
             && self.side == Side::Response
             && let Some(err) = self.lease.check()
         {
-            let status = Status::from(err.clone());
+            let status = crate::status::status(err.clone());
             return self.end(status);
         }
         polled

@@ -25,7 +25,8 @@ use tonic::transport::server::UdsConnectInfo;
 
 pub use roles::Role;
 
-use crate::{error::ApiError, peer};
+use crate::peer;
+use stepd_core::error::ApiError;
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -309,10 +310,10 @@ impl Auth {
                 stepd_proto::v1::ErrorReason::PermissionDenied,
                 format!(
                     "the certificate of {} is valid but --tls-client-roles gives it no role",
-                    crate::error::quote(&peer.name)
+                    stepd_core::error::quote(&peer.name)
                 ),
             )
-            .with("identity", crate::error::clip(&peer.name))),
+            .with("identity", stepd_core::error::clip(&peer.name))),
         }
     }
 

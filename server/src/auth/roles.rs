@@ -8,7 +8,7 @@ use std::{collections::HashMap, fmt, str::FromStr, sync::LazyLock};
 use stepd_proto::v1::{ErrorReason, InspectRequest, inspect_source::Source};
 
 use super::Identity;
-use crate::error::ApiError;
+use stepd_core::error::ApiError;
 
 /// A role, from a token's line or given to a same-user peer (admin).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -229,7 +229,7 @@ pub fn denied(who: &Identity, need: Need, what: &str) -> ApiError {
     )
     .with("needs", need.as_str())
     .with("role", who.role.as_str())
-    .with("identity", crate::error::clip(&who.name))
+    .with("identity", stepd_core::error::clip(&who.name))
 }
 
 #[cfg(test)]

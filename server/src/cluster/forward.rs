@@ -12,6 +12,7 @@
 //! SendDebugInput has `input.key`), and only for the methods in
 //! [`target_of`].
 
+use crate::status::IntoStatus as _;
 use std::{
     future::Future,
     pin::Pin,
@@ -33,10 +34,8 @@ use tonic::{
 };
 
 use super::{Cluster, Peer};
-use crate::{
-    auth::Identity,
-    error::{ApiError, ApiResult},
-};
+use crate::auth::Identity;
+use stepd_core::error::{ApiError, ApiResult};
 
 /// Adds [`ForwardService`] in front of the routes; `None` (one daemon)
 /// passes every request straight through.
@@ -180,7 +179,7 @@ fn unreadable(err: &(dyn std::error::Error + 'static), max_bytes: usize) -> Stat
         )
         .with("limit", "max_message_bytes")
         .with("max", max_bytes.to_string())
-        .into();
+        .into_status();
     }
     Status::cancelled(format!("the request broke off: {err}"))
 }
@@ -200,7 +199,7 @@ async fn forward(
 ) -> Response<Body> {
     let channel = match cluster.peers.channel(peer) {
         Ok(channel) => channel,
-        Err(err) => return Status::from(err).into_http(),
+        Err(err) => return crate::status::status(err).into_http(),
     };
     let headers = request.headers_mut();
     headers.remove("authorization");
@@ -209,7 +208,7 @@ async fn forward(
     use tower::ServiceExt;
     match channel.oneshot(request).await {
         Ok(response) => response.map(Body::new),
-        Err(err) => Status::from(unreachable(peer, &err.to_string())).into_http(),
+        Err(err) => crate::status::status(unreachable(peer, &err.to_string())).into_http(),
     }
 }
 
@@ -221,7 +220,7 @@ fn unreachable(peer: &Peer, why: &str) -> ApiError {
             peer.id, peer.address
         ),
     )
-    .with("replica", crate::error::clip(&peer.id))
+    .with("replica", stepd_core::error::clip(&peer.id))
 }
 
 impl Cluster {
@@ -241,9 +240,9 @@ impl Cluster {
             .send_debug_input(request)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|status| match crate::error::reason_of(&status) {
+            .map_err(|status| match crate::status::reason_of(&status) {
                 stepd_proto::v1::ErrorReason::Unspecified => unreachable(peer, status.message()),
-                _ => ApiError::from_status(&status),
+                _ => crate::status::error_of(&status),
             })
     }
 }

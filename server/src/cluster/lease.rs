@@ -21,7 +21,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::{Cluster, Peer, relay};
-use crate::{
+use stepd_core::{
     events::Filter,
     time::{now_us, timestamp_from_us},
 };

@@ -26,7 +26,7 @@ use peers::Peers;
 pub(crate) use relay::supersede;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::EventBus;
+use stepd_core::events::EventBus;
 use stepd_store::Store;
 
 /// How a replica finds and trusts its peers (`--advertise-address`,
@@ -104,7 +104,7 @@ impl Cluster {
                 id: bus.instance_id().to_owned(),
                 address: OnceLock::new(),
                 advertise: config.advertise_address.clone(),
-                started_us: crate::time::now_us(),
+                started_us: stepd_core::time::now_us(),
                 lease: config.lease,
                 store: store.clone(),
                 bus: bus.clone(),
@@ -153,7 +153,7 @@ impl Cluster {
     /// The replica that holds the inspector `inspector_id`, when it is not
     /// this one.
     pub fn owner_of_inspector(&self, inspector_id: &str) -> Option<Peer> {
-        let holder = crate::inspector::holder_of(inspector_id)?;
+        let holder = stepd_core::inspector::holder_of(inspector_id)?;
         self.live
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -162,10 +162,18 @@ impl Cluster {
     }
 
     /// The replicas in the directory, each with the live sessions it runs.
-    pub async fn replicas(&self) -> crate::error::ApiResult<Vec<stepd_proto::v1::ReplicaStatus>> {
+    pub async fn replicas(
+        &self,
+    ) -> stepd_core::error::ApiResult<Vec<stepd_proto::v1::ReplicaStatus>> {
         let (replicas, owned) = (
-            self.store.replicas().await?,
-            self.store.owned_sessions().await?,
+            self.store
+                .replicas()
+                .await
+                .map_err(stepd_store::unavailable)?,
+            self.store
+                .owned_sessions()
+                .await
+                .map_err(stepd_store::unavailable)?,
         );
         Ok(replicas
             .into_iter()
@@ -174,7 +182,7 @@ impl Cluster {
                 sessions: u32::try_from(owned.iter().filter(|o| o.replica_id == r.id).count())
                     .unwrap_or(u32::MAX),
                 answering: r.id == self.id,
-                lease_until: Some(crate::time::timestamp_from_us(r.lease_until_us)),
+                lease_until: Some(stepd_core::time::timestamp_from_us(r.lease_until_us)),
                 id: r.id,
                 address: r.address,
             })
@@ -202,9 +210,9 @@ impl Cluster {
 
     /// Whether this replica runs a session, as an event filter takes it:
     /// what its history records and what its peers may relay from it.
-    pub fn own(self: &Arc<Self>) -> crate::events::Own {
+    pub fn own(self: &Arc<Self>) -> stepd_core::events::Own {
         let cluster = Arc::downgrade(self);
-        crate::events::Own(Arc::new(move |session_id| {
+        stepd_core::events::Own(Arc::new(move |session_id| {
             cluster.upgrade().is_none_or(|c| c.runs(session_id))
         }))
     }
@@ -227,7 +235,7 @@ impl Cluster {
     /// have taken its sessions out of the directory.
     async fn renew(&self) -> anyhow::Result<bool> {
         let lease_us = i64::try_from(self.lease.as_micros()).unwrap_or(i64::MAX);
-        let now = crate::time::now_us();
+        let now = stepd_core::time::now_us();
         let until = now.saturating_add(lease_us);
         self.store
             .renew_replica(&stepd_store::Replica {

@@ -13,10 +13,8 @@ use tonic::{
 };
 
 use super::{Peer, PeerTls};
-use crate::{
-    auth::{Identity, ON_BEHALF_OF, ON_BEHALF_ROLE},
-    error::{ApiError, ApiResult},
-};
+use crate::auth::{Identity, ON_BEHALF_OF, ON_BEHALF_ROLE};
+use stepd_core::error::{ApiError, ApiResult};
 
 /// How long a peer may take to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -57,7 +55,7 @@ impl Peers {
             ApiError::internal(format!(
                 "replica {} has an unusable address {}: {err}",
                 peer.id,
-                crate::error::quote(&peer.address)
+                stepd_core::error::quote(&peer.address)
             ))
         };
         let scheme = if self.tls.is_some() { "https" } else { "http" };

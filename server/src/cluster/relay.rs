@@ -160,7 +160,7 @@ fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
 /// Resolves here the pauses `session` shows, which another replica runs:
 /// its probe reconnected and re-reports them in its new session, so one
 /// held request stays one pending pause.
-pub(crate) fn supersede(bus: &crate::events::EventBus, session: &str) {
+pub(crate) fn supersede(bus: &stepd_core::events::EventBus, session: &str) {
     for pause in bus.with_view(|v| v.pauses(Some(session))) {
         bus.publish_theirs(
             session,

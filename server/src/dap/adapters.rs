@@ -6,7 +6,7 @@ use stepd_proto::v1::{CheckStatus, ErrorReason};
 
 pub use super::kind::AdapterKind;
 use super::registry;
-use crate::error::{ApiError, ApiResult};
+use stepd_core::error::{ApiError, ApiResult};
 
 impl Adapter {
     /// The registry name of its kind.
@@ -158,7 +158,7 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
             "adapter",
             format!(
                 "unknown adapter {}; use one of {} or adapter_command",
-                crate::error::quote(name),
+                stepd_core::error::quote(name),
                 registry::known_names()
             ),
         )
@@ -276,7 +276,7 @@ pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
         }
     }
     if let Some(extra) = spec.extra {
-        merge(&mut args, crate::json::from_struct(extra));
+        merge(&mut args, stepd_core::json::from_struct(extra));
     }
     args
 }

@@ -18,7 +18,7 @@ use tokio::{
 };
 
 use super::codec::{FrameError, read_frame, write_frame};
-use crate::telemetry;
+use stepd_core::trace;
 
 /// What the adapter sends that is not a response.
 #[derive(Debug)]
@@ -94,7 +94,7 @@ struct Timing {
     command: String,
     sent: Instant,
     /// Its span, a child of the session's (DAP request spans on).
-    span: telemetry::Span,
+    span: trace::Span,
 }
 
 /// How a client's requests are measured: the adapter they go to and the
@@ -102,7 +102,7 @@ struct Timing {
 #[derive(Debug)]
 struct Measure {
     adapter: &'static str,
-    session_span: OnceLock<telemetry::Span>,
+    session_span: OnceLock<trace::Span>,
 }
 
 /// Why the reader stopped, when the adapter broke the protocol.
@@ -177,7 +177,7 @@ impl DapClient {
     /// The session's span, parent of the spans of its DAP requests (set
     /// once: a child session sharing its parent's adapter keeps the
     /// parent's).
-    pub fn set_session_span(&self, span: &telemetry::Span) {
+    pub fn set_session_span(&self, span: &trace::Span) {
         let _ = self.measure.session_span.set(span.clone());
     }
 
@@ -185,12 +185,12 @@ impl DapClient {
     /// metrics, DAP request spans or their log lines are on.
     fn timing(&self, command: &str, seq: i64) -> Option<Box<Timing>> {
         let logged = tracing::enabled!(target: REQUESTS_TARGET, tracing::Level::DEBUG);
-        if !(crate::metrics::enabled() || logged) {
+        if !(stepd_core::metrics::enabled() || logged) {
             return None;
         }
         let span = match self.measure.session_span.get() {
-            Some(parent) if logged && telemetry::enabled() => {
-                telemetry::Span::start(format!("dap {command}"), parent, || {
+            Some(parent) if logged && trace::enabled() => {
+                trace::Span::start(format!("dap {command}"), parent, || {
                     use opentelemetry::KeyValue;
                     vec![
                         KeyValue::new("stepd.adapter", self.measure.adapter),
@@ -199,7 +199,7 @@ impl DapClient {
                     ]
                 })
             }
-            _ => telemetry::Span::none(),
+            _ => trace::Span::none(),
         };
         Some(Box::new(Timing {
             command: command.to_owned(),
@@ -420,7 +420,7 @@ fn answered(measure: &Measure, timing: Timing, seq: i64, response: &Value) {
     } = timing;
     let took = sent.elapsed();
     let success = response["success"].as_bool() == Some(true);
-    crate::metrics::dap_request(measure.adapter, &command, took);
+    stepd_core::metrics::dap_request(measure.adapter, &command, took);
     tracing::debug!(target: REQUESTS_TARGET, adapter = measure.adapter, command, seq, success, ?took, "DAP request answered");
     if !success {
         span.fail(

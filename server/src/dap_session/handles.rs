@@ -5,7 +5,7 @@
 
 use stepd_proto::v1::ErrorReason;
 
-use crate::error::{ApiError, ApiResult};
+use stepd_core::error::{ApiError, ApiResult};
 
 /// Formats a handle: "<epoch>.<adapter reference>".
 pub fn make(epoch: u64, reference: i64) -> String {
@@ -43,7 +43,7 @@ pub fn resolve_scoped(
         .ok_or_else(|| {
             ApiError::invalid_field(
                 field,
-                format!("{} is not a stepd handle", crate::error::quote(handle)),
+                format!("{} is not a stepd handle", stepd_core::error::quote(handle)),
             )
         })?;
     if epoch != current_epoch {
@@ -51,10 +51,10 @@ pub fn resolve_scoped(
             ErrorReason::StaleHandle,
             format!(
                 "{field} {} belongs to an earlier stop; the program has moved since",
-                crate::error::quote(handle)
+                stepd_core::error::quote(handle)
             ),
         )
-        .with(field, crate::error::clip(handle)));
+        .with(field, stepd_core::error::clip(handle)));
     }
     Ok((reference, frame))
 }

@@ -10,13 +10,11 @@ use stepd_proto::v1::{
 
 use super::{Shared, dap_error, handles, stop};
 use crate::dap::capability::Capability;
-use crate::{
-    dap::messages::{
-        EvaluateResponse, ScopesResponse, SetVariableResponse, StackTraceResponse, ThreadsResponse,
-        VariableInfo, VariablesResponse,
-    },
-    error::{ApiError, ApiResult},
+use crate::dap::messages::{
+    EvaluateResponse, ScopesResponse, SetVariableResponse, StackTraceResponse, ThreadsResponse,
+    VariableInfo, VariablesResponse,
 };
+use stepd_core::error::{ApiError, ApiResult};
 
 fn count(n: Option<u64>) -> u32 {
     n.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
@@ -294,6 +292,6 @@ impl Shared {
         max_bytes: u32,
         categories: &[String],
     ) -> ReadOutputResponse {
-        crate::session::output::read_response(&self.output, after, max_bytes, categories)
+        stepd_core::session::output::read_response(&self.output, after, max_bytes, categories)
     }
 }

@@ -3,23 +3,23 @@
 
 use std::{collections::HashMap, path::Path, sync::Arc};
 
+use stepd_core::error::FieldViolation;
 use stepd_proto::v1::{BreakpointPlacement, ErrorReason, Session, StableState};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     sync::{mpsc, oneshot},
 };
-use tonic_types::FieldViolation;
 
 use super::{
     DapPort, DapSettings, Shared,
     actor::{Actor, Connection},
 };
-use crate::{
-    dap::{
-        adapters::{self, AdapterKind},
-        client::DapClient,
-        transport,
-    },
+use crate::dap::{
+    adapters::{self, AdapterKind},
+    client::DapClient,
+    transport,
+};
+use stepd_core::{
     error::{ApiError, ApiResult},
     session::{Context, Registration},
 };
@@ -182,7 +182,7 @@ fn check_program(request: &Request) -> ApiResult<()> {
         ErrorReason::LaunchFailed,
         format!(
             "the program {} does not exist (looked {})",
-            crate::error::quote(program),
+            stepd_core::error::quote(program),
             match (base, bare) {
                 (Some(base), true) => format!("in {} and on PATH", base.display()),
                 (Some(base), false) => format!("in {}", base.display()),
@@ -190,7 +190,7 @@ fn check_program(request: &Request) -> ApiResult<()> {
             }
         ),
     )
-    .with("program", crate::error::clip(program)))
+    .with("program", stepd_core::error::clip(program)))
 }
 
 /// Starts the adapter and its actor; returns once configuration is done.
@@ -324,7 +324,7 @@ pub(crate) async fn run(
         mailbox,
         children,
     );
-    let span = crate::session::log_span(&shared.id, stepd_proto::v1::SessionKind::Dap);
+    let span = stepd_core::session::log_span(&shared.id, stepd_proto::v1::SessionKind::Dap);
     tokio::spawn(tracing::Instrument::instrument(actor.run(ready), span));
     outcome
         .await

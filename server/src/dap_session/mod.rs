@@ -31,11 +31,11 @@ pub use launch::{LaunchOutcome, Request as LaunchRequest};
 pub use port::DapPort;
 
 use crate::dap::capability::Capability;
-use crate::{
-    dap::{
-        client::{DapClient, DapError},
-        kind::AdapterKind,
-    },
+use crate::dap::{
+    client::{DapClient, DapError},
+    kind::AdapterKind,
+};
+use stepd_core::{
     error::{ApiError, ApiResult},
     session::{Context, Registration, Sessions, output::OutputBuffer},
 };
@@ -127,12 +127,12 @@ pub struct Shared {
     /// references follow the last frame asked for.
     pub scope_selection: tokio::sync::Mutex<()>,
     /// Masks secrets in what inspection answers.
-    pub redactor: Arc<crate::redact::Redactor>,
+    pub redactor: Arc<stepd_core::redact::Redactor>,
 }
 
 impl Shared {
     /// State for a new session; the adapter connection is set once started.
-    pub fn new(id: String, kind: AdapterKind, redactor: Arc<crate::redact::Redactor>) -> Self {
+    pub fn new(id: String, kind: AdapterKind, redactor: Arc<stepd_core::redact::Redactor>) -> Self {
         Self {
             id,
             redactor,

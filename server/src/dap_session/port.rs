@@ -8,7 +8,7 @@ use stepd_proto::v1::{
 };
 
 use super::{Shared, values};
-use crate::{
+use stepd_core::{
     inspector::value::Node,
     session::{Fut, PauseTarget, SessionPort},
 };

@@ -6,7 +6,7 @@ use stepd_proto::v1::{CodeExcerpt, Local, Location, PauseReason};
 
 use crate::dap::messages::{StackFrame, StackTraceResponse, VariablesResponse};
 
-pub use crate::session::pause::display::display;
+pub use stepd_core::session::pause::display::display;
 
 /// Most locals shown in a pause.
 pub const MAX_LOCALS: usize = 64;

@@ -16,8 +16,8 @@ use stepd_proto::v1::{ErrorReason, EvaluateContext, Variable, VariableFilter};
 
 use super::{Shared, dap_error};
 use crate::dap::capability::Capability;
-use crate::{
-    dap::kind::AdapterKind,
+use crate::dap::kind::AdapterKind;
+use stepd_core::{
     error::{ApiError, ApiResult},
     inspector::{
         json_source::JsonNode,
@@ -647,7 +647,7 @@ pub fn handle(shared: &Arc<Shared>, handle: &str) -> ApiResult<Arc<dyn Node>> {
         .ok_or_else(|| {
             ApiError::invalid_field(
                 "source.variables_ref",
-                format!("{} is not a stepd handle", crate::error::quote(handle)),
+                format!("{} is not a stepd handle", stepd_core::error::quote(handle)),
             )
         })?;
     still_at(shared, epoch)?;
@@ -674,7 +674,7 @@ pub async fn exception(shared: &Arc<Shared>, thread_id: i64) -> ApiResult<Arc<dy
         .await
         .map_err(|e| dap_error(&e))?;
     Ok(Arc::new(JsonNode::guarded(
-        crate::json::to_value(&body),
+        stepd_core::json::to_value(&body),
         guard(shared, epoch),
     )))
 }

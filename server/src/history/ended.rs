@@ -5,7 +5,7 @@ use prost::Message as _;
 use stepd_proto::v1::{EndReason, Session, SessionState};
 
 use super::History;
-use crate::{
+use stepd_core::{
     breakpoints::LabelSelector,
     error::{ApiError, ApiResult},
 };
@@ -52,7 +52,7 @@ impl History {
                         "page_token",
                         format!(
                             "{} is not a page token from ListEndedSessions",
-                            crate::error::quote(token)
+                            stepd_core::error::quote(token)
                         ),
                     )
                 })?,
@@ -75,7 +75,8 @@ impl History {
                     before_id: &before,
                     limit: READ_AHEAD,
                 })
-                .await?;
+                .await
+                .map_err(stepd_store::unavailable)?;
             exhausted = rows.len() < READ_AHEAD;
             scanned += rows.len();
             if let Some(last) = rows.last() {
@@ -105,7 +106,7 @@ impl History {
         // goes on after the last row read.
         let cut_short = !more_rows && !exhausted;
         matched.truncate(size);
-        let (sessions, more_bytes) = crate::limits::page(matched, size, budget);
+        let (sessions, more_bytes) = stepd_core::limits::page(matched, size, budget);
         let next = match sessions.last() {
             Some(last) if more_rows || more_bytes => format!("before-{}", last.id),
             _ if cut_short => format!("before-{before}"),

@@ -22,7 +22,7 @@ pub use ended::EndedFilter;
 pub use read::Page;
 pub(crate) use recorder::recorded;
 
-use crate::events::EventBus;
+use stepd_core::events::EventBus;
 use stepd_store::Store;
 
 /// How long history is kept and how much of it.
@@ -51,7 +51,7 @@ impl History {
         store: Store,
         recording: bool,
         retention: Retention,
-        own: Option<crate::events::Own>,
+        own: Option<stepd_core::events::Own>,
     ) -> Self {
         // The history's size, followed by the recorder and the retention.
         let bytes = Arc::new(AtomicU64::new(0));

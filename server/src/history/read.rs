@@ -4,7 +4,7 @@ use prost::Message as _;
 use stepd_proto::v1::{ErrorReason, Event, EventChannel, HistoryDropped};
 
 use super::History;
-use crate::{
+use stepd_core::{
     error::{ApiError, ApiResult},
     time::timestamp_from_us,
 };
@@ -53,7 +53,7 @@ impl History {
                     "page_token",
                     format!(
                         "{} is not a page token from GetSessionHistory",
-                        crate::error::quote(token)
+                        stepd_core::error::quote(token)
                     ),
                 )
             })?,
@@ -68,7 +68,8 @@ impl History {
         let dropped = self
             .store
             .history_dropped(session_id)
-            .await?
+            .await
+            .map_err(stepd_store::unavailable)?
             .map(|d| HistoryDropped {
                 events: d.events,
                 through_seq: d.through_seq,
@@ -79,18 +80,30 @@ impl History {
         let rows = self
             .store
             .session_events(session_id, channels, after, size + 1)
-            .await?;
+            .await
+            .map_err(stepd_store::unavailable)?;
         // While recording, a session this daemon shows has a history, if
         // nothing of it is written yet (events are recorded a moment after
         // they happen).
         let shown =
             self.recorder.is_some() && self.bus.with_view(|v| v.session(session_id).is_some());
-        if rows.is_empty() && after == 0 && !shown && !self.store.has_history(session_id).await? {
+        if rows.is_empty()
+            && after == 0
+            && !shown
+            && !self
+                .store
+                .has_history(session_id)
+                .await
+                .map_err(stepd_store::unavailable)?
+        {
             return Err(ApiError::new(
                 ErrorReason::SessionNotFound,
-                format!("no history of session {}", crate::error::quote(session_id)),
+                format!(
+                    "no history of session {}",
+                    stepd_core::error::quote(session_id)
+                ),
             )
-            .with("session_id", crate::error::clip(session_id)));
+            .with("session_id", stepd_core::error::clip(session_id)));
         }
         let more_rows = rows.len() > size;
         let events = rows
@@ -101,7 +114,7 @@ impl History {
             .map_err(|err| {
                 ApiError::internal(format!("a recorded event does not decode: {err}"))
             })?;
-        let (events, more_bytes) = crate::limits::page(events, size, budget);
+        let (events, more_bytes) = stepd_core::limits::page(events, size, budget);
         let more = more_rows || more_bytes;
         let next_page_token = match events.last() {
             Some(last) if more => format!("after-{}", last.seq),

@@ -21,7 +21,7 @@ use tokio::{
     time::Instant,
 };
 
-use crate::{
+use stepd_core::{
     events::{EventBus, Filter, Own, Published, Start, channel_of},
     time::us_from_timestamp,
 };

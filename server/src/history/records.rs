@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use prost::Message as _;
 use stepd_proto::v1::{Event, Session, SessionState, event::Payload};
 
-use crate::{events::EventBus, time::us_from_timestamp};
+use stepd_core::{events::EventBus, time::us_from_timestamp};
 use stepd_store::SessionRecord;
 
 /// Sessions started, updated or ended in one batch, and their records as

@@ -16,7 +16,7 @@ use std::{
 };
 
 use super::Retention;
-use crate::time::now_us;
+use stepd_core::time::now_us;
 use stepd_store::Store;
 
 /// How often the size is compared with its limit.

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 use stepd_proto::v1::{Output, OutputChunk, Session, SessionStarted, SessionState, event::Payload};
 
 use super::{History, Retention};
-use crate::events::EventBus;
+use stepd_core::events::EventBus;
 use stepd_store::Store;
 
 const KEEP: Retention = Retention {
@@ -255,7 +255,7 @@ async fn listing_ended_sessions_reads_a_bounded_number_of_rows_per_call() {
         .done()
         .await
         .unwrap();
-    let selector = crate::breakpoints::LabelSelector::parse("app=b").unwrap();
+    let selector = stepd_core::breakpoints::LabelSelector::parse("app=b").unwrap();
     let mut token = String::new();
     let mut calls = 0;
     let found = loop {

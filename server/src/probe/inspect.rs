@@ -6,7 +6,7 @@ use std::sync::Arc;
 use prost_types::{Struct, Value, value::Kind};
 use stepd_proto::v1::{ErrorReason, Pause};
 
-use crate::{
+use stepd_core::{
     error::{ApiError, ApiResult},
     inspector::{json_source::JsonNode, value::Node},
     session::PauseTarget,

@@ -25,7 +25,7 @@ use stepd_proto::v1::{
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::Stream;
 
-use crate::{
+use stepd_core::{
     error::ApiResult,
     inspector::value::Node,
     session::{
@@ -103,7 +103,7 @@ where
     registration.keep();
     let mut actor = session::ProbeSession::new(ctx, settings, &port, hello, previous, out, mailbox);
     actor.set_started_by(started_by);
-    let span = crate::session::log_span(&id, SessionKind::Probe);
+    let span = stepd_core::session::log_span(&id, SessionKind::Probe);
     tokio::spawn(tracing::Instrument::instrument(
         actor.run(inbound, old_ended),
         span,
@@ -137,7 +137,7 @@ fn previous_session(
     {
         let (ended, heard) = oneshot::channel();
         if old
-            .send(crate::session::Command::TakenOver {
+            .send(stepd_core::session::Command::TakenOver {
                 by: id.to_owned(),
                 ended,
             })

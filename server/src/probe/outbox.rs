@@ -12,7 +12,7 @@ use stepd_proto::v1::{ConnectResponse, connect_response::Message as Out};
 use tokio::{sync::mpsc, time::Instant};
 use tonic::Status;
 
-use crate::time::now_us;
+use stepd_core::time::now_us;
 
 /// The stream's queue, as tonic reads it.
 pub(crate) type Sender = mpsc::Sender<Result<ConnectResponse, Status>>;

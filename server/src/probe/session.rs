@@ -30,8 +30,8 @@ use super::mode::{AtPoint, Mode, ModeState, Tracing};
 use super::outbox::{self, Outbox, Permit};
 use super::request_scope;
 use super::value;
-use crate::breakpoints::condition;
-use crate::{
+use stepd_core::breakpoints::condition;
+use stepd_core::{
     breakpoints::log_message,
     breakpoints::{Action, Known, Verdict, verdict},
     error::{ApiError, ApiResult},
@@ -54,7 +54,7 @@ const DEFAULT_TRACE_STEPS: u32 = 1000;
 const EVAL_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What the session keeps beside each held point's pause.
-pub(crate) struct Held {
+pub struct Held {
     hit: Hit,
     deadline: Instant,
     /// The request the hold is known to be in (`request_scope.rs`); a mode
@@ -114,7 +114,7 @@ pub struct ProbeSession {
     /// hold thousands of breakpoints.
     matchers: Option<(Vec<ArmedMatcher>, Option<i64>)>,
     /// The session's span, from Hello to the end.
-    span: crate::telemetry::Span,
+    span: stepd_core::trace::Span,
     /// Quiet time after which the probe gets a heartbeat.
     heartbeat: Duration,
     /// Since when the daemon has stopped reading the probe, and whether
@@ -205,14 +205,14 @@ impl ProbeSession {
         );
         // A child of the program's span at connect time when the Hello
         // names one, else of the Connect call, whose span is current here.
-        let remote = crate::telemetry::Remote {
+        let remote = stepd_core::trace::Remote {
             traceparent: &hello.traceparent,
             tracestate: &hello.tracestate,
         };
-        let span = crate::telemetry::Span::start_under(
+        let span = stepd_core::trace::Span::start_under(
             "session",
             remote,
-            &crate::telemetry::Span::current_rpc(),
+            &stepd_core::trace::Span::current_rpc(),
             || {
                 vec![
                     KeyValue::new("stepd.session.id", id.clone()),
@@ -526,7 +526,7 @@ impl ProbeSession {
     async fn on_hit(&mut self, hit: Hit) {
         // Refused before anything counts it: the earlier hold with this id
         // and every breakpoint's hit count stay as they were.
-        if let Err(error) = crate::limits::hit(&hit) {
+        if let Err(error) = stepd_core::limits::hit(&hit) {
             return self.refuse(&hit.hit_id, &error);
         }
         if self.holds.key_of(&hit.hit_id).is_some() {
@@ -534,7 +534,7 @@ impl ProbeSession {
                 "hit.hit_id",
                 format!(
                     "hit {} is already held; a Hit needs an id no pending hold has",
-                    crate::error::quote(&hit.hit_id)
+                    stepd_core::error::quote(&hit.hit_id)
                 ),
             );
             return self.refuse(&hit.hit_id, &error);
@@ -629,7 +629,7 @@ impl ProbeSession {
                 NotificationLevel::Warning,
                 &format!(
                     "hold {} was re-reported past its limit and continues",
-                    crate::error::quote(&hit.hit_id)
+                    stepd_core::error::quote(&hit.hit_id)
                 ),
             );
             return self.resume(&hit.hit_id, ResumeDecision::Continue, None, None, None);
@@ -649,7 +649,7 @@ impl ProbeSession {
         }
         let value = shown
             .as_ref()
-            .map(crate::json::from_value)
+            .map(stepd_core::json::from_value)
             .unwrap_or(serde_json::Value::Null);
         let labels = self
             .ctx
@@ -763,7 +763,7 @@ impl ProbeSession {
         } else {
             Default::default()
         };
-        let remote = crate::telemetry::Remote {
+        let remote = stepd_core::trace::Remote {
             traceparent: &traceparent,
             tracestate: &tracestate,
         };
@@ -832,7 +832,7 @@ impl ProbeSession {
             let _ = pending.reply.send(Err(self.book.gone(&pending.key)));
             return;
         }
-        let evaluated = if let Err(error) = crate::limits::eval_result(&result) {
+        let evaluated = if let Err(error) = stepd_core::limits::eval_result(&result) {
             Err(error)
         } else if result.error.is_empty() {
             Ok(display(&result.value, ""))
@@ -900,17 +900,17 @@ impl ProbeSession {
         let mut index = 0;
         reports.observed.retain(|o| {
             index += 1;
-            keep(crate::limits::observed(o, index - 1))
+            keep(stepd_core::limits::observed(o, index - 1))
         });
         index = 0;
         reports.enlighten.retain(|e| {
             index += 1;
-            keep(crate::limits::enlighten(e, index - 1))
+            keep(stepd_core::limits::enlighten(e, index - 1))
         });
         index = 0;
         reports.trace.retain(|t| {
             index += 1;
-            keep(crate::limits::trace(t, index - 1))
+            keep(stepd_core::limits::trace(t, index - 1))
         });
         if let Some(error) = first {
             self.notify(
@@ -1176,7 +1176,7 @@ impl ProbeSession {
         let new_value = match replacement {
             Some(Replacement::Value(v)) => v,
             Some(Replacement::Code(code)) => serde_json::from_str::<serde_json::Value>(&code)
-                .map(|j| crate::json::to_value(&j))
+                .map(|j| stepd_core::json::to_value(&j))
                 .map_err(|e| {
                     ApiError::new(
                         ErrorReason::InvalidValue,

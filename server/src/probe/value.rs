@@ -5,9 +5,9 @@ use prost_types::{Value, value::Kind};
 use serde_json::Value as Json;
 use stepd_proto::v1::{ErrorReason, PointInfo};
 
-use tonic_types::FieldViolation;
+use stepd_core::error::FieldViolation;
 
-use crate::{
+use stepd_core::{
     error::{ApiError, ApiResult},
     json::{from_struct as struct_to_json, from_value as value_to_json},
 };
@@ -62,7 +62,6 @@ fn violation(field: String, description: String) -> FieldViolation {
         field,
         description,
         reason: VIOLATION_REASON.to_owned(),
-        ..Default::default()
     }
 }
 
@@ -295,19 +294,19 @@ mod tests {
     fn check_returns_the_violations_in_the_error() {
         let point = PointInfo {
             editable: true,
-            schema: Some(crate::json::to_struct(
+            schema: Some(stepd_core::json::to_struct(
                 json!({"properties": {"cmd": {"pattern": "^ls"}}})
                     .as_object()
                     .unwrap(),
             )),
             ..Default::default()
         };
-        let bad = crate::json::to_value(&json!({"cmd": "rm"}));
+        let bad = stepd_core::json::to_value(&json!({"cmd": "rm"}));
         let err = check(&bad, &point).unwrap_err();
         assert_eq!(err.reason(), ErrorReason::InvalidValue);
         assert_eq!(err.violations().len(), 1);
         assert_eq!(err.violations()[0].field, "command.inject.value.cmd");
-        let good = crate::json::to_value(&json!({"cmd": "ls"}));
+        let good = stepd_core::json::to_value(&json!({"cmd": "ls"}));
         assert!(check(&good, &point).is_ok());
     }
 }

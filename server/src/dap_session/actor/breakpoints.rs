@@ -10,15 +10,15 @@ use stepd_proto::v1::{
 };
 
 use super::{Actor, commands::HERE_BREAKPOINT};
-use crate::breakpoints::log_message;
 use crate::dap::capability::Capability;
+use crate::dap::{
+    client::DapError,
+    messages::{self, BreakpointsResponse, EvaluateResponse, StackTraceResponse},
+};
 use crate::dap_session::stop;
-use crate::{
+use stepd_core::breakpoints::log_message;
+use stepd_core::{
     breakpoints::{Action, Known, Verdict, verdict},
-    dap::{
-        client::DapError,
-        messages::{self, BreakpointsResponse, EvaluateResponse, StackTraceResponse},
-    },
     time::now_us,
 };
 

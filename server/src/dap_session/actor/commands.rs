@@ -15,6 +15,8 @@ use crate::dap::capability::Capability;
 use crate::{
     dap::messages::{EvaluateResponse, ExceptionInfoResponse, ScopesResponse, StackTraceResponse},
     dap_session::{stop, values},
+};
+use stepd_core::{
     error::{ApiError, ApiResult},
     session::{
         ExecOp, PauseTarget,
@@ -468,7 +470,7 @@ impl Actor {
                 "command.inject.code",
                 format!(
                     "{} is not an assignment NAME = EXPRESSION",
-                    crate::error::quote(code)
+                    stepd_core::error::quote(code)
                 ),
             ));
         };

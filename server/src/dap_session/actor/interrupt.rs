@@ -10,7 +10,8 @@ use serde_json::json;
 use tokio::time::{Duration, Instant};
 
 use super::Actor;
-use crate::{dap::messages, dap_session::dap_error, error::ApiResult};
+use crate::{dap::messages, dap_session::dap_error};
+use stepd_core::error::ApiResult;
 
 /// Hits continued this recently make a loop "hot": its next hit is expected
 /// well within this time. A Pause waits this long for a stop before

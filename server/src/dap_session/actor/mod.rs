@@ -36,12 +36,12 @@ use commands::{Mode, Steering, StopHere};
 
 pub(crate) use super::dap_error;
 use super::{LaunchOutcome, LaunchRequest, Shared, handles, stop};
-use crate::{
-    dap::{
-        adapters::Adapter,
-        client::{DapClient, DapError, Incoming},
-        messages, process,
-    },
+use crate::dap::{
+    adapters::Adapter,
+    client::{DapClient, DapError, Incoming},
+    messages, process,
+};
+use stepd_core::{
     error::{ApiError, ApiResult},
     session::pause::{
         Answer, answer,
@@ -63,7 +63,7 @@ struct Inflight {
 }
 
 /// What the actor keeps beside each pending pause.
-pub(crate) struct PauseCtx {
+pub struct PauseCtx {
     frame_id: Option<i64>,
     /// Stack depth at the pause (for OUT with force and CONTINUE_SCOPE).
     depth: u32,
@@ -136,7 +136,7 @@ pub struct Actor {
     last_top: Option<locals::TopHandles>,
     guess: Option<locals::Guess>,
     /// The session's span, from Launch or Attach to the end.
-    span: crate::telemetry::Span,
+    span: stepd_core::trace::Span,
 }
 
 /// A started adapter: its process, if stepd started one, and what it sends.
@@ -172,9 +172,9 @@ impl Actor {
             .expect("the client is set before the actor starts");
         // A child of the Launch or Attach call, whose span is current here
         // (a child session started for an adapter is a root).
-        let span = crate::telemetry::Span::start(
+        let span = stepd_core::trace::Span::start(
             "session",
-            &crate::telemetry::Span::current_rpc(),
+            &stepd_core::trace::Span::current_rpc(),
             || {
                 use opentelemetry::KeyValue;
                 vec![

@@ -11,15 +11,13 @@ use tokio::time::sleep_until;
 
 use super::Actor;
 use crate::dap::capability::Capability;
+use crate::dap::{
+    adapters::{self, AdapterKind, LaunchSpec},
+    client::{DapError, Incoming, body_of},
+};
 use crate::dap::{capability::InitializeArguments, messages};
 use crate::dap_session::LaunchOutcome;
-use crate::{
-    dap::{
-        adapters::{self, AdapterKind, LaunchSpec},
-        client::{DapError, Incoming, body_of},
-    },
-    error::{ApiError, ApiResult},
-};
+use stepd_core::error::{ApiError, ApiResult};
 
 /// How long the configuration sequence may take.
 const CONFIGURE_DEADLINE: Duration = Duration::from_secs(60);
@@ -34,7 +32,7 @@ impl Actor {
             .await
             .map_err(start_error)?;
         let _ = self.shared.capabilities.set(capabilities.clone());
-        self.session.capabilities = capabilities.as_object().map(crate::json::to_struct);
+        self.session.capabilities = capabilities.as_object().map(stepd_core::json::to_struct);
         let typed = match messages::parse("initialize response", capabilities.clone()) {
             Ok(typed) => typed,
             Err(problem) => {
@@ -190,7 +188,7 @@ impl Actor {
         }
         if let Some(extra) = &r.adapter_options
             && let (Some(obj), Value::Object(extra)) =
-                (args.as_object_mut(), crate::json::from_struct(extra))
+                (args.as_object_mut(), stepd_core::json::from_struct(extra))
         {
             obj.extend(extra);
         }

@@ -34,14 +34,11 @@ use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use super::{
-    CatchUp, EventBus, Filter, Start,
-    memory::{Charge, StreamMemory, Wire},
-    published::Published,
-    view::snapshot_parts,
-};
-use crate::{
+use stepd_core::{
     error::{ApiError, ApiResult},
+    events::{
+        CatchUp, Charge, EventBus, Filter, Published, Start, StreamMemory, Wire, snapshot_parts,
+    },
     time::now_timestamp,
 };
 
@@ -91,7 +88,7 @@ pub struct Subscriber {
     /// What the stream holds, counted toward its bound and the daemon's.
     pub memory: Arc<StreamMemory>,
     /// For a peer replica's relay: only the sessions this daemon runs.
-    pub only_own: Option<super::Own>,
+    pub only_own: Option<stepd_core::events::Own>,
 }
 
 /// Where a stream's messages go: encoded gRPC messages for the HTTP/2
@@ -405,7 +402,7 @@ impl Outbound {
             ),
         };
         let resume = self.sent_through;
-        Status::from(
+        crate::status::status(
             ApiError::new(
                 ErrorReason::LimitExceeded,
                 format!("{message}; resume after seq {resume} to lose nothing"),
@@ -521,7 +518,7 @@ impl Subscriber {
                 }
                 message = inbound.next(), if reading => match message {
                     Some(Ok(SubscribeRequest { message: Some(Message::Watch(watch)) })) => {
-                        match crate::limits::watch(&watch).and_then(|()| Filter::check(&watch)) {
+                        match stepd_core::limits::watch(&watch).and_then(|()| Filter::check(&watch)) {
                             Err(err) => st.push_own(&local(Payload::Error(err.to_stream_error(""))), Kind::Local, Part::Other),
                             Ok(()) => {
                                 if !watch.client_name.is_empty() {
@@ -725,7 +722,7 @@ mod tests {
     use tokio_stream::wrappers::ReceiverStream;
 
     use super::*;
-    use crate::{events::SubscriberMemory, slots::Slots};
+    use stepd_core::{events::SubscriberMemory, slots::Slots};
 
     fn subscriber(bus: Arc<EventBus>, memory: &Arc<SubscriberMemory>) -> Subscriber {
         Subscriber {
@@ -933,7 +930,7 @@ mod tests {
     /// The status a stream ended with: its `limit` and `resume_after_seq`.
     fn ended_at(status: &Status) -> (String, u64) {
         assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
-        let err = crate::error::ApiError::from_status(status);
+        let err = crate::status::error_of(status);
         assert_eq!(err.reason(), ErrorReason::LimitExceeded, "{status:?}");
         let info = tonic_types::StatusExt::get_details_error_info(status).expect("ErrorInfo");
         (

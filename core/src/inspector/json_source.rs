@@ -186,7 +186,7 @@ fn print(v: &Value, l: &Limits, depth: usize, out: &mut String) {
     }
 }
 
-#[tonic::async_trait]
+#[async_trait::async_trait]
 impl Node for JsonNode {
     fn repr(&self, limits: &PrintLimits) -> String {
         let mut out = String::new();

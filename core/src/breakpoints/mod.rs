@@ -11,6 +11,7 @@ pub mod log_message;
 mod order;
 mod replicas;
 mod selector;
+mod storage;
 pub mod validate;
 pub mod verdict;
 
@@ -24,14 +25,20 @@ use stepd_proto::v1::{
 pub use glob::Glob;
 pub use hit_condition::HitCondition;
 pub use selector::LabelSelector;
+pub use storage::{
+    BreakpointStore, Change, ChangeFeed, HitsRefused, StoreFuture, StoredBreakpoint,
+};
 pub use verdict::{Action, Known, Verdict};
 
 use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
     time::{now_us, timestamp_from_us, us_from_timestamp},
+    within::Within,
 };
-use stepd_store::{Store, StoredBreakpoint, Within};
+
+/// The store as the breakpoints hold it.
+pub type Store = Arc<dyn BreakpointStore>;
 
 /// The spec fields an update mask may name.
 const MASK_PATHS: &[&str] = &[
@@ -76,7 +83,7 @@ impl Breakpoints {
     /// from before the load, so that none falls between.
     pub async fn load(store: Store, bus: Arc<EventBus>) -> anyhow::Result<Self> {
         let changes = store.changes().await?;
-        let stored = store.list_breakpoints().await?;
+        let stored = store.list().await?;
         bus.seed_breakpoints(stored.iter().map(to_proto).collect());
         let expiries = Arc::new(tokio::sync::Notify::new());
         expiry::watch(bus.clone(), expiries.clone());
@@ -184,10 +191,8 @@ impl Breakpoints {
             let ticket = order.ticket(&held);
             let queued = core.store.queue_insert(&spec, now_us(), &by, &within).await;
             drop(held);
-            let stored = queued.done().await;
-            let added = stored
-                .map(|stored| (BreakpointChange::Added, to_proto(&stored)))
-                .map_err(ApiError::from);
+            let stored = queued.await;
+            let added = stored.map(|stored| (BreakpointChange::Added, to_proto(&stored)));
             ticket.in_turn(|| core.announce(added)).await
         })
         .await
@@ -201,7 +206,7 @@ impl Breakpoints {
         self.change(&within.clone(), |core| async move {
             let stored = core
                 .store
-                .delete_breakpoint(row, &within)
+                .delete(row, &within)
                 .await?
                 .ok_or_else(|| not_found(&id))?;
             Ok((BreakpointChange::Removed, core.with_counted_hits(&stored)))
@@ -237,11 +242,7 @@ impl Breakpoints {
             // The row is read before it is written: while the store is
             // known to be down the change is refused before the read waits.
             core.store.check_up("the changed breakpoint")?;
-            let current = core
-                .store
-                .get_breakpoint(row)
-                .await?
-                .ok_or_else(|| not_found(&id))?;
+            let current = core.store.get(row).await?.ok_or_else(|| not_found(&id))?;
             let merged = merge(current.spec, new, &paths);
             check(
                 &merged,
@@ -249,7 +250,7 @@ impl Breakpoints {
             )?;
             let stored = core
                 .store
-                .update_breakpoint(row, &merged, now_us(), &by, &within)
+                .update(row, &merged, now_us(), &by, &within)
                 .await?
                 .ok_or_else(|| not_found(&id))?;
             Ok((BreakpointChange::Updated, core.with_counted_hits(&stored)))
@@ -303,6 +304,22 @@ impl Breakpoints {
                 "breakpoint hits not stored at shutdown are lost"
             );
         }
+    }
+
+    /// Writes the hits counted so far now: false when the store refused
+    /// them (they are kept and written again later).
+    pub async fn write_hits(&self) -> bool {
+        self.core.hits.flush().await
+    }
+
+    /// Hits counted and not in the store yet.
+    pub fn unwritten_hits(&self) -> u64 {
+        self.core.hits.unwritten()
+    }
+
+    /// The event bus the changes are published on.
+    pub fn bus(&self) -> &Arc<EventBus> {
+        &self.core.bus
     }
 }
 
@@ -442,274 +459,5 @@ fn to_proto(stored: &StoredBreakpoint) -> Breakpoint {
         spent: expired || exhausted,
         created_by: stored.created_by.clone(),
         updated_by: stored.updated_by.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use stepd_proto::v1::{ProbeMatch, breakpoint_spec::Location};
-
-    use super::*;
-
-    /// Breakpoints over a fresh store in a directory of their own, removed
-    /// when the test is done with it.
-    async fn breakpoints(tag: &str) -> (Breakpoints, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!("stepd-bp-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::open(&dir).await.unwrap();
-        let bus = Arc::new(EventBus::new("test".into(), 1, 64, 64));
-        (Breakpoints::load(store, bus).await.unwrap(), dir)
-    }
-
-    fn probe(selector: &str) -> BreakpointSpec {
-        BreakpointSpec {
-            location: Some(Location::Probe(ProbeMatch::default())),
-            label_selector: selector.into(),
-            ..Default::default()
-        }
-    }
-
-    fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[tokio::test]
-    async fn listing_filters_and_applying_match_labels() {
-        let (bps, dir) = breakpoints("labels").await;
-        let all = bps
-            .add(Some(probe("")), "test", Within::internal())
-            .await
-            .unwrap()
-            .id;
-        let sub = bps
-            .add(Some(probe("agent=sub")), "test", Within::internal())
-            .await
-            .unwrap()
-            .id;
-        let bare = bps
-            .add(Some(probe("!agent")), "test", Within::internal())
-            .await
-            .unwrap()
-            .id;
-        let ids = |list: Vec<Breakpoint>| list.into_iter().map(|b| b.id).collect::<Vec<_>>();
-        // ListBreakpoints: no labels means no filter.
-        let none = labels(&[]);
-        assert_eq!(
-            ids(bps.list(&none).await.unwrap()),
-            [all.clone(), sub.clone(), bare.clone()]
-        );
-        let agent = labels(&[("agent", "sub")]);
-        assert_eq!(
-            ids(bps.list(&agent).await.unwrap()),
-            [all.clone(), sub.clone()]
-        );
-        // A session or probe without labels is matched like any label set.
-        assert_eq!(ids(bps.applying_to(&none).await), [all.clone(), bare]);
-        assert_eq!(ids(bps.applying_to(&agent).await), [all, sub]);
-        drop(bps);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn changes_made_together_are_published_in_the_stores_order() {
-        let (bps, dir) = breakpoints("order").await;
-        let bps = Arc::new(bps);
-        let first = bps
-            .add(Some(probe("")), "test", Within::internal())
-            .await
-            .unwrap()
-            .id;
-        let (_, mut live) = bps
-            .core
-            .bus
-            .subscribe(&crate::events::Filter::default(), None, "");
-        let changes: Vec<_> = (0..60)
-            .map(|i| {
-                let (bps, first) = (bps.clone(), first.clone());
-                tokio::spawn(async move {
-                    if i % 10 == 5 {
-                        let spec = BreakpointSpec {
-                            condition: format!("value == {i}"),
-                            ..probe("")
-                        };
-                        bps.update(&first, Some(spec), None, "test", Within::internal())
-                            .await
-                            .unwrap();
-                    } else {
-                        bps.add(Some(probe("")), "test", Within::internal())
-                            .await
-                            .unwrap();
-                    }
-                })
-            })
-            .collect();
-        for change in changes {
-            change.await.unwrap();
-        }
-        let mut added = Vec::new();
-        for _ in 0..60 {
-            let event = live.recv().await.unwrap();
-            let Some(Payload::BreakpointUpdated(u)) = &event.payload else {
-                panic!("{event:?}")
-            };
-            if u.change == BreakpointChange::Added as i32 {
-                let id = u.breakpoint.as_ref().unwrap().id.clone();
-                added.push(id.trim_start_matches("bp-").parse::<i64>().unwrap());
-            }
-        }
-        assert_eq!(added.len(), 54);
-        assert!(
-            added.windows(2).all(|w| w[0] < w[1]),
-            "adds are published in the order the store gave their ids: {added:?}"
-        );
-        let stored = bps.core.store.list_breakpoints().await.unwrap();
-        assert_eq!(stored.len(), 55);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[tokio::test]
-    async fn hits_are_counted_at_once_and_published_in_batches() {
-        let (bps, dir) = breakpoints("hits").await;
-        let mut spec = probe("");
-        spec.max_hits = 7;
-        let id = bps
-            .add(Some(spec), "test", Within::internal())
-            .await
-            .unwrap()
-            .id;
-        let none = labels(&[]);
-        let known = Known {
-            labels: &none,
-            condition_holds: true,
-            adapter_logs: false,
-        };
-        for n in 1..=5u64 {
-            let decided = bps
-                .hit_with(&id, |bp| {
-                    assert_eq!(bp.unwrap().hit_count, n, "each hit sees the ones before");
-                    verdict::verdict(bp, now_us(), &known)
-                })
-                .await;
-            assert!(decided.stops());
-        }
-        let in_view = |bps: &Breakpoints| bps.core.bus.with_view(|v| v.breakpoint(&id)).unwrap();
-        assert_eq!(in_view(&bps).hit_count, 0, "no event per hit");
-        assert_eq!(bps.list(&none).await.unwrap()[0].hit_count, 5);
-        bps.flush_hits().await;
-        assert_eq!(in_view(&bps).hit_count, 5, "one batch");
-        // The hit that spends max_hits is published at once.
-        for _ in 0..2 {
-            bps.hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
-                .await;
-        }
-        let spent = in_view(&bps);
-        assert!(spent.spent);
-        assert_eq!(spent.hit_count, 7);
-        let over = bps
-            .hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
-            .await;
-        assert_eq!(over, Verdict::MaxHitsSpent);
-        assert_eq!(
-            bps.list(&none).await.unwrap()[0].hit_count,
-            7,
-            "not counted"
-        );
-        drop(bps);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    /// A tmpfs on a fresh directory, unmounted when dropped. Mounting needs
-    /// root (CAP_SYS_ADMIN), as the test command has in CI; without it the
-    /// test fails saying so rather than pass having checked nothing.
-    struct Tmpfs(std::path::PathBuf);
-
-    impl Tmpfs {
-        fn mount(tag: &str) -> Self {
-            let dir = std::env::temp_dir().join(format!("stepd-full-{tag}-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let out = std::process::Command::new("mount")
-                .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
-                .arg(&dir)
-                .output()
-                .expect("run mount");
-            if !out.status.success() {
-                let _ = std::fs::remove_dir(&dir);
-                panic!(
-                    "a small tmpfs is needed (run as root): mount -t tmpfs refused ({}): {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
-            Self(dir)
-        }
-
-        /// Fills it up; the file is removed to free the space.
-        fn fill(&self) -> std::path::PathBuf {
-            use std::io::Write as _;
-            let path = self.0.join("filler");
-            let mut file = std::fs::File::create(&path).unwrap();
-            for chunk in [1 << 16, 4096, 1] {
-                let block = vec![0u8; chunk];
-                while file.write_all(&block).is_ok() {}
-            }
-            path
-        }
-    }
-
-    impl Drop for Tmpfs {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.0)
-                .status();
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    #[tokio::test]
-    async fn hits_the_store_refuses_are_kept_and_written_later() {
-        let tmpfs = Tmpfs::mount("hits");
-        let dir = tmpfs.0.join("data");
-        let store = Store::open(&dir).await.unwrap();
-        let bus = Arc::new(EventBus::new("test".into(), 1, 64, 64));
-        let bps = Breakpoints::load(store.clone(), bus).await.unwrap();
-        let id = bps
-            .add(Some(probe("")), "test", Within::internal())
-            .await
-            .unwrap()
-            .id;
-        let none = labels(&[]);
-        let known = Known {
-            labels: &none,
-            condition_holds: true,
-            adapter_logs: false,
-        };
-        let filler = tmpfs.fill();
-        for _ in 0..3 {
-            bps.hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
-                .await;
-        }
-        assert!(!bps.core.hits.flush().await, "the full disk refuses them");
-        assert_eq!(bps.core.hits.unwritten(), 3, "kept, not dropped");
-        bps.hit_with(&id, |bp| verdict::verdict(bp, now_us(), &known))
-            .await;
-        assert!(!bps.core.hits.flush().await);
-        assert_eq!(bps.core.hits.unwritten(), 4, "and added to");
-        let stored = store.list_breakpoints().await.unwrap();
-        assert_eq!(stored[0].hit_count, 0);
-
-        std::fs::remove_file(filler).unwrap();
-        assert!(bps.core.hits.flush().await);
-        assert_eq!(bps.core.hits.unwritten(), 0);
-        drop(bps);
-        store.close().await;
-        let reopened = Store::open(&dir).await.unwrap();
-        assert_eq!(reopened.list_breakpoints().await.unwrap()[0].hit_count, 4);
-        reopened.close().await;
-        drop(tmpfs);
     }
 }

@@ -1,8 +1,8 @@
 //! An inspector's configuration: defaults, validation of what Refresh and
 //! Inspect send, and the protobuf form every rendering carries.
 
+use crate::error::FieldViolation;
 use stepd_proto::v1::{InspectorConfig, ViewMode};
-use tonic_types::FieldViolation;
 
 use super::value::PrintLimits;
 use crate::error::{ApiError, ApiResult};

@@ -180,7 +180,7 @@ const DAP_BUCKETS: &[f64] = &[
 ];
 
 /// Installs the synchronous instruments on `meter` (telemetry's init, once).
-pub(crate) fn install(meter: Meter) {
+pub fn install(meter: Meter) {
     let hold = meter
         .f64_histogram("stepd.pause.hold.duration")
         .with_unit("s")

@@ -85,6 +85,11 @@ impl Wire {
         self.bytes.len()
     }
 
+    /// Never true: a framed message holds at least its 5-byte prefix.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     /// Length of the protobuf message alone (what `--max-message-bytes`
     /// bounds).
     pub fn message_len(&self) -> usize {

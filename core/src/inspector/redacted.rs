@@ -32,7 +32,7 @@ struct Redacted {
 /// A masked value.
 struct Masked;
 
-#[tonic::async_trait]
+#[async_trait::async_trait]
 impl Node for Redacted {
     fn repr(&self, limits: &PrintLimits) -> String {
         self.redactor.text(&self.inner.repr(limits)).into_owned()
@@ -82,7 +82,7 @@ impl Node for Redacted {
     }
 }
 
-#[tonic::async_trait]
+#[async_trait::async_trait]
 impl Node for Masked {
     fn repr(&self, _: &PrintLimits) -> String {
         MASK.to_owned()

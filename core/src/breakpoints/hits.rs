@@ -18,8 +18,8 @@ use std::{
 use stepd_proto::v1::{BreakpointChange, BreakpointUpdated, event::Payload};
 use tokio::sync::Notify;
 
+use super::{HitsRefused, Store};
 use crate::events::EventBus;
-use stepd_store::Store;
 
 /// How long counted hits may wait before they are written and published.
 const FLUSH_DELAY: Duration = Duration::from_millis(200);
@@ -147,7 +147,7 @@ impl HitWriter {
 
     /// Logs a refused batch: the first at once, then at most every
     /// `WARN_EVERY`.
-    fn failed(&self, err: &stepd_store::WriteError, waiting: u64) {
+    fn failed(&self, err: &HitsRefused, waiting: u64) {
         let now = Instant::now();
         let mut failing = lock(&self.failing);
         let state = failing.get_or_insert(Failing {
@@ -161,7 +161,7 @@ impl HitWriter {
         if state.attempts == 1 || now.duration_since(state.warned_at) >= WARN_EVERY {
             tracing::warn!(
                 store = %err.place,
-                error = %err.source,
+                error = %err.error,
                 hits = waiting,
                 attempts = state.attempts,
                 failed_since_last_warning = state.unwarned,

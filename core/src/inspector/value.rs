@@ -126,7 +126,7 @@ pub enum Scalar {
 }
 
 /// A value that can be inspected.
-#[tonic::async_trait]
+#[async_trait::async_trait]
 pub trait Node: Send + Sync {
     /// The value printed on one line, within the limits where the source
     /// prints itself.
@@ -226,7 +226,7 @@ pub struct StaticNode {
     pub guard: Option<Arc<dyn Fn() -> ApiResult<()> + Send + Sync>>,
 }
 
-#[tonic::async_trait]
+#[async_trait::async_trait]
 impl Node for StaticNode {
     fn repr(&self, _: &PrintLimits) -> String {
         self.repr.clone()

@@ -1,6 +1,7 @@
 //! Size limits, in one place: how large each client-supplied string and value
-//! may be, how large a page of a listing or a part of a snapshot is, and the
-//! remap of tonic's message-size refusal.
+//! may be, and how large a page of a listing or a part of a snapshot is (the
+//! checks of headers and the remap of tonic's message-size refusal are the
+//! API's, in `stepd::http_limits`).
 //!
 //! Every limit here is checked before the value is parsed or stored; a value
 //! over one is refused with `RESOURCE_EXHAUSTED` / `LIMIT_EXCEEDED`, its
@@ -16,10 +17,8 @@ use stepd_proto::v1::{
     LaunchRequest, ObservedReport, PointInfo, TraceReport, Watch, breakpoint_spec::Location,
     debug_command::Command, inject_command::Replacement,
 };
-use tonic::{Code, Status, body::Body, codegen::http};
-use tonic_types::FieldViolation;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, FieldViolation};
 use stepd_proto::v1::ErrorReason;
 
 /// One named limit.
@@ -186,26 +185,6 @@ pub const AUTHORIZATION_BYTES: Limit = Limit {
     name: "authorization_bytes",
     max: 4 * KIB,
 };
-
-/// A request's headers, before anything reads them.
-pub fn headers(path: &str, headers: &http::HeaderMap) -> ApiResult<()> {
-    const PER_HEADER: usize = 32;
-    let total = headers
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + PER_HEADER)
-        .sum::<usize>()
-        + path.len()
-        + PER_HEADER;
-    let authorization = headers
-        .get_all(http::header::AUTHORIZATION)
-        .iter()
-        .map(|v| v.len())
-        .sum();
-    Sizes::default()
-        .size("authorization", authorization, AUTHORIZATION_BYTES)
-        .size("metadata", total, HEADER_BYTES)
-        .check()
-}
 
 /// The largest page of a listing or part of a snapshot, in bytes: below the
 /// 4 MiB that gRPC clients accept by default, and at most half the daemon's
@@ -626,49 +605,11 @@ pub fn framed_len(item: &impl Message) -> usize {
     len + prost::encoding::encoded_len_varint(len as u64) + 1
 }
 
-/// Rewrites tonic's "message length too large" refusals (trailers-only
-/// responses, so the status is in the headers) into LIMIT_EXCEEDED.
-pub fn remap_size_refusal(response: http::Response<Body>) -> http::Response<Body> {
-    match Status::from_header_map(response.headers()) {
-        Some(status)
-            if status.code() == Code::OutOfRange
-                && status.message().contains("message length too large") =>
-        {
-            let err = ApiError::new(ErrorReason::LimitExceeded, status.message())
-                .with("limit", "max_message_bytes");
-            Status::from(err).into_http()
-        }
-        _ => response,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use stepd_proto::v1::{FunctionLocation, ProbeMatch};
+    use stepd_proto::v1::ProbeMatch;
 
     use super::*;
-
-    #[test]
-    fn every_field_over_is_named_and_the_first_in_metadata() {
-        let spec = BreakpointSpec {
-            location: Some(Location::Function(FunctionLocation {
-                name: "f".repeat(NAME_BYTES.max + 1),
-            })),
-            condition: "c".repeat(CONDITION_BYTES.max + 1),
-            ..Default::default()
-        };
-        let err = breakpoint_spec(&spec, "spec").check().unwrap_err();
-        assert_eq!(err.reason(), ErrorReason::LimitExceeded);
-        let fields: Vec<_> = err.violations().iter().map(|v| v.field.as_str()).collect();
-        assert_eq!(fields, ["spec.function.name", "spec.condition"]);
-        let status = Status::from(err);
-        assert_eq!(status.code(), Code::ResourceExhausted);
-        use tonic_types::StatusExt;
-        let info = status.get_details_error_info().unwrap();
-        assert_eq!(info.metadata["limit"], "name_bytes");
-        assert_eq!(info.metadata["max"], "4096");
-        assert_eq!(info.metadata["field"], "spec.function.name");
-    }
 
     #[test]
     fn a_spec_at_its_limits_passes() {
@@ -683,30 +624,6 @@ mod tests {
             ..Default::default()
         };
         assert!(breakpoint_spec(&spec, "spec").is_ok());
-    }
-
-    #[test]
-    fn headers_are_bounded_one_by_one_and_together() {
-        let mut map = http::HeaderMap::new();
-        let token = format!("Bearer {}", "t".repeat(AUTHORIZATION_BYTES.max - 7));
-        map.insert(http::header::AUTHORIZATION, token.parse().unwrap());
-        assert!(headers("/stepd.v1.DaemonService/Ping", &map).is_ok());
-        map.insert(
-            http::header::AUTHORIZATION,
-            format!("{token}x").parse().unwrap(),
-        );
-        let err = headers("/p", &map).unwrap_err();
-        assert_eq!(err.reason(), ErrorReason::LimitExceeded);
-        assert_eq!(err.violations()[0].field, "authorization");
-        let status = Status::from(err);
-        assert!(status.message().len() < 300, "never quotes the headers");
-        let mut map = http::HeaderMap::new();
-        map.insert("x-a", "a".repeat(HEADER_BYTES.max / 2).parse().unwrap());
-        assert!(headers("/p", &map).is_ok());
-        map.insert("x-b", "b".repeat(HEADER_BYTES.max / 2).parse().unwrap());
-        let err = headers("/p", &map).unwrap_err();
-        assert_eq!(err.violations()[0].field, "metadata");
-        assert!(headers(&"/".repeat(HEADER_BYTES.max), &http::HeaderMap::new()).is_err());
     }
 
     #[test]

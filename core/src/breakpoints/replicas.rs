@@ -1,5 +1,5 @@
 //! Breakpoint changes other replicas of a shared database made
-//! (`store::Changes`), applied here as if made locally: the event state
+//! (`ChangeFeed`), applied here as if made locally: the event state
 //! takes them and every session and subscriber of this replica sees a
 //! `breakpoint_updated`, in the change order of local changes.
 //!
@@ -11,18 +11,22 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use stepd_proto::v1::{Breakpoint, BreakpointChange};
 
-use super::{Core, order::ChangeOrder};
-use stepd_store::{Change, Changes, StoredBreakpoint};
+use super::{Change, ChangeFeed, Core, StoredBreakpoint, order::ChangeOrder};
+use crate::error::ApiResult;
 
 /// How long to wait before reading the database again when it refused.
 const RETRY: Duration = Duration::from_millis(500);
 
 /// Applies other replicas' changes until the store closes.
-pub(super) async fn follow(core: Arc<Core>, order: Arc<ChangeOrder>, mut changes: Changes) {
+pub(super) async fn follow(
+    core: Arc<Core>,
+    order: Arc<ChangeOrder>,
+    mut changes: Box<dyn ChangeFeed>,
+) {
     while let Some(change) = changes.next().await {
         let _held = order.hold().await;
         let applied = match change {
-            Change::Changed(row) => match core.store.get_breakpoint(row).await {
+            Change::Changed(row) => match core.store.get(row).await {
                 Ok(Some(stored)) => {
                     core.take(&stored);
                     Ok(())
@@ -56,8 +60,8 @@ pub(super) async fn follow(core: Arc<Core>, order: Arc<ChangeOrder>, mut changes
 
 /// Brings the event state to the database's breakpoints, after
 /// announcements may have been missed.
-async fn resync(core: &Core) -> Result<(), sqlx::Error> {
-    let stored = core.store.list_breakpoints().await?;
+async fn resync(core: &Core) -> ApiResult<()> {
+    let stored = core.store.list().await?;
     let known = core.bus.with_view(|v| v.breakpoints());
     let mut present = HashSet::new();
     for row in &stored {

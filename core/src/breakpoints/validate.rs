@@ -1,8 +1,8 @@
 //! Validation of breakpoint specs. Every problem becomes a `BadRequest` field
 //! violation, so a client learns everything wrong with a request at once.
 
+use crate::error::FieldViolation;
 use stepd_proto::v1::{BreakpointAction, BreakpointSpec, breakpoint_spec::Location};
-use tonic_types::FieldViolation;
 
 use super::{glob::Glob, hit_condition::HitCondition, log_message, selector::LabelSelector};
 use crate::error::ParseError;

@@ -74,7 +74,10 @@ pub fn common_commands() -> Vec<CommandKind> {
 }
 
 /// What only a session's kind knows how to do at one of its pauses.
-pub(crate) trait PauseOwner {
+// Its owners are the two session actors, each awaited on its own task, so
+// no caller needs the futures to be `Send` by name.
+#[allow(async_fn_in_trait)]
+pub trait PauseOwner {
     /// What the kind keeps beside each pause.
     type Data;
     /// The prompt of an EXPRESSION round trip.
@@ -109,7 +112,7 @@ enum Request {
 }
 
 /// Answers one debug input for a pause of `owner`.
-pub(crate) async fn answer<O: PauseOwner>(owner: &mut O, answer: Answer) {
+pub async fn answer<O: PauseOwner>(owner: &mut O, answer: Answer) {
     let Answer {
         input,
         kind,

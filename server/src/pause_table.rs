@@ -20,15 +20,17 @@ use tokio::{
 };
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{Context, SessionHandle, Sessions, pause::PauseRegistry};
 use crate::{
-    breakpoints::Breakpoints,
     dap::{
         adapters::{Adapter, AdapterKind},
         codec::{read_frame, write_frame},
         transport::Transport,
     },
     dap_session::{self, LaunchRequest},
+};
+use stepd_core::session::{Context, SessionHandle, Sessions, pause::PauseRegistry};
+use stepd_core::{
+    breakpoints::Breakpoints,
     error::ApiResult,
     events::{EventBus, Filter},
     inspector::Inspectors,
@@ -41,7 +43,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 struct World {
     ctx: Context,
     sessions: Arc<Sessions>,
-    events: broadcast::Receiver<Arc<crate::events::Published>>,
+    events: broadcast::Receiver<Arc<stepd_core::events::Published>>,
     _dir: TempDir,
 }
 
@@ -60,7 +62,11 @@ async fn world() -> World {
     let bus = Arc::new(EventBus::new("test".into(), 1, 1024, 1024));
     let (_, events) = bus.subscribe(&Filter::from_watch(&Watch::default()), None, "");
     let ctx = Context {
-        breakpoints: Arc::new(Breakpoints::load(store, bus.clone()).await.unwrap()),
+        breakpoints: Arc::new(
+            Breakpoints::load(Arc::new(store), bus.clone())
+                .await
+                .unwrap(),
+        ),
         pauses: Arc::new(PauseRegistry::new(bus.clone())),
         inspectors: Arc::new(Inspectors::new(bus.clone(), Duration::from_secs(60), 16)),
         bus,
@@ -255,7 +261,8 @@ async fn dap_session(world: &mut World) -> Stopped {
         ..Default::default()
     };
     let (children, _) = mpsc::unbounded_channel();
-    let mut registration = super::Registration::new(world.sessions.clone(), "test").unwrap();
+    let mut registration =
+        stepd_core::session::Registration::new(world.sessions.clone(), "test").unwrap();
     let outcome = dap_session::launch::run(
         world.ctx.clone(),
         dap_session::DapSettings {
@@ -591,7 +598,7 @@ async fn a_malformed_adapter_answer_is_reported_not_read_as_empty() {
 /// A port with nothing behind it, for the mailbox's own tests.
 struct Bare(&'static str);
 
-impl super::SessionPort for Bare {
+impl stepd_core::session::SessionPort for Bare {
     fn id(&self) -> &str {
         self.0
     }
@@ -603,10 +610,10 @@ impl super::SessionPort for Bare {
     fn pause_node<'a>(
         &'a self,
         _: &'a Pause,
-        _: &'a super::PauseTarget,
-    ) -> super::Fut<'a, Arc<dyn crate::inspector::value::Node>> {
+        _: &'a stepd_core::session::PauseTarget,
+    ) -> stepd_core::session::Fut<'a, Arc<dyn stepd_core::inspector::value::Node>> {
         Box::pin(async {
-            Err(crate::error::ApiError::invalid_field(
+            Err(stepd_core::error::ApiError::invalid_field(
                 "pause",
                 "no pauses here",
             ))
@@ -616,9 +623,9 @@ impl super::SessionPort for Bare {
 
 #[tokio::test]
 async fn breakpoint_changes_reach_a_busy_actor_once_and_first() {
-    use super::Command as Cmd;
-    let (handle, mut mailbox) = super::mailbox(Arc::new(Bare("bare")));
-    for _ in 0..super::MAILBOX {
+    use stepd_core::session::Command as Cmd;
+    let (handle, mut mailbox) = stepd_core::session::mailbox(Arc::new(Bare("bare")));
+    for _ in 0..stepd_core::session::MAILBOX {
         let (reply, _) = tokio::sync::oneshot::channel();
         handle.send(Cmd::Shutdown { reply }).unwrap();
     }
@@ -626,7 +633,7 @@ async fn breakpoint_changes_reach_a_busy_actor_once_and_first() {
     handle.reapply();
     handle.reapply();
     assert!(matches!(mailbox.recv().await, Some(Cmd::Reapply)));
-    for _ in 0..super::MAILBOX {
+    for _ in 0..stepd_core::session::MAILBOX {
         assert!(matches!(mailbox.recv().await, Some(Cmd::Shutdown { .. })));
     }
     // Two changes to an idle actor are one Reapply; the message that woke
@@ -636,17 +643,17 @@ async fn breakpoint_changes_reach_a_busy_actor_once_and_first() {
     assert!(matches!(mailbox.recv().await, Some(Cmd::Reapply)));
     // A change while the last wake-up is still queued sends none: however
     // many changes come, one wake-up at most takes a slot.
-    for _ in 0..super::MAILBOX * 2 {
+    for _ in 0..stepd_core::session::MAILBOX * 2 {
         handle.reapply();
         assert!(matches!(mailbox.recv().await, Some(Cmd::Reapply)));
     }
-    for _ in 0..super::MAILBOX - 1 {
+    for _ in 0..stepd_core::session::MAILBOX - 1 {
         let (reply, _) = tokio::sync::oneshot::channel();
         handle
             .send(Cmd::Shutdown { reply })
             .expect("a wake-up takes one slot at most");
     }
-    for _ in 0..super::MAILBOX - 1 {
+    for _ in 0..stepd_core::session::MAILBOX - 1 {
         assert!(matches!(mailbox.recv().await, Some(Cmd::Shutdown { .. })));
     }
     drop(handle);
@@ -657,11 +664,11 @@ async fn breakpoint_changes_reach_a_busy_actor_once_and_first() {
 /// end (an adapter that takes its time to disconnect) holds up no other.
 #[tokio::test]
 async fn shutdown_ends_every_session_at_once() {
-    use super::Command as Cmd;
-    let sessions = super::Sessions::new();
+    use stepd_core::session::Command as Cmd;
+    let sessions = stepd_core::session::Sessions::new();
     let mut mailboxes = Vec::new();
     for id in ["slow", "other"] {
-        let (handle, mailbox) = super::mailbox(Arc::new(Bare(id)));
+        let (handle, mailbox) = stepd_core::session::mailbox(Arc::new(Bare(id)));
         sessions.insert(handle);
         mailboxes.push(mailbox);
     }

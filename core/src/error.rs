@@ -1,11 +1,86 @@
 //! Typed errors: every failure leaves the daemon as a gRPC status carrying a
 //! `google.rpc.ErrorInfo` whose reason comes from `stepd.v1.ErrorReason`.
+//! The error is built here, free of any transport; the API crate turns it
+//! into a status (`stepd::status`).
 
 use std::collections::HashMap;
 
-use stepd_proto::{ERROR_DOMAIN, v1::ErrorReason};
-use tonic::{Code, Status};
-use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
+use stepd_proto::v1::ErrorReason;
+
+/// A gRPC status code, as the API sends it (the values are gRPC's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum Code {
+    Ok = 0,
+    Cancelled = 1,
+    Unknown = 2,
+    InvalidArgument = 3,
+    DeadlineExceeded = 4,
+    NotFound = 5,
+    AlreadyExists = 6,
+    PermissionDenied = 7,
+    ResourceExhausted = 8,
+    FailedPrecondition = 9,
+    Aborted = 10,
+    OutOfRange = 11,
+    Unimplemented = 12,
+    Internal = 13,
+    Unavailable = 14,
+    DataLoss = 15,
+    Unauthenticated = 16,
+}
+
+impl Code {
+    /// The code with gRPC's value `value` (`Unknown` for one gRPC does not define).
+    pub fn from_i32(value: i32) -> Self {
+        use Code as C;
+        const ALL: [Code; 17] = [
+            C::Ok,
+            C::Cancelled,
+            C::Unknown,
+            C::InvalidArgument,
+            C::DeadlineExceeded,
+            C::NotFound,
+            C::AlreadyExists,
+            C::PermissionDenied,
+            C::ResourceExhausted,
+            C::FailedPrecondition,
+            C::Aborted,
+            C::OutOfRange,
+            C::Unimplemented,
+            C::Internal,
+            C::Unavailable,
+            C::DataLoss,
+            C::Unauthenticated,
+        ];
+        usize::try_from(value)
+            .ok()
+            .and_then(|i| ALL.get(i).copied())
+            .unwrap_or(C::Unknown)
+    }
+}
+
+/// One field at fault, as a `google.rpc.BadRequest` names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldViolation {
+    /// The field's path, e.g. `spec.condition`.
+    pub field: String,
+    /// What is wrong with it.
+    pub description: String,
+    /// A machine-readable kind of violation (`INVALID_VALUE`); empty when none.
+    pub reason: String,
+}
+
+impl FieldViolation {
+    /// A violation of `field`.
+    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            description: description.into(),
+            reason: String::new(),
+        }
+    }
+}
 
 /// An error on its way to a client: code, reason, message and specifics.
 #[derive(Debug, Clone)]
@@ -255,8 +330,8 @@ fn code_for(reason: ErrorReason) -> Code {
 
 /// `PERMISSION_DENIED` for `Code::PermissionDenied`: the names gRPC uses.
 /// A table, not formatting: it is on the path of every audited call.
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code as C;
+pub fn code_name(code: Code) -> &'static str {
+    use Code as C;
     match code {
         C::Ok => "OK",
         C::Cancelled => "CANCELLED",
@@ -278,55 +353,6 @@ pub fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
-impl From<ApiError> for Status {
-    fn from(err: ApiError) -> Self {
-        let mut details = ErrorDetails::with_error_info(
-            reason_str(err.reason),
-            ERROR_DOMAIN,
-            err.metadata.clone(),
-        );
-        if !err.violations.is_empty() {
-            details.set_bad_request(err.violations.clone());
-        }
-        Status::with_error_details(err.code, bounded(err.message, MAX_MESSAGE_BYTES), details)
-    }
-}
-
-impl From<sqlx::Error> for ApiError {
-    fn from(err: sqlx::Error) -> Self {
-        tracing::error!(error = %err, "store error");
-        ApiError::new(ErrorReason::StoreUnavailable, format!("store: {err}"))
-    }
-}
-
-impl From<stepd_store::WriteError> for ApiError {
-    /// A write that did not become durable: logged here, once, with where
-    /// the database is (which the client is not told).
-    /// While the store is known to be down the outage was logged once,
-    /// and each refusal is logged at debug.
-    fn from(err: stepd_store::WriteError) -> Self {
-        if err.source.is_store_down() {
-            tracing::debug!(
-                store = %err.place,
-                error = %err.source,
-                "could not store {}; the request is refused and nothing changed",
-                err.what
-            );
-        } else {
-            tracing::warn!(
-                store = %err.place,
-                error = %err.source,
-                "could not store {}; the request is refused and nothing changed",
-                err.what
-            );
-        }
-        ApiError::new(
-            ErrorReason::StoreUnavailable,
-            format!("store: could not store {}: {}", err.what, err.source),
-        )
-    }
-}
-
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({})", self.message, reason_str(self.reason))
@@ -335,28 +361,33 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-/// Reads the stepd reason back out of a status (for stream-local error events).
-pub fn reason_of(status: &Status) -> ErrorReason {
-    status
-        .get_details_error_info()
-        .and_then(|info| ErrorReason::from_str_name(&format!("ERROR_REASON_{}", info.reason)))
-        .unwrap_or(ErrorReason::Unspecified)
-}
-
 impl ApiError {
-    /// A stepd status (one a peer replica answered) as the error it was.
-    pub fn from_status(status: &Status) -> Self {
-        let info = status.get_details_error_info();
+    /// An error from its parts as another replica sent them (the API crate
+    /// reads them out of the status); nothing is bounded again here.
+    pub fn from_parts(
+        code: Code,
+        reason: ErrorReason,
+        message: String,
+        metadata: HashMap<String, String>,
+        violations: Vec<FieldViolation>,
+    ) -> Self {
         Self {
-            code: status.code(),
-            reason: reason_of(status),
-            message: status.message().to_owned(),
-            metadata: info.map(|i| i.metadata).unwrap_or_default(),
-            violations: status
-                .get_details_bad_request()
-                .map(|b| b.field_violations)
-                .unwrap_or_default(),
+            code,
+            reason,
+            message,
+            metadata,
+            violations,
         }
+    }
+
+    /// `ErrorInfo.metadata`.
+    pub fn metadata(&self) -> &HashMap<String, String> {
+        &self.metadata
+    }
+
+    /// The message as a status carries it: cut to a size any client takes.
+    pub fn bounded_message(&self) -> String {
+        bounded(self.message.clone(), MAX_MESSAGE_BYTES)
     }
 }
 
@@ -392,7 +423,7 @@ mod tests {
     }
 
     #[test]
-    fn a_status_stays_small_whatever_it_was_given() {
+    fn an_error_stays_small_whatever_it_was_given() {
         let long = "€".repeat(50_000);
         let err = ApiError::new(ErrorReason::SessionNotFound, long.clone())
             .with("session_id", long.clone())
@@ -402,13 +433,6 @@ mod tests {
         assert_eq!(err.violations.len(), MAX_VIOLATIONS);
         assert!(err.violations[0].description.len() <= MAX_DESCRIPTION_BYTES);
         assert!(err.violations[0].field.len() <= MAX_FIELD_BYTES);
-        let status = Status::from(err);
-        assert!(status.message().len() <= MAX_MESSAGE_BYTES);
-        assert!(
-            status.details().len() < 8 * 1024,
-            "{}",
-            status.details().len()
-        );
-        assert_eq!(reason_of(&status), ErrorReason::SessionNotFound);
+        assert!(err.bounded_message().len() <= MAX_MESSAGE_BYTES);
     }
 }

@@ -79,17 +79,17 @@ impl Within {
         Waiting(self.clone())
     }
 
-    pub(super) fn deadline(&self) -> Instant {
+    pub fn deadline(&self) -> Instant {
         self.deadline
     }
 
-    pub(super) fn cutoff(&self) -> Instant {
+    pub fn cutoff(&self) -> Instant {
         self.cutoff
     }
 
     /// Gives the write up unless the writer claimed it: true when it is
     /// abandoned (now or before), and then it is never committed.
-    pub(super) fn abandon(&self) -> bool {
+    pub fn abandon(&self) -> bool {
         match self
             .state
             .compare_exchange(WAITING, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
@@ -99,13 +99,13 @@ impl Within {
         }
     }
 
-    pub(super) fn abandoned(&self) -> bool {
+    pub fn abandoned(&self) -> bool {
         self.state.load(Ordering::Acquire) == ABANDONED
     }
 
     /// Claims the write for a commit about to be sent; false when its
     /// caller abandoned it first.
-    pub(super) fn claim(&self) -> bool {
+    pub fn claim(&self) -> bool {
         let claimed =
             self.state
                 .compare_exchange(WAITING, CLAIMED, Ordering::AcqRel, Ordering::Acquire);
@@ -114,7 +114,7 @@ impl Within {
 
     /// Hands a claimed write back after a commit that was refused (and so
     /// kept nothing): it may be tried again, or abandoned.
-    pub(super) fn release(&self) {
+    pub fn release(&self) {
         let _ = self
             .state
             .compare_exchange(CLAIMED, WAITING, Ordering::AcqRel, Ordering::Acquire);

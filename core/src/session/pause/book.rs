@@ -22,8 +22,12 @@ use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
     redact::{Redactor, last_name, masked},
-    telemetry,
+    trace,
 };
+
+/// The target of pause logs, as documented (`RUST_LOG=…,stepd::session::pause=debug`):
+/// the daemon's documented log targets stay put whichever crate logs them.
+const LOG_TARGET: &str = "stepd::session::pause";
 
 /// What a pause waits for after EVAL or INSPECT_PROMPT came without code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +55,7 @@ pub struct Entry<T> {
     pub data: T,
     prompt: Option<Prompt>,
     /// The pause's span, open while it is held.
-    span: telemetry::Span,
+    span: trace::Span,
     /// When it was opened: the hold's duration is measured from here.
     opened: std::time::Instant,
     /// The answer being carried out (masked): `pause_resolved` records it
@@ -69,7 +73,7 @@ pub struct PauseBook<T> {
     answers: mpsc::Sender<Answer>,
     entries: HashMap<String, Entry<T>>,
     /// The session's span, parent of every pause's.
-    trace_parent: telemetry::Span,
+    trace_parent: trace::Span,
     /// Who started the session: the holds [`Self::try_open`] opens count
     /// toward this identity's cap.
     owner: String,
@@ -101,7 +105,7 @@ impl<T> PauseBook<T> {
             redactor,
             answers,
             entries: HashMap::new(),
-            trace_parent: telemetry::Span::none(),
+            trace_parent: trace::Span::none(),
             owner: String::new(),
         };
         (book, inbox)
@@ -113,7 +117,7 @@ impl<T> PauseBook<T> {
     }
 
     /// The session's span: every pause's span is its child.
-    pub fn set_trace_parent(&mut self, parent: &telemetry::Span) {
+    pub fn set_trace_parent(&mut self, parent: &trace::Span) {
         self.trace_parent = parent.clone();
     }
 
@@ -124,7 +128,7 @@ impl<T> PauseBook<T> {
     /// Opens a pause: registered for answers and sent to every subscriber.
     pub fn open(&mut self, pause: Pause, data: T, all_threads_stopped: bool) {
         let mut pause = self.masked(pause);
-        let span = self.traced(&mut pause, telemetry::Remote::default());
+        let span = self.traced(&mut pause, trace::Remote::default());
         self.registry.register(pause.clone(), self.answers.clone());
         self.opened(pause, data, span, all_threads_stopped);
     }
@@ -132,14 +136,13 @@ impl<T> PauseBook<T> {
     /// Starts the pause's span (export on), a child of the span `remote`
     /// names (a probe's program) or else of the session's, and writes its
     /// ids into the pause.
-    fn traced(&self, pause: &mut Pause, remote: telemetry::Remote<'_>) -> telemetry::Span {
-        if !telemetry::enabled() {
-            return telemetry::Span::none();
+    fn traced(&self, pause: &mut Pause, remote: trace::Remote<'_>) -> trace::Span {
+        if !trace::enabled() {
+            return trace::Span::none();
         }
-        let span =
-            telemetry::Span::start_under(span::name(pause), remote, &self.trace_parent, || {
-                span::attributes(pause)
-            });
+        let span = trace::Span::start_under(span::name(pause), remote, &self.trace_parent, || {
+            span::attributes(pause)
+        });
         (pause.trace_id, pause.span_id) = span.ids();
         span
     }
@@ -155,9 +158,9 @@ impl<T> PauseBook<T> {
     }
 
     /// A registered pause: sent to every subscriber and kept.
-    fn opened(&mut self, pause: Pause, data: T, span: telemetry::Span, all_threads_stopped: bool) {
+    fn opened(&mut self, pause: Pause, data: T, span: trace::Span, all_threads_stopped: bool) {
         let opened = std::time::Instant::now();
-        tracing::debug!(pause = %pause.key, reason = pause.reason().as_str_name(), "pause opened");
+        tracing::debug!(target: LOG_TARGET, pause = %pause.key, reason = pause.reason().as_str_name(), "pause opened");
         self.publish(Payload::Stopped(Box::new(Stopped {
             pause: Some(pause.clone()),
             all_threads_stopped,
@@ -187,7 +190,7 @@ impl<T> PauseBook<T> {
         pause: Pause,
         data: T,
         max: usize,
-        remote: telemetry::Remote<'_>,
+        remote: trace::Remote<'_>,
     ) -> ApiResult<()> {
         if self.entries.len() >= max {
             return Err(ApiError::new(
@@ -292,6 +295,7 @@ impl<T> PauseBook<T> {
         self.registry.resolve(key, command, by, decision);
         let held = entry.opened.elapsed();
         tracing::debug!(
+            target: LOG_TARGET,
             pause = key,
             command = command.as_str_name(),
             by,
@@ -411,7 +415,7 @@ impl<T> PauseBook<T> {
             by: by.to_owned(),
             ..Default::default()
         };
-        if telemetry::enabled()
+        if trace::enabled()
             && let Some(entry) = self.entries.get(key)
         {
             entry.span.event("EVAL", || {

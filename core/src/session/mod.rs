@@ -58,8 +58,6 @@ impl Drop for Registration {
     }
 }
 
-#[cfg(test)]
-mod tests;
 pub mod values;
 
 use std::{
