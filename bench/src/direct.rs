@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
-use stepd::dap::{
+use stepd_dap::{
     adapters::{self, Adapter, AdapterKind, LaunchSpec},
     client::{DapClient, Incoming, body_of},
     transport,

@@ -8,16 +8,11 @@ use std::{
 
 use tokio_util::sync::CancellationToken;
 
+use stepd_dap::session::{DapSettings, Launcher};
+use stepd_probe::ProbeSettings;
 use stepd_proto::v1::{DebugInput, SendDebugInputResponse};
 
-use crate::{
-    auth::Identity,
-    cluster::Cluster,
-    config::Config,
-    dap_session::{DapSettings, Launcher},
-    history::History,
-    probe::ProbeSettings,
-};
+use crate::{auth::Identity, cluster::Cluster, config::Config, history::History};
 use stepd_core::{
     breakpoints::Breakpoints,
     error::ApiResult,

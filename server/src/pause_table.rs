@@ -20,20 +20,18 @@ use tokio::{
 };
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::{
-    dap::{
-        adapters::{Adapter, AdapterKind},
-        codec::{read_frame, write_frame},
-        transport::Transport,
-    },
-    dap_session::{self, LaunchRequest},
-};
 use stepd_core::session::{Context, SessionHandle, Sessions, pause::PauseRegistry};
 use stepd_core::{
     breakpoints::Breakpoints,
     error::ApiResult,
     events::{EventBus, Filter},
     inspector::Inspectors,
+};
+use stepd_dap::{
+    adapters::{Adapter, AdapterKind},
+    codec::{read_frame, write_frame},
+    session::{self as dap_session, LaunchRequest},
+    transport::Transport,
 };
 use stepd_store::Store;
 
@@ -299,9 +297,9 @@ async fn probe_session(world: &mut World) -> Stopped {
         }),
         ..Default::default()
     };
-    crate::probe::start(
+    stepd_probe::start(
         world.ctx.clone(),
-        crate::probe::ProbeSettings {
+        stepd_probe::ProbeSettings {
             hold_limit: Duration::from_secs(600),
             max_pauses: 1024,
             heartbeat_interval: Duration::from_secs(30),

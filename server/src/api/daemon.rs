@@ -14,8 +14,9 @@ use stepd_proto::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::{daemon::Daemon, dap::registry};
+use crate::daemon::Daemon;
 use stepd_core::time::now_timestamp;
+use stepd_dap::registry;
 
 /// Handler of DaemonService.
 pub struct DaemonApi {

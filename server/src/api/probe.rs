@@ -71,7 +71,7 @@ impl ProbeService for ProbeApi {
             message
         });
         let daemon = &self.daemon;
-        let session_id = crate::probe::start(
+        let session_id = stepd_probe::start(
             daemon.context.clone(),
             daemon.probe_settings,
             &daemon.sessions,

@@ -23,7 +23,6 @@ use tonic::{Request, Response, Status};
 use crate::{
     auth::{audit::Note, identity},
     daemon::Daemon,
-    dap_session::LaunchRequest as Start,
 };
 use stepd_core::{
     breakpoints::LabelSelector,
@@ -31,6 +30,7 @@ use stepd_core::{
     limits,
     session::{ExecOp, WaitMode},
 };
+use stepd_dap::session::LaunchRequest as Start;
 
 /// Handler of SessionService.
 pub struct SessionApi {

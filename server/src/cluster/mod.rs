@@ -23,7 +23,6 @@ use std::{
 pub use forward::ForwardLayer;
 use owners::Owners;
 use peers::Peers;
-pub(crate) use relay::supersede;
 use tokio_util::sync::CancellationToken;
 
 use stepd_core::events::EventBus;

@@ -8,9 +8,9 @@
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use stepd_proto::v1::{
-    CommandKind, EndReason, Event, PauseResolved, SessionEnded, SessionStarted, SessionState,
-    Snapshot, Stopped, SubscribeRequest, Watch, event::Payload,
-    event_service_client::EventServiceClient, subscribe_request::Message,
+    EndReason, Event, PauseResolved, SessionEnded, SessionStarted, SessionState, Snapshot, Stopped,
+    SubscribeRequest, Watch, event::Payload, event_service_client::EventServiceClient,
+    subscribe_request::Message,
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
@@ -132,7 +132,7 @@ fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
     {
         // The probe left another replica for this one: its holds there are
         // the ones it re-reports here.
-        supersede(&cluster.bus, previous);
+        stepd_probe::supersede(&cluster.bus, previous);
     }
     // Noted first and kept after the end: whatever reads the event later
     // (the history's recorder) must still find it is the peer's.
@@ -154,24 +154,6 @@ fn relay(cluster: &Cluster, peer: &Peer, event: Event) {
     };
     if !settled {
         cluster.bus.publish_theirs(&event.session_id, payload);
-    }
-}
-
-/// Resolves here the pauses `session` shows, which another replica runs:
-/// its probe reconnected and re-reports them in its new session, so one
-/// held request stays one pending pause.
-pub(crate) fn supersede(bus: &stepd_core::events::EventBus, session: &str) {
-    for pause in bus.with_view(|v| v.pauses(Some(session))) {
-        bus.publish_theirs(
-            session,
-            Payload::PauseResolved(PauseResolved {
-                key: pause.key,
-                command: CommandKind::Unspecified.into(),
-                by: "probe-reconnected".into(),
-                thread_id: pause.thread_id,
-                decision: None,
-            }),
-        );
     }
 }
 

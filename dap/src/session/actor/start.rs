@@ -10,13 +10,13 @@ use stepd_proto::v1::{
 use tokio::time::sleep_until;
 
 use super::Actor;
-use crate::dap::capability::Capability;
-use crate::dap::{
+use crate::capability::Capability;
+use crate::session::LaunchOutcome;
+use crate::{
     adapters::{self, AdapterKind, LaunchSpec},
     client::{DapError, Incoming, body_of},
 };
-use crate::dap::{capability::InitializeArguments, messages};
-use crate::dap_session::LaunchOutcome;
+use crate::{capability::InitializeArguments, messages};
 use stepd_core::error::{ApiError, ApiResult};
 
 /// How long the configuration sequence may take.

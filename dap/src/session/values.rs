@@ -15,8 +15,8 @@ use serde_json::json;
 use stepd_proto::v1::{ErrorReason, EvaluateContext, Variable, VariableFilter};
 
 use super::{Shared, dap_error};
-use crate::dap::capability::Capability;
-use crate::dap::kind::AdapterKind;
+use crate::capability::Capability;
+use crate::kind::AdapterKind;
 use stepd_core::{
     error::{ApiError, ApiResult},
     inspector::{
@@ -397,7 +397,7 @@ impl DapVar {
     }
 }
 
-#[tonic::async_trait]
+#[async_trait::async_trait]
 impl Node for DapVar {
     fn repr(&self, _: &PrintLimits) -> String {
         self.var.value.clone()

@@ -9,8 +9,8 @@ use stepd_proto::v1::{
 };
 
 use super::{Shared, dap_error, handles, stop};
-use crate::dap::capability::Capability;
-use crate::dap::messages::{
+use crate::capability::Capability;
+use crate::messages::{
     EvaluateResponse, ScopesResponse, SetVariableResponse, StackTraceResponse, ThreadsResponse,
     VariableInfo, VariablesResponse,
 };

@@ -82,14 +82,14 @@ impl AdapterKind {
     /// Whether its scope references name a scope of whichever frame was last
     /// asked for `scopes`, not of one frame: lldb gives every frame's Locals
     /// reference 1, so the frame is part of stepd's handle and is asked for
-    /// again before its variables (`dap_session/inspect.rs`).
+    /// again before its variables (`session/inspect.rs`).
     pub fn scope_references_follow_frame(self) -> bool {
         self == Self::Lldb
     }
 
     /// Whether it ignores `start`/`count` on indexed children (debugpy
     /// answers every container with its first 100), so pages beyond them are
-    /// read with the language's own slicing (`dap_session/values.rs`).
+    /// read with the language's own slicing (`session/values.rs`).
     pub fn pages_by_slicing(self) -> bool {
         self == Self::Debugpy
     }

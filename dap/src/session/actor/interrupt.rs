@@ -10,7 +10,7 @@ use serde_json::json;
 use tokio::time::{Duration, Instant};
 
 use super::Actor;
-use crate::{dap::messages, dap_session::dap_error};
+use crate::{messages, session::dap_error};
 use stepd_core::error::ApiResult;
 
 /// Hits continued this recently make a loop "hot": its next hit is expected
@@ -111,7 +111,7 @@ impl Actor {
         tokio::spawn(async move {
             match tokio::time::timeout(patience, answer).await {
                 Ok(Ok(response)) => {
-                    if let Err(err) = crate::dap::client::body_of(response) {
+                    if let Err(err) = crate::client::body_of(response) {
                         tracing::warn!(%session, %err, "the adapter refused a pause");
                     }
                 }

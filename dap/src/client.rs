@@ -80,6 +80,10 @@ type Pending = Arc<Mutex<Option<HashMap<i64, Waiter>>>>;
 /// `RUST_LOG` turns it on at debug (docs/observability.md).
 pub const REQUESTS_TARGET: &str = "stepd::dap::requests";
 
+/// The target of every DAP message logged whole, at trace (as documented:
+/// `RUST_LOG=stepd::dap::client=trace`).
+pub const CLIENT_TARGET: &str = "stepd::dap::client";
+
 /// A request waiting for its response.
 #[derive(Debug)]
 struct Waiter {
@@ -228,7 +232,7 @@ impl DapClient {
         };
         let message =
             json!({"seq": seq, "type": "request", "command": command, "arguments": arguments});
-        tracing::trace!(message = %loggable(&message), "to adapter");
+        tracing::trace!(target: CLIENT_TARGET, message = %loggable(&message), "to adapter");
         if self.out.send(message).is_err()
             && let Some(waiting) = self
                 .pending
@@ -454,7 +458,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
             Err(FrameError::Io(err)) => break Some(format!("reading from the adapter: {err}")),
             Err(FrameError::Protocol(err)) => break Some(err),
         };
-        tracing::trace!(message = %loggable(&message), "from adapter");
+        tracing::trace!(target: CLIENT_TARGET, message = %loggable(&message), "from adapter");
         match message["type"].as_str() {
             Some("response") => {
                 let Some(seq) = message["request_seq"].as_i64() else {

@@ -20,7 +20,8 @@ use std::{
 };
 
 use stepd_proto::v1::{
-    ConnectRequest, ConnectResponse, Hello, Pause, ReadOutputResponse, SessionKind,
+    CommandKind, ConnectRequest, ConnectResponse, Hello, Pause, PauseResolved, ReadOutputResponse,
+    SessionKind, event::Payload,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::Stream;
@@ -131,7 +132,7 @@ fn previous_session(
     let mut old_ended = None;
     let Ok(old) = sessions.get(resume) else {
         // Another replica's: the holds it shows are re-reported here.
-        crate::cluster::supersede(&ctx.bus, resume);
+        supersede(&ctx.bus, resume);
         return (resume.to_owned(), None);
     };
     {
@@ -147,4 +148,22 @@ fn previous_session(
         }
     }
     (resume.to_owned(), old_ended)
+}
+
+/// Resolves here the pauses `session` shows, which another replica runs:
+/// its probe reconnected and re-reports them in its new session, so one
+/// held request stays one pending pause.
+pub fn supersede(bus: &stepd_core::events::EventBus, session: &str) {
+    for pause in bus.with_view(|v| v.pauses(Some(session))) {
+        bus.publish_theirs(
+            session,
+            Payload::PauseResolved(PauseResolved {
+                key: pause.key,
+                command: CommandKind::Unspecified.into(),
+                by: "probe-reconnected".into(),
+                thread_id: pause.thread_id,
+                decision: None,
+            }),
+        );
+    }
 }

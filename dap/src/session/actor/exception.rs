@@ -6,10 +6,8 @@ use serde_json::json;
 use stepd_proto::v1::breakpoint_spec::Location;
 
 use super::Actor;
-use crate::dap::capability::Capability;
-use crate::dap::messages::{
-    EvaluateResponse, ExceptionInfoResponse, StackTraceResponse, StoppedEvent,
-};
+use crate::capability::Capability;
+use crate::messages::{EvaluateResponse, ExceptionInfoResponse, StackTraceResponse, StoppedEvent};
 
 /// What exceptionInfo (or the stopped event) says about an exception stop.
 #[derive(Debug, Default)]

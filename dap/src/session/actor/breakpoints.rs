@@ -10,12 +10,12 @@ use stepd_proto::v1::{
 };
 
 use super::{Actor, commands::HERE_BREAKPOINT};
-use crate::dap::capability::Capability;
-use crate::dap::{
+use crate::capability::Capability;
+use crate::session::stop;
+use crate::{
     client::DapError,
     messages::{self, BreakpointsResponse, EvaluateResponse, StackTraceResponse},
 };
-use crate::dap_session::stop;
 use stepd_core::breakpoints::log_message;
 use stepd_core::{
     breakpoints::{Action, Known, Verdict, verdict},

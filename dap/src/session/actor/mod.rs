@@ -36,7 +36,7 @@ use commands::{Mode, Steering, StopHere};
 
 pub(crate) use super::dap_error;
 use super::{LaunchOutcome, LaunchRequest, Shared, handles, stop};
-use crate::dap::{
+use crate::{
     adapters::Adapter,
     client::{DapClient, DapError, Incoming},
     messages, process,
@@ -494,7 +494,7 @@ impl Actor {
         tracing::debug!(
             session = %self.shared.id,
             command,
-            arguments = %crate::dap::client::loggable(&json!({"arguments": arguments}))["arguments"],
+            arguments = %crate::client::loggable(&json!({"arguments": arguments}))["arguments"],
             "reverse request"
         );
         if command != "startDebugging" {

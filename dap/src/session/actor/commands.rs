@@ -11,10 +11,10 @@ use stepd_proto::v1::{
 };
 
 use super::{Actor, PauseCtx, dap_error};
-use crate::dap::capability::Capability;
+use crate::capability::Capability;
 use crate::{
-    dap::messages::{EvaluateResponse, ExceptionInfoResponse, ScopesResponse, StackTraceResponse},
-    dap_session::{stop, values},
+    messages::{EvaluateResponse, ExceptionInfoResponse, ScopesResponse, StackTraceResponse},
+    session::{stop, values},
 };
 use stepd_core::{
     error::{ApiError, ApiResult},
@@ -490,7 +490,7 @@ impl Actor {
                         )
                         .await
                 }
-                None => Err(crate::dap::client::DapError::Failed(
+                None => Err(crate::client::DapError::Failed(
                     "no locals to assign to".into(),
                 )),
             }

@@ -14,7 +14,7 @@ use super::{
     DapPort, DapSettings, Shared,
     actor::{Actor, Connection},
 };
-use crate::dap::{
+use crate::{
     adapters::{self, AdapterKind},
     client::DapClient,
     transport,
@@ -269,7 +269,7 @@ pub async fn start(
 /// Runs a session over a started adapter's transport: the actor, and the
 /// adapter's diagnostics kept with the session's output. The session is
 /// registered before its actor runs; returns once configuration is done.
-pub(crate) async fn run(
+pub async fn run(
     ctx: Context,
     settings: DapSettings,
     children: mpsc::UnboundedSender<Request>,

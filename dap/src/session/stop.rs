@@ -4,7 +4,7 @@
 use serde_json::Value;
 use stepd_proto::v1::{CodeExcerpt, Local, Location, PauseReason};
 
-use crate::dap::messages::{StackFrame, StackTraceResponse, VariablesResponse};
+use crate::messages::{StackFrame, StackTraceResponse, VariablesResponse};
 
 pub use stepd_core::session::pause::display::display;
 

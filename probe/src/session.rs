@@ -758,7 +758,7 @@ impl ProbeSession {
         let deadline = Instant::now() + limit;
         let hit_id = hit.hit_id.clone();
         // Copied only with export on: nothing on the hold's path otherwise.
-        let (traceparent, tracestate) = if crate::telemetry::enabled() {
+        let (traceparent, tracestate) = if stepd_core::trace::enabled() {
             (hit.traceparent.clone(), hit.tracestate.clone())
         } else {
             Default::default()

@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::dap::{
+use crate::{
     client::{DapClient, DapError},
     messages::{ScopesResponse, VariablesResponse},
 };

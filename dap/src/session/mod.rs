@@ -8,7 +8,7 @@
 mod actor;
 mod handles;
 mod inspect;
-pub(crate) mod launch;
+pub mod launch;
 mod port;
 mod sources;
 pub(crate) mod stop;
@@ -30,8 +30,8 @@ use tokio::sync::mpsc;
 pub use launch::{LaunchOutcome, Request as LaunchRequest};
 pub use port::DapPort;
 
-use crate::dap::capability::Capability;
-use crate::dap::{
+use crate::capability::Capability;
+use crate::{
     client::{DapClient, DapError},
     kind::AdapterKind,
 };
