@@ -397,16 +397,6 @@ impl Config {
             Some("json") => LogFormat::Json,
             Some(other) => bail!("--log-format must be \"text\" or \"json\", not {other:?}"),
         };
-        let duration = |name: &str, value: Option<String>, default: Duration| match value {
-            None => Ok(default),
-            Some(text) => humantime::parse_duration(&text)
-                .with_context(|| format!("--{name}: {text:?} is not a duration like \"30s\"")),
-        };
-        let positive = |name: &str, value: Option<usize>, default: usize| match value {
-            Some(0) => bail!("--{name} must be at least 1"),
-            Some(n) => Ok(n),
-            None => Ok(default),
-        };
         // Each identity's share defaults to half the daemon's cap, so one
         // client never takes every slot.
         let max_sessions = positive("max-sessions", cli.max_sessions.or(file.max_sessions), 4096)?;
@@ -420,58 +410,19 @@ impl Config {
             .or(file.database_url)
             .unwrap_or_else(|| "sqlite:".to_owned());
         let history = !(cli.no_history || file.no_history.unwrap_or(false));
-        let read = |flag: &str, path: &PathBuf| {
-            std::fs::read(path).with_context(|| format!("reading {flag} {}", path.display()))
-        };
-        // Peers serve TLS as this replica does (the same deployment).
-        let peer_tls = match &tls_cert {
-            Some(_) if database_url.starts_with("postgres") => {
-                let ca = cli
-                    .peer_tls_ca
-                    .or(file.peer_tls_ca)
-                    .or_else(|| tls_client_ca.clone());
-                let identity = match (
-                    cli.peer_tls_cert.or(file.peer_tls_cert),
-                    cli.peer_tls_key.or(file.peer_tls_key),
-                ) {
-                    (Some(cert), Some(key)) => Some((
-                        read("--peer-tls-cert", &cert)?,
-                        read("--peer-tls-key", &key)?,
-                    )),
-                    (None, None) => None,
-                    _ => bail!("--peer-tls-cert and --peer-tls-key go together"),
-                };
-                let Some(ca) = ca else {
-                    bail!(
-                        "replicas serving TLS check each other's certificates: give \
-                         --peer-tls-ca (or --tls-client-ca)"
-                    );
-                };
-                Some(crate::cluster::PeerTls {
-                    ca: read("--peer-tls-ca", &ca)?,
-                    identity,
-                })
-            }
-            _ => None,
-        };
-        let replica = crate::cluster::ReplicaConfig {
-            tls: peer_tls,
-            advertise_address: cli.advertise_address.or(file.advertise_address),
-            lease: duration(
-                "replica-lease",
-                cli.replica_lease.or(file.replica_lease),
-                Duration::from_secs(10),
-            )?,
-            peer_token: match cli.peer_token_file.or(file.peer_token_file) {
-                None => None,
-                Some(path) => Some(
-                    std::fs::read_to_string(&path)
-                        .with_context(|| format!("reading --peer-token-file {}", path.display()))?
-                        .trim()
-                        .to_owned(),
-                ),
+        let replica = replica_config(
+            PeerFlags {
+                ca: cli.peer_tls_ca.or(file.peer_tls_ca),
+                cert: cli.peer_tls_cert.or(file.peer_tls_cert),
+                key: cli.peer_tls_key.or(file.peer_tls_key),
+                advertise_address: cli.advertise_address.or(file.advertise_address),
+                lease: cli.replica_lease.or(file.replica_lease),
+                token_file: cli.peer_token_file.or(file.peer_token_file),
             },
-        };
+            tls_cert.is_some(),
+            tls_client_ca.as_ref(),
+            &database_url,
+        )?;
         let history_retention = crate::history::Retention {
             max_age: duration(
                 "history-max-age",
@@ -622,6 +573,85 @@ impl Config {
                 (max_pauses / 2).max(1),
             )?,
         })
+    }
+}
+
+/// The flags about this replica's peers, from the command line or the file.
+struct PeerFlags {
+    ca: Option<PathBuf>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    advertise_address: Option<String>,
+    lease: Option<String>,
+    token_file: Option<PathBuf>,
+}
+
+/// Where this replica's peers are and how they are reached: TLS as this
+/// replica serves it (the same deployment), its lease and its token.
+fn replica_config(
+    peer: PeerFlags,
+    tls: bool,
+    tls_client_ca: Option<&PathBuf>,
+    database_url: &str,
+) -> anyhow::Result<crate::cluster::ReplicaConfig> {
+    let read = |flag: &str, path: &PathBuf| {
+        std::fs::read(path).with_context(|| format!("reading {flag} {}", path.display()))
+    };
+    // Peers serve TLS as this replica does (the same deployment).
+    let peer_tls = if tls && database_url.starts_with("postgres") {
+        let ca = peer.ca.or_else(|| tls_client_ca.cloned());
+        let identity = match (peer.cert, peer.key) {
+            (Some(cert), Some(key)) => Some((
+                read("--peer-tls-cert", &cert)?,
+                read("--peer-tls-key", &key)?,
+            )),
+            (None, None) => None,
+            _ => bail!("--peer-tls-cert and --peer-tls-key go together"),
+        };
+        let Some(ca) = ca else {
+            bail!(
+                "replicas serving TLS check each other's certificates: give \
+                 --peer-tls-ca (or --tls-client-ca)"
+            );
+        };
+        Some(crate::cluster::PeerTls {
+            ca: read("--peer-tls-ca", &ca)?,
+            identity,
+        })
+    } else {
+        None
+    };
+    Ok(crate::cluster::ReplicaConfig {
+        tls: peer_tls,
+        advertise_address: peer.advertise_address,
+        lease: duration("replica-lease", peer.lease, Duration::from_secs(10))?,
+        peer_token: match peer.token_file {
+            None => None,
+            Some(path) => Some(
+                std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading --peer-token-file {}", path.display()))?
+                    .trim()
+                    .to_owned(),
+            ),
+        },
+    })
+}
+
+/// A duration flag, from the command line or the file, else `default`.
+fn duration(name: &str, value: Option<String>, default: Duration) -> anyhow::Result<Duration> {
+    match value {
+        None => Ok(default),
+        Some(text) => humantime::parse_duration(&text)
+            .with_context(|| format!("--{name}: {text:?} is not a duration like \"30s\"")),
+    }
+}
+
+/// A count flag that must be at least 1, else `default`.
+fn positive(name: &str, value: Option<usize>, default: usize) -> anyhow::Result<usize> {
+    match value {
+        Some(0) => bail!("--{name} must be at least 1"),
+        Some(n) => Ok(n),
+        None => Ok(default),
     }
 }
 

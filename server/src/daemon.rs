@@ -82,21 +82,7 @@ impl Daemon {
             &format!("stepd/{instance_id}"),
         )
         .await?;
-        // Sequence numbers start at the start time in microseconds, so cursors
-        // from an earlier instance always fall below this one's.
-        let first_seq = u64::try_from(stepd_core::time::now_us())
-            .unwrap_or(1)
-            .max(1);
-        let bus = Arc::new(
-            EventBus::new(
-                instance_id.clone(),
-                first_seq,
-                config.subscriber_buffer,
-                config.ring_capacity,
-            )
-            .with_ring_bytes(config.ring_bytes)
-            .with_ring_bytes_total(config.ring_bytes_total),
-        );
+        let bus = event_bus(&config, &instance_id);
         let breakpoints = Arc::new(
             Breakpoints::load(Arc::new(store.clone()), bus.clone())
                 .await
@@ -143,17 +129,7 @@ impl Daemon {
             max_pauses: config.max_probe_pauses,
             heartbeat_interval: config.heartbeat_interval,
         };
-        let subscribers = Slots::with_total(
-            "subscribers",
-            Cap {
-                limit: "max_subscribers_per_identity",
-                max: config.max_subscribers_per_identity,
-            },
-            Cap {
-                limit: "max_subscribers",
-                max: config.max_subscribers,
-            },
-        );
+        let subscribers = subscriber_slots(&config);
         stepd_core::metrics::observe(&instance_id, {
             let (bus, subscribers) = (bus.clone(), subscribers.clone());
             move || own_counts(&bus, &subscribers)
@@ -225,6 +201,40 @@ impl Daemon {
             None => self.pauses.answer(input, who.name.clone()).await,
         }
     }
+}
+
+/// The daemon's event bus. Sequence numbers start at the start time in
+/// microseconds, so cursors from an earlier instance always fall below
+/// this one's.
+fn event_bus(config: &Config, instance_id: &str) -> Arc<EventBus> {
+    let first_seq = u64::try_from(stepd_core::time::now_us())
+        .unwrap_or(1)
+        .max(1);
+    Arc::new(
+        EventBus::new(
+            instance_id.to_owned(),
+            first_seq,
+            config.subscriber_buffer,
+            config.ring_capacity,
+        )
+        .with_ring_bytes(config.ring_bytes)
+        .with_ring_bytes_total(config.ring_bytes_total),
+    )
+}
+
+/// Subscribe streams, capped per identity and in all.
+fn subscriber_slots(config: &Config) -> Arc<Slots> {
+    Slots::with_total(
+        "subscribers",
+        Cap {
+            limit: "max_subscribers_per_identity",
+            max: config.max_subscribers_per_identity,
+        },
+        Cap {
+            limit: "max_subscribers",
+            max: config.max_subscribers,
+        },
+    )
 }
 
 /// The daemon's counts: its counters, the state view, the Subscribe slots.

@@ -134,23 +134,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(on_signal(shutdown.clone()));
     tokio::spawn(reload_on_hangup(auth.clone()));
     tokio::spawn(auth.clone().watch_tokens());
-    tokio::spawn({
-        let shutdown = shutdown.clone();
-        let health = health.clone();
-        let daemon = daemon.clone();
-        async move {
-            shutdown.cancelled().await;
-            set_health(&health, ServingStatus::NotServing).await;
-            // Sessions end while connections drain, so probe streams close
-            // instead of holding the drain open. Launched programs are
-            // terminated, attached ones left running, probes go on.
-            daemon.sessions.shutdown(daemon.config.drain_timeout).await;
-            // Peers relaying this replica's sessions have their ends now.
-            if let Some(cluster) = &daemon.cluster {
-                cluster.sessions_ended();
-            }
-        }
-    });
+    tokio::spawn(end_sessions_on_shutdown(daemon.clone(), health.clone()));
 
     tracing::info!(listen = ?listen, instance = %daemon.instance_id, data_dir = %daemon.config.data_dir.display(), "stepd ready");
     // A machine-readable line on stdout for whoever started us (tests, stepctl).
@@ -217,6 +201,32 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             tracing::warn!(?drain, "drain deadline passed; closing the remaining connections");
         }
     }
+    close(&daemon, unix_path).await;
+    drop(lock);
+    tracing::info!("stepd stopped");
+    Ok(())
+}
+
+/// At shutdown: health turns NOT_SERVING and every session ends while
+/// connections drain, so probe streams close instead of holding the drain
+/// open. Launched programs are terminated, attached ones left running,
+/// probes go on.
+async fn end_sessions_on_shutdown(
+    daemon: Arc<Daemon>,
+    health: tonic_health::server::HealthReporter,
+) {
+    daemon.shutdown.cancelled().await;
+    set_health(&health, ServingStatus::NotServing).await;
+    daemon.sessions.shutdown(daemon.config.drain_timeout).await;
+    // Peers relaying this replica's sessions have their ends now.
+    if let Some(cluster) = &daemon.cluster {
+        cluster.sessions_ended();
+    }
+}
+
+/// What is left to make durable once the server has stopped, then the
+/// store closed and the socket file removed.
+async fn close(daemon: &Daemon, unix_path: Option<PathBuf>) {
     daemon.breakpoints.flush_hits().await;
     daemon.history.flush(HISTORY_FLUSH).await;
     if let Some(cluster) = &daemon.cluster {
@@ -226,9 +236,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(path) = unix_path {
         let _ = std::fs::remove_file(path);
     }
-    drop(lock);
-    tracing::info!("stepd stopped");
-    Ok(())
 }
 
 /// Every service answers health checks by name, as well as the daemon ("").

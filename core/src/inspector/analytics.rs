@@ -116,21 +116,128 @@ fn type_list(types: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
+/// What the analysed children add up to.
+#[derive(Default)]
+struct Tally {
+    types: BTreeMap<String, u64>,
+    seen: HashMap<String, u64>,
+    numbers: Numbers,
+    strings: u64,
+    blank: u64,
+    lengths: Sizes,
+    collections: u64,
+    sizes: Sizes,
+    records: u64,
+    keys: BTreeMap<String, KeyStats>,
+}
+
+impl Tally {
+    /// Counts one child (and, for the first `MAX_RECORDS` records, its fields).
+    async fn add(&mut self, n: &dyn Node) -> ApiResult<()> {
+        *self.types.entry(n.type_name()).or_default() += 1;
+        *self
+            .seen
+            .entry(n.repr(&super::value::PrintLimits::UNLIMITED))
+            .or_default() += 1;
+        match n.scalar() {
+            Scalar::Number(x) => self.numbers.add(x),
+            Scalar::Text(s) => {
+                self.strings += 1;
+                if s.trim().is_empty() {
+                    self.blank += 1;
+                }
+                self.lengths.add(s.chars().count() as u64);
+            }
+            _ => {}
+        }
+        if n.shape() != Shape::Atom {
+            self.collections += 1;
+            if let Some(size) = n.known_size() {
+                self.sizes.add(size);
+            }
+        }
+        if matches!(n.shape(), Shape::Map | Shape::Object) && self.records < MAX_RECORDS {
+            self.records += 1;
+            let fields = n.children(Facet::Contents, 0, MAX_KEYS).await?;
+            for f in &fields.children {
+                let k = self.keys.entry(f.key.label()).or_default();
+                k.present += 1;
+                *k.types.entry(f.node.type_name()).or_default() += 1;
+                if let Scalar::Number(x) = f.node.scalar() {
+                    k.numbers.add(x);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The lines that describe `analysed` children, after the count.
+    fn describe(&self, analysed: u64, lines: &mut Vec<String>) {
+        lines.push(format!("  types: {}", type_list(&self.types)));
+        let distinct = self.seen.len() as u64;
+        let mut repeated: Vec<(&String, &u64)> =
+            self.seen.iter().filter(|(_, n)| **n > 1).collect();
+        repeated.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let top: Vec<String> = repeated
+            .iter()
+            .take(3)
+            .map(|(v, n)| format!("{} ×{n}", super::render::cut(v, 40)))
+            .collect();
+        lines.push(format!(
+            "  duplicates: {} ({distinct} distinct){}",
+            analysed - distinct,
+            if top.is_empty() {
+                String::new()
+            } else {
+                format!("; most repeated: {}", top.join(", "))
+            }
+        ));
+        if self.numbers.count > 0 {
+            lines.push(format!("  numbers: {}", self.numbers.describe()));
+        }
+        if self.strings > 0 {
+            lines.push(format!(
+                "  strings: {}, blank {}, length {}",
+                self.strings,
+                self.blank,
+                self.lengths.describe()
+            ));
+        }
+        if self.collections > 0 {
+            lines.push(if self.sizes.count > 0 {
+                format!(
+                    "  collections: {}, size {}",
+                    self.collections,
+                    self.sizes.describe()
+                )
+            } else {
+                format!("  collections: {}, sizes unknown", self.collections)
+            });
+        }
+        if self.records > 0 {
+            let records = self.records;
+            lines.push(format!("  records: per-key stats over {records} records"));
+            for (k, s) in &self.keys {
+                let mut line = format!(
+                    "    {k}: in {} of {records}, types {}",
+                    s.present,
+                    type_list(&s.types)
+                );
+                if s.numbers.count > 0 {
+                    line.push_str(&format!("; numbers {}", s.numbers.describe()));
+                }
+                lines.push(line);
+            }
+        }
+    }
+}
+
 /// Analyses the children of `node`, at most `cutoff` of them.
 pub async fn analyse(node: &dyn Node, cutoff: u64) -> ApiResult<Analytics> {
     let cutoff = if cutoff == 0 { DEFAULT_CUTOFF } else { cutoff };
     let mut analysed = 0u64;
     let mut total = None;
-    let mut types: BTreeMap<String, u64> = BTreeMap::new();
-    let mut seen: HashMap<String, u64> = HashMap::new();
-    let mut numbers = Numbers::default();
-    let mut strings = 0u64;
-    let mut blank = 0u64;
-    let mut lengths = Sizes::default();
-    let mut collections = 0u64;
-    let mut sizes = Sizes::default();
-    let mut records = 0u64;
-    let mut keys: BTreeMap<String, KeyStats> = BTreeMap::new();
+    let mut tally = Tally::default();
     let chunk = node.chunk().max(1);
     while analysed < cutoff {
         let page = node
@@ -142,40 +249,7 @@ pub async fn analyse(node: &dyn Node, cutoff: u64) -> ApiResult<Analytics> {
         }
         for child in &page.children {
             analysed += 1;
-            let n = &child.node;
-            *types.entry(n.type_name()).or_default() += 1;
-            *seen
-                .entry(n.repr(&super::value::PrintLimits::UNLIMITED))
-                .or_default() += 1;
-            match n.scalar() {
-                Scalar::Number(x) => numbers.add(x),
-                Scalar::Text(s) => {
-                    strings += 1;
-                    if s.trim().is_empty() {
-                        blank += 1;
-                    }
-                    lengths.add(s.chars().count() as u64);
-                }
-                _ => {}
-            }
-            if n.shape() != Shape::Atom {
-                collections += 1;
-                if let Some(size) = n.known_size() {
-                    sizes.add(size);
-                }
-            }
-            if matches!(n.shape(), Shape::Map | Shape::Object) && records < MAX_RECORDS {
-                records += 1;
-                let fields = n.children(Facet::Contents, 0, MAX_KEYS).await?;
-                for f in &fields.children {
-                    let k = keys.entry(f.key.label()).or_default();
-                    k.present += 1;
-                    *k.types.entry(f.node.type_name()).or_default() += 1;
-                    if let Scalar::Number(x) = f.node.scalar() {
-                        k.numbers.add(x);
-                    }
-                }
-            }
+            tally.add(child.node.as_ref()).await?;
         }
         if total.is_some_and(|t| analysed >= t) {
             break;
@@ -198,60 +272,8 @@ pub async fn analyse(node: &dyn Node, cutoff: u64) -> ApiResult<Analytics> {
         (false, _) => format!("--- Analytics: all {analysed} elements"),
     }];
     lines.push(format!("  count: {analysed}"));
-    if analysed == 0 {
-        return Ok(Analytics {
-            analysed,
-            cut_off,
-            lines,
-        });
-    }
-    lines.push(format!("  types: {}", type_list(&types)));
-    let distinct = seen.len() as u64;
-    let mut repeated: Vec<(&String, &u64)> = seen.iter().filter(|(_, n)| **n > 1).collect();
-    repeated.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    let top: Vec<String> = repeated
-        .iter()
-        .take(3)
-        .map(|(v, n)| format!("{} ×{n}", super::render::cut(v, 40)))
-        .collect();
-    lines.push(format!(
-        "  duplicates: {} ({distinct} distinct){}",
-        analysed - distinct,
-        if top.is_empty() {
-            String::new()
-        } else {
-            format!("; most repeated: {}", top.join(", "))
-        }
-    ));
-    if numbers.count > 0 {
-        lines.push(format!("  numbers: {}", numbers.describe()));
-    }
-    if strings > 0 {
-        lines.push(format!(
-            "  strings: {strings}, blank {blank}, length {}",
-            lengths.describe()
-        ));
-    }
-    if collections > 0 {
-        lines.push(if sizes.count > 0 {
-            format!("  collections: {collections}, size {}", sizes.describe())
-        } else {
-            format!("  collections: {collections}, sizes unknown")
-        });
-    }
-    if records > 0 {
-        lines.push(format!("  records: per-key stats over {records} records"));
-        for (k, s) in &keys {
-            let mut line = format!(
-                "    {k}: in {} of {records}, types {}",
-                s.present,
-                type_list(&s.types)
-            );
-            if s.numbers.count > 0 {
-                line.push_str(&format!("; numbers {}", s.numbers.describe()));
-            }
-            lines.push(line);
-        }
+    if analysed > 0 {
+        tally.describe(analysed, &mut lines);
     }
     Ok(Analytics {
         analysed,

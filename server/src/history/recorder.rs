@@ -190,18 +190,10 @@ async fn record(
         }
         behind = batch.len() >= BATCH || batch_bytes >= BATCH_BYTES;
         if lagged {
-            // Take up again after the last event seen, from the rings.
             let through = batch.last().map_or(last, |e| e.seq);
-            let filter = Filter::from_watch(&Watch::default());
-            let (start, fresh) = bus.subscribe(&filter, Some(through), bus.instance_id());
-            live = Some(fresh);
+            live = Some(take_up(&bus, through, &mut batch));
             // What the rings give back is not in the live buffer.
             taken = bus.published_bytes();
-            match start {
-                Start::Replay(missed) => batch.extend(missed),
-                Start::Resync { gap, .. } => batch.extend(gaps(&bus, &gap)),
-                Start::Snapshot(_) => {}
-            }
         }
         let Some(newest) = batch.iter().map(|e| e.seq).max() else {
             // Nothing to record (a gap with no live session): recorded up
@@ -265,27 +257,54 @@ async fn record(
         let (bytes, progress) = (bytes.clone(), progress.clone());
         tokio::spawn(async move {
             let _permits = (permit, kib_permit);
-            if let Some(records) = records
-                && let Err(err) = records.done().await
-                && !err.source.is_store_down()
-            {
-                tracing::warn!(error = %err, "session records not written");
-            }
-            match queued.done().await {
-                Ok(_) => {
-                    bytes.fetch_add(size as u64, Ordering::Relaxed);
-                }
-                // An outage is logged once, by the store, not per batch.
-                Err(err) if err.source.is_store_down() => {
-                    tracing::debug!(error = %err, "session events not recorded in the history")
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "session events not recorded in the history")
-                }
-            }
+            written(queued, records, size, &bytes).await;
             progress.done.send_modify(|seq| *seq = (*seq).max(newest));
         });
     }
+}
+
+/// Waits for a batch's writes and counts or logs what became of them.
+async fn written(
+    queued: stepd_store::Queued,
+    records: Option<stepd_store::Queued>,
+    size: usize,
+    bytes: &AtomicU64,
+) {
+    if let Some(records) = records
+        && let Err(err) = records.done().await
+        && !err.source.is_store_down()
+    {
+        tracing::warn!(error = %err, "session records not written");
+    }
+    match queued.done().await {
+        Ok(_) => {
+            bytes.fetch_add(size as u64, Ordering::Relaxed);
+        }
+        // An outage is logged once, by the store, not per batch.
+        Err(err) if err.source.is_store_down() => {
+            tracing::debug!(error = %err, "session events not recorded in the history")
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "session events not recorded in the history")
+        }
+    }
+}
+
+/// Takes up again after `through`, the last event seen, from the rings:
+/// what was missed joins `batch`, and the new live receiver follows.
+fn take_up(
+    bus: &EventBus,
+    through: u64,
+    batch: &mut Vec<Arc<Published>>,
+) -> broadcast::Receiver<Arc<Published>> {
+    let filter = Filter::from_watch(&Watch::default());
+    let (start, fresh) = bus.subscribe(&filter, Some(through), bus.instance_id());
+    match start {
+        Start::Replay(missed) => batch.extend(missed),
+        Start::Resync { gap, .. } => batch.extend(gaps(bus, &gap)),
+        Start::Snapshot(_) => {}
+    }
+    fresh
 }
 
 /// The row of an event that belongs to a session's history.
