@@ -1,7 +1,7 @@
 //! Typed errors: every failure leaves the daemon as a gRPC status carrying a
 //! `google.rpc.ErrorInfo` whose reason comes from `stepd.v1.ErrorReason`.
 //! The error is built here, free of any transport; the API crate turns it
-//! into a status (`stepd::status`).
+//! into a status (`stepd_rpc::status`).
 
 use std::collections::HashMap;
 

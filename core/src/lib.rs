@@ -15,6 +15,7 @@
 pub mod breakpoints;
 pub mod error;
 pub mod events;
+pub mod identity;
 pub mod inspector;
 pub mod json;
 pub mod limits;

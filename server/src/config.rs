@@ -258,11 +258,11 @@ pub struct Config {
     /// The database (`Store::connect`).
     pub database_url: String,
     /// How replicas sharing a PostgreSQL database find and trust each other.
-    pub replica: crate::cluster::ReplicaConfig,
+    pub replica: stepd_cluster::ReplicaConfig,
     /// Whether session history is recorded.
     pub history: bool,
     /// How long and how much history is kept.
-    pub history_retention: crate::history::Retention,
+    pub history_retention: stepd_history::Retention,
     /// The configuration file read, if any.
     pub config_file: Option<PathBuf>,
     /// Non-loopback binding allowed without authentication.
@@ -423,7 +423,7 @@ impl Config {
             tls_client_ca.as_ref(),
             &database_url,
         )?;
-        let history_retention = crate::history::Retention {
+        let history_retention = stepd_history::Retention {
             max_age: duration(
                 "history-max-age",
                 cli.history_max_age.or(file.history_max_age),
@@ -593,7 +593,7 @@ fn replica_config(
     tls: bool,
     tls_client_ca: Option<&PathBuf>,
     database_url: &str,
-) -> anyhow::Result<crate::cluster::ReplicaConfig> {
+) -> anyhow::Result<stepd_cluster::ReplicaConfig> {
     let read = |flag: &str, path: &PathBuf| {
         std::fs::read(path).with_context(|| format!("reading {flag} {}", path.display()))
     };
@@ -614,14 +614,14 @@ fn replica_config(
                  --peer-tls-ca (or --tls-client-ca)"
             );
         };
-        Some(crate::cluster::PeerTls {
+        Some(stepd_cluster::PeerTls {
             ca: read("--peer-tls-ca", &ca)?,
             identity,
         })
     } else {
         None
     };
-    Ok(crate::cluster::ReplicaConfig {
+    Ok(stepd_cluster::ReplicaConfig {
         tls: peer_tls,
         advertise_address: peer.advertise_address,
         lease: duration("replica-lease", peer.lease, Duration::from_secs(10))?,

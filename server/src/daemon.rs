@@ -12,7 +12,8 @@ use stepd_dap::session::{DapSettings, Launcher};
 use stepd_probe::ProbeSettings;
 use stepd_proto::v1::{DebugInput, SendDebugInputResponse};
 
-use crate::{auth::Identity, cluster::Cluster, config::Config, history::History};
+use crate::{auth::Identity, config::Config};
+use stepd_cluster::Cluster;
 use stepd_core::{
     breakpoints::Breakpoints,
     error::ApiResult,
@@ -22,6 +23,7 @@ use stepd_core::{
     session::{Context, Sessions, pause::PauseRegistry},
     slots::{Cap, Slots},
 };
+use stepd_history::History;
 use stepd_store::Store;
 
 /// One running stepd.

@@ -9,7 +9,7 @@ use stepd_core::{
 use stepd_proto::v1::ErrorReason;
 use tonic::{Code, Status, body::Body, codegen::http};
 
-use crate::status::status;
+use stepd_rpc::status::status;
 
 /// A request's headers, before anything reads them.
 pub fn headers(path: &str, headers: &http::HeaderMap) -> ApiResult<()> {

@@ -8,19 +8,16 @@
 
 pub mod api;
 pub mod auth;
-pub mod cluster;
 pub mod config;
 pub mod conns;
 pub mod daemon;
 pub mod health;
-pub mod history;
 pub mod http_limits;
 pub mod log_writer;
 pub mod malformed;
 pub mod peer;
 pub mod reflection;
 pub mod server;
-pub mod status;
 pub mod telemetry;
 pub mod tls;
 

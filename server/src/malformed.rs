@@ -2,7 +2,7 @@
 //! INTERNAL, which `docs/errors.md` reserves for bugs in stepd, so they are
 //! rewritten into INVALID_ARGUMENT with an `ErrorInfo` and a field violation.
 
-use crate::status::IntoStatus as _;
+use stepd_rpc::status::IntoStatus as _;
 use tonic::{Code, Status, body::Body, codegen::http};
 
 use stepd_core::error::ApiError;
@@ -71,11 +71,11 @@ mod tests {
         let rewritten = refusal(&decode);
         assert_eq!(rewritten.code(), Code::InvalidArgument);
         assert_eq!(
-            crate::status::reason_of(&rewritten),
+            stepd_rpc::status::reason_of(&rewritten),
             ErrorReason::InvalidArgument
         );
         let ours: Status =
-            crate::status::status(ApiError::internal("failed to decode Protobuf message"));
+            stepd_rpc::status::status(ApiError::internal("failed to decode Protobuf message"));
         assert!(!is_decode_failure(&ours), "stepd's own errors stay");
         assert!(!is_decode_failure(&Status::internal("something else")));
         let long = Status::internal(format!(

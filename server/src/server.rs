@@ -262,7 +262,7 @@ async fn deadline_after(shutdown: &tokio_util::sync::CancellationToken, drain: D
 
 type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
 type Layered = tower::layer::util::Stack<
-    crate::cluster::ForwardLayer,
+    stepd_cluster::ForwardLayer,
     tower::layer::util::Stack<
         SeenLayer,
         tower::layer::util::Stack<
@@ -336,7 +336,7 @@ fn router(
         .layer(SeenLayer::admitted(conns.clone()))
         // Innermost: a call about another replica's session is sent on
         // only once it is authenticated and allowed here.
-        .layer(crate::cluster::ForwardLayer {
+        .layer(stepd_cluster::ForwardLayer {
             cluster: daemon.cluster.clone(),
             max_bytes: max,
         })

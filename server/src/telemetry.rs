@@ -387,31 +387,7 @@ pub fn rpc_span(request: &http::Request<()>) -> tracing::Span {
     span
 }
 
-/// Names the RPC being served as the parent in `headers` (`traceparent`,
-/// `tracestate`), replacing the caller's: a call this replica forwards to
-/// the session's owner is a child of this replica's span there. With
-/// export off, or outside an RPC, the headers stay as they are.
-pub fn propagate_rpc(headers: &mut http::HeaderMap) {
-    struct Into<'a>(&'a mut http::HeaderMap);
-    impl opentelemetry::propagation::Injector for Into<'_> {
-        fn set(&mut self, key: &str, value: String) {
-            if let (Ok(name), Ok(value)) = (
-                http::HeaderName::from_bytes(key.as_bytes()),
-                http::HeaderValue::from_str(&value),
-            ) {
-                self.0.insert(name, value);
-            }
-        }
-    }
-    if !enabled() {
-        return;
-    }
-    let cx = tracing::Span::current().context();
-    if cx.span().span_context().is_valid() {
-        headers.remove("tracestate");
-        TraceContextPropagator::new().inject_context(&cx, &mut Into(headers));
-    }
-}
+pub use stepd_rpc::propagate_rpc;
 
 /// Ends the RPC span with the call's status: at once for a trailers-only
 /// answer, else when the body's trailers pass (or the body is dropped,
@@ -450,7 +426,7 @@ fn record_status(span: &tracing::Span, code: tonic::Code) {
     use tonic::Code as C;
     span.set_attribute(
         "rpc.response.status_code",
-        stepd_core::error::code_name(crate::status::core_code(code)),
+        stepd_core::error::code_name(stepd_rpc::status::core_code(code)),
     );
     span.set_attribute("rpc.grpc.status_code", code as i64);
     if matches!(
@@ -463,7 +439,7 @@ fn record_status(span: &tracing::Span, code: tonic::Code) {
             | C::DataLoss
     ) {
         span.set_status(Status::error(stepd_core::error::code_name(
-            crate::status::core_code(code),
+            stepd_rpc::status::core_code(code),
         )));
     }
 }

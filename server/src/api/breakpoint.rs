@@ -1,7 +1,7 @@
 //! `stepd.v1.BreakpointService`.
 
-use crate::status::OrStatus as _;
 use std::sync::Arc;
+use stepd_rpc::status::OrStatus as _;
 
 use stepd_proto::v1::{
     AddBreakpointRequest, AddBreakpointResponse, ListBreakpointsRequest, ListBreakpointsResponse,

@@ -1,7 +1,7 @@
 //! `stepd.v1.DaemonService`.
 
-use crate::status::OrStatus as _;
 use std::sync::Arc;
+use stepd_rpc::status::OrStatus as _;
 
 use stepd_proto::{
     PROTOCOL_VERSION,

@@ -5,13 +5,13 @@
 //! sends it (`events::wire`), as HTTP/2 body chunks; tonic's encoder would
 //! encode every message again into each stream's own buffer.
 
-use crate::status::OrStatus as _;
 use std::{
     convert::Infallible,
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
+use stepd_rpc::status::OrStatus as _;
 
 use bytes::Bytes;
 use http_body::Frame;
@@ -56,7 +56,7 @@ impl EventApi {
         let who = crate::auth::identity(&request);
         // A peer replica's relay takes only the sessions this one runs;
         // only an admin (as peers authenticate) may ask for that.
-        let relay = request.metadata().contains_key(crate::cluster::RELAY);
+        let relay = request.metadata().contains_key(stepd_cluster::RELAY);
         if relay {
             crate::auth::roles::peer_replica(
                 &who,
@@ -81,7 +81,7 @@ impl EventApi {
                 .cluster
                 .as_ref()
                 .filter(|_| relay)
-                .map(crate::cluster::Cluster::own),
+                .map(stepd_cluster::Cluster::own),
             answer: {
                 let daemon = self.daemon.clone();
                 // A DebugInput on the stream is a call of its own, answered
@@ -102,7 +102,7 @@ impl EventApi {
                             &format!("pause={}", stepd_core::error::clip(&key)),
                             &client,
                             result.as_ref().map_or_else(
-                                |e| crate::status::tonic_code(e.code()),
+                                |e| stepd_rpc::status::tonic_code(e.code()),
                                 |()| tonic::Code::Ok,
                             ),
                         );

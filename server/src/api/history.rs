@@ -1,9 +1,9 @@
 //! `HistoryService`: a session's recorded events and the sessions that
 //! ended (`history/`).
 
-use crate::status::IntoStatus as _;
-use crate::status::OrStatus as _;
 use std::sync::Arc;
+use stepd_rpc::status::IntoStatus as _;
+use stepd_rpc::status::OrStatus as _;
 
 use stepd_proto::v1::{
     GetSessionHistoryRequest, GetSessionHistoryResponse, ListEndedSessionsRequest,
@@ -11,8 +11,9 @@ use stepd_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::{daemon::Daemon, history::EndedFilter};
+use crate::daemon::Daemon;
 use stepd_core::{breakpoints::LabelSelector, error::ApiError, limits, time::us_from_timestamp};
+use stepd_history::EndedFilter;
 
 /// The HistoryService handler.
 pub struct HistoryApi {

@@ -2,9 +2,9 @@
 //! `inspector::Inspectors` (the registry) and `inspector::state::Inspector`
 //! (navigation over one value).
 
-use crate::status::IntoStatus as _;
-use crate::status::OrStatus as _;
 use std::sync::Arc;
+use stepd_rpc::status::IntoStatus as _;
+use stepd_rpc::status::OrStatus as _;
 
 use stepd_proto::v1::{inspector_service_server::InspectorService, *};
 use tokio::sync::mpsc;

@@ -1,9 +1,9 @@
 //! `stepd.v1.ProbeService`: the first message must be Hello; the rest of the
 //! stream belongs to the probe's session actor.
 
-use crate::status::IntoStatus as _;
-use crate::status::OrStatus as _;
 use std::{sync::Arc, time::Duration};
+use stepd_rpc::status::IntoStatus as _;
+use stepd_rpc::status::OrStatus as _;
 
 use stepd_proto::v1::{
     ConnectRequest, ConnectResponse, connect_request::Message, probe_service_server::ProbeService,

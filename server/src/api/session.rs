@@ -3,9 +3,9 @@
 //! (execution), a session's port (inspection), and the pause registry
 //! (debug input).
 
-use crate::status::IntoStatus as _;
-use crate::status::OrStatus as _;
 use std::{sync::Arc, time::Duration};
+use stepd_rpc::status::IntoStatus as _;
+use stepd_rpc::status::OrStatus as _;
 
 use stepd_proto::v1::{
     AttachRequest, AttachResponse, ContinueRequest, ContinueResponse, DisconnectMode,

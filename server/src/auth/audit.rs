@@ -88,7 +88,7 @@ pub fn write(who: Option<&Identity>, method: &str, target: &str, client: &str, c
         method,
         about = target,
         client,
-        code = %code_name(crate::status::core_code(code)),
+        code = %code_name(stepd_rpc::status::core_code(code)),
         "audit"
     );
 }

@@ -4,14 +4,14 @@
 //! token's validity ([`super::lease`]), and writes the audit line of each
 //! mutating call once it is answered.
 
-use crate::status::IntoStatus as _;
-use crate::status::tonic_code;
 use std::{
     future::Future,
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
+use stepd_rpc::status::IntoStatus as _;
+use stepd_rpc::status::tonic_code;
 
 use tonic::{
     Code, Status,

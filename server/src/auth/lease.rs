@@ -97,7 +97,11 @@ impl Leased {
         while self.tick.poll_tick(cx).is_ready() {
             self.lease.check();
         }
-        self.lease.ended.get().cloned().map(crate::status::status)
+        self.lease
+            .ended
+            .get()
+            .cloned()
+            .map(stepd_rpc::status::status)
     }
 
     /// Ends this side with `status`, letting the handler's side go now.
@@ -144,7 +148,7 @@ impl http_body::Body for Leased {
             && self.side == Side::Response
             && let Some(err) = self.lease.check()
         {
-            let status = crate::status::status(err.clone());
+            let status = stepd_rpc::status::status(err.clone());
             return self.end(status);
         }
         polled

@@ -17,60 +17,19 @@ pub mod lease;
 pub mod roles;
 pub mod tokens;
 
-use std::{fmt, path::Path, sync::Arc};
+use std::{path::Path, sync::Arc};
 
 use stepd_proto::v1::ErrorReason;
 use tonic::codegen::http::{self, Extensions, HeaderMap};
 use tonic::transport::server::UdsConnectInfo;
 
 pub use roles::Role;
+pub use stepd_core::identity::{How, Identity};
 
 use crate::peer;
 use stepd_core::error::ApiError;
 
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    /// What records and logs call it: `uid:1000(alice)` for a same-user
-    /// peer, `token:NAME` for a token from the tokens file, `local` for the
-    /// local token, `insecure` for an unauthenticated peer under
-    /// `--insecure`.
-    pub name: String,
-    /// What it may do.
-    pub role: Role,
-    /// How it was established.
-    pub how: How,
-}
-
-/// How an identity was established.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum How {
-    /// The peer runs as the daemon's own user, on the Unix socket.
-    UnixPeer,
-    /// The peer runs as the daemon's own user, over TCP on this machine.
-    TcpPeer,
-    /// A token from the `--auth-tokens` file.
-    Token,
-    /// The local token (`<data-dir>/token`).
-    LocalToken,
-    /// A client certificate verified in the TLS handshake, named in
-    /// `--tls-client-roles`.
-    Certificate,
-    /// A trusted proxy's `x-forwarded-client-cert`, named in
-    /// `--tls-client-roles` (`--trust-forwarded-client-cert`).
-    ForwardedCertificate,
-    /// No credentials, admitted because of `--insecure`.
-    Insecure,
-    /// A caller of another replica, whose call that replica forwarded
-    /// (`x-stepd-on-behalf-of`; only an admin may forward).
-    Forwarded,
-}
-
-/// Headers a forwarding replica sets: the identity (and its role) the call
-/// was authenticated as where it arrived.
-pub const ON_BEHALF_OF: &str = "x-stepd-on-behalf-of";
-/// See [`ON_BEHALF_OF`].
-pub const ON_BEHALF_ROLE: &str = "x-stepd-on-behalf-role";
+pub use stepd_rpc::{ON_BEHALF_OF, ON_BEHALF_ROLE};
 
 /// The identity a call acts as: the caller's, or, when an admin (a peer
 /// replica authenticates as one) forwards it, the identity it names. An
@@ -96,28 +55,6 @@ pub fn acting(who: Arc<Identity>, headers: &HeaderMap) -> Result<Arc<Identity>, 
         role,
         how: How::Forwarded,
     }))
-}
-
-impl How {
-    /// The name written in audit lines.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            How::UnixPeer => "unix-peer",
-            How::TcpPeer => "tcp-peer",
-            How::Token => "token",
-            How::LocalToken => "local-token",
-            How::Certificate => "certificate",
-            How::ForwardedCertificate => "forwarded-certificate",
-            How::Insecure => "insecure",
-            How::Forwarded => "forwarded",
-        }
-    }
-}
-
-impl fmt::Display for How {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// The identity a request was authenticated as. A request that did not

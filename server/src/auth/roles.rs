@@ -3,103 +3,14 @@
 //! same table; a test checks the two agree and that every method stepd
 //! serves has an entry.
 
-use std::{collections::HashMap, fmt, str::FromStr, sync::LazyLock};
+use std::{collections::HashMap, sync::LazyLock};
 
 use stepd_proto::v1::{ErrorReason, InspectRequest, inspect_source::Source};
 
 use super::Identity;
 use stepd_core::error::ApiError;
 
-/// A role, from a token's line or given to a same-user peer (admin).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// Watches: status, lists, events, output, inspector navigation.
-    Viewer,
-    /// A viewer that also steers sessions: pauses, stepping, evaluation,
-    /// variables, breakpoints.
-    Controller,
-    /// A controller that also starts programs and stops the daemon.
-    Admin,
-    /// A probe library: `ProbeService.Connect` only.
-    Probe,
-}
-
-impl Role {
-    /// Every role, for tables and tests.
-    pub const ALL: [Role; 4] = [Role::Viewer, Role::Controller, Role::Admin, Role::Probe];
-
-    /// The role's name as written in token files and docs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Controller => "controller",
-            Role::Admin => "admin",
-            Role::Probe => "probe",
-        }
-    }
-
-    /// True when this role may call a method needing `need`.
-    pub fn may(self, need: Need) -> bool {
-        match need {
-            Need::Open => true,
-            Need::Probe => matches!(self, Role::Probe | Role::Admin),
-            Need::Viewer => matches!(self, Role::Viewer | Role::Controller | Role::Admin),
-            Need::Controller => matches!(self, Role::Controller | Role::Admin),
-            Need::Admin => self == Role::Admin,
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown role {s:?}; roles: viewer, controller, admin, probe"))
-    }
-}
-
-/// What a method needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
-    /// Nothing: answered without credentials (health).
-    Open,
-    /// viewer, controller or admin.
-    Viewer,
-    /// controller or admin.
-    Controller,
-    /// admin.
-    Admin,
-    /// probe or admin.
-    Probe,
-}
-
-impl Need {
-    /// The name used in docs/security.md's table.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Need::Open => "open",
-            Need::Viewer => "viewer",
-            Need::Controller => "controller",
-            Need::Admin => "admin",
-            Need::Probe => "probe",
-        }
-    }
-
-    /// Calls needing more than viewer change something; each writes an
-    /// audit line.
-    pub fn audited(self) -> bool {
-        matches!(self, Need::Controller | Need::Admin | Need::Probe)
-    }
-}
+pub use stepd_core::identity::{Need, Role};
 
 use Need::{Admin, Controller, Open, Probe, Viewer};
 

@@ -322,7 +322,7 @@ impl Outbound {
             ),
         };
         let resume = self.sent_through;
-        crate::status::status(
+        stepd_rpc::status::status(
             ApiError::new(
                 ErrorReason::LimitExceeded,
                 format!("{message}; resume after seq {resume} to lose nothing"),

@@ -211,7 +211,7 @@ async fn a_subscriber_over_its_count_gets_a_gap_then_a_snapshot() {
 /// The status a stream ended with: its `limit` and `resume_after_seq`.
 fn ended_at(status: &Status) -> (String, u64) {
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
-    let err = crate::status::error_of(status);
+    let err = stepd_rpc::status::error_of(status);
     assert_eq!(err.reason(), ErrorReason::LimitExceeded, "{status:?}");
     let info = tonic_types::StatusExt::get_details_error_info(status).expect("ErrorInfo");
     (

@@ -12,13 +12,13 @@
 //! SendDebugInput has `input.key`), and only for the methods in
 //! [`target_of`].
 
-use crate::status::IntoStatus as _;
 use std::{
     future::Future,
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
+use stepd_rpc::status::IntoStatus as _;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -34,8 +34,8 @@ use tonic::{
 };
 
 use super::{Cluster, Peer};
-use crate::auth::Identity;
 use stepd_core::error::{ApiError, ApiResult};
+use stepd_core::identity::Identity;
 
 /// Adds [`ForwardService`] in front of the routes; `None` (one daemon)
 /// passes every request straight through.
@@ -199,16 +199,16 @@ async fn forward(
 ) -> Response<Body> {
     let channel = match cluster.peers.channel(peer) {
         Ok(channel) => channel,
-        Err(err) => return crate::status::status(err).into_http(),
+        Err(err) => return stepd_rpc::status::status(err).into_http(),
     };
     let headers = request.headers_mut();
     headers.remove("authorization");
     headers.extend(cluster.peers.headers(Some(who)));
-    crate::telemetry::propagate_rpc(headers);
+    stepd_rpc::propagate_rpc(headers);
     use tower::ServiceExt;
     match channel.oneshot(request).await {
         Ok(response) => response.map(Body::new),
-        Err(err) => crate::status::status(unreachable(peer, &err.to_string())).into_http(),
+        Err(err) => stepd_rpc::status::status(unreachable(peer, &err.to_string())).into_http(),
     }
 }
 
@@ -234,15 +234,15 @@ impl Cluster {
     ) -> ApiResult<SendDebugInputResponse> {
         let mut request = tonic::Request::new(SendDebugInputRequest { input: Some(input) });
         let mut headers = self.peers.headers(Some(who));
-        crate::telemetry::propagate_rpc(&mut headers);
+        stepd_rpc::propagate_rpc(&mut headers);
         *request.metadata_mut() = MetadataMap::from_headers(headers);
         SessionServiceClient::new(self.peers.channel(peer)?)
             .send_debug_input(request)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|status| match crate::status::reason_of(&status) {
+            .map_err(|status| match stepd_rpc::status::reason_of(&status) {
                 stepd_proto::v1::ErrorReason::Unspecified => unreachable(peer, status.message()),
-                _ => crate::status::error_of(&status),
+                _ => stepd_rpc::status::error_of(&status),
             })
     }
 }

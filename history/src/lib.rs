@@ -20,7 +20,7 @@ use std::{
 
 pub use ended::EndedFilter;
 pub use read::Page;
-pub(crate) use recorder::recorded;
+pub use recorder::recorded;
 
 use stepd_core::events::EventBus;
 use stepd_store::Store;

@@ -269,7 +269,7 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64, retired: bool) {
                 time: Some(timestamp_from_us(now_us())),
                 payload: Some(payload),
             };
-            rows.extend(crate::history::recorded(&event));
+            rows.extend(stepd_history::recorded(&event));
         }
     }
     if let Err(err) = cluster.store.claim_lost_replica(&peer.id, now, rows).await {

@@ -308,7 +308,7 @@ fn take_up(
 }
 
 /// The row of an event that belongs to a session's history.
-pub(crate) fn recorded(event: &Event) -> Option<RecordedEvent> {
+pub fn recorded(event: &Event) -> Option<RecordedEvent> {
     if event.session_id.is_empty() {
         return None;
     }

@@ -13,8 +13,9 @@ use tonic::{
 };
 
 use super::{Peer, PeerTls};
-use crate::auth::{Identity, ON_BEHALF_OF, ON_BEHALF_ROLE};
 use stepd_core::error::{ApiError, ApiResult};
+use stepd_core::identity::Identity;
+use stepd_rpc::{ON_BEHALF_OF, ON_BEHALF_ROLE};
 
 /// How long a peer may take to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
