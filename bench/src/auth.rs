@@ -53,7 +53,7 @@ fn quantile_us(ns: &[u64], p: f64) -> f64 {
 pub async fn run(calls: usize, rounds: usize) -> anyhow::Result<()> {
     let dir = TempDir::new("benchauth");
     let tokens_file = dir.path().join("tokens");
-    let token = stepd::auth::tokens::add(&tokens_file, "bench", "viewer", None)?;
+    let token = stepd_api::auth::tokens::add(&tokens_file, "bench", "viewer", None)?;
     let daemon = Daemon::start(&[
         "--auth-tokens",
         &tokens_file.display().to_string(),
@@ -178,7 +178,7 @@ fn in_process(
     tokens_file: &std::path::Path,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<Vec<(&'static str, f64)>> {
-    use stepd::{
+    use stepd_api::{
         auth::{Auth, roles},
         peer::TcpPeer,
     };
@@ -189,14 +189,14 @@ fn in_process(
         &Default::default(),
         false,
     )?;
-    let token = stepd::auth::tokens::add(tokens_file, "inproc", "viewer", None)?;
+    let token = stepd_api::auth::tokens::add(tokens_file, "inproc", "viewer", None)?;
     let mut extensions = Extensions::new();
     extensions.insert(TcpPeer::with_uid(
         tonic::transport::server::TcpConnectInfo {
             local_addr: "127.0.0.1:7701".parse().ok(),
             remote_addr: "127.0.0.1:40000".parse().ok(),
         },
-        Some(stepd::peer::own_uid()),
+        Some(stepd_api::peer::own_uid()),
     ));
     let bare = HeaderMap::new();
     let mut with_token = HeaderMap::new();

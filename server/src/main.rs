@@ -1,13 +1,14 @@
-//! `stepd`: parse the configuration, start logging, serve.
+//! `stepd`: parse the configuration, start logging, serve. Everything it
+//! wires is in the crates below it, `stepd-api` first.
 
 use clap::Parser;
-use stepd::config::{Cli, Config};
+use stepd_api::config::{Cli, Config};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let mut cli = Cli::parse();
     if let Some(command) = cli.command.take() {
-        return stepd::auth::cli::run(command);
+        return stepd_api::auth::cli::run(command);
     }
     let config = match Config::resolve(cli) {
         Ok(config) => config,
@@ -16,8 +17,8 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let telemetry = stepd::telemetry::init(config.log_format);
-    let code = match stepd::server::run(config).await {
+    let telemetry = stepd_api::telemetry::init(config.log_format);
+    let code = match stepd_api::server::run(config).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");

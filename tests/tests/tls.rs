@@ -211,7 +211,7 @@ async fn mtls_admits_only_certificates_from_the_client_ca() {
 
     // The identity the daemon reads from the admitted certificate.
     assert_eq!(
-        stepd::tls::identity_of(&pki.client_der).as_deref(),
+        stepd_api::tls::identity_of(&pki.client_der).as_deref(),
         Some(CLIENT_ID)
     );
 
