@@ -22,14 +22,14 @@ use tonic_health::ServingStatus;
 
 use crate::http_limits::remap_size_refusal;
 use crate::{
-    api::{
-        breakpoint::BreakpointApi, daemon::DaemonApi, event::EventApi, history::HistoryApi,
-        inspector::InspectorApi, probe::ProbeApi, session::SessionApi,
-    },
     auth::layer::AuthLayer,
     config::Config,
     conns::{Conns, SeenLayer},
     daemon::Daemon,
+    handlers::{
+        breakpoint::BreakpointApi, daemon::DaemonApi, event::EventApi, history::HistoryApi,
+        inspector::InspectorApi, probe::ProbeApi, session::SessionApi,
+    },
     malformed::remap_decode_refusal,
 };
 
@@ -349,7 +349,7 @@ fn router(
         .add_service(limited!(BreakpointServiceServer::new(BreakpointApi::new(
             daemon.clone()
         ))))
-        // Served by hand: it sends events encoded once (api/event.rs).
+        // Served by hand: it sends events encoded once (handlers/event.rs).
         .add_service(EventApi::new(daemon.clone()))
         .add_service(limited!(SessionServiceServer::new(SessionApi::new(
             daemon.clone()
