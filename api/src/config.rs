@@ -357,20 +357,13 @@ impl Config {
         let tls_client_roles = cli.tls_client_roles.or(file.tls_client_roles);
         let trust_forwarded_client_cert =
             cli.trust_forwarded_client_cert || file.trust_forwarded_client_cert.unwrap_or(false);
-        match (&tls_cert, &tls_key) {
-            (Some(_), None) => bail!("--tls-cert needs --tls-key"),
-            (None, Some(_)) => bail!("--tls-key needs --tls-cert"),
-            _ => {}
-        }
-        if tls_client_ca.is_some() && tls_cert.is_none() {
-            bail!("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)");
-        }
-        if tls_client_roles.is_some() && tls_client_ca.is_none() && !trust_forwarded_client_cert {
-            bail!(
-                "--tls-client-roles needs client identities: --tls-client-ca or \
-                 --trust-forwarded-client-cert"
-            );
-        }
+        check_tls_flags(
+            &tls_cert,
+            &tls_key,
+            &tls_client_ca,
+            tls_client_roles.is_some(),
+            trust_forwarded_client_cert,
+        )?;
         let tls_client_roles = match &tls_client_roles {
             Some(path) => crate::tls::load_client_roles(path)?,
             None => Default::default(),
@@ -574,6 +567,31 @@ impl Config {
             )?,
         })
     }
+}
+
+/// Refuses TLS flags given without the ones they need.
+fn check_tls_flags(
+    cert: &Option<PathBuf>,
+    key: &Option<PathBuf>,
+    client_ca: &Option<PathBuf>,
+    client_roles: bool,
+    trust_forwarded_client_cert: bool,
+) -> anyhow::Result<()> {
+    match (cert, key) {
+        (Some(_), None) => bail!("--tls-cert needs --tls-key"),
+        (None, Some(_)) => bail!("--tls-key needs --tls-cert"),
+        _ => {}
+    }
+    if client_ca.is_some() && cert.is_none() {
+        bail!("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)");
+    }
+    if client_roles && client_ca.is_none() && !trust_forwarded_client_cert {
+        bail!(
+            "--tls-client-roles needs client identities: --tls-client-ca or \
+             --trust-forwarded-client-cert"
+        );
+    }
+    Ok(())
 }
 
 /// The flags about this replica's peers, from the command line or the file.
