@@ -13,6 +13,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 use stepd_dap::{
     adapters::{self, Adapter, AdapterKind, LaunchSpec},
+    capability::InitializeArguments,
     client::{DapClient, Incoming, body_of},
     transport,
 };
@@ -144,22 +145,7 @@ impl Direct {
             .client
             .request(
                 "initialize",
-                json!({
-                    "clientID": "stepd",
-                    "clientName": "stepd",
-                    "adapterID": adapter.name(),
-                    "locale": "en",
-                    "linesStartAt1": true,
-                    "columnsStartAt1": true,
-                    "pathFormat": "path",
-                    "supportsVariableType": true,
-                    "supportsVariablePaging": true,
-                    "supportsRunInTerminalRequest": false,
-                    "supportsStartDebuggingRequest": true,
-                    "supportsProgressReporting": false,
-                    "supportsInvalidatedEvent": false,
-                    "supportsMemoryReferences": false,
-                }),
+                serde_json::to_value(InitializeArguments::stepd(adapter.name().to_owned()))?,
             )
             .await?;
         let env = Default::default();

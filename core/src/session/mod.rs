@@ -446,10 +446,16 @@ impl Sessions {
         else {
             return;
         };
-        if self.get(id).is_ok() {
-            return;
-        }
-        if let Ok(old) = self.get(previous) {
+        // Looked up without building the not-found error `get` gives a
+        // client: on the path of every relayed session start.
+        let old = {
+            let sessions = self.lock();
+            if sessions.contains_key(id) {
+                return;
+            }
+            sessions.get(previous).cloned()
+        };
+        if let Some(old) = old {
             let (ended, _) = oneshot::channel();
             let _ = old.send(Command::TakenOver {
                 by: id.to_owned(),
