@@ -113,11 +113,13 @@ probe.close()
 """
 
 
-def test_an_interrupted_hold_is_withdrawn(daemon: Daemon, client: stepd.Client, watch: Watcher, tmp_path: Path) -> None:
+def start_held(
+    daemon: Daemon, client: stepd.Client, script: Path, source: str
+) -> tuple[str, subprocess.Popen[str]]:
+    """Arms a tool point for a fresh run and starts `source` as that run's program."""
     run = uuid.uuid4().hex[:12]
     client.add_breakpoint(probe_kind="tool", label_selector=f"run={run}")
-    script = tmp_path / "interrupted.py"
-    script.write_text(INTERRUPTED)
+    script.write_text(source)
     proc = subprocess.Popen(
         [sys.executable, str(script), daemon.tcp, run],
         stdin=subprocess.PIPE,
@@ -126,6 +128,11 @@ def test_an_interrupted_hold_is_withdrawn(daemon: Daemon, client: stepd.Client, 
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+    return run, proc
+
+
+def test_an_interrupted_hold_is_withdrawn(daemon: Daemon, client: stepd.Client, watch: Watcher, tmp_path: Path) -> None:
+    run, proc = start_held(daemon, client, tmp_path / "interrupted.py", INTERRUPTED)
     try:
         pause = watch.pause(run, name="held")
         proc.send_signal(signal.SIGINT)  # Ctrl-C while the main thread is held
@@ -173,18 +180,7 @@ probe.close()
 def test_a_hold_is_withdrawn_when_another_thread_takes_the_interrupt(
     daemon: Daemon, client: stepd.Client, watch: Watcher, tmp_path: Path
 ) -> None:
-    run = uuid.uuid4().hex[:12]
-    client.add_breakpoint(probe_kind="tool", label_selector=f"run={run}")
-    script = tmp_path / "interrupted_elsewhere.py"
-    script.write_text(INTERRUPTED_ELSEWHERE)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), daemon.tcp, run],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    run, proc = start_held(daemon, client, tmp_path / "interrupted_elsewhere.py", INTERRUPTED_ELSEWHERE)
     try:
         pause = watch.pause(run, name="held")
         assert proc.stdin is not None
