@@ -137,15 +137,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(end_sessions_on_shutdown(daemon.clone(), health.clone()));
 
     tracing::info!(listen = ?listen, instance = %daemon.instance_id, data_dir = %daemon.config.data_dir.display(), "stepd ready");
-    // A machine-readable line on stdout for whoever started us (tests, stepctl).
-    println!(
-        "stepd ready tcp={tcp_addr} unix={}{}",
-        unix.as_ref()
-            .map(|(_, p)| p.display().to_string())
-            .unwrap_or_default(),
-        health_addr
-            .map(|addr| format!(" health={addr}"))
-            .unwrap_or_default()
+    announce_ready(
+        tcp_addr,
+        unix.as_ref().map(|(_, p)| p.as_path()),
+        health_addr,
     );
 
     let tcp_incoming = conns.accept(tcp, shutdown.clone());
@@ -162,23 +157,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             shutdown.clone().cancelled_owned(),
         )),
     };
-    // Health alone, plaintext, for probes that cannot present a certificate.
-    let health_server = async {
-        match health_tcp {
-            Some(listener) => {
-                Server::builder()
-                    .layer(SeenLayer::admitted(conns.clone()))
-                    .add_service(health_service)
-                    .serve_with_incoming_shutdown(
-                        ReceiverStream::new(conns.accept(listener, shutdown.clone()))
-                            .map(Ok::<_, std::io::Error>),
-                        shutdown.clone().cancelled_owned(),
-                    )
-                    .await
-            }
-            None => Ok(()),
-        }
-    };
+    let health_server = serve_health(health_tcp, health_service, &conns, &shutdown);
     let unix_path = unix.as_ref().map(|(_, p)| p.clone());
     let unix_server = async {
         match unix {
@@ -205,6 +184,44 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     drop(lock);
     tracing::info!("stepd stopped");
     Ok(())
+}
+
+/// A machine-readable line on stdout for whoever started the daemon (tests,
+/// stepctl): where it listens.
+fn announce_ready(
+    tcp: std::net::SocketAddr,
+    unix: Option<&std::path::Path>,
+    health: Option<std::net::SocketAddr>,
+) {
+    println!(
+        "stepd ready tcp={tcp} unix={}{}",
+        unix.map(|p| p.display().to_string()).unwrap_or_default(),
+        health
+            .map(|addr| format!(" health={addr}"))
+            .unwrap_or_default()
+    );
+}
+
+/// Health alone, plaintext, on `--health-listen`, for probes that cannot
+/// present a certificate.
+async fn serve_health(
+    listener: Option<TcpListener>,
+    service: tonic_health::pb::health_server::HealthServer<crate::health::DrainingHealth>,
+    conns: &Conns,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<(), tonic::transport::Error> {
+    let Some(listener) = listener else {
+        return Ok(());
+    };
+    Server::builder()
+        .layer(SeenLayer::admitted(conns.clone()))
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            ReceiverStream::new(conns.accept(listener, shutdown.clone()))
+                .map(Ok::<_, std::io::Error>),
+            shutdown.clone().cancelled_owned(),
+        )
+        .await
 }
 
 /// At shutdown: health turns NOT_SERVING and every session ends while

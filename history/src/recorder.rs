@@ -203,46 +203,22 @@ async fn record(
             continue;
         };
         last = last.max(newest);
-        let mut rows = Vec::with_capacity(batch.len());
-        let mut lives = super::records::Lives::default();
-        for event in &batch {
-            if own.admits(event)
-                && let Some(row) = recorded(event)
-            {
-                lives.note(event);
-                rows.push(row);
-            }
-            // Under a flood a batch is a second of events: encoded in one
-            // go they held a worker for milliseconds, and every task queued
-            // behind it (a hold's round trip among them) waited as long.
-            tokio::task::consume_budget().await;
-        }
+        let (rows, lives) = rows_of(&batch, &own).await;
         if rows.is_empty() {
             progress.done.send_replace(last);
             continue;
         }
         let size: usize = rows.iter().map(|r| r.event.len()).sum();
-        // A batch that took up a lag from the rings may be larger than
-        // all the permits; it takes them all.
-        let events = u32::try_from(rows.len().min(IN_FLIGHT)).unwrap_or(u32::MAX);
-        let kib = u32::try_from(size.div_ceil(1024).min(IN_FLIGHT_KIB)).unwrap_or(u32::MAX);
         let permits = async {
+            // A batch that took up a lag from the rings may be larger than
+            // all the permits; it takes them all.
+            let events = u32::try_from(rows.len().min(IN_FLIGHT)).unwrap_or(u32::MAX);
+            let kib = u32::try_from(size.div_ceil(1024).min(IN_FLIGHT_KIB)).unwrap_or(u32::MAX);
             let events = in_flight.clone().acquire_many_owned(events).await;
             let kib = in_flight_kib.clone().acquire_many_owned(kib).await;
             (events, kib)
         };
-        tokio::pin!(permits);
-        let permits = loop {
-            tokio::select! {
-                permits = &mut permits => break permits,
-                () = tokio::time::sleep(DRAIN), if live.is_some() => {
-                    if bus.published_bytes().saturating_sub(taken) > LIVE_LAG_BYTES {
-                        live = None;
-                    }
-                }
-            }
-        };
-        let (Ok(permit), Ok(kib_permit)) = permits else {
+        let (Ok(permit), Ok(kib_permit)) = letting_go(permits, &bus, &mut live, taken).await else {
             return;
         };
         let queued = store.queue_events(rows).await;
@@ -288,6 +264,51 @@ async fn written(
             tracing::warn!(error = %err, "session events not recorded in the history")
         }
     }
+}
+
+/// Waits for `permits` (the store's room for a batch); meanwhile, once the
+/// live buffer holds more than `LIVE_LAG_BYTES` past what was taken from
+/// it, lets go of the live receiver so the buffer does not keep the burst.
+async fn letting_go<T>(
+    permits: impl std::future::Future<Output = T>,
+    bus: &EventBus,
+    live: &mut Option<broadcast::Receiver<Arc<Published>>>,
+    taken: u64,
+) -> T {
+    tokio::pin!(permits);
+    loop {
+        tokio::select! {
+            permits = &mut permits => return permits,
+            () = tokio::time::sleep(DRAIN), if live.is_some() => {
+                if bus.published_bytes().saturating_sub(taken) > LIVE_LAG_BYTES {
+                    *live = None;
+                }
+            }
+        }
+    }
+}
+
+/// The rows of a batch's events that belong to this replica's history, and
+/// the sessions they are about.
+async fn rows_of(
+    batch: &[Arc<Published>],
+    own: &Filter,
+) -> (Vec<RecordedEvent>, super::records::Lives) {
+    let mut rows = Vec::with_capacity(batch.len());
+    let mut lives = super::records::Lives::default();
+    for event in batch {
+        if own.admits(event)
+            && let Some(row) = recorded(event)
+        {
+            lives.note(event);
+            rows.push(row);
+        }
+        // Under a flood a batch is a second of events: encoded in one go
+        // they held a worker for milliseconds, and every task queued behind
+        // it (a hold's round trip among them) waited as long.
+        tokio::task::consume_budget().await;
+    }
+    (rows, lives)
 }
 
 /// Takes up again after `through`, the last event seen, from the rings:
