@@ -1,0 +1,299 @@
+//! A stop and a resume: what a stop becomes (observe, decide, act) and
+//! how a resume ends the pauses it moves.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+use stepd_proto::v1::{
+    CommandKind, Continued, Pause, PauseReason, SessionState, StableState, event::Payload,
+};
+
+use super::{
+    Actor, PauseCtx,
+    commands::{Steering, StopHere},
+    judge, locals,
+};
+use crate::{
+    messages,
+    session::{handles, stop},
+};
+use stepd_core::{session::pause::book, time::now_timestamp};
+
+impl Actor {
+    /// Records a stop: a new epoch, the pause with its location and locals,
+    /// the `stopped` event. Returns the stable state it makes, or None when
+    /// the stop was not shown (a breakpoint that does not stop, a step going
+    /// on through one, a mode's silent step).
+    pub(super) async fn on_stopped(&mut self, body: &Value) -> Option<StableState> {
+        // The program did stop, whatever the adapter got wrong in saying so:
+        // the stop is shown, and the fault said.
+        let event = match messages::parse::<messages::StoppedEvent>("stopped event", body.clone()) {
+            Ok(event) => event,
+            Err(problem) => {
+                self.adapter_fault(&problem);
+                messages::StoppedEvent::default()
+            }
+        };
+        let raw_reason = event.reason.clone().unwrap_or_else(|| {
+            self.adapter_fault("the adapter sent a stopped event without a reason");
+            String::new()
+        });
+        // debugpy answers a Pause request that reached it while it was
+        // already stopped with a second stop: nothing new happened.
+        if raw_reason == "pause"
+            && event
+                .thread_id
+                .is_some_and(|t| self.book.entries().any(|e| e.pause.thread_id == t))
+        {
+            return None;
+        }
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+        let mut reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
+        let mut thread_id = event.thread_id.unwrap_or(0);
+        if thread_id == 0 {
+            let threads = self.client.call("threads", json!({})).await;
+            if let Some(first) = self
+                .reported::<messages::ThreadsResponse>(threads)
+                .and_then(|t| t.threads.first().map(|t| t.id))
+            {
+                thread_id = first;
+            }
+        }
+        let stack = self.client.send(
+            "stackTrace",
+            json!({"threadId": thread_id, "startFrame": 0, "levels": 1}),
+        );
+        let last = self.last_top.take();
+        self.guess = if self.adapter.kind.quiet_on_stale_handles() {
+            locals::Guess::send(&self.client, last, thread_id)
+        } else {
+            None
+        };
+        let stack = self.client.answer_as("stackTrace", stack).await;
+        let stack: Option<messages::StackTraceResponse> = self.reported(stack);
+        let top = stack.as_ref().and_then(|s| s.stack_frames.first());
+        let frame_id = top.map(|f| f.id);
+        let location = top.map(stop::location);
+        let top_name = top.map(|f| f.name.clone()).unwrap_or_default();
+        let top_hint = top
+            .and_then(|f| f.presentation_hint.clone())
+            .unwrap_or_default();
+        let known_depth = stack
+            .as_ref()
+            .and_then(|s| s.total_frames)
+            .and_then(|d| u32::try_from(d).ok());
+        let depth = known_depth.unwrap_or(1);
+        // A step that lands on a breakpoint's line executes it: lldb reports
+        // that as a breakpoint stop, debugpy as the step's end; both count.
+        // Not when back on the starting line after stepd stepped out of a
+        // frame for a NEXT: that line's breakpoints were met already.
+        let landed = reason == PauseReason::Step && self.step.is_some_and(|s| !s.returning);
+        let breakpoint_ids = self.placed.named_by(
+            &event.hit_breakpoint_ids,
+            location.as_ref().map(|at| (at.path.as_str(), at.line)),
+            reason == PauseReason::Breakpoint || landed,
+        );
+        // The breakpoints' verdicts come first: LOG and SNAPSHOT are carried
+        // out whatever the stop turns out to be, and one that stops ends any
+        // step, trace or run-to in flight. Modes that skip breakpoints (OUT
+        // with force, HERE with force) neither count nor carry them out.
+        let stops = if (reason == PauseReason::Breakpoint || landed)
+            && !breakpoint_ids.is_empty()
+            && self.mode.honours_breakpoints()
+        {
+            // After a step the adapter may report a breakpoint whose line the
+            // step ended on without evaluating its condition: stepd does.
+            let by_adapter = self.step.is_none();
+            self.act_on_hit(&breakpoint_ids, thread_id, frame_id, by_adapter)
+                .await
+        } else {
+            Vec::new()
+        };
+        let step = self.step.take();
+        let judged = judge::judge(judge::StopFacts {
+            reason,
+            named: breakpoint_ids,
+            stops,
+            // A hit that raced its breakpoints' removal (an expiry, a
+            // change) applies nowhere.
+            only_retired_named: self.placed.only_retired(&event.hit_breakpoint_ids),
+            expect_pause: self.expect_pause,
+        });
+        let mut breakpoint_ids = match judged {
+            judge::Judged::Breakpoint(stops) => {
+                self.expect_pause = false;
+                self.end_mode().await;
+                reason = PauseReason::Breakpoint;
+                stops
+            }
+            judge::Judged::AnswersPause => {
+                self.expect_pause = false;
+                self.end_mode().await;
+                reason = PauseReason::PauseRequest;
+                Vec::new()
+            }
+            judge::Judged::Steer {
+                reason: shown,
+                breakpoints,
+                silent,
+            } => {
+                let here = StopHere {
+                    reason: shown,
+                    thread_id,
+                    depth: known_depth,
+                    silent,
+                };
+                match self.steer(&here, step, location.as_ref(), frame_id).await {
+                    Steering::Resumed => return None,
+                    Steering::Pause(Some(steered)) => {
+                        reason = steered;
+                        if steered == PauseReason::Breakpoint {
+                            breakpoints
+                        } else {
+                            Vec::new()
+                        }
+                    }
+                    Steering::Normal if silent => {
+                        // Nothing to pause for: go on without a word.
+                        self.resume_silently("continue", thread_id).await;
+                        return None;
+                    }
+                    Steering::Pause(None) | Steering::Normal => breakpoints,
+                }
+            }
+        };
+        // Whatever the pause shown now, it answers a Pause request that is out.
+        self.expect_pause = false;
+        self.hot.stopped();
+        if let Some(d) = known_depth {
+            self.depths.insert(thread_id, d);
+        }
+        let top_locals = self.top_locals(thread_id, frame_id).await;
+        let locals_available = top_locals.is_some();
+        let locals = top_locals.map(|v| stop::locals(&v)).unwrap_or_default();
+        let caught_msg = if reason == PauseReason::Exception {
+            self.exception_message(thread_id, &event).await
+        } else {
+            String::new()
+        };
+        if reason == PauseReason::Exception && breakpoint_ids.is_empty() {
+            breakpoint_ids = self.exception_breakpoint_ids().await;
+        }
+        let input_type = self.input_type(frame_id.is_some(), locals_available);
+        let mut notes = Vec::new();
+        if self.breakpoints_off {
+            if reason == PauseReason::PauseRequest {
+                notes.push(
+                    "CONTINUE_ALL ended with this Pause request: breakpoints apply again"
+                        .to_owned(),
+                );
+                self.breakpoints_off = false;
+                let placements = self.apply_breakpoints().await;
+                for placement in &placements {
+                    self.publish_status(placement);
+                }
+            } else {
+                notes.push("CONTINUE_ALL is in force: breakpoints are off for this session until the next Pause request".to_owned());
+            }
+        }
+        let key = book::new_key();
+        let pause = Pause {
+            key: key.clone(),
+            session_id: self.shared.id.clone(),
+            thread_id,
+            reason: reason.into(),
+            raw_reason: raw_reason.clone(),
+            input_type,
+            notes,
+            debug_value: (!caught_msg.is_empty()).then(|| stop::display(&caught_msg, "exception")),
+            coor: location
+                .as_ref()
+                .map(|l| vec![depth as i32, l.line as i32])
+                .unwrap_or_default(),
+            location: location.clone(),
+            locals,
+            locals_available,
+            original_id: self.request.request_id.clone(),
+            caught_msg,
+            breakpoint_ids: breakpoint_ids.clone(),
+            created_at: Some(now_timestamp()),
+            ..Default::default()
+        };
+        // A thread that stops again replaces its earlier pause.
+        self.book.resolve_where(
+            |e| e.pause.thread_id == thread_id,
+            CommandKind::Unspecified,
+            "stopped again",
+        );
+        self.shared
+            .stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(thread_id, key.clone());
+        *self
+            .shared
+            .latest_frame
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = frame_id.map(|f| (thread_id, f));
+        self.session.state = SessionState::Stopped.into();
+        self.book.open(
+            pause,
+            PauseCtx { frame_id, depth },
+            event.all_threads_stopped,
+        );
+        // The reply carries the book's copy: masked, with its trace ids.
+        let pause = self.book.kept(&key);
+        Some(StableState {
+            state: SessionState::Stopped.into(),
+            waited: true,
+            timed_out: false,
+            stop_reason: reason.into(),
+            thread_id,
+            top_frame: frame_id.map(|id| stepd_proto::v1::Frame {
+                id: handles::make(self.shared.epoch(), id),
+                name: top_name,
+                location: pause.as_ref().and_then(|p| p.location.clone()),
+                presentation_hint: top_hint,
+            }),
+            hit_breakpoint_ids: breakpoint_ids,
+            pause,
+            ..Default::default()
+        })
+    }
+
+    /// The program moves on: pauses of `thread` (0 = all) resolve, handles expire.
+    pub(super) fn resumed(&mut self, thread: i64, command: CommandKind, by: &str) {
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+        let resolved =
+            self.book
+                .resolve_where(|e| thread == 0 || e.pause.thread_id == thread, command, by);
+        {
+            let mut stopped = self
+                .shared
+                .stopped
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if thread == 0 {
+                stopped.clear();
+            } else {
+                stopped.remove(&thread);
+            }
+            let mut latest = self
+                .shared
+                .latest_frame
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if latest.is_some_and(|(t, _)| thread == 0 || t == thread) {
+                *latest = None;
+            }
+        }
+        if self.book.is_empty() {
+            self.session.state = SessionState::Running.into();
+        }
+        // One `continued` per resume: the adapter's own event after stepd's
+        // request, and resumes after stops never shown, move no pause.
+        if !resolved.is_empty() {
+            self.publish(Payload::Continued(Continued { thread_id: thread }));
+        }
+    }
+}
