@@ -9,7 +9,7 @@ use stepd_proto::v1::{
     Notification, NotificationLevel, breakpoint_spec::Location, event::Payload,
 };
 
-use super::{Actor, commands::HERE_BREAKPOINT};
+use super::{Actor, steering::HERE_BREAKPOINT};
 use crate::capability::Capability;
 use crate::session::stop;
 use crate::{

@@ -10,9 +10,8 @@ use stepd_proto::v1::{
 use tokio::sync::oneshot;
 
 use super::{
-    Actor, Inflight,
-    commands::{self, Mode},
-    dap_error,
+    Actor, Inflight, dap_error,
+    steering::{self, Mode},
 };
 use stepd_core::{
     error::{ApiError, ApiResult},
@@ -152,7 +151,7 @@ impl Actor {
                     .request(request, json!({"threadId": target}))
                     .await
                     .map_err(|e| dap_error(&e))?;
-                self.step = Some(commands::StepInFlight {
+                self.step = Some(steering::StepInFlight {
                     kind,
                     thread: target,
                     depth: self.depths.get(&target).copied(),

@@ -31,9 +31,10 @@ mod judge;
 mod locals;
 mod placed;
 mod start;
+mod steering;
 mod stopped;
 
-use commands::Mode;
+use steering::Mode;
 
 pub(crate) use super::dap_error;
 use super::{LaunchOutcome, LaunchRequest, Shared};
@@ -94,7 +95,7 @@ pub struct Actor {
     /// Breakpoints whose condition stepd failed to evaluate (announced once).
     condition_errors: std::collections::HashSet<String>,
     /// The NEXT / IN / OUT sent last: the stop after it is its end.
-    step: Option<commands::StepInFlight>,
+    step: Option<steering::StepInFlight>,
     /// Stack depth of each thread at its last pause, when the adapter told.
     depths: HashMap<i64, u32>,
     /// Files, and whether function and exception breakpoints, were sent to the

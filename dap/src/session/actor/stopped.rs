@@ -9,9 +9,8 @@ use stepd_proto::v1::{
 };
 
 use super::{
-    Actor, PauseCtx,
-    commands::{self, Steering, StopHere},
-    judge, locals,
+    Actor, PauseCtx, judge, locals,
+    steering::{self, Steering, StopHere},
 };
 use crate::{
     messages,
@@ -185,7 +184,7 @@ impl Actor {
         &mut self,
         judged: judge::Judged,
         seen: &Observed,
-        step: Option<commands::StepInFlight>,
+        step: Option<steering::StepInFlight>,
     ) -> Option<(PauseReason, Vec<String>)> {
         match judged {
             judge::Judged::Breakpoint(stops) => {
