@@ -169,67 +169,16 @@ impl Actor {
             .get()
             .cloned()
             .expect("the client is set before the actor starts");
-        // A child of the Launch or Attach call, whose span is current here
-        // (a child session started for an adapter is a root).
-        let span = stepd_core::trace::Span::start(
-            "session",
-            &stepd_core::trace::Span::current_rpc(),
-            || {
-                use opentelemetry::KeyValue;
-                vec![
-                    KeyValue::new("stepd.session.id", shared.id.clone()),
-                    KeyValue::new(
-                        "stepd.session.kind",
-                        stepd_proto::short_name(SessionKind::Dap.as_str_name()),
-                    ),
-                    KeyValue::new("stepd.adapter", adapter.name().to_owned()),
-                    KeyValue::new("stepd.session.attach", request.attach),
-                    KeyValue::new("stepd.program", request.program.clone()),
-                    KeyValue::new("stepd.session.parent_id", request.parent_session_id.clone()),
-                    KeyValue::new("stepd.session.started_by", request.started_by.clone()),
-                ]
-            },
-        );
+        let span = session_span(&shared.id, &adapter, &request);
         book.set_trace_parent(&span);
         client.set_session_span(&span);
-        let (trace_id, span_id) = span.ids();
-        let session = Session {
-            id: shared.id.clone(),
-            trace_id,
-            span_id,
-            kind: SessionKind::Dap.into(),
-            state: SessionState::Starting.into(),
-            name: if request.name.is_empty() {
-                std::path::Path::new(&request.program)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| adapter.name().to_owned())
-            } else {
-                request.name.clone()
-            },
-            adapter: adapter.name().to_owned(),
-            // Kept masked, as every copy that leaves the daemon must be;
-            // breakpoints match the request's own labels.
-            labels: ctx.redactor.labels_of(&request.labels),
-            program: request.program.clone(),
-            adapter_pid: child
-                .as_ref()
-                .and_then(Child::id)
-                .map(i64::from)
-                .unwrap_or(0),
-            parent_session_id: request.parent_session_id.clone(),
-            // Attached by pid, the debuggee is known before any adapter says so.
-            pid: if request.attach {
-                request.pid.max(0)
-            } else {
-                0
-            },
-            started_at: Some(now_timestamp()),
-            original_id: request.request_id.clone(),
-            started_by: request.started_by.clone(),
-            replica_id: ctx.bus.instance_id().to_owned(),
-            ..Default::default()
-        };
+        let mut session = session_record(&ctx, &shared.id, &adapter, &request);
+        (session.trace_id, session.span_id) = span.ids();
+        session.adapter_pid = child
+            .as_ref()
+            .and_then(Child::id)
+            .map(i64::from)
+            .unwrap_or(0);
         Self {
             expect_entry: request.stop_on_entry,
             expect_pause: false,
@@ -377,6 +326,62 @@ impl Actor {
                 }
             }
         }
+    }
+}
+
+/// The session's span: a child of the Launch or Attach call, whose span is
+/// current when the actor is made (a child session started for an adapter
+/// is a root).
+fn session_span(id: &str, adapter: &Adapter, request: &LaunchRequest) -> stepd_core::trace::Span {
+    stepd_core::trace::Span::start("session", &stepd_core::trace::Span::current_rpc(), || {
+        use opentelemetry::KeyValue;
+        vec![
+            KeyValue::new("stepd.session.id", id.to_owned()),
+            KeyValue::new(
+                "stepd.session.kind",
+                stepd_proto::short_name(SessionKind::Dap.as_str_name()),
+            ),
+            KeyValue::new("stepd.adapter", adapter.name().to_owned()),
+            KeyValue::new("stepd.session.attach", request.attach),
+            KeyValue::new("stepd.program", request.program.clone()),
+            KeyValue::new("stepd.session.parent_id", request.parent_session_id.clone()),
+            KeyValue::new("stepd.session.started_by", request.started_by.clone()),
+        ]
+    })
+}
+
+/// The session as clients see it when it starts (its span's ids and the
+/// adapter's pid are the actor's to add).
+fn session_record(ctx: &Context, id: &str, adapter: &Adapter, request: &LaunchRequest) -> Session {
+    Session {
+        id: id.to_owned(),
+        kind: SessionKind::Dap.into(),
+        state: SessionState::Starting.into(),
+        name: if request.name.is_empty() {
+            std::path::Path::new(&request.program)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| adapter.name().to_owned())
+        } else {
+            request.name.clone()
+        },
+        adapter: adapter.name().to_owned(),
+        // Kept masked, as every copy that leaves the daemon must be;
+        // breakpoints match the request's own labels.
+        labels: ctx.redactor.labels_of(&request.labels),
+        program: request.program.clone(),
+        parent_session_id: request.parent_session_id.clone(),
+        // Attached by pid, the debuggee is known before any adapter says so.
+        pid: if request.attach {
+            request.pid.max(0)
+        } else {
+            0
+        },
+        started_at: Some(now_timestamp()),
+        original_id: request.request_id.clone(),
+        started_by: request.started_by.clone(),
+        replica_id: ctx.bus.instance_id().to_owned(),
+        ..Default::default()
     }
 }
 
