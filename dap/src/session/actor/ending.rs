@@ -145,7 +145,7 @@ impl Actor {
         self.session.exit_code = self.exit_code;
         self.session.signal = self.end_signal.clone().unwrap_or_default();
         let died = reason == EndReason::AdapterDied;
-        if let Some(inflight) = self.inflight.take() {
+        if let Some(inflight) = self.exec.take_waited() {
             let _ = inflight.reply.send(if died {
                 Err(ApiError::new(ErrorReason::AdapterDied, detail.clone()))
             } else {
@@ -161,8 +161,8 @@ impl Actor {
                 })
             });
         }
-        for (_, _, reply) in self.queue.drain(..) {
-            let _ = reply.send(Err(ApiError::new(
+        for request in self.exec.drain() {
+            let _ = request.reply.send(Err(ApiError::new(
                 ErrorReason::SessionEnded,
                 "the session ended",
             )));

@@ -3,35 +3,36 @@
 
 use std::time::Instant;
 
-use serde_json::json;
-use stepd_proto::v1::{
-    CommandKind, DisconnectMode, ErrorReason, SessionState, StableState, StepKind,
-};
-use tokio::sync::oneshot;
-
 use super::{
-    Actor, Inflight, dap_error,
-    steering::{self, Mode},
+    Actor, Reply, dap_error,
+    exec_queue::{Arrival, Plan, Program, Request, Waited, plan},
+    steering::{Mode, StepInFlight},
 };
+use serde_json::json;
 use stepd_core::{
     error::{ApiError, ApiResult},
     session::{Command, ExecOp, MAILBOX, WaitMode},
+};
+use stepd_proto::v1::{
+    CommandKind, DisconnectMode, ErrorReason, SessionState, StableState, StepKind,
 };
 
 impl Actor {
     pub(super) async fn on_command(&mut self, command: Command) {
         match command {
             Command::Exec { op, wait, reply } => {
-                if self.inflight.is_some() && self.queue.len() >= MAILBOX {
-                    let _ = reply.send(Err(ApiError::new(
-                        ErrorReason::LimitExceeded,
-                        format!("{MAILBOX} execution requests are already waiting in this session"),
-                    )
-                    .with("limit", "session_queue")));
-                } else if self.inflight.is_some() {
-                    self.queue.push_back((op, wait, reply));
-                } else {
-                    self.start_exec(op, wait, reply).await;
+                match self.exec.arrive(Request { op, wait, reply }) {
+                    Arrival::Start(request) => self.start_exec(request).await,
+                    Arrival::Queued => {}
+                    Arrival::Full(request) => {
+                        let _ = request.reply.send(Err(ApiError::new(
+                            ErrorReason::LimitExceeded,
+                            format!(
+                                "{MAILBOX} execution requests are already waiting in this session"
+                            ),
+                        )
+                        .with("limit", "session_queue")));
+                    }
                 }
             }
             // A DAP session's program does not reconnect.
@@ -49,19 +50,17 @@ impl Actor {
         }
     }
 
-    pub(super) fn thread_for(&self, thread: i64) -> i64 {
-        if thread != 0 {
-            return thread;
+    /// Where the program is, for the execution queue's plan.
+    fn program(&self) -> Program {
+        Program {
+            ended: self.ended,
+            stopped: self.book.entries().map(|e| e.pause.thread_id).collect(),
+            latest: self.book.latest().map(|e| e.pause.thread_id),
         }
-        self.book.latest().map_or(0, |e| e.pause.thread_id)
     }
 
-    pub(super) async fn start_exec(
-        &mut self,
-        op: ExecOp,
-        wait: WaitMode,
-        reply: oneshot::Sender<ApiResult<StableState>>,
-    ) {
+    pub(super) async fn start_exec(&mut self, request: Request<Reply>) {
+        let Request { op, wait, reply } = request;
         let started = Instant::now();
         let output_from = self.output_end();
         let command = op.command_kind();
@@ -83,7 +82,7 @@ impl Actor {
                     }));
                 }
                 WaitMode::UntilStable(timeout) => {
-                    self.inflight = Some(Inflight {
+                    self.exec.wait_for_stable(Waited {
                         reply,
                         deadline: timeout.map(|t| tokio::time::Instant::from_std(started + t)),
                         started,
@@ -102,23 +101,9 @@ impl Actor {
         command: CommandKind,
         by: &str,
     ) -> ApiResult<Option<StableState>> {
-        if self.ended {
-            return Err(ApiError::new(
-                ErrorReason::SessionEnded,
-                "the session has ended",
-            ));
-        }
-        match op {
-            ExecOp::Continue(thread) => {
-                // Some adapters (debugpy) never answer a continue while running.
-                if self.book.is_empty() {
-                    return Err(ApiError::new(
-                        ErrorReason::NotStopped,
-                        "the program is running; nothing to continue",
-                    ));
-                }
-                let target = self.thread_for(thread);
-                let all = thread == 0;
+        match plan(op, &self.program()) {
+            Plan::Refuse(refusal) => Err(refusal.error()),
+            Plan::Continue { target, all } => {
                 let result = self
                     .client
                     .request(
@@ -127,21 +112,12 @@ impl Actor {
                     )
                     .await;
                 result.map_err(|e| dap_error(&e))?;
-                // A continue ends any step the adapter still had.
-                self.step = None;
+                self.exec.continued();
                 let resumed = if all { 0 } else { target };
                 self.resumed(resumed, command, by);
                 Ok(None)
             }
-            ExecOp::Step(thread, kind) => {
-                let target = self.thread_for(thread);
-                if !self.book.entries().any(|e| e.pause.thread_id == target) {
-                    return Err(ApiError::new(
-                        ErrorReason::NotStopped,
-                        format!("thread {target} is not stopped"),
-                    )
-                    .with("thread_id", target.to_string()));
-                }
+            Plan::Step { target, kind } => {
                 let request = match kind {
                     StepKind::In => "stepIn",
                     StepKind::Out => "stepOut",
@@ -151,7 +127,7 @@ impl Actor {
                     .request(request, json!({"threadId": target}))
                     .await
                     .map_err(|e| dap_error(&e))?;
-                self.step = Some(steering::StepInFlight {
+                self.exec.stepping(StepInFlight {
                     kind,
                     thread: target,
                     depth: self.depths.get(&target).copied(),
@@ -160,13 +136,14 @@ impl Actor {
                 self.resumed(target, command, by);
                 Ok(None)
             }
-            ExecOp::Pause(thread) => {
-                // CONTINUE_ALL ends with the stop this request makes (see
-                // on_stopped), so the breakpoints cannot beat it.
+            // CONTINUE_ALL ends with the stop a Pause request makes (see
+            // on_stopped), so the breakpoints cannot beat it.
+            Plan::AlreadyStopped => {
                 self.mode = Mode::Normal;
-                if !self.book.is_empty() {
-                    return Ok(Some(self.current_state()));
-                }
+                Ok(Some(self.current_state()))
+            }
+            Plan::Interrupt(thread) => {
+                self.mode = Mode::Normal;
                 self.request_pause(thread).await?;
                 Ok(None)
             }
@@ -205,7 +182,7 @@ impl Actor {
 
     /// Answers the in-flight request with `state`.
     pub(super) fn complete_inflight(&mut self, mut state: StableState) {
-        if let Some(inflight) = self.inflight.take() {
+        if let Some(inflight) = self.exec.take_waited() {
             state.output = self.output_since(inflight.output_from);
             state.elapsed_ms = inflight.started.elapsed().as_millis() as u64;
             let _ = inflight.reply.send(Ok(state));
@@ -226,11 +203,8 @@ impl Actor {
     }
 
     pub(super) async fn start_next(&mut self) {
-        while self.inflight.is_none() {
-            let Some((op, wait, reply)) = self.queue.pop_front() else {
-                return;
-            };
-            self.start_exec(op, wait, reply).await;
+        while let Some(request) = self.exec.next() {
+            self.start_exec(request).await;
         }
     }
 }

@@ -8,9 +8,9 @@
 //! adapter is told and what a hit does, `commands` the answers to pauses.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     sync::{Arc, atomic::Ordering},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use stepd_proto::v1::{EndReason, Session, SessionKind, SessionState, StableState, event::Payload};
@@ -25,6 +25,7 @@ mod breakpoints;
 mod commands;
 mod ending;
 mod exception;
+mod exec_queue;
 mod execution;
 mod interrupt;
 mod judge;
@@ -46,20 +47,15 @@ use crate::{
 use stepd_core::{
     error::ApiResult,
     session::pause::{Answer, answer, book::PauseBook},
-    session::{Context, ExecOp, Mailbox, WaitMode},
+    session::{Context, MAILBOX, Mailbox},
     time::now_timestamp,
 };
 
 /// How long a Disconnect waits for the adapter before killing it.
 const DISCONNECT_DEADLINE: Duration = Duration::from_secs(5);
 
-/// An execution request waiting for the session to be stable.
-struct Inflight {
-    reply: oneshot::Sender<ApiResult<StableState>>,
-    deadline: Option<tokio::time::Instant>,
-    started: Instant,
-    output_from: u64,
-}
+/// How an execution request is answered.
+type Reply = oneshot::Sender<ApiResult<StableState>>;
 
 /// What the actor keeps beside each pending pause.
 pub struct PauseCtx {
@@ -83,8 +79,10 @@ pub struct Actor {
     children: mpsc::UnboundedSender<LaunchRequest>,
     answers: mpsc::Receiver<Answer>,
     session: Session,
-    queue: VecDeque<(ExecOp, WaitMode, oneshot::Sender<ApiResult<StableState>>)>,
-    inflight: Option<Inflight>,
+    /// Clients' execution requests, and the step and Pause request out at
+    /// the adapter; a Pause request's stop may come as lldb's "exception"
+    /// (SIGSTOP), which is normalised to PAUSE_REQUEST.
+    exec: exec_queue::ExecQueue<Reply>,
     /// The stopped threads' pauses.
     book: PauseBook<PauseCtx>,
     /// What the adapter placed of stepd's breakpoints.
@@ -94,8 +92,6 @@ pub struct Actor {
     delegated: HashMap<String, breakpoints::Delegated>,
     /// Breakpoints whose condition stepd failed to evaluate (announced once).
     condition_errors: std::collections::HashSet<String>,
-    /// The NEXT / IN / OUT sent last: the stop after it is its end.
-    step: Option<steering::StepInFlight>,
     /// Stack depth of each thread at its last pause, when the adapter told.
     depths: HashMap<i64, u32>,
     /// Files, and whether function and exception breakpoints, were sent to the
@@ -110,9 +106,6 @@ pub struct Actor {
     exit_code: Option<i32>,
     /// The next stop is the entry stop asked for (lldb reports it as "exception").
     expect_entry: bool,
-    /// A Pause request is out; lldb reports the resulting stop as an
-    /// "exception" (SIGSTOP), which is normalised to PAUSE_REQUEST.
-    expect_pause: bool,
     /// Hits stepd continued itself, which a Pause request takes the next of.
     hot: interrupt::HotHits,
     /// A stepping mode left by the last command (forced out, here, trace).
@@ -181,7 +174,6 @@ impl Actor {
             .unwrap_or(0);
         Self {
             expect_entry: request.stop_on_entry,
-            expect_pause: false,
             hot: interrupt::HotHits::default(),
             mode: Mode::Normal,
             breakpoints_off: false,
@@ -204,13 +196,11 @@ impl Actor {
             children,
             answers,
             session,
-            queue: VecDeque::new(),
-            inflight: None,
+            exec: exec_queue::ExecQueue::new(MAILBOX),
             book,
             placed: placed::Placed::default(),
             delegated: HashMap::new(),
             condition_errors: std::collections::HashSet::new(),
-            step: None,
             depths: HashMap::new(),
             applied_files: std::collections::HashSet::new(),
             applied_functions: false,
@@ -295,7 +285,7 @@ impl Actor {
             return;
         }
         while !self.ended {
-            let deadline = self.inflight.as_ref().and_then(|i| i.deadline);
+            let deadline = self.exec.deadline();
             tokio::select! {
                 Some(message) = self.incoming.recv() => self.on_incoming(message).await,
                 Some(command) = self.commands.recv() => self.on_command(command).await,

@@ -171,12 +171,12 @@ impl Actor {
             Continuation::Next => ("next", false),
             Continuation::Continue => {
                 self.resume_silently("continue", here.thread_id).await;
-                self.step = Some(step);
+                self.exec.stepping(step);
                 return true;
             }
         };
         self.resume_silently(request, step.thread).await;
-        self.step = Some(StepInFlight { returning, ..step });
+        self.exec.stepping(StepInFlight { returning, ..step });
         true
     }
 
@@ -307,7 +307,7 @@ impl Actor {
             previous: current,
         });
         self.resume_silently("next", thread_id).await;
-        self.step = Some(StepInFlight {
+        self.exec.stepping(StepInFlight {
             kind: StepKind::Over,
             thread: thread_id,
             depth,

@@ -53,7 +53,7 @@ impl Actor {
     /// `judge` what the stop is, and acts on the answer.
     pub(super) async fn on_stopped(&mut self, body: &Value) -> Option<StableState> {
         let seen = self.observe_stop(body).await?;
-        let step = self.step.take();
+        let step = self.exec.take_step();
         let judged = judge::judge(judge::StopFacts {
             reason: seen.reason,
             named: seen.named.clone(),
@@ -61,7 +61,7 @@ impl Actor {
             // A hit that raced its breakpoints' removal (an expiry, a
             // change) applies nowhere.
             only_retired_named: self.placed.only_retired(&seen.event.hit_breakpoint_ids),
-            expect_pause: self.expect_pause,
+            expect_pause: self.exec.pause_out(),
         });
         let (reason, breakpoint_ids) = self.carry_out(judged, &seen, step).await?;
         Some(self.show_stop(seen, reason, breakpoint_ids).await)
@@ -102,7 +102,7 @@ impl Actor {
         // that as a breakpoint stop, debugpy as the step's end; both count.
         // Not when back on the starting line after stepd stepped out of a
         // frame for a NEXT: that line's breakpoints were met already.
-        let landed = reason == PauseReason::Step && self.step.is_some_and(|s| !s.returning);
+        let landed = reason == PauseReason::Step && self.exec.step().is_some_and(|s| !s.returning);
         let named = self.placed.named_by(
             &event.hit_breakpoint_ids,
             top.location.as_ref().map(|at| (at.path.as_str(), at.line)),
@@ -118,7 +118,7 @@ impl Actor {
         {
             // After a step the adapter may report a breakpoint whose line the
             // step ended on without evaluating its condition: stepd does.
-            let by_adapter = self.step.is_none();
+            let by_adapter = self.exec.step().is_none();
             self.act_on_hit(&named, thread_id, top.frame_id, by_adapter)
                 .await
         } else {
@@ -188,12 +188,12 @@ impl Actor {
     ) -> Option<(PauseReason, Vec<String>)> {
         match judged {
             judge::Judged::Breakpoint(stops) => {
-                self.expect_pause = false;
+                self.exec.pause_answered();
                 self.end_mode().await;
                 Some((PauseReason::Breakpoint, stops))
             }
             judge::Judged::AnswersPause => {
-                self.expect_pause = false;
+                self.exec.pause_answered();
                 self.end_mode().await;
                 Some((PauseReason::PauseRequest, Vec::new()))
             }
@@ -247,7 +247,7 @@ impl Actor {
         } = seen;
         let frame_id = top.frame_id;
         // Whatever the pause shown now, it answers a Pause request that is out.
-        self.expect_pause = false;
+        self.exec.pause_answered();
         self.hot.stopped();
         if let Some(d) = top.depth {
             self.depths.insert(thread_id, d);
