@@ -36,14 +36,14 @@ impl Actor {
                 }));
             }
             Incoming::Closed(None) => {
-                if !self.ended {
-                    let reason = self.exit_reason().unwrap_or(EndReason::AdapterDied);
+                if !self.life.is_ended() {
+                    let reason = self.life.at_adapter_closed();
                     self.end(reason, "the adapter closed its connection".into())
                         .await;
                 }
             }
             Incoming::Closed(Some(error)) => {
-                if !self.ended {
+                if !self.life.is_ended() {
                     self.end(EndReason::ProtocolError, error).await;
                 }
             }
@@ -151,19 +151,10 @@ impl Actor {
                 let Some(exited) = self.body::<messages::ExitedEvent>("exited event", body) else {
                     return;
                 };
-                self.exit_code = i32::try_from(exited.exit_code).ok();
-                self.end_signal = self.signal_of_exit();
-                if self.end_signal.is_some() {
-                    // The number lldb gives is the signal's, not an exit code.
-                    self.exit_code = None;
-                }
+                self.life.exited(exited.exit_code);
             }
             "terminated" => {
-                let reason = if self.quitting {
-                    EndReason::Quit
-                } else {
-                    self.exit_reason().unwrap_or(EndReason::Terminated)
-                };
+                let reason = self.life.at_terminated();
                 self.end(reason, "the program ended".into()).await;
             }
             "thread" => {

@@ -205,7 +205,7 @@ impl Actor {
                 .await
         };
         terminate.map_err(|e| dap_error(&e))?;
-        self.quitting = true;
+        self.life.quit_asked();
         Ok(())
     }
 

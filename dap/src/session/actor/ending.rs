@@ -11,7 +11,7 @@ use stepd_proto::v1::{
 };
 use tokio::{process::Child, sync::oneshot};
 
-use super::{Actor, DISCONNECT_DEADLINE, exception};
+use super::{Actor, DISCONNECT_DEADLINE, lifecycle};
 use crate::process;
 use stepd_core::error::{ApiError, ApiResult};
 
@@ -62,41 +62,14 @@ impl Actor {
         let Some(pid) = self.debuggee_watch.take().map(|w| w.pid()) else {
             return;
         };
-        match process::zombie_status(pid) {
-            Some(process::Ended::Signaled(number)) => {
-                self.end_signal = Some(
-                    exception::signal_name(number)
-                        .map_or_else(|| format!("signal {number}"), str::to_owned),
-                );
-                self.exit_code = None;
-            }
-            Some(process::Ended::Exited(code)) => self.exit_code = Some(code),
-            None => {}
-        }
+        self.life.ended_while_stopped(process::zombie_status(pid));
         tracing::info!(session = %self.shared.id, pid, "the debuggee ended while stopped");
-        let reason = self.exit_reason().unwrap_or(EndReason::Terminated);
+        let reason = self.life.at_debuggee_gone();
         self.end(
             reason,
             format!("the program (pid {pid}) ended while stopped; the adapter did not report it"),
         )
         .await;
-    }
-
-    /// How the debuggee ended, once the adapter said: by a signal or exited.
-    pub(super) fn exit_reason(&self) -> Option<EndReason> {
-        if self.end_signal.is_some() {
-            Some(EndReason::Signaled)
-        } else {
-            self.exit_code.map(|_| EndReason::Exited)
-        }
-    }
-
-    /// The signal an exit was. lldb reports a debuggee killed by a signal as
-    /// exited with the signal's number as its code, right after the
-    /// exception stop that showed the signal; a plain exit code is no signal.
-    pub(super) fn signal_of_exit(&self) -> Option<String> {
-        let signal = self.crash_signal.as_ref()?;
-        (exception::signal_number(signal) == self.exit_code).then(|| signal.clone())
     }
 
     /// Ends the session at a client's Disconnect (or the daemon's shutdown,
@@ -107,43 +80,33 @@ impl Actor {
         mode: DisconnectMode,
         reply: oneshot::Sender<ApiResult<()>>,
     ) {
-        let terminate = match mode {
-            DisconnectMode::Terminate => true,
-            DisconnectMode::Detach => false,
-            DisconnectMode::Unspecified => !self.request.attach,
-        };
+        let (terminate, reason) = lifecycle::disconnect(mode, self.request.attach);
         let request = self.client.send(
             "disconnect",
             json!({"terminateDebuggee": terminate, "restart": false}),
         );
         let _ = tokio::time::timeout(DISCONNECT_DEADLINE, request).await;
-        let reason = if terminate {
-            EndReason::Terminated
-        } else {
-            EndReason::Detached
-        };
         self.end(reason, "a client disconnected the session".into())
             .await;
         let _ = reply.send(Ok(()));
     }
 
     pub(super) async fn end(&mut self, reason: EndReason, detail: String) {
-        if self.ended {
+        let Some(ending) = self.life.end(reason) else {
             return;
-        }
-        self.ended = true;
+        };
         self.shared.ended.store(true, Ordering::Release);
-        if reason == EndReason::AdapterDied || reason == EndReason::ProtocolError {
+        if ending.kill_everything {
             // Never leave a debuggee running without its debugger.
             self.kill_everything();
         }
         self.kill_adapter();
         self.book
             .resolve_where(|_| true, CommandKind::Unspecified, "session-ended");
-        self.session.state = SessionState::Ended.into();
+        self.session.state = self.life.state().into();
         self.session.end_reason = reason.into();
-        self.session.exit_code = self.exit_code;
-        self.session.signal = self.end_signal.clone().unwrap_or_default();
+        self.session.exit_code = ending.exit_code;
+        self.session.signal = ending.signal;
         let died = reason == EndReason::AdapterDied;
         if let Some(inflight) = self.exec.take_waited() {
             let _ = inflight.reply.send(if died {
@@ -153,7 +116,7 @@ impl Actor {
                     state: SessionState::Ended.into(),
                     waited: true,
                     end_reason: reason.into(),
-                    exit_code: self.exit_code,
+                    exit_code: self.session.exit_code,
                     signal: self.session.signal.clone(),
                     output: self.output_since(inflight.output_from),
                     elapsed_ms: inflight.started.elapsed().as_millis() as u64,
@@ -177,7 +140,7 @@ impl Actor {
                 ),
                 KeyValue::new("stepd.session.end_detail", detail.clone()),
             ];
-            if let Some(code) = self.exit_code {
+            if let Some(code) = self.session.exit_code {
                 attributes.push(KeyValue::new("process.exit.code", i64::from(code)));
             }
             attributes
@@ -185,7 +148,7 @@ impl Actor {
         self.publish(Payload::SessionEnded(SessionEnded {
             reason: reason.into(),
             detail,
-            exit_code: self.exit_code,
+            exit_code: self.session.exit_code,
             signal: self.session.signal.clone(),
         }));
     }

@@ -53,7 +53,7 @@ impl Actor {
     /// Where the program is, for the execution queue's plan.
     fn program(&self) -> Program {
         Program {
-            ended: self.ended,
+            ended: self.life.is_ended(),
             stopped: self.book.entries().map(|e| e.pause.thread_id).collect(),
             latest: self.book.latest().map(|e| e.pause.thread_id),
         }
@@ -193,10 +193,10 @@ impl Actor {
     pub(super) fn finish_inflight(&mut self, timed_out: bool) {
         let mut state = self.current_state();
         state.timed_out = timed_out;
-        if self.ended {
+        if self.life.is_ended() {
             state.state = SessionState::Ended.into();
             state.end_reason = self.session.end_reason;
-            state.exit_code = self.exit_code;
+            state.exit_code = self.life.exit_code();
             state.signal.clone_from(&self.session.signal);
         }
         self.complete_inflight(state);

@@ -29,6 +29,7 @@ mod exec_queue;
 mod execution;
 mod interrupt;
 mod judge;
+mod lifecycle;
 mod locals;
 mod placed;
 mod start;
@@ -103,9 +104,6 @@ pub struct Actor {
     /// The debuggee watched for an end its adapter would not report
     /// (`AdapterKind::misses_debuggee_death_while_stopped`).
     debuggee_watch: Option<process::ExitWatch>,
-    exit_code: Option<i32>,
-    /// The next stop is the entry stop asked for (lldb reports it as "exception").
-    expect_entry: bool,
     /// Hits stepd continued itself, which a Pause request takes the next of.
     hot: interrupt::HotHits,
     /// A stepping mode left by the last command (forced out, here, trace).
@@ -114,15 +112,10 @@ pub struct Actor {
     breakpoints_off: bool,
     /// HERE's temporary breakpoint (path, line).
     temp_breakpoint: Option<(String, u32)>,
-    /// A QUIT was answered: the end that follows is END_REASON_QUIT.
-    quitting: bool,
     /// The adapter's id of the last exception stop's exception.
     exception_id: String,
-    /// The signal the last exception stop was ("SIGSEGV"), if it was one.
-    crash_signal: Option<String>,
-    /// The signal that ended the debuggee.
-    end_signal: Option<String>,
-    ended: bool,
+    /// Starting, running or stopped, ended, and how the debuggee ended.
+    life: lifecycle::Lifecycle,
     /// The handles the last stop's locals came from, and the requests sent
     /// ahead for them at this stop (`locals`).
     last_top: Option<locals::TopHandles>,
@@ -173,15 +166,12 @@ impl Actor {
             .map(i64::from)
             .unwrap_or(0);
         Self {
-            expect_entry: request.stop_on_entry,
+            life: lifecycle::Lifecycle::new(request.stop_on_entry),
             hot: interrupt::HotHits::default(),
             mode: Mode::Normal,
             breakpoints_off: false,
             temp_breakpoint: None,
-            quitting: false,
             exception_id: String::new(),
-            crash_signal: None,
-            end_signal: None,
             last_top: None,
             guess: None,
             span,
@@ -207,8 +197,6 @@ impl Actor {
             applied_exceptions: false,
             debuggee_pid: None,
             debuggee_watch: None,
-            exit_code: None,
-            ended: false,
         }
     }
 
@@ -284,7 +272,7 @@ impl Actor {
             .await;
             return;
         }
-        while !self.ended {
+        while !self.life.is_ended() {
             let deadline = self.exec.deadline();
             tokio::select! {
                 Some(message) = self.incoming.recv() => self.on_incoming(message).await,
@@ -306,7 +294,7 @@ impl Actor {
                     while let Ok(message) = self.incoming.try_recv() {
                         self.on_incoming(message).await;
                     }
-                    if !self.ended {
+                    if !self.life.is_ended() {
                         let detail = match status {
                             Ok(s) => format!("the adapter exited ({s})"),
                             Err(e) => format!("waiting for the adapter: {e}"),

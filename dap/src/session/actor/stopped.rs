@@ -95,7 +95,7 @@ impl Actor {
             return None;
         }
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
-        let reason = stop::reason(&raw_reason, std::mem::take(&mut self.expect_entry));
+        let reason = stop::reason(&raw_reason, self.life.take_entry());
         let thread_id = self.stopped_thread(event.thread_id.unwrap_or(0)).await;
         let top = self.top_of_stack(thread_id).await;
         // A step that lands on a breakpoint's line executes it: lldb reports
@@ -356,7 +356,7 @@ impl Actor {
             .latest_frame
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = frame_id.map(|f| (thread_id, f));
-        self.session.state = SessionState::Stopped.into();
+        self.session.state = self.life.stopped().into();
         self.book.open(pause, ctx, all_threads_stopped);
     }
 
@@ -386,8 +386,8 @@ impl Actor {
                 *latest = None;
             }
         }
-        if self.book.is_empty() {
-            self.session.state = SessionState::Running.into();
+        if let Some(state) = self.life.resumed(!self.book.is_empty()) {
+            self.session.state = state.into();
         }
         // One `continued` per resume: the adapter's own event after stepd's
         // request, and resumes after stops never shown, move no pause.
