@@ -256,6 +256,13 @@ impl DapVar {
         if start >= end {
             return Ok(counts(Vec::new()));
         }
+        let children = self.debugpy_slices(shape, start, end).await?;
+        Ok(counts(children))
+    }
+
+    /// Children `start..end` of a container debugpy lists only the first
+    /// children of, read by evaluating slices of it.
+    async fn debugpy_slices(&self, shape: Shape, start: u64, end: u64) -> ApiResult<Vec<Child>> {
         if self.var.evaluate_name.is_empty() {
             return Err(ApiError::new(
                 ErrorReason::UnsupportedByAdapter,
@@ -313,7 +320,7 @@ impl DapVar {
             }
             from += n;
         }
-        Ok(counts(children))
+        Ok(children)
     }
 
     async fn generic_contents(&self, start: u64, count: u64) -> ApiResult<Page> {

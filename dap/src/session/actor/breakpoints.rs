@@ -5,11 +5,11 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 use stepd_proto::v1::{
-    BreakpointAction, BreakpointChange, BreakpointPlacement, BreakpointStatus, BreakpointUpdated,
-    Notification, NotificationLevel, breakpoint_spec::Location, event::Payload,
+    Breakpoint, BreakpointAction, BreakpointChange, BreakpointPlacement, BreakpointStatus,
+    BreakpointUpdated, Notification, NotificationLevel, breakpoint_spec::Location, event::Payload,
 };
 
-use super::{Actor, commands::HERE_BREAKPOINT};
+use super::{Actor, steering::HERE_BREAKPOINT};
 use crate::capability::Capability;
 use crate::session::stop;
 use crate::{
@@ -26,34 +26,13 @@ use stepd_core::{
 const SNAPSHOT_FRAMES: u32 = 20;
 
 impl Actor {
+    /// Sends the session's breakpoints to the adapter, taking back what no
+    /// longer applies, and returns what the adapter made of each.
     pub(super) async fn apply_breakpoints(&mut self) -> Vec<BreakpointPlacement> {
-        let breakpoints = self.ctx.breakpoints.applying_to(&self.request.labels).await;
-        let mut live: Vec<_> = breakpoints
-            .into_iter()
-            .filter(|b| !b.spent && b.spec.as_ref().is_some_and(|s| s.enabled != Some(false)))
-            .filter(|_| !self.breakpoints_off)
-            .collect();
-        if let Some((path, line)) = &self.temp_breakpoint {
-            live.push(stepd_proto::v1::Breakpoint {
-                id: HERE_BREAKPOINT.into(),
-                spec: Some(stepd_proto::v1::BreakpointSpec {
-                    location: Some(Location::Source(stepd_proto::v1::SourceLocation {
-                        path: path.clone(),
-                        line: *line,
-                        column: 0,
-                    })),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-        }
-        let mut placements = Vec::new();
-        let log_points = self.shared.supports(Capability::LogPoints);
-        let conditions = self.shared.supports(Capability::ConditionalBreakpoints);
-
-        let mut by_file: HashMap<String, Vec<&stepd_proto::v1::Breakpoint>> = HashMap::new();
+        let live = self.live_breakpoints().await;
+        let mut by_file: HashMap<String, Vec<&Breakpoint>> = HashMap::new();
         let mut functions = Vec::new();
-        let mut filters: Vec<(String, &stepd_proto::v1::Breakpoint)> = Vec::new();
+        let mut filters: Vec<(String, &Breakpoint)> = Vec::new();
         for bp in &live {
             match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
                 Some(Location::Source(src)) => {
@@ -68,6 +47,54 @@ impl Actor {
         }
         self.placed.retire_all();
         self.delegated.clear();
+        self.clear_unused(&by_file, !functions.is_empty(), !filters.is_empty())
+            .await;
+        let mut placements = Vec::new();
+        for (path, bps) in by_file {
+            placements.extend(self.place_in_file(&path, &bps).await);
+        }
+        if !functions.is_empty() {
+            placements.extend(self.place_functions(&functions).await);
+        }
+        if !filters.is_empty() {
+            placements.extend(self.place_exception_filters(&filters).await);
+        }
+        placements
+    }
+
+    /// The breakpoints that apply to this session now, with HERE's.
+    async fn live_breakpoints(&self) -> Vec<Breakpoint> {
+        let breakpoints = self.ctx.breakpoints.applying_to(&self.request.labels).await;
+        let mut live: Vec<_> = breakpoints
+            .into_iter()
+            .filter(|b| !b.spent && b.spec.as_ref().is_some_and(|s| s.enabled != Some(false)))
+            .filter(|_| !self.breakpoints_off)
+            .collect();
+        if let Some((path, line)) = &self.temp_breakpoint {
+            live.push(Breakpoint {
+                id: HERE_BREAKPOINT.into(),
+                spec: Some(stepd_proto::v1::BreakpointSpec {
+                    location: Some(Location::Source(stepd_proto::v1::SourceLocation {
+                        path: path.clone(),
+                        line: *line,
+                        column: 0,
+                    })),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        live
+    }
+
+    /// Clears what the adapter was sent before and no longer applies: files
+    /// left without breakpoints, function and exception breakpoints.
+    async fn clear_unused(
+        &mut self,
+        by_file: &HashMap<String, Vec<&Breakpoint>>,
+        functions: bool,
+        filters: bool,
+    ) {
         let gone: Vec<String> = self
             .applied_files
             .iter()
@@ -84,142 +111,155 @@ impl Actor {
                 .await;
         }
         self.applied_files = by_file.keys().cloned().collect();
-        if functions.is_empty() && self.applied_functions {
+        if !functions && self.applied_functions {
             let _ = self
                 .client
                 .request("setFunctionBreakpoints", json!({"breakpoints": []}))
                 .await;
         }
-        self.applied_functions = !functions.is_empty();
-        if filters.is_empty() && self.applied_exceptions {
+        self.applied_functions = functions;
+        if !filters && self.applied_exceptions {
             let _ = self
                 .client
                 .request("setExceptionBreakpoints", json!({"filters": []}))
                 .await;
         }
-        self.applied_exceptions = !filters.is_empty();
-        for (path, bps) in by_file {
-            // Adapters keep one entry per line: breakpoints sharing a line
-            // become one entry, and each keeps its own condition and action.
-            let groups = group_by(&bps, |bp| {
-                match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
-                    Some(Location::Source(src)) => (src.line, src.column),
-                    _ => (0, 0),
-                }
-            });
+        self.applied_exceptions = filters;
+    }
+
+    /// The source breakpoints of one file.
+    async fn place_in_file(&mut self, path: &str, bps: &[&Breakpoint]) -> Vec<BreakpointPlacement> {
+        let log_points = self.shared.supports(Capability::LogPoints);
+        let conditions = self.shared.supports(Capability::ConditionalBreakpoints);
+        let mut placements = Vec::new();
+        // Adapters keep one entry per line: breakpoints sharing a line
+        // become one entry, and each keeps its own condition and action.
+        let groups = group_by(bps, |bp| {
+            match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+                Some(Location::Source(src)) => (src.line, src.column),
+                _ => (0, 0),
+            }
+        });
+        let mut requested = Vec::new();
+        for ((line, column), members) in &groups {
+            let mut entry = json!({"line": line});
+            if *column > 0 {
+                entry["column"] = json!(column);
+            }
+            self.delegate(&mut entry, members, conditions, log_points);
+            requested.push(entry);
+        }
+        let result: Result<BreakpointsResponse, _> = self
+            .client
+            .call(
+                "setBreakpoints",
+                json!({"source": {"path": path}, "breakpoints": requested}),
+            )
+            .await;
+        for (i, ((line, _), members)) in groups.iter().enumerate() {
+            let placed = result
+                .as_ref()
+                .ok()
+                .and_then(|b| b.breakpoints.get(i).cloned());
+            for bp in members {
+                placements.push(self.placement(bp, *line, placed.clone(), result.as_ref().err()));
+            }
+        }
+        placements
+    }
+
+    /// The function breakpoints.
+    async fn place_functions(&mut self, functions: &[&Breakpoint]) -> Vec<BreakpointPlacement> {
+        let conditions = self.shared.supports(Capability::ConditionalBreakpoints);
+        let mut placements = Vec::new();
+        let groups = group_by(functions, |bp| {
+            match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+                Some(Location::Function(f)) => f.name.clone(),
+                _ => String::new(),
+            }
+        });
+        let result = if self.shared.supports(Capability::FunctionBreakpoints) {
             let mut requested = Vec::new();
-            for ((line, column), members) in &groups {
-                let mut entry = json!({"line": line});
-                if *column > 0 {
-                    entry["column"] = json!(column);
-                }
-                self.delegate(&mut entry, members, conditions, log_points);
+            for (name, members) in &groups {
+                let mut entry = json!({"name": name});
+                // Function breakpoints have no log messages in DAP.
+                self.delegate(&mut entry, members, conditions, false);
                 requested.push(entry);
             }
-            let result: Result<BreakpointsResponse, _> = self
-                .client
-                .call(
-                    "setBreakpoints",
-                    json!({"source": {"path": path}, "breakpoints": requested}),
+            self.client
+                .call::<BreakpointsResponse>(
+                    "setFunctionBreakpoints",
+                    json!({"breakpoints": requested}),
                 )
-                .await;
-            for (i, ((line, _), members)) in groups.iter().enumerate() {
-                let placed = result
-                    .as_ref()
-                    .ok()
-                    .and_then(|b| b.breakpoints.get(i).cloned());
-                for bp in members {
-                    placements.push(self.placement(
-                        bp,
-                        *line,
-                        placed.clone(),
-                        result.as_ref().err(),
-                    ));
-                }
+                .await
+        } else {
+            Err(DapError::Failed(format!(
+                "{} does not support function breakpoints",
+                self.adapter.name()
+            )))
+        };
+        for (i, (_, members)) in groups.iter().enumerate() {
+            let placed = result
+                .as_ref()
+                .ok()
+                .and_then(|b| b.breakpoints.get(i).cloned());
+            for bp in members {
+                placements.push(self.placement(bp, 0, placed.clone(), result.as_ref().err()));
             }
         }
-        if !functions.is_empty() {
-            let groups = group_by(&functions, |bp| {
-                match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
-                    Some(Location::Function(f)) => f.name.clone(),
-                    _ => String::new(),
-                }
-            });
-            let result = if self.shared.supports(Capability::FunctionBreakpoints) {
-                let mut requested = Vec::new();
-                for (name, members) in &groups {
-                    let mut entry = json!({"name": name});
-                    // Function breakpoints have no log messages in DAP.
-                    self.delegate(&mut entry, members, conditions, false);
-                    requested.push(entry);
-                }
-                self.client
-                    .call::<BreakpointsResponse>(
-                        "setFunctionBreakpoints",
-                        json!({"breakpoints": requested}),
-                    )
-                    .await
-            } else {
-                Err(DapError::Failed(format!(
-                    "{} does not support function breakpoints",
-                    self.adapter.name()
+        placements
+    }
+
+    /// The exception breakpoints: the filters the adapter offers are set,
+    /// one it does not offer fails its breakpoint.
+    async fn place_exception_filters(
+        &mut self,
+        filters: &[(String, &Breakpoint)],
+    ) -> Vec<BreakpointPlacement> {
+        let mut placements = Vec::new();
+        let offered: Vec<String> = self
+            .session
+            .exception_filters
+            .iter()
+            .map(|f| f.id.clone())
+            .collect();
+        let (known, unknown): (Vec<_>, Vec<_>) =
+            filters.iter().partition(|(f, _)| offered.contains(f));
+        let ids: Vec<&String> = known.iter().map(|(f, _)| f).collect();
+        let result = self
+            .client
+            .request("setExceptionBreakpoints", json!({"filters": ids}))
+            .await;
+        let mut seen = std::collections::HashSet::new();
+        for (filter, bp) in known.iter().chain(unknown.iter()) {
+            if !seen.insert(bp.id.clone()) {
+                continue;
+            }
+            let error = if unknown.iter().any(|(f, b)| f == filter && b.id == bp.id) {
+                Some(DapError::Failed(format!(
+                    "{} offers no exception filter {filter:?} (it offers: {})",
+                    self.adapter.name(),
+                    offered.join(", ")
                 )))
+            } else {
+                result.as_ref().err().cloned()
             };
-            for (i, (_, members)) in groups.iter().enumerate() {
-                let placed = result
-                    .as_ref()
-                    .ok()
-                    .and_then(|b| b.breakpoints.get(i).cloned());
-                for bp in members {
-                    placements.push(self.placement(bp, 0, placed.clone(), result.as_ref().err()));
-                }
-            }
-        }
-        if !filters.is_empty() {
-            let offered: Vec<String> = self
-                .session
-                .exception_filters
-                .iter()
-                .map(|f| f.id.clone())
-                .collect();
-            let (known, unknown): (Vec<_>, Vec<_>) =
-                filters.iter().partition(|(f, _)| offered.contains(f));
-            let ids: Vec<&String> = known.iter().map(|(f, _)| f).collect();
-            let result = self
-                .client
-                .request("setExceptionBreakpoints", json!({"filters": ids}))
-                .await;
-            let mut seen = std::collections::HashSet::new();
-            for (filter, bp) in known.iter().chain(unknown.iter()) {
-                if !seen.insert(bp.id.clone()) {
-                    continue;
-                }
-                let error = if unknown.iter().any(|(f, b)| f == filter && b.id == bp.id) {
-                    Some(DapError::Failed(format!(
-                        "{} offers no exception filter {filter:?} (it offers: {})",
-                        self.adapter.name(),
-                        offered.join(", ")
-                    )))
-                } else {
-                    result.as_ref().err().cloned()
-                };
-                placements.push(self.placement(
-                    bp,
-                    0,
-                    Some(messages::Breakpoint {
-                        verified: error.is_none(),
-                        ..Default::default()
-                    }),
-                    error.as_ref(),
-                ));
-            }
+            placements.push(self.placement(
+                bp,
+                0,
+                Some(messages::Breakpoint {
+                    verified: error.is_none(),
+                    ..Default::default()
+                }),
+                error.as_ref(),
+            ));
         }
         placements
     }
 
     pub(super) fn placement(
         &mut self,
-        bp: &stepd_proto::v1::Breakpoint,
+        bp: &Breakpoint,
         requested_line: u32,
         placed: Option<messages::Breakpoint>,
         error: Option<&DapError>,
@@ -277,7 +317,7 @@ impl Actor {
     fn delegate(
         &mut self,
         entry: &mut Value,
-        members: &[&stepd_proto::v1::Breakpoint],
+        members: &[&Breakpoint],
         conditions: bool,
         log_points: bool,
     ) {

@@ -29,7 +29,7 @@ impl Actor {
         stop: &StoppedEvent,
     ) -> String {
         let caught = self.caught(thread_id, stop).await;
-        self.crash_signal = signal_of(&caught.message);
+        self.life.crashed(signal_of(&caught.message));
         self.exception_id = caught.exception_id;
         caught.message
     }

@@ -64,7 +64,7 @@ impl Actor {
     /// A Pause request while the program runs: the stop that follows,
     /// whatever made it, is shown as the pause (`on_stopped`).
     pub(super) async fn request_pause(&mut self, thread: i64) -> ApiResult<()> {
-        let before = std::mem::replace(&mut self.expect_pause, true);
+        let before = self.exec.pause_asked();
         let armed = self.adapter.kind.interrupt_may_cross_a_stop() && !self.placed.is_empty();
         if self.hot.wait_for_next(thread, armed) {
             tracing::debug!(session = %self.shared.id, "a Pause waits for the next stop");
@@ -74,7 +74,7 @@ impl Actor {
         let sent = self.interrupt(thread).await;
         if sent.is_err() {
             // Refused: the session is as it was.
-            self.expect_pause = before;
+            self.exec.pause_refused(before);
         }
         sent
     }
@@ -84,7 +84,7 @@ impl Actor {
         let Some((_, thread)) = self.hot.waiting.take() else {
             return;
         };
-        if self.expect_pause
+        if self.exec.pause_out()
             && self.book.is_empty()
             && let Err(err) = self.interrupt(thread).await
         {

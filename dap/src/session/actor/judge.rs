@@ -5,7 +5,7 @@
 
 use stepd_proto::v1::PauseReason;
 
-use super::commands::HERE_BREAKPOINT;
+use super::steering::HERE_BREAKPOINT;
 
 /// What the actor knows of a stop when it decides.
 #[derive(Debug, Clone, Default)]

@@ -104,7 +104,7 @@ impl Actor {
             }
             queued.push(message);
         }
-        self.session.state = SessionState::Running.into();
+        self.session.state = self.life.started().into();
         self.publish(Payload::SessionStarted(Box::new(SessionStarted {
             session: Some(self.session.clone()),
         })));
@@ -221,7 +221,7 @@ impl Actor {
                 }
                 Some(other) => {
                     self.on_incoming(other).await;
-                    if self.ended {
+                    if self.life.is_ended() {
                         return Err(ApiError::new(
                             ErrorReason::SessionEnded,
                             "the program ended before it stopped on entry",
