@@ -1,10 +1,26 @@
 //! The indexes a probe session keeps beside its pause book: the pause of
 //! each held point by the probe's hit id, and when each hold reaches its
-//! limit, soonest first. No I/O: the session decides with them and acts.
+//! limit, soonest first; and how long a hold may last. No I/O: the session
+//! decides with them and acts.
 
-use std::collections::{BTreeSet, HashMap};
+use std::{
+    collections::{BTreeSet, HashMap},
+    time::Duration,
+};
 
 use tokio::time::Instant;
+
+/// The limit of a hold: the shortest of those its breakpoints set, else
+/// the session's `default`.
+pub(super) fn limit(set: impl IntoIterator<Item = Duration>, default: Duration) -> Duration {
+    set.into_iter().min().unwrap_or(default)
+}
+
+/// What is left of `limit` for a hold the program began `waited` ago;
+/// None once nothing is.
+pub(super) fn left(limit: Duration, waited: Duration) -> Option<Duration> {
+    limit.checked_sub(waited).filter(|d| !d.is_zero())
+}
 
 #[derive(Debug, Default)]
 pub(super) struct Holds {
@@ -58,9 +74,27 @@ impl Holds {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    #[test]
+    fn how_long_a_hold_may_last() {
+        let s = Duration::from_secs;
+        let default = s(60);
+        // (limits its breakpoints set, waited) → (limit, left)
+        let cases = [
+            (vec![], s(0), s(60), Some(s(60))),
+            (vec![s(30), s(10)], s(0), s(10), Some(s(10))),
+            (vec![s(90)], s(0), s(90), Some(s(90))),
+            (vec![], s(45), s(60), Some(s(15))),
+            (vec![], s(60), s(60), None),
+            (vec![s(10)], s(11), s(10), None),
+        ];
+        for (set, waited, want_limit, want_left) in cases {
+            let got = limit(set.clone(), default);
+            assert_eq!(got, want_limit, "{set:?}");
+            assert_eq!(left(got, waited), want_left, "{set:?} {waited:?}");
+        }
+    }
 
     #[test]
     fn holds_reach_their_limits_soonest_first_and_once() {

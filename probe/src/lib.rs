@@ -1,18 +1,29 @@
 //! Probe sessions: instrumented programs that hold at their own pause points.
 //! `session` is the actor behind one `ProbeService.Connect` stream; probes
 //! decide locally which points hold, from the arming the actor sends them.
-//! `value` checks injected values; `inspect` is what the inspector opens at
-//! a hold; `outbox` is what goes to the probe, where control messages are
-//! never dropped; `request_scope` is the request a hold, and a stepping mode
-//! chosen at it, is about.
+//! The actor decides with parts that do no I/O and acts: `arming` (the
+//! breakpoints a probe is sent), `mode`, `hits` (what a point becomes),
+//! `holds` (held points and their limits), `evals` and `waiters` (who waits
+//! for the probe), `reports`, and `transport` (its stream's outbound side,
+//! heartbeats and a probe that stops reading). `value` checks injected
+//! values; `inspect` is what the inspector opens at a hold; `outbox` is
+//! what goes to the probe, where control messages are never dropped;
+//! `request_scope` is the request a hold, and a stepping mode chosen at it,
+//! is about.
 
+mod arming;
+mod evals;
+mod hits;
 mod holds;
 mod inspect;
 mod mode;
 mod outbox;
+mod reports;
 mod request_scope;
 pub mod session;
+mod transport;
 pub mod value;
+mod waiters;
 
 use std::{
     sync::{Arc, Mutex},

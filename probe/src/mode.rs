@@ -1,8 +1,17 @@
 //! A probe session's mode — how the probe should treat its points — and
-//! the request it is about: what the probe is armed with, and whether the
-//! mode makes a point hold. No I/O: the session decides with it and acts.
+//! the request it is about: what the probe is armed with, whether the mode
+//! makes a point hold, the mode a command at a hold leaves, and a TRACE
+//! run's steps. No I/O: the session decides with it and acts.
 
-use stepd_proto::v1::{Armed, ArmedMatcher, BaggageEntry, ProbeMode};
+use stepd_proto::v1::{Armed, ArmedMatcher, BaggageEntry, ProbeMode, ResumeDecision};
+
+use stepd_core::{
+    error::{ApiError, ApiResult},
+    session::pause::answer::Go,
+};
+
+/// Trace records a TRACE reports when the command names no limit.
+const DEFAULT_TRACE_STEPS: u32 = 1000;
 
 /// How the probe should treat its points, as the server sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +44,18 @@ pub(super) struct ModeState {
     /// The request `now` is about (`Armed.request_scope`); empty = the
     /// whole process, and always empty in BREAKPOINTS mode.
     pub scope: Vec<BaggageEntry>,
+}
+
+/// One record of a TRACE run, counted.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct TraceStep {
+    /// The pause the run started from.
+    pub key: String,
+    /// The record's step number, from 1.
+    pub step: u32,
+    /// The run reached its limit: the mode is now STEP, so the probe holds
+    /// at its next point once it is armed again.
+    pub last: bool,
 }
 
 /// How the mode meets a point the probe reports.
@@ -110,6 +131,81 @@ impl ModeState {
             },
             holds,
         }
+    }
+}
+
+impl ModeState {
+    /// Counts a trace record the probe reported: its step, when a TRACE run
+    /// is in force; at the run's limit the mode becomes STEP, about the
+    /// same request. None when no run is (the probe sent it before it heard
+    /// the run ended).
+    pub fn trace_step(&mut self) -> Option<TraceStep> {
+        let Mode::Trace(tracing) = &mut self.now else {
+            return None;
+        };
+        tracing.step += 1;
+        let step = TraceStep {
+            key: tracing.key.clone(),
+            step: tracing.step,
+            last: tracing.step >= tracing.limit,
+        };
+        if step.last {
+            self.now = Mode::Step;
+        }
+        Some(step)
+    }
+
+    /// The mode `go` at pause `key`, held `depth` scopes deep, leaves, and
+    /// how the hold ends; or why a probe cannot go so.
+    pub fn after(&self, key: &str, depth: u32, go: &Go) -> ApiResult<(Mode, ResumeDecision)> {
+        let go_on = ResumeDecision::Continue;
+        Ok(match go {
+            Go::Next | Go::In => (Mode::Step, go_on),
+            Go::Out { force } => (
+                Mode::Out {
+                    depth,
+                    force: *force,
+                },
+                go_on,
+            ),
+            Go::Here(here) => {
+                if here.coor.is_empty() {
+                    return Err(ApiError::invalid_field(
+                        "command.here.coor",
+                        "probe sessions run to a coordinate",
+                    ));
+                }
+                (
+                    Mode::Here {
+                        coor: here.coor.clone(),
+                        force: here.force,
+                    },
+                    go_on,
+                )
+            }
+            Go::Continue | Go::Inject(_) => (Mode::Breakpoints, go_on),
+            Go::ContinueScope => (
+                Mode::Quiet {
+                    depth: depth.max(1),
+                },
+                go_on,
+            ),
+            Go::ContinueAll => (Mode::Quiet { depth: 1 }, go_on),
+            Go::Trace { max_steps } => (
+                Mode::Trace(Tracing {
+                    key: key.to_owned(),
+                    step: 0,
+                    limit: if *max_steps == 0 {
+                        DEFAULT_TRACE_STEPS
+                    } else {
+                        *max_steps
+                    },
+                }),
+                go_on,
+            ),
+            Go::Skip => (self.now.clone(), ResumeDecision::Skip),
+            Go::Quit => (self.now.clone(), ResumeDecision::Stop),
+        })
     }
 }
 
@@ -206,5 +302,109 @@ mod tests {
             (ProbeMode::Breakpoints, vec![4], true)
         );
         assert_eq!(arm(Mode::Quiet { depth: 1 }).mode(), ProbeMode::None);
+    }
+
+    #[test]
+    fn the_mode_each_command_leaves() {
+        use stepd_proto::v1::HereCommand;
+        let mode = ModeState {
+            now: Mode::Quiet { depth: 4 },
+            scope: Vec::new(),
+        };
+        let here = |coor: Vec<i32>| {
+            Go::Here(HereCommand {
+                coor,
+                force: true,
+                ..Default::default()
+            })
+        };
+        let go_on = ResumeDecision::Continue;
+        // (command, depth held at) → (mode, how the hold ends)
+        let cases = [
+            (Go::Next, 2, Mode::Step, go_on),
+            (Go::In, 2, Mode::Step, go_on),
+            (
+                Go::Out { force: true },
+                2,
+                Mode::Out {
+                    depth: 2,
+                    force: true,
+                },
+                go_on,
+            ),
+            (
+                here(vec![3, 1]),
+                2,
+                Mode::Here {
+                    coor: vec![3, 1],
+                    force: true,
+                },
+                go_on,
+            ),
+            (Go::Continue, 2, Mode::Breakpoints, go_on),
+            (Go::Inject(None), 2, Mode::Breakpoints, go_on),
+            (Go::ContinueScope, 2, Mode::Quiet { depth: 2 }, go_on),
+            (Go::ContinueScope, 0, Mode::Quiet { depth: 1 }, go_on),
+            (Go::ContinueAll, 5, Mode::Quiet { depth: 1 }, go_on),
+            (
+                Go::Trace { max_steps: 0 },
+                1,
+                Mode::Trace(Tracing {
+                    key: "p1".into(),
+                    step: 0,
+                    limit: DEFAULT_TRACE_STEPS,
+                }),
+                go_on,
+            ),
+            (
+                Go::Trace { max_steps: 7 },
+                1,
+                Mode::Trace(Tracing {
+                    key: "p1".into(),
+                    step: 0,
+                    limit: 7,
+                }),
+                go_on,
+            ),
+            (Go::Skip, 1, Mode::Quiet { depth: 4 }, ResumeDecision::Skip),
+            (Go::Quit, 1, Mode::Quiet { depth: 4 }, ResumeDecision::Stop),
+        ];
+        for (go, depth, want, decision) in cases {
+            let got = mode.after("p1", depth, &go).expect("allowed");
+            assert_eq!(got, (want, decision), "{go:?}");
+        }
+        let refused = mode
+            .after("p1", 1, &here(vec![]))
+            .expect_err("no coordinate");
+        assert_eq!(
+            refused.reason(),
+            stepd_proto::v1::ErrorReason::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn a_trace_run_counts_its_steps_and_ends_in_step_mode() {
+        let mut mode = ModeState::default();
+        assert_eq!(mode.trace_step(), None, "no run");
+        mode.set(
+            Mode::Trace(Tracing {
+                key: "p1".into(),
+                step: 0,
+                limit: 2,
+            }),
+            ana(),
+        );
+        let step = |step, last| {
+            Some(TraceStep {
+                key: "p1".into(),
+                step,
+                last,
+            })
+        };
+        assert_eq!(mode.trace_step(), step(1, false));
+        assert_eq!(mode.trace_step(), step(2, true));
+        assert_eq!(mode.now, Mode::Step);
+        assert_eq!(mode.scope, ana(), "about the same request");
+        assert_eq!(mode.trace_step(), None, "passed before the probe heard");
     }
 }
