@@ -22,7 +22,43 @@ pub enum Action {
     Break {
         location: String,
         condition: String,
+        /// `--global`: every session, not only this one.
+        global: bool,
+        /// `tbreak`: removed after its first hit.
+        temporary: bool,
     },
+    /// `condition N [EXPR]`: set or remove breakpoint N's condition.
+    Condition(String, String),
+    /// `ignore N COUNT`: skip the next COUNT hits of breakpoint N.
+    Ignore(String, u64),
+    /// `enable`/`disable [N…]` (none: this session's breakpoints).
+    Enable(Vec<String>, bool),
+    /// `delete [N…]` (none: the breakpoints added for this session).
+    Delete(Vec<String>),
+    /// `watch EXPR`: a data breakpoint.
+    Watch(String),
+    /// `j LINE`: move the current line without running.
+    Jump(String),
+    /// `!STMT`: a statement run in the selected frame; the pause stays.
+    Statement(String),
+    /// `NAME = EXPR`: assign in the selected frame; the pause stays.
+    Assign(String, String),
+    /// `pp EXPR`: pretty-printed.
+    PrettyPrint(String),
+    /// `whatis EXPR`: its type.
+    WhatIs(String),
+    /// `a`/`args`: the selected frame's arguments.
+    Args,
+    /// `ll`: the whole function of the selected frame.
+    LongList,
+    /// `retval`: what the function just left returned.
+    Retval,
+    /// `restart`: end the program and launch it again.
+    Restart,
+    /// `goroutines`/`threads`: the session's threads.
+    Threads,
+    /// `thread N`: commands go to thread N's pause.
+    Thread(Option<i64>),
     Clear(Option<String>),
     /// Frames up (towards the caller), or down when negative.
     Move(isize),
@@ -119,7 +155,47 @@ const COMMANDS: &[Spec] = &[
         names: &["inj"],
         args: "NAME = EXPR",
         summary: "inject: assign in the paused frame, then continue",
+        detail: "NAME = EXPR alone assigns and stays stopped.",
+    },
+    Spec {
+        names: &["NAME ="],
+        args: "EXPR",
+        summary: "assign to a variable of the selected frame and stay stopped",
+        detail: "As in pdb, even when NAME is a command's name (n = 3). \
+                 x.f = EXPR, x[i] = EXPR and x += 1 run as statements (see !).",
+    },
+    Spec {
+        names: &["!"],
+        args: "STMT",
+        summary: "run a statement in the selected frame and stay stopped",
+        detail: "Evaluated in the adapter's REPL context: debugpy runs Python statements, \
+                 dlv and lldb their own expression syntax.",
+    },
+    Spec {
+        names: &["pp"],
+        args: "EXPR",
+        summary: "pretty-print EXPR in the selected frame",
         detail: "",
+    },
+    Spec {
+        names: &["whatis"],
+        args: "EXPR",
+        summary: "the type of EXPR, as the adapter names it",
+        detail: "",
+    },
+    Spec {
+        names: &["a", "args"],
+        args: "",
+        summary: "the arguments of the selected frame's function",
+        detail: "Read from the function's signature in its source; \
+                 when the source cannot be read, all the locals.",
+    },
+    Spec {
+        names: &["retval", "rv"],
+        args: "",
+        summary: "the value the function just left returned (after finish or a step out)",
+        detail: "debugpy shows it among the locals as `(return) NAME`; \
+                 other adapters do not report return values.",
     },
     Spec {
         names: &["display"],
@@ -140,11 +216,56 @@ const COMMANDS: &[Spec] = &[
         detail: "",
     },
     Spec {
+        names: &["ll", "longlist"],
+        args: "",
+        summary: "the whole function of the selected frame, the current line marked",
+        detail: "",
+    },
+    Spec {
         names: &["b", "break"],
-        args: "FILE:LINE | LINE | FUNC [if COND]",
-        summary: "add a breakpoint (stops only when COND is true)",
+        args: "[--global] FILE:LINE | LINE | FUNC [if COND]",
+        summary: "add a breakpoint for this session (stops only when COND is true)",
         detail: "A relative FILE is found from here, then beside the stopped file. \
-                 Breakpoints are the daemon's: they apply to every session and outlive this one.",
+                 It applies to this session (and to the next one after restart); \
+                 --global makes it apply to every session. Breakpoints are the daemon's: \
+                 they outlive stepctl.",
+    },
+    Spec {
+        names: &["tbreak"],
+        args: "[--global] FILE:LINE | LINE | FUNC [if COND]",
+        summary: "a breakpoint that stops once, then is deleted",
+        detail: "",
+    },
+    Spec {
+        names: &["condition"],
+        args: "N [COND]",
+        summary: "stop at breakpoint N only when COND is true (no COND: always)",
+        detail: "N is the breakpoint's number: 7 or bp-7.",
+    },
+    Spec {
+        names: &["ignore"],
+        args: "N COUNT",
+        summary: "pass the next COUNT hits of breakpoint N (0: stop at every hit again)",
+        detail: "Hits are counted across sessions.",
+    },
+    Spec {
+        names: &["enable", "disable"],
+        args: "[N…]",
+        summary: "turn breakpoints on or off (alone: all those of this session)",
+        detail: "",
+    },
+    Spec {
+        names: &["delete"],
+        args: "[N…]",
+        summary: "delete breakpoints by number (alone: those added for this session)",
+        detail: "clear takes a place instead: clear 6 is line 6.",
+    },
+    Spec {
+        names: &["watch"],
+        args: "EXPR",
+        summary: "stop when EXPR changes (data breakpoint; not available yet)",
+        detail: "stepd has no data breakpoints yet: the command says so, \
+                 and whether the adapter could have them.",
     },
     Spec {
         names: &["clear"],
@@ -153,19 +274,19 @@ const COMMANDS: &[Spec] = &[
         detail: "",
     },
     Spec {
-        names: &["bt", "where", "backtrace"],
+        names: &["bt", "where", "w", "backtrace"],
         args: "",
         summary: "the stack; > marks the selected frame",
         detail: "",
     },
     Spec {
-        names: &["up"],
+        names: &["up", "u"],
         args: "[N]",
         summary: "select the caller's frame (N frames up)",
         detail: "print, info locals and list follow the selected frame.",
     },
     Spec {
-        names: &["down"],
+        names: &["down", "d"],
         args: "[N]",
         summary: "select the callee's frame (N frames down)",
         detail: "",
@@ -178,9 +299,36 @@ const COMMANDS: &[Spec] = &[
     },
     Spec {
         names: &["info"],
-        args: "locals | breakpoints | display",
-        summary: "the selected frame's locals, the breakpoints, the displays",
+        args: "locals | args | breakpoints | display | threads",
+        summary: "the selected frame's locals or args, the breakpoints, the displays, the threads",
         detail: "",
+    },
+    Spec {
+        names: &["j", "jump"],
+        args: "LINE",
+        summary: "set the next line to run, without running (not available yet)",
+        detail: "stepd has no jump (DAP goto) command yet: the command says so, \
+                 and whether the adapter could jump.",
+    },
+    Spec {
+        names: &["goroutines", "threads"],
+        args: "",
+        summary: "the session's threads (dlv: goroutines); * marks the current one",
+        detail: "",
+    },
+    Spec {
+        names: &["thread", "goroutine"],
+        args: "[N]",
+        summary: "send commands to thread N's pause (alone: the current thread)",
+        detail: "A thread stopped without a pause of its own (dlv stops every goroutine) \
+                 shows its stack.",
+    },
+    Spec {
+        names: &["restart", "run"],
+        args: "",
+        summary: "end the program and launch it again, with the same arguments",
+        detail: "Only when this stepctl launched it. This session's breakpoints apply \
+                 to the new one.",
     },
     Spec {
         names: &["q", "quit"],
@@ -209,7 +357,7 @@ const COMMANDS: &[Spec] = &[
     Spec {
         names: &["!!"],
         args: "",
-        summary: "repeat the last command",
+        summary: "repeat the last command (so does Enter on an empty line)",
         detail: "",
     },
     Spec {
@@ -280,7 +428,7 @@ pub fn vocabulary() -> (Vec<String>, HashMap<String, Vec<String>>) {
         .collect();
     words.sort();
     words.dedup();
-    let info = ["locals", "breakpoints", "display"]
+    let info = ["locals", "args", "breakpoints", "display", "threads"]
         .map(String::from)
         .to_vec();
     let arguments = HashMap::from([
@@ -291,14 +439,98 @@ pub fn vocabulary() -> (Vec<String>, HashMap<String, Vec<String>>) {
 }
 
 /// Commands whose argument is a file path, for Tab.
-pub const PATH_COMMANDS: &[&str] = &["l", "list", "b", "break", "clear", "h", "here", "h!"];
+pub const PATH_COMMANDS: &[&str] = &[
+    "l", "list", "b", "break", "tbreak", "clear", "h", "here", "h!",
+];
 
 fn unknown(word: &str) -> String {
     format!("unknown command {word:?} (? lists the commands)")
 }
 
+/// `[--global] FILE:LINE|LINE|FUNC [if COND]`, of `b` and `tbreak`.
+fn breakpoint(arg: String, temporary: bool) -> Result<Action, String> {
+    let (global, arg) = match arg.strip_prefix("--global") {
+        Some(rest) if rest.is_empty() || rest.starts_with(char::is_whitespace) => {
+            (true, rest.trim())
+        }
+        _ => (false, arg.as_str()),
+    };
+    if arg.is_empty() {
+        return Err("a breakpoint needs FILE:LINE, LINE or FUNC (help b)".into());
+    }
+    let (location, condition) = match arg.split_once(" if ") {
+        Some((location, condition)) => (location.trim(), condition.trim()),
+        None => (arg, ""),
+    };
+    Ok(Action::Break {
+        location: location.to_owned(),
+        condition: condition.to_owned(),
+        global,
+        temporary,
+    })
+}
+
+/// A breakpoint as typed, `7` or `bp-7`, as the daemon names it.
+fn breakpoint_id(text: &str) -> Result<String, String> {
+    let number = text.strip_prefix("bp-").unwrap_or(text);
+    match number.parse::<u64>() {
+        Ok(n) => Ok(format!("bp-{n}")),
+        Err(_) => Err(format!(
+            "{text:?} is not a breakpoint number (info breakpoints lists them)"
+        )),
+    }
+}
+
+fn breakpoint_ids(text: &str) -> Result<Vec<String>, String> {
+    text.split_whitespace().map(breakpoint_id).collect()
+}
+
+/// `NAME = EXPR` (or `x.f = EXPR`, `x += 1`): an assignment, as pdb reads one
+/// even when NAME is a command's name. `None` when the line is not one.
+fn assignment(line: &str) -> Option<Action> {
+    let at = line.find('=')?;
+    let (target, value) = (line[..at].trim_end(), line[at + 1..].trim());
+    if value.starts_with('=') || value.is_empty() || target.is_empty() {
+        return None;
+    }
+    let (target, augmented) = match target.strip_suffix(['+', '-', '*', '/', '%', '&', '|', '^']) {
+        Some(t) => (t.trim_end(), true),
+        None => (target, false),
+    };
+    let is_name = |t: &str| {
+        t.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && t.chars().all(|c| c.is_alphanumeric() || c == '_')
+    };
+    let lvalue = !target.is_empty()
+        && !target.starts_with(|c: char| c.is_ascii_digit())
+        && target
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_.[]'\"".contains(c))
+        && target.starts_with(|c: char| c.is_alphabetic() || c == '_');
+    if !lvalue {
+        return None;
+    }
+    Some(if is_name(target) && !augmented {
+        Action::Assign(target.to_owned(), value.to_owned())
+    } else {
+        Action::Statement(line.to_owned())
+    })
+}
+
 /// Parses a typed line.
 pub fn parse_line(line: &str) -> Result<Action, String> {
+    if let Some(statement) = line.strip_prefix('!').filter(|s| !s.starts_with('!')) {
+        let statement = statement.trim();
+        if statement.is_empty() {
+            return Err("! needs a statement (help !)".into());
+        }
+        return Ok(Action::Statement(statement.to_owned()));
+    }
+    if let Some(action) = assignment(line) {
+        return Ok(action);
+    }
     let (word, rest) = match line.split_once(char::is_whitespace) {
         Some((word, rest)) => (word, rest.trim()),
         None => (line, ""),
@@ -319,23 +551,51 @@ pub fn parse_line(line: &str) -> Result<Action, String> {
     let needs = |what: &str| format!("{word} needs {what} (help {word})");
     Ok(match word {
         "?" | "help" => Action::Help(arg),
+        "w" => no_arg(Action::Backtrace)?,
+        "u" => Action::Move(count(1)? as isize),
+        "d" => Action::Move(-(count(1)? as isize)),
+        "a" | "args" => no_arg(Action::Args)?,
+        "pp" => Action::PrettyPrint(arg.ok_or_else(|| needs("an expression"))?),
+        "whatis" => Action::WhatIs(arg.ok_or_else(|| needs("an expression"))?),
+        "ll" | "longlist" => no_arg(Action::LongList)?,
+        "retval" | "rv" => no_arg(Action::Retval)?,
+        "j" | "jump" => Action::Jump(arg.ok_or_else(|| needs("a LINE"))?),
+        "tbreak" => breakpoint(arg.ok_or_else(|| needs("FILE:LINE, LINE or FUNC"))?, true)?,
+        "condition" => {
+            let arg = arg.ok_or_else(|| needs("a breakpoint N"))?;
+            let (id, expression) = arg.split_once(char::is_whitespace).unwrap_or((&arg, ""));
+            Action::Condition(breakpoint_id(id)?, expression.trim().to_owned())
+        }
+        "ignore" => {
+            let arg = arg.ok_or_else(|| needs("N COUNT"))?;
+            let Some((id, n)) = arg.split_once(char::is_whitespace) else {
+                return Err(needs("N COUNT"));
+            };
+            let n = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("ignore takes a COUNT, not {:?}", n.trim()))?;
+            Action::Ignore(breakpoint_id(id)?, n)
+        }
+        "enable" | "disable" => Action::Enable(breakpoint_ids(rest)?, word == "enable"),
+        "delete" => Action::Delete(breakpoint_ids(rest)?),
+        "watch" => Action::Watch(arg.ok_or_else(|| needs("an expression"))?),
+        "restart" | "run" => no_arg(Action::Restart)?,
+        "goroutines" | "threads" => no_arg(Action::Threads)?,
+        "thread" | "goroutine" => Action::Thread(
+            arg.map(|n| {
+                n.parse()
+                    .map_err(|_| format!("{word} takes a thread number, not {n:?}"))
+            })
+            .transpose()?,
+        ),
         "exit" => no_arg(Action::Exit)?,
         "pauses" => no_arg(Action::Pauses)?,
         "pause" => no_arg(Action::PauseProgram)?,
         "sw" | "switch" => Action::Switch(arg.ok_or_else(|| needs("a pause KEY or number"))?),
         "p" | "print" => Action::Print(arg.ok_or_else(|| needs("an expression"))?),
         "l" | "list" => Action::List(arg),
-        "b" | "break" => {
-            let arg = arg.ok_or_else(|| needs("FILE:LINE, LINE or FUNC"))?;
-            let (location, condition) = match arg.split_once(" if ") {
-                Some((location, condition)) => (location.trim(), condition.trim()),
-                None => (arg.as_str(), ""),
-            };
-            Action::Break {
-                location: location.to_owned(),
-                condition: condition.to_owned(),
-            }
-        }
+        "b" | "break" => breakpoint(arg.ok_or_else(|| needs("FILE:LINE, LINE or FUNC"))?, false)?,
         "clear" => Action::Clear(arg),
         "bt" | "where" | "backtrace" | "stacktrace" => no_arg(Action::Backtrace)?,
         "up" => Action::Move(count(1)? as isize),
@@ -344,10 +604,12 @@ pub fn parse_line(line: &str) -> Result<Action, String> {
         "display" => Action::Display(arg),
         "undisplay" => Action::Undisplay(arg.is_some().then(|| count(0)).transpose()?),
         "info" => match arg.as_deref() {
-            Some("locals" | "l" | "args") => Action::InfoLocals,
+            Some("locals" | "l") => Action::InfoLocals,
+            Some("args") => Action::Args,
+            Some("threads" | "goroutines") => Action::Threads,
             Some("breakpoints" | "break" | "b") => Action::InfoBreakpoints,
             Some("display") => Action::InfoDisplay,
-            _ => return Err("info takes locals, breakpoints or display".into()),
+            _ => return Err("info takes locals, args, breakpoints, display or threads".into()),
         },
         "finish" => no_arg(Action::Send(Command::StepOut(StepOutCommand {
             force: false,
@@ -472,8 +734,48 @@ mod tests {
         assert!(matches!(parse_line("list 12"), Ok(Action::List(Some(n))) if n == "12"));
         assert!(matches!(
             parse_line("b loop.py:10 if i == 3"),
-            Ok(Action::Break { location, condition }) if location == "loop.py:10" && condition == "i == 3"
+            Ok(Action::Break { location, condition, global: false, temporary: false })
+                if location == "loop.py:10" && condition == "i == 3"
         ));
+        assert!(matches!(
+            parse_line("tbreak --global step"),
+            Ok(Action::Break { location, global: true, temporary: true, .. }) if location == "step"
+        ));
+        assert!(matches!(
+            parse_line("condition 3 i > 2"),
+            Ok(Action::Condition(id, c)) if id == "bp-3" && c == "i > 2"
+        ));
+        assert!(
+            matches!(parse_line("condition bp-3"), Ok(Action::Condition(_, c)) if c.is_empty())
+        );
+        assert!(matches!(parse_line("ignore 2 5"), Ok(Action::Ignore(id, 5)) if id == "bp-2"));
+        assert!(
+            matches!(parse_line("disable 1 bp-2"), Ok(Action::Enable(ids, false)) if ids == ["bp-1", "bp-2"])
+        );
+        assert!(matches!(parse_line("delete"), Ok(Action::Delete(ids)) if ids.is_empty()));
+        assert!(parse_line("delete x").is_err());
+        // Assignments, even to a command's name; statements.
+        assert!(matches!(parse_line("n = 3"), Ok(Action::Assign(n, v)) if n == "n" && v == "3"));
+        assert!(matches!(parse_line("total=total*2"), Ok(Action::Assign(n, _)) if n == "total"));
+        assert!(
+            matches!(parse_line("info['i'] = 9"), Ok(Action::Statement(s)) if s == "info['i'] = 9")
+        );
+        assert!(matches!(parse_line("total += 1"), Ok(Action::Statement(_))));
+        assert!(matches!(parse_line("!x = [1]"), Ok(Action::Statement(s)) if s == "x = [1]"));
+        assert!(matches!(parse_line("p a == b"), Ok(Action::Print(_))));
+        assert!(matches!(
+            parse_line("b f.py:3 if x == 1"),
+            Ok(Action::Break { .. })
+        ));
+        assert!(matches!(parse_line("w"), Ok(Action::Backtrace)));
+        assert!(matches!(parse_line("u 2"), Ok(Action::Move(2))));
+        assert!(matches!(parse_line("d"), Ok(Action::Move(-1))));
+        assert!(matches!(parse_line("a"), Ok(Action::Args)));
+        assert!(matches!(
+            parse_line("thread 7"),
+            Ok(Action::Thread(Some(7)))
+        ));
+        assert!(matches!(parse_line("info threads"), Ok(Action::Threads)));
         assert!(matches!(parse_line("up"), Ok(Action::Move(1))));
         assert!(matches!(parse_line("down 2"), Ok(Action::Move(-2))));
         assert!(matches!(parse_line("frame 3"), Ok(Action::Frame(Some(3)))));
@@ -489,9 +791,10 @@ mod tests {
         assert!(matches!(parse_line("exit"), Ok(Action::Exit)));
         assert!(parse_line("n 3").is_err());
         assert!(parse_line("sw").is_err());
+        assert!(matches!(parse_line("jump 3"), Ok(Action::Jump(l)) if l == "3"));
         assert_eq!(
-            parse_line("jump 3").unwrap_err(),
-            "unknown command \"jump\" (? lists the commands)"
+            parse_line("frobnicate 3").unwrap_err(),
+            "unknown command \"frobnicate\" (? lists the commands)"
         );
         assert_eq!(alias(CommandKind::ContinueAll as i32), "ca");
     }
@@ -502,6 +805,36 @@ mod tests {
         assert!(all.contains("p, print EXPR"), "{all}");
         assert!(help(Some("up")).unwrap().contains("selected frame"));
         assert!(help(Some("where")).unwrap().starts_with("bt, where"));
-        assert!(help(Some("jump")).is_none());
+        assert!(help(Some("frobnicate")).is_none());
+        // Every word parse_line knows has its help.
+        for word in [
+            "w",
+            "u",
+            "d",
+            "a",
+            "args",
+            "pp",
+            "ll",
+            "retval",
+            "!",
+            "j",
+            "jump",
+            "tbreak",
+            "condition",
+            "ignore",
+            "enable",
+            "disable",
+            "delete",
+            "watch",
+            "restart",
+            "goroutines",
+            "threads",
+            "thread",
+            "goroutine",
+            "whatis",
+        ] {
+            assert!(help(Some(word)).is_some(), "help {word}");
+            assert!(all.contains(word), "{word} in {all}");
+        }
     }
 }

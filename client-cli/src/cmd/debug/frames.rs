@@ -49,6 +49,15 @@ impl View {
         }
     }
 
+    /// Forgets the stops of an ended session; the displays stay.
+    pub fn forget_stops(&mut self) {
+        self.key = None;
+        self.frame = 0;
+        self.stack.clear();
+        self.display_due = None;
+        self.list_next = None;
+    }
+
     /// Keeps the frames a STACKTRACE answer brought.
     pub fn keep_stack(&mut self, key: &str, frames: Vec<Frame>) {
         self.follow(key);
@@ -99,24 +108,35 @@ impl Debugger {
 
     /// EXPR's value in the selected frame.
     async fn evaluate(&mut self, expression: &str) -> Result<String, String> {
+        let result = self
+            .evaluate_in(expression, EvaluateContext::Unspecified)
+            .await?;
+        Ok(result.value)
+    }
+
+    /// EXPR evaluated in the selected frame, in a DAP evaluation context.
+    pub(super) async fn evaluate_in(
+        &mut self,
+        expression: &str,
+        context: EvaluateContext,
+    ) -> Result<Variable, String> {
         let frame_id = self
             .selected_frame()
             .await?
             .map(|(_, f)| f.id)
             .unwrap_or_default();
-        let result = client!(SessionServiceClient, self.channel.clone())
+        Ok(client!(SessionServiceClient, self.channel.clone())
             .evaluate(EvaluateRequest {
                 session_id: self.session_id.clone(),
                 expression: expression.to_owned(),
                 frame_id,
-                context: EvaluateContext::Unspecified.into(),
+                context: context.into(),
             })
             .await
             .map_err(|s| s.message().trim_end().to_owned())?
             .into_inner()
             .result
-            .unwrap_or_default();
-        Ok(result.value)
+            .unwrap_or_default())
     }
 
     /// `p EXPR`: in the selected frame; at a probe pause, through its EVAL.
@@ -201,7 +221,7 @@ impl Debugger {
     }
 
     /// The first scope's variables of a frame (its locals).
-    async fn frame_locals(&self, frame: &Frame) -> Result<Vec<Variable>, String> {
+    pub(super) async fn frame_locals(&self, frame: &Frame) -> Result<Vec<Variable>, String> {
         let mut client = client!(SessionServiceClient, self.channel.clone());
         let scopes = client
             .list_scopes(ListScopesRequest {

@@ -3,9 +3,13 @@
 //! steps, stacks and errors, and answers pauses with short commands, all on one
 //! `Subscribe` stream. Other clients may answer the same pauses meanwhile.
 
+mod breakpoints;
 mod commands;
 mod frames;
+mod restart;
 mod source;
+mod threads;
+mod values;
 
 use std::{
     collections::HashSet,
@@ -75,9 +79,16 @@ pub struct DebugArgs {
 
 /// `stepctl debug`.
 pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
+    // Launched here: the session gets a label of its own, which this loop's
+    // breakpoints select (a session attached to keeps the label it has).
+    let mut scope = match &args.launch {
+        Some(_) => breakpoints::Scope::new_label(),
+        None => breakpoints::Scope::default(),
+    };
     for text in &args.breaks {
         let spec = BreakpointSpec {
             location: Some(Location::Source(parse_source(text)?)),
+            label_selector: scope.selector(),
             ..Default::default()
         };
         let bp = client!(BreakpointServiceClient, channel.clone())
@@ -92,6 +103,8 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
     let stream = Stream { tx, cursor: 0 };
     let session_id;
     let mut events;
+    let mut launched = None;
+    let instance_id;
     if let Some(program) = args.launch {
         // Follow everything until the session exists, then narrow the filter
         // and resume from the first snapshot: nothing the program did before
@@ -99,7 +112,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         stream.watch(Vec::new(), 0, String::new()).await?;
         events = subscribe(channel.clone(), rx).await?;
         let snapshot = first_snapshot(&mut events).await?;
-        let request = launch_request(LaunchArgs {
+        let mut request = launch_request(LaunchArgs {
             program,
             args: args.rest,
             adapter: args.adapter,
@@ -107,6 +120,9 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
             env: args.env,
             stop_on_entry: args.stop_on_entry,
         })?;
+        scope.label(&mut request.labels);
+        launched = Some(request.clone());
+        instance_id = snapshot.instance_id.clone();
         let r = client!(SessionServiceClient, channel.clone())
             .launch(request)
             .await?
@@ -150,6 +166,8 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
             return Ok(());
         }
         println!("{}", session_line("attached", &session));
+        scope = breakpoints::Scope::of(&session.labels);
+        instance_id = String::new();
         stream
             .watch(vec![session_id.clone()], 0, String::new())
             .await?;
@@ -188,6 +206,9 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         names,
         added: HashSet::new(),
         answered: HashSet::new(),
+        scope,
+        launched,
+        instance_id,
     };
     debugger.print("type ? for help, exit to leave (the session goes on)".into());
     let end = debugger.run(&mut events).await;
@@ -341,6 +362,12 @@ struct Debugger {
     added: HashSet<String>,
     /// Pauses this loop answered: their resolution needs no words.
     answered: HashSet<String>,
+    /// Which sessions `b` applies to, and the `tbreak`s to delete on a hit.
+    scope: breakpoints::Scope,
+    /// The launch this loop made, which `restart` makes again.
+    launched: Option<stepd_proto::v1::LaunchRequest>,
+    /// The daemon instance the stream's cursor belongs to (empty: trusted).
+    instance_id: String,
 }
 
 /// How the loop ended.
@@ -436,6 +463,7 @@ impl Debugger {
             {
                 self.show_displays().await;
             }
+            self.delete_spent().await;
         }
     }
 
@@ -479,6 +507,7 @@ impl Debugger {
             Some(Payload::Stopped(stopped)) if ours => {
                 if let Some(pause) = stopped.pause {
                     self.waiting = false;
+                    self.scope.hit(&pause.breakpoint_ids);
                     self.on_pause(pause);
                 }
             }
@@ -656,8 +685,14 @@ impl Debugger {
 
     async fn on_line(&mut self, line: &str) -> Flow {
         let mut line = line.trim().to_owned();
+        let expression_asked =
+            self.expression_for.is_some() || self.current_pause().is_some_and(expects_expression);
         if line.is_empty() {
-            return Flow::Go;
+            // Enter repeats the last command, as in pdb and gdb.
+            match &self.last_line {
+                Some(last) if !expression_asked => line = last.clone(),
+                _ => return Flow::Go,
+            }
         }
         if line == "!!" {
             match &self.last_line {
@@ -721,7 +756,28 @@ impl Debugger {
             Action::Break {
                 location,
                 condition,
-            } => self.add_breakpoint(&location, &condition).await,
+                global,
+                temporary,
+            } => {
+                self.add_breakpoint(&location, &condition, global, temporary)
+                    .await
+            }
+            Action::Condition(id, condition) => self.set_condition(&id, condition).await,
+            Action::Ignore(id, count) => self.ignore(&id, count).await,
+            Action::Enable(ids, on) => self.enable(ids, on).await,
+            Action::Delete(ids) => self.delete(ids).await,
+            Action::Watch(expression) => self.watch(&expression).await,
+            Action::Jump(line) => self.jump(&line).await,
+            Action::Statement(code) => self.statement(&code).await,
+            Action::Assign(name, value) => self.assign(&name, &value).await,
+            Action::PrettyPrint(expression) => self.pretty_print(&expression).await,
+            Action::WhatIs(expression) => self.what_is(&expression).await,
+            Action::Args => self.args().await,
+            Action::LongList => self.long_list().await,
+            Action::Retval => self.retval().await,
+            Action::Restart => return self.restart().await,
+            Action::Threads => self.threads().await,
+            Action::Thread(id) => self.thread(id).await,
             Action::Clear(arg) => self.clear(arg.as_deref()).await,
             Action::InfoBreakpoints => self.info_breakpoints().await,
             Action::Until(line) => match self.until_target(line) {

@@ -116,6 +116,31 @@ impl Debugger {
         }
         let last = (first + LIST_LINES - 1).min(lines.len() as u32);
         let current = here.filter(|(p, _)| *p == path).map(|(_, l)| l);
+        self.show_range(&lines, first, last, current);
+        self.view.list_next = Some((path, last + 1));
+    }
+
+    /// `ll`: the selected frame's function, whole, its current line marked.
+    pub(super) async fn long_list(&mut self) {
+        let frame = match self.selected_frame().await {
+            Ok(Some((_, frame))) => frame,
+            Ok(None) => return self.error("no pause pending: the program is running"),
+            Err(message) => return self.error(&message),
+        };
+        let location = frame.location.clone().unwrap_or_default();
+        let source = match std::fs::read_to_string(&location.path) {
+            Ok(source) => source,
+            Err(err) => return self.error(&format!("cannot read {}: {err}", location.path)),
+        };
+        let lines: Vec<&str> = source.lines().collect();
+        let (first, last) =
+            function_lines(&lines, location.line, &frame.name).unwrap_or((1, lines.len() as u32));
+        self.show_range(&lines, first, last, Some(location.line));
+        self.view.list_next = Some((location.path, last + 1));
+    }
+
+    /// Lines `first..=last` (1-based) with their numbers, `current` marked.
+    fn show_range(&mut self, lines: &[&str], first: u32, last: u32, current: Option<u32>) {
         let width = last.to_string().len();
         let mut out = Vec::new();
         for n in first..=last {
@@ -130,7 +155,6 @@ impl Debugger {
                 line
             });
         }
-        self.view.list_next = Some((path, last + 1));
         self.say(out);
     }
 
@@ -142,8 +166,15 @@ impl Debugger {
             .then(|| (excerpt.first_line, excerpt.lines.join("\n")))
     }
 
-    /// `b FILE:LINE|LINE|FUNC [if COND]`.
-    pub(super) async fn add_breakpoint(&mut self, location: &str, condition: &str) {
+    /// `b [--global] FILE:LINE|LINE|FUNC [if COND]`, and `tbreak`: at most one
+    /// hit, deleted when it stops here.
+    pub(super) async fn add_breakpoint(
+        &mut self,
+        location: &str,
+        condition: &str,
+        global: bool,
+        temporary: bool,
+    ) {
         let location = match self.place(location).await {
             Ok(Place::Line(path, line)) => Location::Source(SourceLocation {
                 path,
@@ -153,9 +184,16 @@ impl Debugger {
             Ok(Place::Function(name)) => Location::Function(FunctionLocation { name }),
             Err(message) => return self.error(&message),
         };
+        let label_selector = if global {
+            String::new()
+        } else {
+            self.scope.selector()
+        };
         let spec = BreakpointSpec {
             location: Some(location),
             condition: condition.to_owned(),
+            max_hits: u32::from(temporary),
+            label_selector,
             ..Default::default()
         };
         let added = client!(BreakpointServiceClient, self.channel.clone())
@@ -169,18 +207,30 @@ impl Debugger {
                 } else {
                     format!(" if {condition}")
                 };
+                let (kind, whose) = (
+                    if temporary {
+                        "temporary breakpoint"
+                    } else {
+                        "breakpoint"
+                    },
+                    self.scope.whose(global),
+                );
                 self.print(format!(
-                    "breakpoint {} at {}{when}",
+                    "{kind} {} at {}{when} ({whose})",
                     bp.id,
                     colour::location(&describe_location(&bp))
                 ));
+                if temporary {
+                    self.scope.temporary.insert(bp.id.clone());
+                }
+                self.scope.own.insert(bp.id.clone());
                 self.added.insert(bp.id);
             }
             Err(status) => self.error(&format!("error: {}", status.message())),
         }
     }
 
-    async fn all_breakpoints(&mut self) -> Option<Vec<Breakpoint>> {
+    pub(super) async fn all_breakpoints(&mut self) -> Option<Vec<Breakpoint>> {
         let mut client = client!(BreakpointServiceClient, self.channel.clone());
         match breakpoints::all(&mut client).await {
             Ok(all) => Some(all),
@@ -246,9 +296,9 @@ impl Debugger {
         }
     }
 
-    /// `info breakpoints`.
+    /// `info breakpoints`: those that apply to this session.
     pub(super) async fn info_breakpoints(&mut self) {
-        let Some(all) = self.all_breakpoints().await else {
+        let Some(all) = self.session_breakpoints().await else {
             return;
         };
         if all.is_empty() {
@@ -292,4 +342,105 @@ fn next_code_line(path: &str, line: u32) -> Option<u32> {
             !t.is_empty() && !t.starts_with('#') && !t.starts_with("//") && !t.starts_with("/*")
         })
         .map(|(i, _)| i as u32 + 1)
+}
+
+fn indent(text: &str) -> usize {
+    text.len() - text.trim_start().len()
+}
+
+/// The line (1-based) that defines the function `name` (as the adapter names
+/// frames: `step`, `main.step`, `main.(*T).Move`) that holds `line`: the
+/// nearest line at or above it that names the function before a `(` and is
+/// indented less than `line` (or is `line`).
+fn definition(lines: &[&str], line: u32, name: &str) -> Option<usize> {
+    let short = name.rsplit(['.', '`', ':']).next()?.trim();
+    if short.is_empty() || short.starts_with('<') {
+        return None;
+    }
+    let at = (line as usize).checked_sub(1)?;
+    let depth = indent(lines.get(at)?);
+    (0..=at).rev().find(|&i| {
+        let text = lines[i];
+        let named = text.match_indices(short).any(|(pos, _)| {
+            let before = text[..pos].chars().next_back();
+            text[pos + short.len()..].trim_start().starts_with('(')
+                && !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        });
+        named && (i == at || indent(text) < depth) && !text.trim_start().starts_with(['#', '/'])
+    })
+}
+
+/// The first and last lines (1-based) of the function holding `line`: from
+/// its definition to the last line indented deeper, with a closing brace.
+pub fn function_lines(lines: &[&str], line: u32, name: &str) -> Option<(u32, u32)> {
+    let start = definition(lines, line, name)?;
+    let depth = indent(lines[start]);
+    let mut last = start;
+    for (i, text) in lines.iter().enumerate().skip(start + 1) {
+        if text.trim().is_empty() {
+            continue;
+        }
+        if indent(text) <= depth {
+            if text.trim_start().starts_with(['}', ')']) {
+                last = i;
+            }
+            break;
+        }
+        last = i;
+    }
+    Some((start as u32 + 1, last as u32 + 1))
+}
+
+/// The parameter names of the function holding `line` of `path`, read from
+/// its signature; `None` when the source or the signature cannot be read.
+pub fn parameters(path: &str, line: u32, name: &str) -> Option<Vec<String>> {
+    let source = std::fs::read_to_string(path).ok()?;
+    let lines: Vec<&str> = source.lines().collect();
+    let start = definition(&lines, line, name)?;
+    let short = name.rsplit(['.', '`', ':']).next()?.trim();
+    let text = lines[start..].join("\n");
+    let open = text.find(&format!("{short}("))? + short.len() + 1;
+    let mut depth = 0;
+    let mut params = Vec::new();
+    let mut current = String::new();
+    for c in text[open..].chars() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth == 0 => break,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                params.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    params.push(current);
+    let go = path.ends_with(".go");
+    let python = path.ends_with(".py");
+    Some(
+        params
+            .iter()
+            .map(|p| p.trim())
+            .filter(|p| !p.is_empty() && *p != "*" && *p != "/" && *p != "void")
+            .filter_map(|p| {
+                let p = p.split('=').next()?.trim();
+                let word = if p.contains(':') || python {
+                    p.split(':').next()?.trim()
+                } else if go {
+                    p.split_whitespace().next()?
+                } else {
+                    p.split_whitespace().next_back()?
+                };
+                let word = word
+                    .trim_start_matches(['*', '&'])
+                    .trim_start_matches("mut ")
+                    .split('[')
+                    .next()?
+                    .trim();
+                (!word.is_empty()).then(|| word.to_owned())
+            })
+            .collect(),
+    )
 }

@@ -1,0 +1,132 @@
+//! Commands about the whole run in `stepctl debug`: `restart`, and those
+//! stepd cannot carry out yet (`jump`, `watch`), which say why.
+
+use stepd_proto::v1::{
+    DisconnectMode, DisconnectRequest, GetSessionRequest,
+    session_service_client::SessionServiceClient,
+};
+
+use super::{Debugger, Flow};
+use crate::{
+    connect::client,
+    render::sessions::{placements, session_line},
+};
+
+impl Debugger {
+    /// `restart`: terminate the program and launch it again as this loop
+    /// did; the label the launch carries keeps this session's breakpoints.
+    pub(super) async fn restart(&mut self) -> Flow {
+        let Some(request) = self.launched.clone() else {
+            self.error(
+                "restart: this session was not launched by this stepctl debug, so its program \
+                 and arguments are not known here (stepctl debug --launch PROGRAM can restart)",
+            );
+            return Flow::Go;
+        };
+        let mut sessions = client!(SessionServiceClient, self.channel.clone());
+        if let Err(status) = sessions
+            .disconnect(DisconnectRequest {
+                session_id: self.session_id.clone(),
+                mode: DisconnectMode::Terminate.into(),
+            })
+            .await
+        {
+            self.error(&format!("restart: {}", status.message()));
+            return Flow::Go;
+        }
+        let old = std::mem::take(&mut self.session_id);
+        let launched = match sessions.launch(request).await {
+            Ok(r) => r.into_inner(),
+            Err(status) => {
+                return Flow::End(format!(
+                    "restart: session {old} ended, but the launch failed: {}",
+                    status.message()
+                ));
+            }
+        };
+        let session = launched.session.unwrap_or_default();
+        // The old session's events still on their way are no longer ours.
+        self.session_id = session.id.clone();
+        self.pending.clear();
+        self.current = None;
+        self.expression_for = None;
+        self.waiting = false;
+        self.evals.clear();
+        self.answered.clear();
+        self.view.forget_stops();
+        self.refresh_names();
+        let mut lines = vec![session_line("restarted as", &session)];
+        if !launched.breakpoints.is_empty() {
+            lines.push(placements(&launched.breakpoints));
+        }
+        self.say(lines);
+        let watched = self
+            .stream
+            .watch(
+                vec![session.id],
+                self.stream.cursor,
+                self.instance_id.clone(),
+            )
+            .await;
+        match watched {
+            Ok(()) => Flow::Go,
+            Err(_) => Flow::End("the event stream is closed".into()),
+        }
+    }
+
+    /// The adapter's name and whether it announces `capability`.
+    async fn adapter_announces(&mut self, capability: &str) -> Result<(String, bool), String> {
+        let session = client!(SessionServiceClient, self.channel.clone())
+            .get_session(GetSessionRequest {
+                session_id: self.session_id.clone(),
+            })
+            .await
+            .map_err(|s| s.message().to_owned())?
+            .into_inner()
+            .session
+            .unwrap_or_default();
+        let announced = session
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.fields.get(capability))
+            .is_some_and(|v| matches!(v.kind, Some(prost_types::value::Kind::BoolValue(true))));
+        Ok((session.adapter, announced))
+    }
+
+    /// Says why a command needs what stepd does not have yet, and whether
+    /// the adapter could do it.
+    async fn unavailable(&mut self, command: &str, what: &str, capability: &str, instead: &str) {
+        let adapter = match self.adapter_announces(capability).await {
+            Ok((adapter, true)) => format!("{adapter} could ({capability})"),
+            Ok((adapter, false)) => format!("{adapter} could not either (no {capability})"),
+            Err(message) => format!("the adapter is unknown: {message}"),
+        };
+        self.error(&format!(
+            "{command}: stepd has no {what} yet; {adapter}. {instead}"
+        ));
+    }
+
+    /// `jump LINE`: DAP goto, which stepd does not offer.
+    pub(super) async fn jump(&mut self, line: &str) {
+        self.unavailable(
+            "jump",
+            "jump (DAP goto) command",
+            "supportsGotoTargetsRequest",
+            &format!("until {line} runs to that line instead."),
+        )
+        .await;
+    }
+
+    /// `watch EXPR`: a data breakpoint, which stepd does not offer.
+    pub(super) async fn watch(&mut self, expression: &str) {
+        self.unavailable(
+            "watch",
+            "data breakpoints",
+            "supportsDataBreakpoints",
+            &format!(
+                "display {expression} shows it at every stop; b LINE if COND stops on a condition."
+            ),
+        )
+        .await;
+    }
+}
