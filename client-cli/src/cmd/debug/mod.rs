@@ -121,6 +121,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
             stop_on_entry: args.stop_on_entry,
         })?;
         scope.label(&mut request.labels);
+        values::show_return_values(&mut request);
         launched = Some(request.clone());
         instance_id = snapshot.instance_id.clone();
         let r = client!(SessionServiceClient, channel.clone())

@@ -55,7 +55,7 @@ impl Debugger {
         self.answered.clear();
         self.view.forget_stops();
         self.refresh_names();
-        let mut lines = vec![session_line("restarted as", &session)];
+        let mut lines = vec![session_line("relaunched", &session)];
         if !launched.breakpoints.is_empty() {
             lines.push(placements(&launched.breakpoints));
         }

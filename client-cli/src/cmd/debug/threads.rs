@@ -74,11 +74,6 @@ impl Debugger {
         let Some(thread) = threads.into_iter().find(|t| t.id == id) else {
             return self.error(&format!("no thread {id} (threads lists them)"));
         };
-        if !thread.stopped {
-            return self.error(&format!(
-                "thread {id} runs: it has no pause to send commands to (pause pauses the program)"
-            ));
-        }
         let frames = client!(SessionServiceClient, self.channel.clone())
             .get_stack_trace(GetStackTraceRequest {
                 session_id: self.session_id.clone(),
@@ -87,8 +82,17 @@ impl Debugger {
                 levels: STACK_FRAMES,
             })
             .await;
+        // An adapter may stop every thread (dlv) while stepd counts only the
+        // one that reported the stop as stopped: ask for the stack anyway.
         let frames = match frames {
             Ok(r) => r.into_inner().frames,
+            Err(status) if !thread.stopped => {
+                return self.error(&format!(
+                    "thread {id} runs ({}): it has no pause to send commands to \
+                     (pause pauses the program)",
+                    status.message()
+                ));
+            }
             Err(status) => return self.error(&format!("error: {}", status.message())),
         };
         let mut lines = vec![format!(

@@ -3,8 +3,8 @@
 
 use stepd_proto::v1::{
     DisplayValue, EvaluateContext, FrameExpression, InspectRequest, InspectSource, InspectorConfig,
-    ListScopesRequest, ListVariablesRequest, Local, PrintValueRequest, SetVariableRequest,
-    inspect_source, inspector_service_client::InspectorServiceClient,
+    LaunchRequest, ListScopesRequest, ListVariablesRequest, Local, PrintValueRequest,
+    SetVariableRequest, inspect_source, inspector_service_client::InspectorServiceClient,
     session_service_client::SessionServiceClient,
 };
 
@@ -14,6 +14,25 @@ use crate::{colour, connect::client};
 /// How debugpy names a function's return value among the locals, after a
 /// step out of it.
 const RETURN_PREFIX: &str = "(return) ";
+
+/// Asks debugpy, when it is the adapter, to show what a function returned
+/// among the locals of the next stop (its `showReturnValue`), for `retval`.
+pub fn show_return_values(request: &mut LaunchRequest) {
+    let debugpy = request.adapter == "debugpy"
+        || (request.adapter.is_empty()
+            && request.adapter_command.is_empty()
+            && request.program.ends_with(".py"));
+    if debugpy {
+        request
+            .adapter_options
+            .get_or_insert_with(Default::default)
+            .fields
+            .entry("showReturnValue".to_owned())
+            .or_insert(prost_types::Value {
+                kind: Some(prost_types::value::Kind::BoolValue(true)),
+            });
+    }
+}
 
 impl Debugger {
     /// The selected frame of a DAP pause, or a message saying why there is none.
