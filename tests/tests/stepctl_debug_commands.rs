@@ -161,8 +161,8 @@ async fn debugpy_frames_list_display_conditions_finish_until_and_completion() {
         .await;
 
     // An unknown command says so; help CMD tells about one.
-    tmux.type_line("jump 3");
-    tmux.wait_count("unknown command \"jump\" (? lists the commands)", 1)
+    tmux.type_line("jmp 3");
+    tmux.wait_count("unknown command \"jmp\" (? lists the commands)", 1)
         .await;
     tmux.type_line("help up");
     tmux.wait_count("select the caller's frame", 1).await;
