@@ -97,7 +97,7 @@ const COMMANDS: &[Spec] = &[
         detail: "",
     },
     Spec {
-        names: &["finish", "o", "out"],
+        names: &["finish", "o", "out", "so", "stepout"],
         args: "",
         summary: "run until the current function returns (o! also skips breakpoints)",
         detail: "Stops in the caller, right after the call.",
@@ -224,11 +224,17 @@ const COMMANDS: &[Spec] = &[
     Spec {
         names: &["b", "break"],
         args: "[--global] FILE:LINE | LINE | FUNC [if COND]",
-        summary: "add a breakpoint for this session (stops only when COND is true)",
+        summary: "add a breakpoint for this session (stops only when COND is true); alone: list them",
         detail: "A relative FILE is found from here, then beside the stopped file. \
                  It applies to this session (and to the next one after restart); \
                  --global makes it apply to every session. Breakpoints are the daemon's: \
                  they outlive stepctl.",
+    },
+    Spec {
+        names: &["breakpoints", "bp"],
+        args: "",
+        summary: "the breakpoints that apply to this session (as info breakpoints)",
+        detail: "",
     },
     Spec {
         names: &["tbreak"],
@@ -237,7 +243,7 @@ const COMMANDS: &[Spec] = &[
         detail: "",
     },
     Spec {
-        names: &["condition"],
+        names: &["condition", "cond"],
         args: "N [COND]",
         summary: "stop at breakpoint N only when COND is true (no COND: always)",
         detail: "N is the breakpoint's number: 7 or bp-7.",
@@ -274,7 +280,7 @@ const COMMANDS: &[Spec] = &[
         detail: "",
     },
     Spec {
-        names: &["bt", "where", "w", "backtrace"],
+        names: &["bt", "where", "w", "backtrace", "stack"],
         args: "",
         summary: "the stack; > marks the selected frame",
         detail: "",
@@ -561,7 +567,7 @@ pub fn parse_line(line: &str) -> Result<Action, String> {
         "retval" | "rv" => no_arg(Action::Retval)?,
         "j" | "jump" => Action::Jump(arg.ok_or_else(|| needs("a LINE"))?),
         "tbreak" => breakpoint(arg.ok_or_else(|| needs("FILE:LINE, LINE or FUNC"))?, true)?,
-        "condition" => {
+        "condition" | "cond" => {
             let arg = arg.ok_or_else(|| needs("a breakpoint N"))?;
             let (id, expression) = arg.split_once(char::is_whitespace).unwrap_or((&arg, ""));
             Action::Condition(breakpoint_id(id)?, expression.trim().to_owned())
@@ -595,9 +601,12 @@ pub fn parse_line(line: &str) -> Result<Action, String> {
         "sw" | "switch" => Action::Switch(arg.ok_or_else(|| needs("a pause KEY or number"))?),
         "p" | "print" => Action::Print(arg.ok_or_else(|| needs("an expression"))?),
         "l" | "list" => Action::List(arg),
+        // Alone, as in pdb: the breakpoints.
+        "b" | "break" if arg.is_none() => Action::InfoBreakpoints,
+        "breakpoints" | "bp" => no_arg(Action::InfoBreakpoints)?,
         "b" | "break" => breakpoint(arg.ok_or_else(|| needs("FILE:LINE, LINE or FUNC"))?, false)?,
         "clear" => Action::Clear(arg),
-        "bt" | "where" | "backtrace" | "stacktrace" => no_arg(Action::Backtrace)?,
+        "bt" | "where" | "backtrace" | "stacktrace" | "stack" => no_arg(Action::Backtrace)?,
         "up" => Action::Move(count(1)? as isize),
         "down" => Action::Move(-(count(1)? as isize)),
         "frame" | "f" => Action::Frame(arg.is_some().then(|| count(0)).transpose()?),
@@ -611,7 +620,7 @@ pub fn parse_line(line: &str) -> Result<Action, String> {
             Some("display") => Action::InfoDisplay,
             _ => return Err("info takes locals, args, breakpoints, display or threads".into()),
         },
-        "finish" => no_arg(Action::Send(Command::StepOut(StepOutCommand {
+        "finish" | "so" | "stepout" => no_arg(Action::Send(Command::StepOut(StepOutCommand {
             force: false,
         })))?,
         "until" | "unt" => Action::Until(
