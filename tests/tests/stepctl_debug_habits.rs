@@ -70,6 +70,8 @@ async fn debugpy_values_breakpoints_by_number_and_session_scope_through_a_pipe()
         // Stop 1: step(0, 0) at the breakpoint.
         "p '#w'",
         "w",
+        "u",
+        "d",
         "p '#a'",
         "a",
         "p '#whatis'",
@@ -124,11 +126,20 @@ async fn debugpy_values_breakpoints_by_number_and_session_scope_through_a_pipe()
     )
     .await;
 
+    let w = section(&stdout, "#w");
     assert!(
-        section(&stdout, "#w")
-            .iter()
+        w.iter()
             .any(|l| *l == format!("> #0 {file}:{step} in step")),
         "{stdout}"
+    );
+    let call = line_of(&path, "call");
+    let up = w
+        .iter()
+        .position(|l| *l == format!("> #1 {file}:{call} in main"))
+        .expect("u selects main");
+    assert!(
+        w[up..].contains(&format!("> #0 {file}:{step} in step").as_str()),
+        "d selects step again: {stdout}"
     );
     assert_eq!(section(&stdout, "#a"), ["i = 0", "total = 0"], "{stdout}");
     assert_eq!(section(&stdout, "#whatis"), ["type = dict"], "{stdout}");
@@ -256,6 +267,7 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
         "p doubled",
         "j 20",
         "watch total",
+        "retval",
         "p \"#end\"",
         "q",
     ]
@@ -311,6 +323,10 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
     );
     assert!(
         a.contains("watch: stepd has no data breakpoints yet; dlv could (supportsDataBreakpoints)"),
+        "{stdout}"
+    );
+    assert!(
+        a.contains("no return value here: debugpy reports one right after finish"),
         "{stdout}"
     );
     assert!(section(&stdout, "#end").join("\n").contains("ended: quit"));

@@ -223,7 +223,9 @@ impl Debugger {
                 if temporary {
                     self.scope.temporary.insert(bp.id.clone());
                 }
-                self.scope.own.insert(bp.id.clone());
+                if !global {
+                    self.scope.own.insert(bp.id.clone());
+                }
                 self.added.insert(bp.id);
             }
             Err(status) => self.error(&format!("error: {}", status.message())),
@@ -443,4 +445,64 @@ pub fn parameters(path: &str, line: u32, name: &str) -> Option<Vec<String>> {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params_of(name: &str, file: &str, text: &str, line: u32) -> Option<Vec<String>> {
+        let dir = std::env::temp_dir().join(format!("stepctl-params-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(file);
+        std::fs::write(&path, text).unwrap();
+        parameters(path.to_str().unwrap(), line, name)
+    }
+
+    #[test]
+    fn parameters_are_read_from_the_signature() {
+        let python = "def other(x):\n    pass\n\ndef step(self, i: int, *rest, total=0, **kw):\n    step(1)\n    return i\n";
+        assert_eq!(
+            params_of("step", "a.py", python, 6).unwrap(),
+            ["self", "i", "rest", "total", "kw"]
+        );
+        let go = "package main\n\nfunc (p *Point) Move(dx, dy int, names ...string) int {\n\tMove(1)\n\treturn dx\n}\n";
+        assert_eq!(
+            params_of("main.(*Point).Move", "a.go", go, 5).unwrap(),
+            ["dx", "dy", "names"]
+        );
+        let c = "static int step(int i, const char *name[]) {\n    return i;\n}\n";
+        assert_eq!(params_of("step", "a.c", c, 2).unwrap(), ["i", "name"]);
+        assert_eq!(
+            params_of("main", "b.c", "int main(void) {\n  return 0;\n}\n", 2).unwrap(),
+            Vec::<String>::new()
+        );
+        assert!(params_of("<module>", "b.py", "x = 1\n", 1).is_none());
+    }
+
+    #[test]
+    fn a_function_runs_from_its_definition_to_its_last_indented_line() {
+        let python = [
+            "def step(i):",
+            "    x = i",
+            "",
+            "    return x",
+            "",
+            "def main():",
+            "    step(1)",
+        ];
+        assert_eq!(function_lines(&python, 4, "step"), Some((1, 4)));
+        assert_eq!(function_lines(&python, 7, "main"), Some((6, 7)));
+        let go = [
+            "func step(i int) int {",
+            "\tif i > 0 {",
+            "\t\treturn i",
+            "\t}",
+            "\treturn 0",
+            "}",
+            "",
+            "func main() {}",
+        ];
+        assert_eq!(function_lines(&go, 3, "main.step"), Some((1, 6)));
+    }
 }
