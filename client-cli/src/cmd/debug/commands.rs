@@ -223,9 +223,10 @@ const COMMANDS: &[Spec] = &[
     },
     Spec {
         names: &["b", "break"],
-        args: "[--global] FILE:LINE | LINE | FUNC [if COND]",
+        args: "[--global] LOCATION [if COND]",
         summary: "add a breakpoint for this session (stops only when COND is true); alone: list them",
-        detail: "A relative FILE is found from here, then beside the stopped file. \
+        detail: "LOCATION is FILE:LINE, LINE (in the stopped file) or a function. \
+                 A relative FILE is found from here, then beside the stopped file. \
                  It applies to this session (and to the next one after restart); \
                  --global makes it apply to every session. Breakpoints are the daemon's: \
                  they outlive stepctl.",
@@ -238,7 +239,7 @@ const COMMANDS: &[Spec] = &[
     },
     Spec {
         names: &["tbreak"],
-        args: "[--global] FILE:LINE | LINE | FUNC [if COND]",
+        args: "[--global] LOCATION [if COND]",
         summary: "a breakpoint that stops once, then is deleted",
         detail: "",
     },
@@ -305,7 +306,7 @@ const COMMANDS: &[Spec] = &[
     },
     Spec {
         names: &["info"],
-        args: "locals | args | breakpoints | display | threads",
+        args: "locals|args|breakpoints|display|threads",
         summary: "the selected frame's locals or args, the breakpoints, the displays, the threads",
         detail: "",
     },
