@@ -584,6 +584,7 @@ fn parse_here(text: &str, force: bool) -> Result<HereCommand, Failure> {
             path: String::new(),
             line: 0,
             force,
+            within_frame: false,
         });
     }
     let (path, line) = match text.rsplit_once(':') {
@@ -596,6 +597,7 @@ fn parse_here(text: &str, force: bool) -> Result<HereCommand, Failure> {
         path,
         line,
         force,
+        within_frame: false,
     })
 }
 
@@ -609,7 +611,7 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
     let needs = |what: &str| Failure::Usage(format!("{word} needs {what}"));
     let takes_arg = matches!(
         word,
-        "here" | "trace" | "eval" | "inject" | "inspect-prompt" | "expression"
+        "here" | "until" | "trace" | "eval" | "inject" | "inspect-prompt" | "expression"
     );
     if !takes_arg && arg.is_some() {
         return Err(Failure::Usage(format!("{word} takes no argument")));
@@ -627,6 +629,16 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
         "continue-scope" => Command::ContinueScope(ContinueScopeCommand {}),
         "continue-all" => Command::ContinueAll(ContinueAllCommand {}),
         "here" => Command::Here(parse_here(&arg.ok_or_else(|| needs("FILE:LINE"))?, force)?),
+        "until" => {
+            let line = arg.ok_or_else(|| needs("LINE"))?;
+            Command::Here(HereCommand {
+                line: line
+                    .parse()
+                    .map_err(|_| Failure::Usage(format!("until takes a line, not {line:?}")))?,
+                within_frame: true,
+                ..Default::default()
+            })
+        }
         "trace" => Command::Trace(TraceCommand {
             max_steps: match arg {
                 Some(n) => n
@@ -655,7 +667,7 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
         other => {
             return Err(Failure::Usage(format!(
                 "unknown command {other:?}; one of next, in, out, continue, continue-scope, \
-                 continue-all, here, trace, eval, inject, skip, inspect, inspect-prompt, locals, \
+                 continue-all, here, until, trace, eval, inject, skip, inspect, inspect-prompt, locals, \
                  stacktrace, quit, expression"
             )));
         }
