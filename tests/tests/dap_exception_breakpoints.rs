@@ -141,7 +141,7 @@ async fn each_exception_breakpoint_is_judged_for_its_own_filter() {
     let uncaught = dap::add_breakpoint(&daemon, on_raise("uncaught")).await;
     let (pauses, _) = pauses_until_the_end(&daemon, &mut sub).await;
     assert_eq!(values(&pauses), ["3"], "{pauses:#?}");
-    assert_eq!(pauses[0].breakpoint_ids, [raised.clone()]);
+    assert_eq!(pauses[0].breakpoint_ids, std::slice::from_ref(&raised));
     let listed = stepd_proto::v1::breakpoint_service_client::BreakpointServiceClient::new(
         daemon.channel().await,
     )
