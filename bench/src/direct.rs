@@ -157,6 +157,7 @@ impl Direct {
                 cwd: "",
                 env: &env,
                 stop_on_entry: false,
+                just_my_code: None,
                 extra: None,
             },
         );

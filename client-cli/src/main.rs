@@ -1,6 +1,7 @@
 //! `stepctl`: the command line client of stepd. Every subcommand is one or a
 //! few RPCs; `--json` prints the protobuf JSON mapping.
 
+mod caller;
 mod cmd;
 mod colour;
 mod connect;
@@ -160,7 +161,16 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         return cmd::daemon::doctor(&options, json).await;
     }
     let channel = connect::channel(&options).await?;
-    match cli.command {
+    let mut command = cli.command;
+    // A launch runs in this shell's context when the daemon runs here as
+    // this user (checked once connected: the daemon may just have started).
+    if let Command::Launch(args) = &mut command {
+        args.context.caller = caller::local_same_user(&options).then(caller::Caller::here);
+    }
+    if let Command::Debug(args) = &mut command {
+        args.context.caller = caller::local_same_user(&options).then(caller::Caller::here);
+    }
+    match command {
         Command::Ping => cmd::daemon::ping(channel, json).await,
         Command::Status => cmd::daemon::status(channel, json).await,
         Command::Doctor => cmd::daemon::doctor(&options, json).await,

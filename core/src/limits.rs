@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use prost::Message;
 use stepd_proto::v1::{
-    AttachRequest, BreakpointSpec, DebugInput, EnlightenReport, EvalResult, Hello, Hit,
-    LaunchRequest, ObservedReport, PointInfo, TraceReport, Watch, breakpoint_spec::Location,
+    AttachRequest, BreakpointSpec, DebugInput, DoctorRequest, EnlightenReport, EvalResult, Hello,
+    Hit, LaunchRequest, ObservedReport, PointInfo, TraceReport, Watch, breakpoint_spec::Location,
     debug_command::Command, inject_command::Replacement,
 };
 
@@ -381,6 +381,13 @@ pub fn launch(r: &LaunchRequest) -> ApiResult<()> {
         .list("args", &r.args, ARG_COUNT, ARGS_BYTES)
         .text("cwd", &r.cwd, PATH_BYTES)
         .map("env", &r.env, ENV_COUNT, ENV_BYTES);
+    sizes.check()
+}
+
+/// `Doctor`: the PATH it looks on is bounded like a launch's environment.
+pub fn doctor(r: &DoctorRequest) -> ApiResult<()> {
+    let mut sizes = Sizes::default();
+    sizes.text("path", &r.path, ENV_BYTES);
     sizes.check()
 }
 

@@ -40,6 +40,21 @@ pub fn guess(program: &str) -> AdapterKind {
     }
 }
 
+/// Guesses the adapter for a running process from its executable: a
+/// Python interpreter (python3.12, pypy3…) is debugpy's; otherwise as for
+/// a program (a Go binary is dlv's, anything else lldb's).
+pub fn guess_process(pid: i64) -> AdapterKind {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let name = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.starts_with("python") || name.starts_with("pypy") {
+        return AdapterKind::Debugpy;
+    }
+    guess(&format!("/proc/{pid}/exe"))
+}
+
 /// The magic that starts Go's build information in every binary the Go
 /// linker writes (debug/buildinfo).
 const GO_BUILDINFO_MAGIC: &[u8] = b"\xff Go buildinf:";
@@ -139,10 +154,11 @@ fn elf_section(file: &mut std::fs::File, ident: &[u8; 64], name: &str) -> Option
         .and_then(|(offset, size)| read(offset, size.min(GO_BUILDINFO_MAGIC.len() as u64)))
 }
 
-/// Finds the adapter, or fails with ADAPTER_NOT_FOUND listing where it looked.
+/// Finds the adapter on `path` (a launch's PATH; None: the daemon's), or
+/// fails with ADAPTER_NOT_FOUND listing where it looked and on whose PATH.
 /// A custom command keeps the quirks of a named adapter kind (e.g. `lldb`
 /// with `lldb-vscode-14`); without a name it is treated as plain DAP.
-pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
+pub async fn resolve(name: &str, custom: &[String], path: Option<&str>) -> ApiResult<Adapter> {
     if !custom.is_empty() {
         return Ok(Adapter {
             kind: AdapterKind::named(name).unwrap_or(AdapterKind::Custom),
@@ -150,7 +166,7 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
             version: String::new(),
         });
     }
-    if let Some(found) = cached(name) {
+    if let Some(found) = cached(name, path) {
         return Ok(found);
     }
     let unknown = || {
@@ -164,11 +180,18 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
         )
     };
     let kind = AdapterKind::named(name).ok_or_else(unknown)?;
-    let check = registry::check(kind).await.ok_or_else(unknown)?;
+    let check = registry::check(kind, path).await.ok_or_else(unknown)?;
     if check.status != CheckStatus::Ok as i32 {
+        let whose = match path {
+            Some(_) => "looked on the launch's PATH (its env)",
+            None => {
+                "looked on the daemon's PATH, which it keeps from its start: restart \
+                 the daemon from a shell that has the adapter, or launch with PATH in env"
+            }
+        };
         return Err(ApiError::new(
             ErrorReason::AdapterNotFound,
-            format!("{name}: {}", check.message),
+            format!("{name}: {}; {whose}", check.message),
         )
         .with("adapter", name)
         .with("searched", check.searched.join("\n")));
@@ -183,7 +206,7 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
         command,
         version: check.version,
     };
-    remember(&adapter);
+    remember(&adapter, path);
     Ok(adapter)
 }
 
@@ -192,23 +215,26 @@ pub async fn resolve(name: &str, custom: &[String]) -> ApiResult<Adapter> {
 /// would otherwise be paid on every launch.
 const FOUND_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
-type Found = std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, Adapter)>>;
+/// Found adapters by kind name and the PATH they were found on.
+type Found = std::sync::Mutex<
+    std::collections::HashMap<(String, Option<String>), (std::time::Instant, Adapter)>,
+>;
 
 fn found() -> &'static Found {
     static FOUND: std::sync::OnceLock<Found> = std::sync::OnceLock::new();
     FOUND.get_or_init(Default::default)
 }
 
-fn cached(name: &str) -> Option<Adapter> {
+fn cached(name: &str, path: Option<&str>) -> Option<Adapter> {
     let map = found().lock().unwrap_or_else(|e| e.into_inner());
-    map.get(name)
+    map.get(&(name.to_owned(), path.map(str::to_owned)))
         .filter(|(at, _)| at.elapsed() < FOUND_TTL)
         .map(|(_, adapter)| adapter.clone())
 }
 
-fn remember(adapter: &Adapter) {
+fn remember(adapter: &Adapter, path: Option<&str>) {
     found().lock().unwrap_or_else(|e| e.into_inner()).insert(
-        adapter.name().to_owned(),
+        (adapter.name().to_owned(), path.map(str::to_owned)),
         (std::time::Instant::now(), adapter.clone()),
     );
 }
@@ -218,7 +244,7 @@ pub fn forget(name: &str) {
     found()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(name);
+        .retain(|(kind, _), _| kind != name);
 }
 
 /// What a launch asks for, adapter-independently.
@@ -233,8 +259,49 @@ pub struct LaunchSpec<'a> {
     pub env: &'a std::collections::HashMap<String, String>,
     /// Stop on entry.
     pub stop_on_entry: bool,
+    /// Keep to the program's own code (None = the adapter's default).
+    pub just_my_code: Option<bool>,
     /// Adapter-specific extras, merged last.
     pub extra: Option<&'a prost_types::Struct>,
+}
+
+/// Refuses a `just_my_code` the adapter cannot carry out, before anything
+/// starts: dlv and gdb step into every package and cannot be told not to,
+/// and stepd knows no such setting of a custom adapter.
+pub fn check_just_my_code(kind: AdapterKind, just_my_code: Option<bool>) -> ApiResult<()> {
+    let refused = match (kind, just_my_code) {
+        (_, None) | (AdapterKind::Debugpy | AdapterKind::Lldb, _) => return Ok(()),
+        (AdapterKind::Dlv | AdapterKind::Gdb, Some(false)) => return Ok(()),
+        (AdapterKind::Dlv | AdapterKind::Gdb, Some(true)) => format!(
+            "{} always steps into every package and cannot keep to your code; leave \
+             just_my_code unset",
+            kind.name()
+        ),
+        (AdapterKind::Custom, Some(_)) => "stepd knows no just-my-code setting of a custom \
+             adapter; set the adapter's own option in adapter_options"
+            .to_owned(),
+    };
+    Err(ApiError::invalid_field("just_my_code", refused))
+}
+
+/// Writes `just_my_code` into launch or attach arguments, in the adapter's
+/// words: debugpy's `justMyCode` (on unless turned off); for lldb, off means
+/// stepping into functions without debug information and into `std::`.
+pub fn apply_just_my_code(kind: AdapterKind, just_my_code: Option<bool>, args: &mut Value) {
+    match kind {
+        AdapterKind::Debugpy => args["justMyCode"] = json!(just_my_code.unwrap_or(true)),
+        AdapterKind::Lldb if just_my_code == Some(false) => {
+            let commands = [
+                "settings set target.process.thread.step-in-avoid-nodebug false",
+                "settings set target.process.thread.step-avoid-regexp \"\"",
+            ];
+            match args["initCommands"].as_array_mut() {
+                Some(list) => list.extend(commands.map(|c| json!(c))),
+                None => args["initCommands"] = json!(commands),
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The `launch` arguments for `adapter`.
@@ -253,7 +320,6 @@ pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
             args["request"] = json!("launch");
             args["console"] = json!("internalConsole");
             args["redirectOutput"] = json!(true);
-            args["justMyCode"] = json!(true);
             args["env"] = json!(spec.env);
         }
         AdapterKind::Lldb => {
@@ -275,6 +341,7 @@ pub fn launch_arguments(adapter: &Adapter, spec: &LaunchSpec<'_>) -> Value {
             args["env"] = json!(spec.env);
         }
     }
+    apply_just_my_code(adapter.kind, spec.just_my_code, &mut args);
     if let Some(extra) = spec.extra {
         merge(&mut args, stepd_core::json::from_struct(extra));
     }
@@ -292,6 +359,24 @@ fn merge(into: &mut Value, extra: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_running_python_interpreter_is_guessed_as_debugpy() {
+        // The interpreter itself, not a launcher script (pyenv's shims are bash).
+        let mut python = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", "import sys; sys.stdin.read()"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = i64::from(python.id());
+        assert_eq!(guess_process(pid), AdapterKind::Debugpy);
+        assert_eq!(
+            guess_process(i64::from(std::process::id())),
+            AdapterKind::Lldb
+        );
+        drop(python.stdin.take());
+        python.wait().unwrap();
+    }
 
     #[test]
     fn only_go_binaries_are_guessed_as_go() {

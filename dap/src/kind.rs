@@ -116,6 +116,26 @@ impl AdapterKind {
         self == Self::Lldb
     }
 
+    /// The exception filter that caught an exception, from exceptionInfo:
+    /// lldb names the filter as the exception's id; debugpy's break mode
+    /// names its filter. None when the adapter does not say.
+    pub fn filter_that_caught(
+        self,
+        exception_id: &str,
+        break_mode: Option<&str>,
+    ) -> Option<String> {
+        match self {
+            Self::Lldb => Some(exception_id.to_owned()),
+            Self::Debugpy => match break_mode? {
+                "always" => Some("raised".into()),
+                "unhandled" => Some("uncaught".into()),
+                "userUnhandled" => Some("userUnhandled".into()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Whether an interrupt (`pause`) that reaches the adapter as the
     /// program stops at a breakpoint can lose both stops: lldb's interrupt
     /// then waits out its 20 s timeout and the adapter reports nothing more.

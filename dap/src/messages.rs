@@ -337,6 +337,10 @@ impl ValueResponse {
 pub struct ExceptionInfoResponse {
     /// The exception's id (its type, for most languages).
     pub exception_id: String,
+    /// When the adapter breaks on it: "never", "always", "unhandled" or
+    /// "userUnhandled".
+    #[serde(default)]
+    pub break_mode: Option<String>,
     /// Its text.
     #[serde(default)]
     pub description: Option<String>,

@@ -11,20 +11,26 @@ use super::{kind::AdapterKind, version_probe::run};
 /// gdb speaks DAP from version 14 on.
 const GDB_MIN_MAJOR: u32 = 14;
 
-/// Checks every adapter kind concurrently.
-pub async fn check_all() -> Vec<AdapterCheck> {
-    let (debugpy, lldb, dlv, gdb) =
-        tokio::join!(check_debugpy(), check_lldb(), check_dlv(), check_gdb());
+/// Checks every adapter kind concurrently, on `path` (a PATH value) or,
+/// without one, the daemon's own PATH.
+pub async fn check_all(path: Option<&str>) -> Vec<AdapterCheck> {
+    let (debugpy, lldb, dlv, gdb) = tokio::join!(
+        check_debugpy(path),
+        check_lldb(path),
+        check_dlv(path),
+        check_gdb(path)
+    );
     vec![debugpy, lldb, dlv, gdb]
 }
 
-/// Checks one adapter kind; a custom command has nothing to find.
-pub async fn check(kind: AdapterKind) -> Option<AdapterCheck> {
+/// Checks one adapter kind on `path` (None: the daemon's PATH); a custom
+/// command has nothing to find.
+pub async fn check(kind: AdapterKind, path: Option<&str>) -> Option<AdapterCheck> {
     Some(match kind {
-        AdapterKind::Debugpy => check_debugpy().await,
-        AdapterKind::Lldb => check_lldb().await,
-        AdapterKind::Dlv => check_dlv().await,
-        AdapterKind::Gdb => check_gdb().await,
+        AdapterKind::Debugpy => check_debugpy(path).await,
+        AdapterKind::Lldb => check_lldb(path).await,
+        AdapterKind::Dlv => check_dlv(path).await,
+        AdapterKind::Gdb => check_gdb(path).await,
         AdapterKind::Custom => return None,
     })
 }
@@ -34,10 +40,14 @@ pub fn known_names() -> String {
     AdapterKind::KNOWN.map(AdapterKind::name).join(", ")
 }
 
-/// PATH's directories, in order, without repeats.
-fn path_dirs() -> Vec<PathBuf> {
+/// The directories of `path` (None: the daemon's PATH), in order, without
+/// repeats.
+fn path_dirs(path: Option<&str>) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
-    for dir in std::env::var_os("PATH")
+    let path = path
+        .map(std::ffi::OsString::from)
+        .or_else(|| std::env::var_os("PATH"));
+    for dir in path
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
     {
@@ -82,13 +92,13 @@ fn missing(adapter: &str, searched: Vec<String>, message: &str) -> AdapterCheck 
     }
 }
 
-async fn check_debugpy() -> AdapterCheck {
+async fn check_debugpy(path: Option<&str>) -> AdapterCheck {
     let mut searched = Vec::new();
     let mut interpreters = Vec::new();
     if let Some(py) = std::env::var_os("STEPD_PYTHON") {
         interpreters.push(PathBuf::from(py));
     }
-    for dir in path_dirs() {
+    for dir in path_dirs(path) {
         interpreters.push(dir.join("python3"));
     }
     let mut last_error = String::new();
@@ -136,8 +146,8 @@ async fn check_debugpy() -> AdapterCheck {
 
 /// lldb's DAP server is `lldb-dap` (LLVM ≥ 18) or `lldb-vscode` (older),
 /// often with a version suffix. Newest lldb-dap wins, then newest lldb-vscode.
-async fn check_lldb() -> AdapterCheck {
-    let mut dirs = path_dirs();
+async fn check_lldb(path: Option<&str>) -> AdapterCheck {
+    let mut dirs = path_dirs(path);
     dirs.extend(llvm_dirs());
     let mut searched = Vec::new();
     // (is lldb-dap, version, path)
@@ -214,8 +224,8 @@ async fn lldb_version(adapter: &Path, suffix: u32) -> String {
     }
 }
 
-async fn check_dlv() -> AdapterCheck {
-    let mut candidates: Vec<PathBuf> = path_dirs().into_iter().map(|d| d.join("dlv")).collect();
+async fn check_dlv(path: Option<&str>) -> AdapterCheck {
+    let mut candidates: Vec<PathBuf> = path_dirs(path).into_iter().map(|d| d.join("dlv")).collect();
     if let Some(gopath) = std::env::var_os("GOPATH") {
         for p in std::env::split_paths(&gopath) {
             candidates.push(p.join("bin/dlv"));
@@ -268,9 +278,9 @@ async fn check_dlv() -> AdapterCheck {
     )
 }
 
-async fn check_gdb() -> AdapterCheck {
+async fn check_gdb(path: Option<&str>) -> AdapterCheck {
     let mut searched = Vec::new();
-    for dir in path_dirs() {
+    for dir in path_dirs(path) {
         let path = dir.join("gdb");
         searched.push(path.display().to_string());
         if !is_executable(&path) {

@@ -169,6 +169,12 @@ impl ModeState {
                 go_on,
             ),
             Go::Here(here) => {
+                if here.within_frame {
+                    return Err(ApiError::invalid_field(
+                        "command.here.within_frame",
+                        "probe sessions run to a coordinate, not to a line of a frame",
+                    ));
+                }
                 if here.coor.is_empty() {
                     return Err(ApiError::invalid_field(
                         "command.here.coor",

@@ -72,7 +72,7 @@ async fn tempdir_guard(mut daemon: Daemon) -> Option<stepd_e2e::TempDir> {
 async fn doctor_lists_every_adapter_with_the_paths_searched() {
     let daemon = Daemon::start(&[]).await;
     let report = DaemonServiceClient::new(daemon.channel().await)
-        .doctor(DoctorRequest {})
+        .doctor(DoctorRequest::default())
         .await
         .unwrap()
         .into_inner();

@@ -227,7 +227,7 @@ async fn configuration_comes_from_the_environment_and_the_toml_file() {
         "{event:?}"
     );
     let doctor = DaemonServiceClient::new(daemon.channel().await)
-        .doctor(stepd_proto::v1::DoctorRequest {})
+        .doctor(stepd_proto::v1::DoctorRequest::default())
         .await
         .unwrap()
         .into_inner();

@@ -108,8 +108,19 @@ impl DaemonService for DaemonApi {
         }))
     }
 
-    async fn doctor(&self, _: Request<DoctorRequest>) -> Result<Response<DoctorResponse>, Status> {
-        let adapters = registry::check_all().await;
+    async fn doctor(
+        &self,
+        request: Request<DoctorRequest>,
+    ) -> Result<Response<DoctorResponse>, Status> {
+        let r = request.into_inner();
+        stepd_core::limits::doctor(&r).or_status()?;
+        let path = r.path;
+        let asked = (!path.is_empty()).then_some(path.as_str());
+        let adapters = registry::check_all(asked).await;
+        let path = match asked {
+            Some(path) => path.to_owned(),
+            None => std::env::var("PATH").unwrap_or_default(),
+        };
         let store = match self.daemon.store.down() {
             Some(down) => Err(down.to_string()),
             None => self
@@ -143,6 +154,7 @@ impl DaemonService for DaemonApi {
         }
         Ok(Response::new(DoctorResponse {
             adapters,
+            path,
             store: Some(store),
             config: Some(ConfigCheck {
                 status: if warnings.is_empty() {

@@ -93,6 +93,7 @@ impl SessionService for SessionApi {
                 labels: r.labels,
                 name: r.name,
                 adapter_options: r.adapter_options,
+                just_my_code: r.just_my_code,
                 request_id: r.request_id,
                 started_by: who.name.clone(),
                 ..Default::default()
@@ -128,6 +129,7 @@ impl SessionService for SessionApi {
                 labels: r.labels,
                 name: r.name,
                 adapter_options: r.adapter_options,
+                just_my_code: r.just_my_code,
                 request_id: r.request_id,
                 started_by: who.name.clone(),
                 ..Default::default()

@@ -1,7 +1,7 @@
 //! `ping`, `status`, `doctor`, `version`, `shutdown`.
 
 use crate::connect::{self, Channel, client};
-use crate::handshake;
+use crate::{caller, handshake};
 use stepd_proto::v1::{
     CheckStatus, DoctorRequest, GetStatusRequest, GetStatusResponse, GetVersionRequest,
     ListSessionsRequest, PingRequest, Session, SessionKind, SessionState, ShutdownRequest,
@@ -173,7 +173,7 @@ pub async fn doctor(options: &connect::Options, json: bool) -> Result<(), Failur
     }
     let answer = match connect::channel(options).await {
         Ok(channel) => client!(DaemonServiceClient, channel)
-            .doctor(DoctorRequest {})
+            .doctor(DoctorRequest::default())
             .await
             .map(tonic::Response::into_inner)
             .map_err(Failure::from),
@@ -191,47 +191,50 @@ pub async fn doctor(options: &connect::Options, json: bool) -> Result<(), Failur
             return Err(failure);
         }
     };
+    // Launches from this shell look for adapters on its PATH when the daemon
+    // runs here as this user: show that side too, and say which is which.
+    let mine = match std::env::var("PATH") {
+        Ok(path) if caller::local_same_user(options) => {
+            let channel = connect::channel(options).await?;
+            let asked = DoctorRequest { path };
+            Some(
+                client!(DaemonServiceClient, channel)
+                    .doctor(asked)
+                    .await?
+                    .into_inner(),
+            )
+        }
+        _ => None,
+    };
     if json {
         let mut value: serde_json::Value =
             serde_json::from_str(&render::json(&r)).unwrap_or_default();
+        if let Some(mine) = &mine {
+            value["client"] = serde_json::json!({
+                "path": mine.path,
+                "adapters": serde_json::from_str::<serde_json::Value>(&render::json(mine))
+                    .unwrap_or_default()["adapters"],
+            });
+        }
         if let Some(tls) = &tls {
             value["tls"] = tls.json();
         }
         println!("{value}");
     } else {
-        let rows: Vec<Vec<String>> = r
-            .adapters
-            .iter()
-            .map(|a| {
-                vec![
-                    a.adapter.clone(),
-                    check_name(a.status),
-                    if a.version.is_empty() {
-                        "-".into()
-                    } else {
-                        a.version.clone()
-                    },
-                    if a.command.is_empty() {
-                        a.message.clone()
-                    } else {
-                        a.command.join(" ")
-                    },
-                ]
-            })
-            .collect();
-        println!(
-            "{}",
-            render::table(&["ADAPTER", "STATUS", "VERSION", "COMMAND"], &rows)
-        );
-        for a in &r.adapters {
-            if a.status != CheckStatus::Ok as i32 {
-                println!("\n{} ({}): {}", a.adapter, check_name(a.status), a.message);
-                println!("  searched:");
-                for s in &a.searched {
-                    println!("    {s}");
-                }
+        match &mine {
+            Some(mine) => {
+                println!(
+                    "adapters on your PATH (launches from this shell look here; \
+                     --daemon-context uses the daemon's):"
+                );
+                print_adapters(&mine.adapters);
+                println!(
+                    "\nadapters on the daemon's PATH (kept from its start; restart it to change):"
+                );
             }
+            None => println!("adapters on the daemon's PATH (launches look here):"),
         }
+        print_adapters(&r.adapters);
         if let Some(store) = &r.store {
             println!(
                 "\nstore: {} at {} (schema {}) {}",
@@ -264,6 +267,42 @@ pub async fn doctor(options: &connect::Options, json: bool) -> Result<(), Failur
         Ok(())
     } else {
         Err(Failure::Other(anyhow::anyhow!("the store is not healthy")))
+    }
+}
+
+/// The adapters table, and for each adapter not found where it was looked for.
+fn print_adapters(adapters: &[stepd_proto::v1::AdapterCheck]) {
+    let rows: Vec<Vec<String>> = adapters
+        .iter()
+        .map(|a| {
+            vec![
+                a.adapter.clone(),
+                check_name(a.status),
+                if a.version.is_empty() {
+                    "-".into()
+                } else {
+                    a.version.clone()
+                },
+                if a.command.is_empty() {
+                    a.message.clone()
+                } else {
+                    a.command.join(" ")
+                },
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        render::table(&["ADAPTER", "STATUS", "VERSION", "COMMAND"], &rows)
+    );
+    for a in adapters {
+        if a.status != CheckStatus::Ok as i32 {
+            println!("\n{} ({}): {}", a.adapter, check_name(a.status), a.message);
+            println!("  searched:");
+            for s in &a.searched {
+                println!("    {s}");
+            }
+        }
     }
 }
 

@@ -2,7 +2,11 @@
 //! `pauses` and `input`: starting, listing and driving debug sessions.
 
 use crate::connect::client;
-use std::{collections::BTreeMap, path::Path, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::Path,
+    time::Duration,
+};
 
 use clap::{Args, ValueEnum};
 use stepd_proto::v1::{
@@ -25,6 +29,7 @@ use crate::connect::Channel;
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::{
+    caller,
     exit::Failure,
     render::{
         self,
@@ -88,6 +93,11 @@ pub struct AdapterArgs {
     /// Display name of the session.
     #[arg(long)]
     pub name: Option<String>,
+    /// Keep stepping and breakpoints to the program's own code (debugpy's
+    /// default); --just-my-code=false lets breakpoints in libraries stop and
+    /// steps go into them (for lldb: into code without debug information).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub just_my_code: Option<bool>,
 }
 
 /// Arguments of `launch`.
@@ -100,15 +110,36 @@ pub struct LaunchArgs {
     pub args: Vec<String>,
     #[command(flatten)]
     pub adapter: AdapterArgs,
-    /// Working directory of the program (default: the daemon's).
+    /// Working directory of the program (default: this shell's when the
+    /// daemon runs here as you, else the daemon's).
     #[arg(long)]
     pub cwd: Option<String>,
-    /// Environment variable KEY=VALUE added to the daemon's (repeatable).
+    /// Environment variable KEY=VALUE for the program (repeatable), on top
+    /// of this shell's environment when the daemon runs here as you, else
+    /// of the daemon's.
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
     /// Stop before the first line of user code; the entry stop is printed.
     #[arg(long)]
     pub stop_on_entry: bool,
+    #[command(flatten)]
+    pub context: ContextArgs,
+}
+
+/// Whose context a launch runs in, and a Python program's interpreter.
+#[derive(Debug, Args, Default)]
+pub struct ContextArgs {
+    /// The Python interpreter that runs the program (default: the active
+    /// virtualenv, or a .venv beside the program, when the daemon runs here).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<String>,
+    /// Run in the daemon's working directory and environment (and look for
+    /// the adapter on its PATH) rather than this shell's.
+    #[arg(long)]
+    pub daemon_context: bool,
+    /// This shell's context, when the daemon runs here as the same user.
+    #[arg(skip)]
+    pub caller: Option<crate::caller::Caller>,
 }
 
 /// Arguments of `attach`.
@@ -298,24 +329,70 @@ fn sessions_client(channel: Channel) -> SessionServiceClient<Channel> {
 }
 
 /// The LaunchRequest of `launch` (and `debug --launch`).
-pub fn launch_request(args: LaunchArgs) -> Result<LaunchRequest, Failure> {
-    Ok(LaunchRequest {
-        adapter: args.adapter.adapter.unwrap_or_default(),
+pub fn launch_request(args: LaunchArgs) -> Result<(LaunchRequest, Option<String>), Failure> {
+    let program = absolute(&args.program);
+    let adapter = args.adapter.adapter.unwrap_or_default();
+    let caller = args.context.caller.filter(|_| !args.context.daemon_context);
+    let python = (!adapter.is_empty()).then_some(adapter.as_str());
+    let interpreter = if caller::is_python(python, &program) {
+        caller::interpreter(
+            args.context.python.as_deref(),
+            &program,
+            caller.as_ref().map(|c| &c.env),
+        )
+    } else if args.context.python.is_some() {
+        return Err(Failure::Usage(
+            "--python is for Python programs (adapter debugpy, or a .py program)".into(),
+        ));
+    } else {
+        None
+    };
+    let adapter_options = interpreter.as_ref().map(|(path, _)| prost_types::Struct {
+        fields: [(
+            "python".to_owned(),
+            prost_types::Value {
+                kind: Some(prost_types::value::Kind::StringValue(path.clone())),
+            },
+        )]
+        .into(),
+    });
+    let mut env: HashMap<String, String> =
+        caller.as_ref().map(|c| c.env.clone()).unwrap_or_default();
+    env.extend(pairs("--env", args.env)?);
+    let cwd = match (args.cwd, &caller) {
+        (Some(cwd), _) => absolute(&cwd),
+        (None, Some(caller)) => caller.cwd.clone(),
+        (None, None) => String::new(),
+    };
+    let request = LaunchRequest {
+        adapter,
         adapter_command: adapter_command(args.adapter.adapter_command),
-        program: absolute(&args.program),
+        program,
         args: args.args,
-        cwd: args.cwd.as_deref().map(absolute).unwrap_or_default(),
-        env: pairs("--env", args.env)?.into_iter().collect(),
+        cwd,
+        env,
         stop_on_entry: args.stop_on_entry,
         labels: pairs("--label", args.adapter.labels)?.into_iter().collect(),
         name: args.adapter.name.unwrap_or_default(),
+        adapter_options,
+        just_my_code: args.adapter.just_my_code,
         ..Default::default()
-    })
+    };
+    let note = interpreter.map(|(path, why)| format!("python: {path} (from {why})"));
+    Ok((request, note))
 }
 
 /// `stepctl launch`.
 pub async fn launch(channel: Channel, args: LaunchArgs, json: bool) -> Result<(), Failure> {
-    let request = launch_request(args)?;
+    let (request, note) = launch_request(args)?;
+    if let Some(note) = &note {
+        // Said before the launch, so it is there whatever the launch answers.
+        if json {
+            eprintln!("{note}");
+        } else {
+            println!("{note}");
+        }
+    }
     let r = sessions_client(channel).launch(request).await?.into_inner();
     if json {
         print_json(&r);
@@ -342,6 +419,7 @@ pub async fn attach(channel: Channel, args: AttachArgs, json: bool) -> Result<()
         connect: args.connect.unwrap_or_default(),
         labels: pairs("--label", args.adapter.labels)?.into_iter().collect(),
         name: args.adapter.name.unwrap_or_default(),
+        just_my_code: args.adapter.just_my_code,
         ..Default::default()
     };
     let r: AttachResponse = sessions_client(channel).attach(request).await?.into_inner();
@@ -584,6 +662,7 @@ fn parse_here(text: &str, force: bool) -> Result<HereCommand, Failure> {
             path: String::new(),
             line: 0,
             force,
+            within_frame: false,
         });
     }
     let (path, line) = match text.rsplit_once(':') {
@@ -596,6 +675,7 @@ fn parse_here(text: &str, force: bool) -> Result<HereCommand, Failure> {
         path,
         line,
         force,
+        within_frame: false,
     })
 }
 
@@ -609,7 +689,7 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
     let needs = |what: &str| Failure::Usage(format!("{word} needs {what}"));
     let takes_arg = matches!(
         word,
-        "here" | "trace" | "eval" | "inject" | "inspect-prompt" | "expression"
+        "here" | "until" | "trace" | "eval" | "inject" | "inspect-prompt" | "expression"
     );
     if !takes_arg && arg.is_some() {
         return Err(Failure::Usage(format!("{word} takes no argument")));
@@ -627,6 +707,16 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
         "continue-scope" => Command::ContinueScope(ContinueScopeCommand {}),
         "continue-all" => Command::ContinueAll(ContinueAllCommand {}),
         "here" => Command::Here(parse_here(&arg.ok_or_else(|| needs("FILE:LINE"))?, force)?),
+        "until" => {
+            let line = arg.ok_or_else(|| needs("LINE"))?;
+            Command::Here(HereCommand {
+                line: line
+                    .parse()
+                    .map_err(|_| Failure::Usage(format!("until takes a line, not {line:?}")))?,
+                within_frame: true,
+                ..Default::default()
+            })
+        }
         "trace" => Command::Trace(TraceCommand {
             max_steps: match arg {
                 Some(n) => n
@@ -655,7 +745,7 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
         other => {
             return Err(Failure::Usage(format!(
                 "unknown command {other:?}; one of next, in, out, continue, continue-scope, \
-                 continue-all, here, trace, eval, inject, skip, inspect, inspect-prompt, locals, \
+                 continue-all, here, until, trace, eval, inject, skip, inspect, inspect-prompt, locals, \
                  stacktrace, quit, expression"
             )));
         }

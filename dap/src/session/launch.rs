@@ -49,6 +49,9 @@ pub struct Request {
     pub name: String,
     /// Adapter-specific extras.
     pub adapter_options: Option<prost_types::Struct>,
+    /// Keep stepping and breakpoints to the program's own code; None = the
+    /// adapter's default (`adapters::just_my_code`).
+    pub just_my_code: Option<bool>,
     /// Client correlation id.
     pub request_id: String,
     /// Attach: process id.
@@ -78,13 +81,18 @@ pub struct LaunchOutcome {
     pub entry: Option<StableState>,
 }
 
-/// What the adapter is guessed from: the program, or for an attach by pid
-/// the process's executable, so a Go process is attached with dlv.
-fn guess_from(request: &Request) -> String {
-    if request.attach && request.program.is_empty() && request.pid > 0 {
-        return format!("/proc/{}/exe", request.pid);
+/// The adapter a request that names none gets: for an attach to a debug
+/// server, debugpy (the only adapter whose listener stepd attaches to); for
+/// an attach by pid, the process's kind (a Python interpreter, a Go binary,
+/// else native); for a launch, the program's.
+fn guess_kind(request: &Request) -> AdapterKind {
+    if request.attach && !request.connect.is_empty() {
+        return AdapterKind::Debugpy;
     }
-    request.program.clone()
+    if request.attach && request.program.is_empty() && request.pid > 0 {
+        return adapters::guess_process(request.pid);
+    }
+    adapters::guess(&request.program)
 }
 
 /// Refuses what no adapter should be given, naming every field at fault: a
@@ -215,12 +223,13 @@ pub async fn start(
     let mut request = request;
     check_paths(&mut request)?;
     let name = match (request.adapter.as_str(), request.adapter_command.is_empty()) {
-        ("", true) => adapters::guess(&guess_from(&request)).name().to_owned(),
+        ("", true) => guess_kind(&request).name().to_owned(),
         ("", false) => AdapterKind::Custom.name().to_owned(),
         (named, _) => named.to_owned(),
     };
     check_program(&request)?;
     let kind = AdapterKind::named(&name);
+    adapters::check_just_my_code(kind.unwrap_or(AdapterKind::Custom), request.just_my_code)?;
     if request.attach
         && kind.is_some_and(AdapterKind::program_serves_dap)
         && !request.connect.is_empty()
@@ -230,7 +239,12 @@ pub async fn start(
         request.dap_server = request.connect.clone();
     }
     let adapter = if request.dap_server.is_empty() {
-        adapters::resolve(&name, &request.adapter_command).await?
+        adapters::resolve(
+            &name,
+            &request.adapter_command,
+            request.env.get("PATH").map(String::as_str),
+        )
+        .await?
     } else {
         adapters::Adapter {
             kind: kind.unwrap_or(AdapterKind::Custom),

@@ -111,8 +111,8 @@ const COMMANDS: &[Spec] = &[
     Spec {
         names: &["until"],
         args: "[LINE]",
-        summary: "run to LINE of this file (default: the next line below)",
-        detail: "Like pdb's until: leaves a loop without stepping through it. \
+        summary: "run to the first line at or after LINE in this frame, or until it returns",
+        detail: "Like pdb's and gdb's until: leaves a loop without stepping through it. \
                  A breakpoint on the way stops it first.",
     },
     Spec {

@@ -34,7 +34,7 @@ use self::commands::{Action, alias, parse_line};
 use crate::{
     cmd::{
         breakpoints::parse_source,
-        sessions::{AdapterArgs, LaunchArgs, launch_request},
+        sessions::{AdapterArgs, ContextArgs, LaunchArgs, launch_request},
     },
     colour,
     connect::{Channel, client},
@@ -63,12 +63,16 @@ pub struct DebugArgs {
     pub launch: Option<String>,
     #[command(flatten)]
     pub adapter: AdapterArgs,
-    /// With --launch: working directory of the program.
+    /// With --launch: working directory of the program (default: this
+    /// shell's when the daemon runs here as you, else the daemon's).
     #[arg(long, requires = "launch")]
     pub cwd: Option<String>,
-    /// With --launch: environment variable KEY=VALUE (repeatable).
+    /// With --launch: environment variable KEY=VALUE (repeatable), on top of
+    /// this shell's environment when the daemon runs here as you.
     #[arg(long = "env", value_name = "K=V", requires = "launch")]
     pub env: Vec<String>,
+    #[command(flatten)]
+    pub context: ContextArgs,
     /// With --launch: stop before the first line of user code.
     #[arg(long, requires = "launch")]
     pub stop_on_entry: bool,
@@ -112,14 +116,18 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         stream.watch(Vec::new(), 0, String::new()).await?;
         events = subscribe(channel.clone(), rx).await?;
         let snapshot = first_snapshot(&mut events).await?;
-        let mut request = launch_request(LaunchArgs {
+        let (mut request, note) = launch_request(LaunchArgs {
             program,
             args: args.rest,
             adapter: args.adapter,
             cwd: args.cwd,
             env: args.env,
             stop_on_entry: args.stop_on_entry,
+            context: args.context,
         })?;
+        if let Some(note) = note {
+            println!("{note}");
+        }
         scope.label(&mut request.labels);
         values::show_return_values(&mut request);
         launched = Some(request.clone());

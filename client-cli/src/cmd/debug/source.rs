@@ -310,40 +310,25 @@ impl Debugger {
         }
     }
 
-    /// `until LINE`, or `until`: the next line below the current one that
-    /// holds code; run there as HERE does (a breakpoint on the way stops first).
+    /// `until LINE`, or `until` (the line after the current one), as pdb
+    /// and gdb have it: stop at the first line at or after LINE in this
+    /// frame, or when the frame returns; a breakpoint on the way stops first.
     pub(super) fn until_target(&self, line: Option<u32>) -> Result<Command, String> {
         let pause = self
             .current_pause()
             .ok_or("no pause pending: the program is running (pause pauses it)")?;
         let line = match line {
             Some(line) => line,
-            None => {
-                let location = pause.location.clone().unwrap_or_default();
-                next_code_line(&location.path, location.line).unwrap_or(location.line + 1)
-            }
+            None => pause.location.as_ref().map_or(0, |l| l.line) + 1,
         };
         Ok(Command::Here(HereCommand {
             coor: Vec::new(),
             path: String::new(),
             line,
             force: false,
+            within_frame: true,
         }))
     }
-}
-
-/// The first line after `line` that is neither blank nor only a comment.
-fn next_code_line(path: &str, line: u32) -> Option<u32> {
-    let source = std::fs::read_to_string(path).ok()?;
-    source
-        .lines()
-        .enumerate()
-        .skip(line as usize)
-        .find(|(_, text)| {
-            let t = text.trim();
-            !t.is_empty() && !t.starts_with('#') && !t.starts_with("//") && !t.starts_with("/*")
-        })
-        .map(|(i, _)| i as u32 + 1)
 }
 
 fn indent(text: &str) -> usize {

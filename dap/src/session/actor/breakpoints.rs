@@ -47,6 +47,7 @@ impl Actor {
         }
         self.placed.retire_all();
         self.delegated.clear();
+        self.exception_breakpoints.clear();
         self.clear_unused(&by_file, !functions.is_empty(), !filters.is_empty())
             .await;
         let mut placements = Vec::new();
@@ -225,6 +226,18 @@ impl Actor {
             .collect();
         let (known, unknown): (Vec<_>, Vec<_>) =
             filters.iter().partition(|(f, _)| offered.contains(f));
+        for (filter, bp) in &known {
+            match self
+                .exception_breakpoints
+                .iter_mut()
+                .find(|(id, _)| *id == bp.id)
+            {
+                Some((_, caught_by)) => caught_by.push(filter.clone()),
+                None => self
+                    .exception_breakpoints
+                    .push((bp.id.clone(), vec![filter.clone()])),
+            }
+        }
         let ids: Vec<&String> = known.iter().map(|(f, _)| f).collect();
         let result = self
             .client

@@ -11,7 +11,7 @@ use stepd_proto::v1::{
 
 use super::{
     Actor, PauseCtx, dap_error,
-    steering::{HERE_BREAKPOINT, Mode, Tracing},
+    steering::{HERE_BREAKPOINT, Mode, Tracing, Until},
 };
 use crate::capability::Capability;
 use crate::{
@@ -151,9 +151,43 @@ impl Actor {
         moved
     }
 
+    /// HERE `within_frame` (pdb's `until LINE`): step over in the paused
+    /// frame until a line at or after `line`, or until the frame returns.
+    #[allow(clippy::too_many_arguments)]
+    async fn until(
+        &mut self,
+        thread: i64,
+        depth: u32,
+        (paused, path): (String, String),
+        line: u32,
+        force: bool,
+        command: CommandKind,
+        by: &str,
+    ) -> ApiResult<()> {
+        if line == 0 {
+            return Err(ApiError::invalid_field("command.here.line", "give a line"));
+        }
+        if path != paused {
+            return Err(ApiError::invalid_field(
+                "command.here.path",
+                format!(
+                    "within_frame runs to a line of the paused file {}, not {}",
+                    stepd_core::error::quote(&paused),
+                    stepd_core::error::quote(&path)
+                ),
+            ));
+        }
+        self.mode = Mode::Until(Until {
+            path,
+            line,
+            depth: (depth > 0).then_some(depth),
+            force,
+        });
+        self.step(thread, StepKind::Over, command, by).await
+    }
+
     /// INJECT: `NAME = EXPRESSION` in the paused frame, then continue. A
     /// refused assignment is an `eval_error` and the pause stays.
-    /// INJECT: `NAME = EXPRESSION` in the paused frame, then continue.
     async fn inject(
         &mut self,
         frame_id: Option<i64>,
@@ -275,8 +309,9 @@ impl PauseOwner for Actor {
             Go::Continue => self.go_on(command, by).await,
             Go::ContinueAll => self.continue_all(command, by).await,
             Go::Here(here) => {
+                let paused = here_from.map(|l| l.path).unwrap_or_default();
                 let path = if here.path.is_empty() {
-                    here_from.map(|l| l.path).unwrap_or_default()
+                    paused.clone()
                 } else {
                     here.path
                 };
@@ -284,7 +319,12 @@ impl PauseOwner for Actor {
                     (0, [_, line]) => u32::try_from(*line).unwrap_or(0),
                     (line, _) => line,
                 };
-                self.run_to(path, line, here.force, command, by).await
+                if here.within_frame {
+                    self.until(thread, depth, (paused, path), line, here.force, command, by)
+                        .await
+                } else {
+                    self.run_to(path, line, here.force, command, by).await
+                }
             }
             Go::Trace { max_steps } => {
                 self.mode = Mode::Trace(Tracing {

@@ -3,7 +3,6 @@
 //! that the session's end can name it.
 
 use serde_json::json;
-use stepd_proto::v1::breakpoint_spec::Location;
 
 use super::Actor;
 use crate::capability::Capability;
@@ -19,6 +18,39 @@ pub(super) struct Caught {
 }
 
 impl Actor {
+    /// The exception breakpoints an exception stop is about: those with the
+    /// filter that caught it when the adapter says which (lldb's exception
+    /// id, debugpy's break mode), else all of them. Their verdicts decide
+    /// the stop, so their conditions, hit conditions and actions count.
+    pub(super) async fn caught_by(&self, thread_id: i64) -> Vec<String> {
+        let placed = &self.exception_breakpoints;
+        let all = || placed.iter().map(|(id, _)| id.clone()).collect();
+        let one_kind = placed.windows(2).all(|w| w[0].1 == w[1].1);
+        if placed.is_empty()
+            || (one_kind && !self.adapter.kind.names_exception_stops_by_filter())
+            || !self.shared.supports(Capability::ExceptionInfoRequest)
+        {
+            return all();
+        }
+        let info = self
+            .client
+            .call::<ExceptionInfoResponse>("exceptionInfo", json!({"threadId": thread_id}))
+            .await;
+        let filter = info.ok().and_then(|info| {
+            self.adapter
+                .kind
+                .filter_that_caught(&info.exception_id, info.break_mode.as_deref())
+        });
+        match filter {
+            Some(filter) => placed
+                .iter()
+                .filter(|(_, filters)| filters.contains(&filter))
+                .map(|(id, _)| id.clone())
+                .collect(),
+            None => all(),
+        }
+    }
+
     /// The exception of the stop on `thread_id`. lldb answers exceptionInfo
     /// of a C++ throw with the filter's label ("C++ Throw"), so there the
     /// thrown object is read instead; a signal's description ("signal
@@ -159,42 +191,6 @@ impl Actor {
             Some(what) => format!("{name}: {what}"),
             None => name,
         })
-    }
-
-    /// The exception breakpoints of this session that an exception stop came
-    /// from: those naming the adapter's exception id (lldb's filter ids); for
-    /// adapters whose ids are the exception's type (debugpy, dlv) every
-    /// exception breakpoint, since each such stop comes from one of them.
-    pub(super) async fn exception_breakpoint_ids(&self) -> Vec<String> {
-        if self.breakpoints_off {
-            return Vec::new();
-        }
-        let Ok(all) = self.ctx.breakpoints.list(&self.request.labels).await else {
-            return Vec::new();
-        };
-        let exception: Vec<(String, Vec<String>)> = all
-            .into_iter()
-            .filter(|b| !b.spent)
-            .filter_map(|b| {
-                let spec = b.spec.as_ref()?;
-                if spec.enabled == Some(false) {
-                    return None;
-                }
-                match spec.location.as_ref()? {
-                    Location::Exception(e) => Some((b.id.clone(), e.filter_ids.clone())),
-                    _ => None,
-                }
-            })
-            .collect();
-        let by_id: Vec<String> = exception
-            .iter()
-            .filter(|(_, filters)| filters.contains(&self.exception_id))
-            .map(|(id, _)| id.clone())
-            .collect();
-        if !by_id.is_empty() || self.adapter.kind.names_exception_stops_by_filter() {
-            return by_id;
-        }
-        exception.into_iter().map(|(id, _)| id).collect()
     }
 }
 

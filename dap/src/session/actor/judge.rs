@@ -71,7 +71,11 @@ pub(super) fn judge(facts: StopFacts) -> Judged {
     {
         return Judged::AnswersPause;
     }
-    let breakpoint_stop = reason == PauseReason::Breakpoint;
+    // An exception stop that names exception breakpoints is judged like a
+    // breakpoint stop: when none of them stops (a condition not met), it
+    // is silent.
+    let breakpoint_stop = reason == PauseReason::Breakpoint
+        || (reason == PauseReason::Exception && !named.is_empty());
     // A breakpoint stop that names breakpoints, none of which stop (a
     // condition not met, a LOG point, one removed meanwhile); the run-to
     // target alone is not such a breakpoint.
@@ -164,6 +168,31 @@ mod tests {
                     reason: Breakpoint,
                     breakpoints: ids(&["a"]),
                     silent: true,
+                },
+            ),
+            (
+                "an exception stop whose exception breakpoints do not stop is silent",
+                StopFacts {
+                    reason: Exception,
+                    named: ids(&["x"]),
+                    ..Default::default()
+                },
+                Judged::Steer {
+                    reason: Exception,
+                    breakpoints: ids(&["x"]),
+                    silent: true,
+                },
+            ),
+            (
+                "an exception stop that names no breakpoint is shown as it is",
+                StopFacts {
+                    reason: Exception,
+                    ..Default::default()
+                },
+                Judged::Steer {
+                    reason: Exception,
+                    breakpoints: vec![],
+                    silent: false,
                 },
             ),
             (

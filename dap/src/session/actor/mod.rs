@@ -100,6 +100,9 @@ pub struct Actor {
     applied_files: std::collections::HashSet<String>,
     applied_functions: bool,
     applied_exceptions: bool,
+    /// The exception breakpoints placed, with the filters of each the
+    /// adapter offers: an exception stop is judged by their verdicts.
+    exception_breakpoints: Vec<(String, Vec<String>)>,
     debuggee_pid: Option<u32>,
     /// The debuggee watched for an end its adapter would not report
     /// (`AdapterKind::misses_debuggee_death_while_stopped`).
@@ -195,6 +198,7 @@ impl Actor {
             applied_files: std::collections::HashSet::new(),
             applied_functions: false,
             applied_exceptions: false,
+            exception_breakpoints: Vec::new(),
             debuggee_pid: None,
             debuggee_watch: None,
         }

@@ -156,6 +156,7 @@ impl Actor {
             cwd: &r.cwd,
             env,
             stop_on_entry: r.stop_on_entry,
+            just_my_code: r.just_my_code,
             extra: r.adapter_options.as_ref(),
         };
         if let Some(configuration) = &r.configuration {
@@ -182,10 +183,10 @@ impl Actor {
             AdapterKind::Debugpy => {
                 args["type"] = json!("python");
                 args["request"] = json!("attach");
-                args["justMyCode"] = json!(true);
             }
             _ => {}
         }
+        adapters::apply_just_my_code(self.adapter.kind, r.just_my_code, &mut args);
         if let Some(extra) = &r.adapter_options
             && let (Some(obj), Value::Object(extra)) =
                 (args.as_object_mut(), stepd_core::json::from_struct(extra))

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 
 use serde_json::json;
-use stepd_proto::v1::{Local, Location, PauseReason, StepKind, Trace, event::Payload};
+use stepd_proto::v1::{
+    Local, Location, Notification, NotificationLevel, PauseReason, StepKind, Trace, event::Payload,
+};
 
 use super::Actor;
 use crate::session::stop;
@@ -37,8 +39,58 @@ pub(super) enum Mode {
         /// Ignore breakpoints on the way.
         force: bool,
     },
+    /// HERE `within_frame` (pdb's `until LINE`): step over in the paused
+    /// frame until a line at or after `line`, or until the frame returns.
+    Until(Until),
     /// TRACE: step over and over, one `trace` event per step.
     Trace(Tracing),
+}
+
+/// An `until LINE` run: where it started and what ends it.
+#[derive(Debug, Clone)]
+pub(super) struct Until {
+    /// The paused frame's file.
+    pub path: String,
+    /// The first line that ends the run.
+    pub line: u32,
+    /// Stack depth of the paused frame, when the adapter told.
+    pub depth: Option<u32>,
+    /// Ignore breakpoints on the way.
+    pub force: bool,
+}
+
+/// Where an `until` run stands after one step.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum UntilStep {
+    /// In the frame at or past the line: arrived.
+    Arrived,
+    /// The frame returned (the stack is shallower than where it started).
+    Returned,
+    /// Still before the line in the frame: step again.
+    Again,
+}
+
+impl Until {
+    /// Judges a step's end at `depth` and `location` against the run.
+    pub(super) fn judge(&self, depth: Option<u32>, location: Option<&Location>) -> UntilStep {
+        if let (Some(from), Some(now)) = (self.depth, depth) {
+            if now < from {
+                return UntilStep::Returned;
+            }
+            if now > from {
+                // Deeper than the frame (a step the adapter ended in a
+                // callee): not the frame's line, step again.
+                return UntilStep::Again;
+            }
+        }
+        match location {
+            Some(at) if at.path == self.path && at.line >= self.line => UntilStep::Arrived,
+            // Another file at the same depth is another frame: the paused
+            // one returned and the caller made a call.
+            Some(at) if at.path != self.path => UntilStep::Returned,
+            _ => UntilStep::Again,
+        }
+    }
 }
 
 /// A TRACE run.
@@ -61,7 +113,7 @@ impl Mode {
         match self {
             Mode::Normal | Mode::Trace(_) => true,
             Mode::Out { .. } => false,
-            Mode::Here { force, .. } => !force,
+            Mode::Here { force, .. } | Mode::Until(Until { force, .. }) => !force,
         }
     }
 }
@@ -238,9 +290,58 @@ impl Actor {
                 self.end_mode().await;
                 Steering::Pause(arrived.then_some(PauseReason::Goto))
             }
+            Mode::Until(until) => self.steer_until(here, step, location, until).await,
             Mode::Trace(tracing) => {
                 self.steer_trace(here, step, location, frame_id, tracing)
                     .await
+            }
+        }
+    }
+
+    /// `until LINE`: the next step over, or the pause that ends the run.
+    async fn steer_until(
+        &mut self,
+        here: &StopHere,
+        step: Option<StepInFlight>,
+        location: Option<&Location>,
+        until: Until,
+    ) -> Steering {
+        if let Some(step) = step
+            && self.go_on_stepping(step, here).await
+        {
+            return Steering::Resumed;
+        }
+        if !matches!(here.reason, PauseReason::Step | PauseReason::Breakpoint) {
+            self.mode = Mode::Normal;
+            return Steering::Normal;
+        }
+        match until.judge(here.depth, location) {
+            UntilStep::Arrived => {
+                self.mode = Mode::Normal;
+                Steering::Pause(Some(PauseReason::Goto))
+            }
+            UntilStep::Returned => {
+                self.mode = Mode::Normal;
+                self.publish(Payload::Notification(Notification {
+                    level: NotificationLevel::Info.into(),
+                    message: format!(
+                        "until {}: the frame returned before reaching line {}",
+                        until.line, until.line
+                    ),
+                }));
+                Steering::Pause(Some(PauseReason::Step))
+            }
+            UntilStep::Again => {
+                let depth = here.depth;
+                self.mode = Mode::Until(until);
+                self.resume_silently("next", here.thread_id).await;
+                self.exec.stepping(StepInFlight {
+                    kind: StepKind::Over,
+                    thread: here.thread_id,
+                    depth,
+                    returning: false,
+                });
+                Steering::Resumed
             }
         }
     }
@@ -421,5 +522,33 @@ mod tests {
             continuation(&step(StepKind::Over, false), &unknown),
             Continuation::End
         ));
+    }
+
+    #[test]
+    fn until_arrives_at_or_past_the_line_in_its_frame_and_ends_when_it_returns() {
+        let until = Until {
+            path: "/a.py".into(),
+            line: 10,
+            depth: Some(3),
+            force: false,
+        };
+        let at = |path: &str, line| Location {
+            path: path.into(),
+            line,
+            ..Default::default()
+        };
+        let judge = |depth, path, line| until.judge(depth, Some(&at(path, line)));
+        assert_eq!(judge(Some(3), "/a.py", 9), UntilStep::Again);
+        assert_eq!(judge(Some(3), "/a.py", 10), UntilStep::Arrived);
+        // A line never reached: the first one after it counts.
+        assert_eq!(judge(Some(3), "/a.py", 12), UntilStep::Arrived);
+        assert_eq!(judge(Some(2), "/a.py", 4), UntilStep::Returned);
+        assert_eq!(judge(Some(2), "/a.py", 40), UntilStep::Returned);
+        // Deeper (a callee's line past `line`) is not the frame's.
+        assert_eq!(judge(Some(4), "/a.py", 30), UntilStep::Again);
+        assert_eq!(judge(Some(3), "/b.py", 30), UntilStep::Returned);
+        // Without depths, the file and line decide.
+        assert_eq!(judge(None, "/a.py", 11), UntilStep::Arrived);
+        assert_eq!(until.judge(Some(3), None), UntilStep::Again);
     }
 }

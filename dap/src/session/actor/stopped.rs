@@ -103,16 +103,21 @@ impl Actor {
         // Not when back on the starting line after stepd stepped out of a
         // frame for a NEXT: that line's breakpoints were met already.
         let landed = reason == PauseReason::Step && self.exec.step().is_some_and(|s| !s.returning);
-        let named = self.placed.named_by(
-            &event.hit_breakpoint_ids,
-            top.location.as_ref().map(|at| (at.path.as_str(), at.line)),
-            reason == PauseReason::Breakpoint || landed,
-        );
+        let exception = reason == PauseReason::Exception && !self.exception_breakpoints.is_empty();
+        let named = if exception {
+            self.caught_by(thread_id).await
+        } else {
+            self.placed.named_by(
+                &event.hit_breakpoint_ids,
+                top.location.as_ref().map(|at| (at.path.as_str(), at.line)),
+                reason == PauseReason::Breakpoint || landed,
+            )
+        };
         // The breakpoints' verdicts come first: LOG and SNAPSHOT are carried
         // out whatever the stop turns out to be, and one that stops ends any
         // step, trace or run-to in flight. Modes that skip breakpoints (OUT
         // with force, HERE with force) neither count nor carry them out.
-        let stops = if (reason == PauseReason::Breakpoint || landed)
+        let stops = if (reason == PauseReason::Breakpoint || landed || exception)
             && !named.is_empty()
             && self.mode.honours_breakpoints()
         {
@@ -190,7 +195,13 @@ impl Actor {
             judge::Judged::Breakpoint(stops) => {
                 self.exec.pause_answered();
                 self.end_mode().await;
-                Some((PauseReason::Breakpoint, stops))
+                // An exception breakpoint's stop stays an exception stop.
+                let reason = if seen.reason == PauseReason::Exception {
+                    PauseReason::Exception
+                } else {
+                    PauseReason::Breakpoint
+                };
+                Some((reason, stops))
             }
             judge::Judged::AnswersPause => {
                 self.exec.pause_answered();
@@ -236,7 +247,7 @@ impl Actor {
         &mut self,
         seen: Observed,
         reason: PauseReason,
-        mut breakpoint_ids: Vec<String>,
+        breakpoint_ids: Vec<String>,
     ) -> StableState {
         let Observed {
             event,
@@ -260,9 +271,6 @@ impl Actor {
         } else {
             String::new()
         };
-        if reason == PauseReason::Exception && breakpoint_ids.is_empty() {
-            breakpoint_ids = self.exception_breakpoint_ids().await;
-        }
         let input_type = self.input_type(frame_id.is_some(), locals_available);
         let notes = self.continue_all_notes(reason).await;
         let depth = top.depth.unwrap_or(1);

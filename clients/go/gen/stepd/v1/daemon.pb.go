@@ -914,7 +914,12 @@ func (x *ConfigCheck) GetWarnings() []string {
 
 // Request of DaemonService.Doctor.
 type DoctorRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Look for the adapters on this PATH instead of the daemon's own: a
+	// client on the daemon's machine passes its PATH to see what its
+	// launches would find (a launch whose env has PATH looks there). Empty =
+	// the daemon's PATH.
+	Path          string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -949,6 +954,13 @@ func (*DoctorRequest) Descriptor() ([]byte, []int) {
 	return file_stepd_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
+func (x *DoctorRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 // Response of DaemonService.Doctor.
 type DoctorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -957,7 +969,10 @@ type DoctorResponse struct {
 	// The store.
 	Store *StoreCheck `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
 	// The configuration.
-	Config        *ConfigCheck `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
+	Config *ConfigCheck `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
+	// The PATH the adapters were looked for on: the request's, or the
+	// daemon's own (which it keeps from its start).
+	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1011,6 +1026,13 @@ func (x *DoctorResponse) GetConfig() *ConfigCheck {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *DoctorResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
 }
 
 // Request of DaemonService.Shutdown. Takes no fields, ever.
@@ -1154,12 +1176,14 @@ const file_stepd_v1_daemon_proto_rawDesc = "" +
 	"\vConfigCheck\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.stepd.v1.CheckStatusR\x06status\x12\x12\n" +
 	"\x04file\x18\x02 \x01(\tR\x04file\x12\x1a\n" +
-	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"\x0f\n" +
-	"\rDoctorRequest\"\x9f\x01\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"#\n" +
+	"\rDoctorRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\xb3\x01\n" +
 	"\x0eDoctorResponse\x122\n" +
 	"\badapters\x18\x01 \x03(\v2\x16.stepd.v1.AdapterCheckR\badapters\x12*\n" +
 	"\x05store\x18\x02 \x01(\v2\x14.stepd.v1.StoreCheckR\x05store\x12-\n" +
-	"\x06config\x18\x03 \x01(\v2\x15.stepd.v1.ConfigCheckR\x06config\"\x11\n" +
+	"\x06config\x18\x03 \x01(\v2\x15.stepd.v1.ConfigCheckR\x06config\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
 	"\x10ShutdownResponse*\x8d\x01\n" +
 	"\vCheckStatus\x12\x1c\n" +

@@ -910,7 +910,13 @@ type HereCommand struct {
 	// DAP sessions: line to run to.
 	Line uint32 `protobuf:"varint,3,opt,name=line,proto3" json:"line,omitempty"`
 	// Skip breakpoints on the way.
-	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// DAP sessions: pdb's and gdb's `until LINE`. Instead of running to exactly
+	// `line` (which a branch not taken never reaches), stop at the first line
+	// at or after `line` in the paused frame, or when that frame returns,
+	// whichever comes first. `path` must be empty or the paused file. Probe
+	// sessions refuse it (INVALID_ARGUMENT).
+	WithinFrame   bool `protobuf:"varint,5,opt,name=within_frame,json=withinFrame,proto3" json:"within_frame,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -969,6 +975,13 @@ func (x *HereCommand) GetLine() uint32 {
 func (x *HereCommand) GetForce() bool {
 	if x != nil {
 		return x.Force
+	}
+	return false
+}
+
+func (x *HereCommand) GetWithinFrame() bool {
+	if x != nil {
+		return x.WithinFrame
 	}
 	return false
 }
@@ -2038,12 +2051,13 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\vNextCommand\"\x0f\n" +
 	"\rStepInCommand\"&\n" +
 	"\x0eStepOutCommand\x12\x14\n" +
-	"\x05force\x18\x01 \x01(\bR\x05force\"_\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\"\x82\x01\n" +
 	"\vHereCommand\x12\x12\n" +
 	"\x04coor\x18\x01 \x03(\x05R\x04coor\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04line\x18\x03 \x01(\rR\x04line\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"\x11\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12!\n" +
+	"\fwithin_frame\x18\x05 \x01(\bR\vwithinFrame\"\x11\n" +
 	"\x0fContinueCommand\"\x16\n" +
 	"\x14ContinueScopeCommand\"\x14\n" +
 	"\x12ContinueAllCommand\"+\n" +

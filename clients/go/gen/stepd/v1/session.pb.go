@@ -1528,7 +1528,15 @@ type LaunchRequest struct {
 	// Extra adapter-specific launch arguments, merged into the DAP `launch` request.
 	AdapterOptions *structpb.Struct `protobuf:"bytes,10,opt,name=adapter_options,json=adapterOptions,proto3" json:"adapter_options,omitempty"`
 	// Correlation id the client chooses; echoed as the session's original_id.
-	RequestId     string `protobuf:"bytes,11,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,11,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Whether stepping and breakpoints keep to the program's own code. Unset
+	// = the adapter's default (debugpy: only your code). false lets
+	// breakpoints in libraries (site-packages) stop and steps go into them:
+	// debugpy's `justMyCode`; for lldb, stepping into functions without debug
+	// information and into `std::`. dlv and gdb always step into every
+	// package, so true is refused for them (INVALID_ARGUMENT), as any value is
+	// for a custom adapter (set its own option in `adapter_options`).
+	JustMyCode    *bool `protobuf:"varint,12,opt,name=just_my_code,json=justMyCode,proto3,oneof" json:"just_my_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1640,6 +1648,13 @@ func (x *LaunchRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *LaunchRequest) GetJustMyCode() bool {
+	if x != nil && x.JustMyCode != nil {
+		return *x.JustMyCode
+	}
+	return false
+}
+
 // Response of SessionService.Launch.
 type LaunchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1722,7 +1737,9 @@ type AttachRequest struct {
 	// Extra adapter-specific attach arguments.
 	AdapterOptions *structpb.Struct `protobuf:"bytes,7,opt,name=adapter_options,json=adapterOptions,proto3" json:"adapter_options,omitempty"`
 	// Correlation id the client chooses.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// As LaunchRequest.just_my_code.
+	JustMyCode    *bool `protobuf:"varint,9,opt,name=just_my_code,json=justMyCode,proto3,oneof" json:"just_my_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1811,6 +1828,13 @@ func (x *AttachRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *AttachRequest) GetJustMyCode() bool {
+	if x != nil && x.JustMyCode != nil {
+		return *x.JustMyCode
+	}
+	return false
 }
 
 // Response of SessionService.Attach.
@@ -3824,7 +3848,7 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x13BreakpointPlacement\x12#\n" +
 	"\rbreakpoint_id\x18\x01 \x01(\tR\fbreakpointId\x12%\n" +
 	"\x0erequested_line\x18\x02 \x01(\rR\rrequestedLine\x122\n" +
-	"\x06status\x18\x03 \x01(\v2\x1a.stepd.v1.BreakpointStatusR\x06status\"\x8f\x04\n" +
+	"\x06status\x18\x03 \x01(\v2\x1a.stepd.v1.BreakpointStatusR\x06status\"\xc7\x04\n" +
 	"\rLaunchRequest\x12\x18\n" +
 	"\aadapter\x18\x01 \x01(\tR\aadapter\x12'\n" +
 	"\x0fadapter_command\x18\x02 \x03(\tR\x0eadapterCommand\x12\x18\n" +
@@ -3838,17 +3862,20 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x0fadapter_options\x18\n" +
 	" \x01(\v2\x17.google.protobuf.StructR\x0eadapterOptions\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\v \x01(\tR\trequestId\x1a6\n" +
+	"request_id\x18\v \x01(\tR\trequestId\x12%\n" +
+	"\fjust_my_code\x18\f \x01(\bH\x00R\n" +
+	"justMyCode\x88\x01\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
+	"\r_just_my_code\"\xab\x01\n" +
 	"\x0eLaunchResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.stepd.v1.SessionR\asession\x12?\n" +
 	"\vbreakpoints\x18\x02 \x03(\v2\x1d.stepd.v1.BreakpointPlacementR\vbreakpoints\x12+\n" +
-	"\x05entry\x18\x03 \x01(\v2\x15.stepd.v1.StableStateR\x05entry\"\xeb\x02\n" +
+	"\x05entry\x18\x03 \x01(\v2\x15.stepd.v1.StableStateR\x05entry\"\xa3\x03\n" +
 	"\rAttachRequest\x12\x18\n" +
 	"\aadapter\x18\x01 \x01(\tR\aadapter\x12'\n" +
 	"\x0fadapter_command\x18\x02 \x03(\tR\x0eadapterCommand\x12\x10\n" +
@@ -3858,10 +3885,13 @@ const file_stepd_v1_session_proto_rawDesc = "" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12@\n" +
 	"\x0fadapter_options\x18\a \x01(\v2\x17.google.protobuf.StructR\x0eadapterOptions\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\x1a9\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12%\n" +
+	"\fjust_my_code\x18\t \x01(\bH\x00R\n" +
+	"justMyCode\x88\x01\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"~\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
+	"\r_just_my_code\"~\n" +
 	"\x0eAttachResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.stepd.v1.SessionR\asession\x12?\n" +
 	"\vbreakpoints\x18\x02 \x03(\v2\x1d.stepd.v1.BreakpointPlacementR\vbreakpoints\"`\n" +
@@ -4246,6 +4276,8 @@ func file_stepd_v1_session_proto_init() {
 	file_stepd_v1_session_proto_msgTypes[2].OneofWrappers = []any{}
 	file_stepd_v1_session_proto_msgTypes[8].OneofWrappers = []any{}
 	file_stepd_v1_session_proto_msgTypes[9].OneofWrappers = []any{}
+	file_stepd_v1_session_proto_msgTypes[11].OneofWrappers = []any{}
+	file_stepd_v1_session_proto_msgTypes[13].OneofWrappers = []any{}
 	file_stepd_v1_session_proto_msgTypes[21].OneofWrappers = []any{
 		(*ContinueRequest_NoWait)(nil),
 		(*ContinueRequest_UntilStable)(nil),

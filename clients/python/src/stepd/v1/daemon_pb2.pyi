@@ -471,12 +471,21 @@ class DoctorRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    PATH_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Look for the adapters on this PATH instead of the daemon's own: a
+    client on the daemon's machine passes its PATH to see what its
+    launches would find (a launch whose env has PATH looks there). Empty =
+    the daemon's PATH.
+    """
     def __init__(
         self,
+        *,
+        path: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -491,6 +500,11 @@ class DoctorResponse(_message.Message):
     ADAPTERS_FIELD_NUMBER: _builtins.int
     STORE_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The PATH the adapters were looked for on: the request's, or the
+    daemon's own (which it keeps from its start).
+    """
     @_builtins.property
     def adapters(self) -> _containers.RepeatedCompositeFieldContainer[Global___AdapterCheck]:
         """One entry per adapter kind."""
@@ -509,10 +523,11 @@ class DoctorResponse(_message.Message):
         adapters: _abc.Iterable[Global___AdapterCheck] | None = ...,
         store: Global___StoreCheck | None = ...,
         config: Global___ConfigCheck | None = ...,
+        path: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "store", b"store"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adapters", b"adapters", "config", b"config", "store", b"store"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adapters", b"adapters", "config", b"config", "path", b"path", "store", b"store"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -549,12 +549,20 @@ class HereCommand(_message.Message):
     PATH_FIELD_NUMBER: _builtins.int
     LINE_FIELD_NUMBER: _builtins.int
     FORCE_FIELD_NUMBER: _builtins.int
+    WITHIN_FRAME_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     """DAP sessions: file to run to (empty = the paused file)."""
     line: _builtins.int
     """DAP sessions: line to run to."""
     force: _builtins.bool
     """Skip breakpoints on the way."""
+    within_frame: _builtins.bool
+    """DAP sessions: pdb's and gdb's `until LINE`. Instead of running to exactly
+    `line` (which a branch not taken never reaches), stop at the first line
+    at or after `line` in the paused frame, or when that frame returns,
+    whichever comes first. `path` must be empty or the paused file. Probe
+    sessions refuse it (INVALID_ARGUMENT).
+    """
     @_builtins.property
     def coor(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Probe sessions: the coordinate to run to."""
@@ -566,10 +574,11 @@ class HereCommand(_message.Message):
         path: _builtins.str = ...,
         line: _builtins.int = ...,
         force: _builtins.bool = ...,
+        within_frame: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["coor", b"coor", "force", b"force", "line", b"line", "path", b"path"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["coor", b"coor", "force", b"force", "line", b"line", "path", b"path", "within_frame", b"within_frame"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -869,6 +869,7 @@ class LaunchRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     ADAPTER_OPTIONS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    JUST_MY_CODE_FIELD_NUMBER: _builtins.int
     adapter: _builtins.str
     """Adapter: "debugpy", "lldb", "dlv", "gdb", or "custom" with adapter_command. Empty guesses from the program."""
     program: _builtins.str
@@ -881,6 +882,15 @@ class LaunchRequest(_message.Message):
     """Display name."""
     request_id: _builtins.str
     """Correlation id the client chooses; echoed as the session's original_id."""
+    just_my_code: _builtins.bool
+    """Whether stepping and breakpoints keep to the program's own code. Unset
+    = the adapter's default (debugpy: only your code). false lets
+    breakpoints in libraries (site-packages) stop and steps go into them:
+    debugpy's `justMyCode`; for lldb, stepping into functions without debug
+    information and into `std::`. dlv and gdb always step into every
+    package, so true is refused for them (INVALID_ARGUMENT), as any value is
+    for a custom adapter (set its own option in `adapter_options`).
+    """
     @_builtins.property
     def adapter_command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Command line of an adapter that speaks DAP on stdio. With `adapter` set,
@@ -918,12 +928,15 @@ class LaunchRequest(_message.Message):
         name: _builtins.str = ...,
         adapter_options: _struct_pb2.Struct | None = ...,
         request_id: _builtins.str = ...,
+        just_my_code: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["adapter_options", b"adapter_options"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_just_my_code", b"_just_my_code", "adapter_options", b"adapter_options", "just_my_code", b"just_my_code"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adapter", b"adapter", "adapter_command", b"adapter_command", "adapter_options", b"adapter_options", "args", b"args", "cwd", b"cwd", "env", b"env", "labels", b"labels", "name", b"name", "program", b"program", "request_id", b"request_id", "stop_on_entry", b"stop_on_entry"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_just_my_code", b"_just_my_code", "adapter", b"adapter", "adapter_command", b"adapter_command", "adapter_options", b"adapter_options", "args", b"args", "cwd", b"cwd", "env", b"env", "just_my_code", b"just_my_code", "labels", b"labels", "name", b"name", "program", b"program", "request_id", b"request_id", "stop_on_entry", b"stop_on_entry"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__just_my_code: _TypeAlias = _typing.Literal["just_my_code"]  # noqa: Y015
+    _WhichOneofArgType__just_my_code: _TypeAlias = _typing.Literal["_just_my_code", b"_just_my_code"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__just_my_code) -> _WhichOneofReturnType__just_my_code | None: ...
 
 Global___LaunchRequest: _TypeAlias = LaunchRequest  # noqa: Y015
 
@@ -997,6 +1010,7 @@ class AttachRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     ADAPTER_OPTIONS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    JUST_MY_CODE_FIELD_NUMBER: _builtins.int
     adapter: _builtins.str
     """Adapter name, as in LaunchRequest."""
     pid: _builtins.int
@@ -1007,6 +1021,8 @@ class AttachRequest(_message.Message):
     """Display name."""
     request_id: _builtins.str
     """Correlation id the client chooses."""
+    just_my_code: _builtins.bool
+    """As LaunchRequest.just_my_code."""
     @_builtins.property
     def adapter_command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Command line of a custom adapter."""
@@ -1030,12 +1046,15 @@ class AttachRequest(_message.Message):
         name: _builtins.str = ...,
         adapter_options: _struct_pb2.Struct | None = ...,
         request_id: _builtins.str = ...,
+        just_my_code: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["adapter_options", b"adapter_options"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_just_my_code", b"_just_my_code", "adapter_options", b"adapter_options", "just_my_code", b"just_my_code"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adapter", b"adapter", "adapter_command", b"adapter_command", "adapter_options", b"adapter_options", "connect", b"connect", "labels", b"labels", "name", b"name", "pid", b"pid", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_just_my_code", b"_just_my_code", "adapter", b"adapter", "adapter_command", b"adapter_command", "adapter_options", b"adapter_options", "connect", b"connect", "just_my_code", b"just_my_code", "labels", b"labels", "name", b"name", "pid", b"pid", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__just_my_code: _TypeAlias = _typing.Literal["just_my_code"]  # noqa: Y015
+    _WhichOneofArgType__just_my_code: _TypeAlias = _typing.Literal["_just_my_code", b"_just_my_code"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__just_my_code) -> _WhichOneofReturnType__just_my_code | None: ...
 
 Global___AttachRequest: _TypeAlias = AttachRequest  # noqa: Y015
 

@@ -1,0 +1,152 @@
+//! pdb's and gdb's `until LINE` (HERE with `within_frame`) on a real
+//! debugpy: a line a branch never reaches still stops the run at the first
+//! line after it in the frame, and a frame that returns first stops it in
+//! the caller. The REPL's `until` sends the same command.
+
+use std::process::{Command as Process, Stdio};
+
+use stepd_e2e::dap::answer;
+use stepd_e2e::{
+    Daemon, Subscription, dap, fixture, line_of, reason, source_spec, stepctl_bin, watched,
+};
+use stepd_proto::v1::{
+    HereCommand, Pause, PauseReason, RemoveBreakpointRequest,
+    breakpoint_service_client::BreakpointServiceClient, debug_command::Command, event::Payload,
+};
+use tonic::Code;
+
+/// Launches python/until.py with a breakpoint at `marker`; the session and
+/// its first pause. The breakpoint is removed once it stopped, so the
+/// commands under test meet no breakpoint.
+async fn start(daemon: &Daemon, sub: &mut Subscription, marker: &str) -> (String, Pause) {
+    let path = fixture("python/until.py");
+    let file = path.to_str().unwrap();
+    let id = dap::add_breakpoint(daemon, source_spec(file, line_of(&path, marker))).await;
+    let session = dap::launch(daemon, "debugpy", file, &[])
+        .await
+        .session
+        .unwrap();
+    let pause = dap::next_pause(sub, &session.id).await;
+    BreakpointServiceClient::new(daemon.channel().await)
+        .remove_breakpoint(RemoveBreakpointRequest { id })
+        .await
+        .unwrap();
+    (session.id, pause)
+}
+
+fn until(line: u32) -> Command {
+    Command::Here(HereCommand {
+        line,
+        within_frame: true,
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn until_a_line_never_reached_stops_at_the_first_line_after_it_in_the_frame() {
+    let (daemon, mut sub) = watched().await;
+    let path = fixture("python/until.py");
+    let (session, pause) = start(&daemon, &mut sub, "loop").await;
+    let never = line_of(&path, "never");
+    answer(&daemon, &pause.key, until(never)).await.unwrap();
+    let at = dap::next_pause(&mut sub, &session).await;
+    let location = at.location.clone().unwrap();
+    // Without within_frame, HERE would wait at `never` and the program would end.
+    assert_eq!(location.line, line_of(&path, "after_loop"), "{at:?}");
+    assert_eq!(at.reason, PauseReason::Goto as i32);
+    assert_eq!(dap::local(&at, "total"), "4950");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn until_past_the_frame_stops_where_it_returns_and_says_so() {
+    let (daemon, mut sub) = watched().await;
+    let path = fixture("python/until.py");
+    let (session, pause) = start(&daemon, &mut sub, "after_loop").await;
+    // `print` is below every line of work(): the frame returns first.
+    answer(&daemon, &pause.key, until(line_of(&path, "print")))
+        .await
+        .unwrap();
+    let note = sub
+        .wait_for("the until notification", |e| {
+            matches!(&e.payload, Some(Payload::Notification(n)) if n.message.contains("returned"))
+        })
+        .await;
+    let Some(Payload::Notification(note)) = note.payload else {
+        unreachable!()
+    };
+    assert!(note.message.contains("before reaching line"), "{note:?}");
+    let at = dap::next_pause(&mut sub, &session).await;
+    let location = at.location.clone().unwrap();
+    // In the caller, as a step out of the frame leaves it (debugpy goes on to
+    // the line after the call).
+    assert_eq!(location.function, "main", "{at:?}");
+    assert!(
+        [line_of(&path, "call"), line_of(&path, "print")].contains(&location.line),
+        "{at:?}"
+    );
+    assert_eq!(at.reason, PauseReason::Step as i32);
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn until_in_another_file_is_refused_and_the_pause_stays() {
+    let (daemon, mut sub) = watched().await;
+    let (session, pause) = start(&daemon, &mut sub, "after_loop").await;
+    let err = answer(
+        &daemon,
+        &pause.key,
+        Command::Here(HereCommand {
+            path: fixture("python/loop.py").to_str().unwrap().into(),
+            line: 3,
+            within_frame: true,
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert_eq!(reason(&err), "INVALID_ARGUMENT");
+    assert_eq!(dap::pending_keys(&daemon, &session).await, vec![pause.key]);
+    daemon.stop().await;
+}
+
+/// The REPL's `until LINE`, fed from a pipe as a script would.
+#[tokio::test]
+async fn repl_until_from_a_pipe_leaves_the_loop() {
+    let daemon = Daemon::start(&[]).await;
+    let path = fixture("python/until.py");
+    let file = path.to_str().unwrap();
+    let body = line_of(&path, "body");
+    let never = line_of(&path, "never");
+    let after = line_of(&path, "after_loop");
+    let mut repl = Process::new(stepctl_bin())
+        .args(["--addr", &daemon.addr, "debug", "--launch", file])
+        .args(["--break", &format!("{file}:{body}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let mut stdin = repl.stdin.take().unwrap();
+    writeln!(stdin, "clear {body}\nuntil {never}\np total\nc").unwrap();
+    drop(stdin);
+    let out = tokio::task::spawn_blocking(move || repl.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("at {file}:{after} in work")),
+        "{text}"
+    );
+    assert!(text.contains("= 4950"), "{text}");
+    assert!(text.contains("result=9900"), "{text}");
+    daemon.stop().await;
+}
