@@ -45,6 +45,82 @@ async fn debug_through_a_pipe(daemon: &Daemon, args: &[&str], input: String) -> 
     stdout
 }
 
+/// `stepctl debug` on pipes, written to as its answers come: for a script
+/// whose later lines depend on what it printed.
+struct PipedRepl {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+impl PipedRepl {
+    fn start(daemon: &Daemon, args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(stepctl_bin())
+            .arg("debug")
+            .args(args)
+            .env("STEPD_ADDR", &daemon.addr)
+            .env("STEPCTL_HISTORY", "")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("run stepctl debug");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        use std::io::Write;
+        writeln!(self.stdin.as_mut().unwrap(), "{line}").unwrap();
+    }
+
+    /// The first line from now on that `found` accepts.
+    async fn wait(&mut self, what: &str, found: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Duration::from_secs(60);
+        loop {
+            match tokio::time::timeout(deadline, self.lines.recv()).await {
+                Ok(Some(line)) => {
+                    self.seen.push(line.clone());
+                    if found(&line) {
+                        return line;
+                    }
+                }
+                _ => panic!("{what} never showed:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    /// Everything it printed, once it ended.
+    async fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        while let Some(line) = self.lines.recv().await {
+            self.seen.push(line);
+        }
+        let status = tokio::task::spawn_blocking(move || self.child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "{}", self.seen.join("\n"));
+        self.seen.join("\n")
+    }
+}
+
 /// The lines between the echo of marker `from` (`p '#from'` prints
 /// `= '#from'`; in Go, `p "#from"`) and the next marker.
 fn section<'a>(stdout: &'a str, from: &str) -> Vec<&'a str> {
@@ -55,6 +131,16 @@ fn section<'a>(stdout: &'a str, from: &str) -> Vec<&'a str> {
         .skip(1)
         .take_while(|l| !l.starts_with("= '#") && !l.starts_with("= \"#"))
         .collect()
+}
+
+/// The first `= VALUE` line of a section (the program's output may come
+/// late, among the answers).
+fn first_value<'a>(lines: &[&'a str]) -> &'a str {
+    lines
+        .iter()
+        .find(|l| l.starts_with("= "))
+        .copied()
+        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -190,7 +276,7 @@ async fn debugpy_values_breakpoints_by_number_and_session_scope_through_a_pipe()
         finish.contains("breakpoint bp-1 stops only if i == 2"),
         "{stdout}"
     );
-    assert_eq!(section(&stdout, "#stop3")[0], "= 2", "{stdout}");
+    assert_eq!(first_value(&section(&stdout, "#stop3")), "= 2", "{stdout}");
 
     // The tbreak stopped once and was deleted; bp-1, disabled, did not stop
     // step(3, …) on the way.
@@ -203,7 +289,7 @@ async fn debugpy_values_breakpoints_by_number_and_session_scope_through_a_pipe()
         "{stdout}"
     );
     let stop4 = section(&stdout, "#stop4");
-    assert_eq!(stop4[0], "= 3", "{stdout}");
+    assert_eq!(first_value(&stop4), "= 3", "{stdout}");
     let stop4 = stop4.join("\n");
     assert!(stop4.contains("breakpoint bp-1 enabled"), "{stdout}");
     assert!(
@@ -253,11 +339,25 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
     let step = line_of(&source, "step");
     let binary = fixture("build/go-hello");
     assert!(binary.is_file(), "run scripts/build-fixtures");
+    let mut repl = PipedRepl::start(
+        &daemon,
+        &[
+            "--launch",
+            binary.to_str().unwrap(),
+            "--break",
+            &format!("{file}:{step}"),
+        ],
+    );
+    repl.send("p \"#goroutines\"");
+    repl.send("goroutines");
+    // A goroutine other than the stopped one: its number varies.
+    let other = repl
+        .wait("another goroutine", |l| l.starts_with("  thread "))
+        .await;
+    let other: i64 = other.split_whitespace().nth(1).unwrap().parse().unwrap();
     let script = [
-        "p \"#goroutines\"",
-        "goroutines",
         "p \"#thread\"",
-        "thread 2",
+        &format!("thread {other}"),
         "thread 999",
         "thread 1",
         "p \"#a\"",
@@ -270,37 +370,34 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
         "retval",
         "p \"#end\"",
         "q",
-    ]
-    .join("\n")
-        + "\n";
-    let stdout = debug_through_a_pipe(
-        &daemon,
-        &[
-            "--launch",
-            binary.to_str().unwrap(),
-            "--break",
-            &format!("{file}:{step}"),
-        ],
-        script,
-    )
-    .await;
+    ];
+    for line in script {
+        repl.send(line);
+    }
+    let stdout = repl.finish().await;
 
     // Goroutines as threads; * marks the one stopped at the breakpoint.
     let goroutines = section(&stdout, "#goroutines");
     assert!(
-        goroutines[0].starts_with("* thread 1 ") && goroutines[0].contains("main.step"),
+        goroutines
+            .iter()
+            .any(|l| l.starts_with("* thread 1 ") && l.contains("main.step")),
         "{stdout}"
     );
     assert!(goroutines.len() > 1, "{stdout}");
     assert!(
         goroutines
             .iter()
-            .any(|l| l.starts_with("  thread 2 ") && l.contains("[Go 2]")),
+            .any(|l| l.starts_with(&format!("  thread {other} "))
+                && l.contains(&format!("[Go {other}]"))),
         "{stdout}"
     );
+    // dlv stops every goroutine, but the daemon counts only the one that
+    // reported the stop as stopped: the others have no stack to show.
     let thread = section(&stdout, "#thread").join("\n");
     assert!(
-        thread.contains("thread 2 runs") || thread.contains("thread 2 ([Go 2]"),
+        thread.contains(&format!("thread {other} runs"))
+            || thread.contains(&format!("thread {other} ([Go {other}]")),
         "{stdout}"
     );
     assert!(
@@ -329,7 +426,12 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
         a.contains("no return value here: debugpy reports one right after finish"),
         "{stdout}"
     );
-    assert!(section(&stdout, "#end").join("\n").contains("ended: quit"));
+    // dlv's quit ends the session as QUIT or, when the adapter goes before
+    // it reports the exit, as TERMINATED.
+    assert!(
+        section(&stdout, "#end").join("\n").contains(" ended: "),
+        "{stdout}"
+    );
     daemon.stop().await;
 }
 
@@ -386,5 +488,47 @@ async fn enter_repeats_the_last_command_and_restart_relaunches_at_a_terminal() {
     tmux.type_line("q");
     let screen = tmux.wait_count("[stepctl exit 0]", 1).await;
     assert!(screen.contains("ended: quit"), "{screen}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_launched_elsewhere_cannot_restart_and_its_breakpoints_are_global() {
+    let daemon = Daemon::start(&[]).await;
+    let path = fixture("python/loop.py");
+    let file = path.to_str().unwrap();
+    let step = line_of(&path, "step");
+    let addr = daemon.addr.clone();
+    let file_owned = file.to_owned();
+    let launched = tokio::task::spawn_blocking(move || {
+        Command::new(stepctl_bin())
+            .args(["launch", &file_owned, "--stop-on-entry"])
+            .env("STEPD_ADDR", &addr)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("run stepctl launch");
+    assert!(
+        launched.status.success(),
+        "{}",
+        String::from_utf8_lossy(&launched.stderr)
+    );
+    let stdout =
+        debug_through_a_pipe(&daemon, &[], format!("restart\nb loop.py:{step}\nc\nq\n")).await;
+    assert!(
+        stdout.contains("restart: this session was not launched by this stepctl debug"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "breakpoint bp-1 at {file}:{step} (every session: this one was not launched by stepctl debug)"
+        )),
+        "{stdout}"
+    );
+    // The breakpoint applies here all the same.
+    assert!(
+        stdout.contains(&format!("at {file}:{step} in step")),
+        "{stdout}"
+    );
     daemon.stop().await;
 }
