@@ -45,7 +45,9 @@ func TestModulePathIsTheDocumentedOne(t *testing.T) {
 	more, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	for _, p := range more {
 		rel, _ := filepath.Rel(root, p)
-		docs = append(docs, rel)
+		if rel != filepath.Join("docs", "decisions.md") { // history, which quotes the old line
+			docs = append(docs, rel)
+		}
 	}
 	for _, doc := range docs {
 		text := read(doc)
