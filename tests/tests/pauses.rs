@@ -541,11 +541,15 @@ async fn a_race_records_each_clients_own_name_beside_the_identity() {
     };
     // The loser is told who won: identity and client name.
     assert_eq!(reason(&loss), "ALREADY_ANSWERED");
-    assert!(loss.message().contains(&format!("client \"{winner}\"")), "{loss:?}");
+    assert!(
+        loss.message().contains(&format!("client \"{winner}\"")),
+        "{loss:?}"
+    );
     let resolved = sub
-        .wait_for("pause_resolved", |e| {
-            matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key)
-        })
+        .wait_for(
+            "pause_resolved",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
+        )
         .await;
     let Some(Payload::PauseResolved(resolved)) = resolved.payload else {
         unreachable!()
@@ -574,9 +578,10 @@ async fn a_race_records_each_clients_own_name_beside_the_identity() {
         ))
         .await;
     let resolved = sub
-        .wait_for("the stream's answer", |e| {
-            matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == next.key)
-        })
+        .wait_for(
+            "the stream's answer",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == next.key),
+        )
         .await;
     let Some(Payload::PauseResolved(resolved)) = resolved.payload else {
         unreachable!()
@@ -588,16 +593,15 @@ async fn a_race_records_each_clients_own_name_beside_the_identity() {
         let _ = answer(&daemon, &key, Command::Resume(ContinueCommand {})).await;
     }
     dap::ended(&mut sub, &session).await;
-    let history = stepd_proto::v1::history_service_client::HistoryServiceClient::new(
-        daemon.channel().await,
-    )
-    .get_session_history(stepd_proto::v1::GetSessionHistoryRequest {
-        session_id: session.clone(),
-        ..Default::default()
-    })
-    .await
-    .unwrap()
-    .into_inner();
+    let history =
+        stepd_proto::v1::history_service_client::HistoryServiceClient::new(daemon.channel().await)
+            .get_session_history(stepd_proto::v1::GetSessionHistoryRequest {
+                session_id: session.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
     let recorded = history.events.iter().find_map(|e| match &e.payload {
         Some(Payload::PauseResolved(r)) if r.key == pause.key => Some(r.clone()),
         _ => None,
