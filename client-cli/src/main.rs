@@ -170,6 +170,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if let Command::Debug(args) = &mut command {
         args.context.caller = caller::local_same_user(&options).then(caller::Caller::here);
     }
+    select_sessions(&channel, &mut command).await?;
     match command {
         Command::Ping => cmd::daemon::ping(channel, json).await,
         Command::Status => cmd::daemon::status(channel, json).await,
@@ -198,6 +199,38 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Debug(args) => cmd::debug::run(channel, *args).await,
         Command::Inspect(args) => cmd::inspector::run(channel, *args, json).await,
         Command::Completion { .. } | Command::Man { .. } | Command::Baggage(_) => Ok(()),
+    }
+}
+
+/// Turns the session a command names (an id, a unique id prefix, a name)
+/// into its id, for every command that takes one.
+async fn select_sessions(channel: &connect::Channel, command: &mut Command) -> Result<(), Failure> {
+    use cmd::select::{resolve, resolve_opt};
+    match command {
+        Command::Disconnect(a) => resolve(channel, &mut a.session).await,
+        Command::Continue(a) | Command::Pause(a) => resolve(channel, &mut a.session).await,
+        Command::Step(a) => resolve(channel, &mut a.session).await,
+        Command::Threads(a) => resolve(channel, &mut a.session).await,
+        Command::Stack(a) => resolve(channel, &mut a.session).await,
+        Command::Scopes(a) => resolve(channel, &mut a.session).await,
+        Command::Vars(a) => resolve(channel, &mut a.session).await,
+        Command::Set(a) => resolve(channel, &mut a.session).await,
+        Command::Eval(a) => resolve(channel, &mut a.session).await,
+        Command::Output(a) => resolve(channel, &mut a.session).await,
+        Command::Pauses(a) => resolve_opt(channel, &mut a.session).await,
+        Command::History(a) => resolve(channel, &mut a.session).await,
+        Command::Inspect(a) => resolve_opt(channel, &mut a.session).await,
+        Command::Watch(a) => {
+            for session in &mut a.sessions {
+                resolve(channel, session).await?;
+            }
+            Ok(())
+        }
+        Command::Debug(a) if a.launch.is_none() => match a.rest.first_mut() {
+            Some(session) => resolve(channel, session).await,
+            None => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 

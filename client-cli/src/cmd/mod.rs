@@ -9,5 +9,6 @@ pub mod ended;
 pub mod history;
 pub mod inspect;
 pub mod inspector;
+pub mod select;
 pub mod sessions;
 pub mod watch;

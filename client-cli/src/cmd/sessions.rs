@@ -538,8 +538,7 @@ pub async fn resume(channel: Channel, args: ExecArgs, json: bool) -> Result<(), 
         .into_inner()
         .state
         .unwrap_or_default();
-    print_stable(&state, json);
-    Ok(())
+    print_stable(&state, json)
 }
 
 /// `stepctl step over|in|out`.
@@ -566,8 +565,7 @@ pub async fn step(channel: Channel, args: StepArgs, json: bool) -> Result<(), Fa
         .into_inner()
         .state
         .unwrap_or_default();
-    print_stable(&state, json);
-    Ok(())
+    print_stable(&state, json)
 }
 
 /// `stepctl pause`.
@@ -588,16 +586,24 @@ pub async fn pause(channel: Channel, args: ExecArgs, json: bool) -> Result<(), F
         .into_inner()
         .state
         .unwrap_or_default();
-    print_stable(&state, json);
-    Ok(())
+    print_stable(&state, json)
 }
 
-fn print_stable(state: &StableState, json: bool) {
+/// Prints where an execution request left the session; a wait that ran
+/// out fails with its own exit code, so scripts tell it from a stop.
+fn print_stable(state: &StableState, json: bool) -> Result<(), Failure> {
     if json {
         print_json(state);
     } else {
         println!("{}", stable_text(state));
     }
+    if state.waited && state.timed_out {
+        return Err(Failure::TimedOut(format!(
+            "timed out after {} ms waiting for the session to stop or end",
+            state.elapsed_ms
+        )));
+    }
+    Ok(())
 }
 
 /// `stepctl pauses`.
