@@ -128,6 +128,9 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Print the live sessions' ids and names, for shell completion.
+    #[command(name = "complete-sessions", hide = true)]
+    CompleteSessions,
     /// Write a man page per command (stepctl.1, stepctl-launch.1, …) into DIR.
     Man {
         /// Directory to write the pages into; created when missing.
@@ -139,7 +142,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     // What needs no daemon is answered before connecting (which may start one).
     match &cli.command {
         Command::Completion { shell } => {
-            cmd::docs::completion(*shell, Cli::command());
+            cmd::completion::script(*shell, Cli::command());
             return Ok(());
         }
         Command::Man { dir } => return cmd::docs::man_pages(Cli::command(), dir),
@@ -154,7 +157,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         tls_cert: cli.tls_cert,
         tls_key: cli.tls_key,
         token: cli.token,
+        start: true,
     };
+    if let Command::CompleteSessions = cli.command {
+        return cmd::completion::sessions(&options).await;
+    }
     let json = cli.json;
     // doctor connects itself: it tells why a connection fails.
     if let Command::Doctor = cli.command {
@@ -198,7 +205,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::History(args) => cmd::history::run(channel, args, json).await,
         Command::Debug(args) => cmd::debug::run(channel, *args).await,
         Command::Inspect(args) => cmd::inspector::run(channel, *args, json).await,
-        Command::Completion { .. } | Command::Man { .. } | Command::Baggage(_) => Ok(()),
+        Command::Completion { .. }
+        | Command::Man { .. }
+        | Command::Baggage(_)
+        | Command::CompleteSessions => Ok(()),
     }
 }
 

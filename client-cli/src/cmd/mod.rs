@@ -2,6 +2,7 @@
 
 pub mod baggage;
 pub mod breakpoints;
+pub mod completion;
 pub mod daemon;
 pub mod debug;
 pub mod docs;
