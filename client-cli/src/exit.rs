@@ -87,7 +87,8 @@ impl Failure {
                     .unwrap_or_default();
                 // A transport failure's words are in its causes ("received
                 // fatal alert: CertificateRequired"), not in its message.
-                let mut message = status.message().to_owned();
+                // An evaluation's traceback loses the debugger's own frames.
+                let mut message = crate::render::events::user_error(status.message());
                 let mut source = std::error::Error::source(status);
                 while let Some(cause) = source {
                     let words = cause.to_string();

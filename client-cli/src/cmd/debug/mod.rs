@@ -38,7 +38,7 @@ use crate::{
     line_editor::{History, Input, Terminal, Vocabulary},
     render::{
         events,
-        pauses::{commands_text, display, pause_details, reason_text, where_text},
+        pauses::{commands_text, display, inspect_lines, reason_text, where_text},
         sessions::{end_text, placements, session_line},
     },
 };
@@ -331,6 +331,9 @@ struct Waiting {
     /// Set when its pause resolved while other pauses stayed pending: the
     /// last sign of progress since.
     held_since: Option<Instant>,
+    /// Its evaluation failed and the failure was shown: the call's own
+    /// error, which follows, ends the wait without being shown again.
+    failed: bool,
 }
 
 fn expects_expression(pause: &Pause) -> bool {
@@ -529,7 +532,8 @@ impl Debugger {
                     // pause resolved, not one that was on its way before.
                     let pending = |key: &str| self.pending.iter().any(|p| p.key == key);
                     if self.waiting.as_ref().is_some_and(|w| {
-                        w.key == pause.key || (w.moves && !pending(&pause.key) && !pending(&w.key))
+                        (w.key == pause.key && !w.failed)
+                            || (w.moves && !pending(&pause.key) && !pending(&w.key))
                     }) {
                         self.waiting = None;
                     }
@@ -575,6 +579,7 @@ impl Debugger {
             Some(Payload::Output(output)) if ours => {
                 if let Some(chunk) = output.chunk
                     && chunk.category != "telemetry"
+                    && !events::adapter_banner(&chunk)
                 {
                     self.terminal.output(&chunk.text);
                 }
@@ -587,7 +592,12 @@ impl Debugger {
                 self.say(lines);
             }
             Some(Payload::EvalError(error)) if ours => {
-                self.done_waiting(&error.key);
+                if let Some(waiting) = &mut self.waiting
+                    && waiting.key == error.key
+                    && self.evals.contains(&error.key)
+                {
+                    waiting.failed = true;
+                }
                 self.evals.remove(&error.key);
                 self.say(events::eval_error_lines(&error));
             }
@@ -614,7 +624,14 @@ impl Debugger {
                 }
             }
             Some(Payload::Error(error)) => {
+                let shown = self
+                    .waiting
+                    .as_ref()
+                    .is_some_and(|w| w.failed && w.key == error.key);
                 self.done_waiting(&error.key);
+                if shown {
+                    return Flow::Go;
+                }
                 if self.expression_for.as_deref() == Some(error.key.as_str()) {
                     self.expression_for = None;
                 }
@@ -735,8 +752,13 @@ impl Debugger {
             {
                 lines.push(format!("= {}", colour::value(&display(value))));
             }
-            if pause.inspect.is_some() && pause.inspect != before.inspect {
-                lines.extend(pause_details(&pause));
+            if let Some(rendering) = pause
+                .inspect
+                .as_ref()
+                .filter(|_| pause.inspect != before.inspect)
+            {
+                // The rendering alone: the locals were shown with the stop.
+                lines.extend(inspect_lines(rendering));
             } else if pause.notes != before.notes {
                 lines.extend(pause.notes.iter().map(|n| format!("note: {n}")));
             }
@@ -904,6 +926,7 @@ impl Debugger {
             key: String::new(),
             moves: true,
             held_since: None,
+            failed: false,
         });
         let result = client!(SessionServiceClient, self.channel.clone())
             .pause(PauseRequest {
@@ -964,6 +987,7 @@ impl Debugger {
             key: key.clone(),
             moves: !keeps_the_pause,
             held_since: None,
+            failed: false,
         });
         let sent = self
             .stream
