@@ -331,9 +331,14 @@ struct Waiting {
     /// Set when its pause resolved while other pauses stayed pending: the
     /// last sign of progress since.
     held_since: Option<Instant>,
-    /// Its evaluation failed and the failure was shown: the call's own
-    /// error, which follows, ends the wait without being shown again.
+    /// It evaluates code: a failure comes twice, as an `eval_error` event
+    /// to every client and as the call's own error, in either order.
+    evaluates: bool,
+    /// The `eval_error` came (and was shown).
     failed: bool,
+    /// The call's own error came, not shown since the `eval_error` says it
+    /// (shown after all if that never comes).
+    refused: Option<String>,
 }
 
 fn expects_expression(pause: &Pause) -> bool {
@@ -532,7 +537,7 @@ impl Debugger {
                     // pause resolved, not one that was on its way before.
                     let pending = |key: &str| self.pending.iter().any(|p| p.key == key);
                     if self.waiting.as_ref().is_some_and(|w| {
-                        (w.key == pause.key && !w.failed)
+                        (w.key == pause.key && !w.failed && w.refused.is_none())
                             || (w.moves && !pending(&pause.key) && !pending(&w.key))
                     }) {
                         self.waiting = None;
@@ -594,9 +599,12 @@ impl Debugger {
             Some(Payload::EvalError(error)) if ours => {
                 if let Some(waiting) = &mut self.waiting
                     && waiting.key == error.key
-                    && self.evals.contains(&error.key)
+                    && waiting.evaluates
                 {
                     waiting.failed = true;
+                    if waiting.refused.is_some() {
+                        self.waiting = None;
+                    }
                 }
                 self.evals.remove(&error.key);
                 self.say(events::eval_error_lines(&error));
@@ -624,14 +632,22 @@ impl Debugger {
                 }
             }
             Some(Payload::Error(error)) => {
-                let shown = self
-                    .waiting
-                    .as_ref()
-                    .is_some_and(|w| w.failed && w.key == error.key);
-                self.done_waiting(&error.key);
-                if shown {
+                // An evaluation's failure is shown once, from its eval_error.
+                if let Some(waiting) = &mut self.waiting
+                    && waiting.key == error.key
+                    && waiting.evaluates
+                    && (waiting.failed
+                        || error.reason == stepd_proto::v1::ErrorReason::AdapterError as i32)
+                {
+                    if waiting.failed {
+                        self.waiting = None;
+                    } else {
+                        waiting.refused = Some(events::stream_error_line(&error));
+                        waiting.held_since = Some(Instant::now());
+                    }
                     return Flow::Go;
                 }
+                self.done_waiting(&error.key);
                 if self.expression_for.as_deref() == Some(error.key.as_str()) {
                     self.expression_for = None;
                 }
@@ -654,10 +670,15 @@ impl Debugger {
 
     /// A moving command's pause resolved, but the program shows no progress
     /// while other pauses are pending: say so, and take the next command.
+    /// (Also: an evaluation's error whose eval_error never came.)
     fn held(&mut self) {
         let Some(waiting) = self.waiting.take() else {
             return;
         };
+        if let Some(line) = waiting.refused {
+            // The eval_error that would have said it never came.
+            return self.print(line);
+        }
         let holders: Vec<String> = self
             .pending
             .iter()
@@ -926,7 +947,9 @@ impl Debugger {
             key: String::new(),
             moves: true,
             held_since: None,
+            evaluates: false,
             failed: false,
+            refused: None,
         });
         let result = client!(SessionServiceClient, self.channel.clone())
             .pause(PauseRequest {
@@ -987,7 +1010,9 @@ impl Debugger {
             key: key.clone(),
             moves: !keeps_the_pause,
             held_since: None,
+            evaluates: matches!(command, Command::Eval(_) | Command::Expression(_)),
             failed: false,
+            refused: None,
         });
         let sent = self
             .stream
