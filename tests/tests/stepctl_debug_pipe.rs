@@ -153,3 +153,30 @@ async fn a_piped_trace_with_two_pauses_pending_waits_for_its_own_outcome() {
     assert!(stdout.contains("ended: exited, exit code 0"), "{stdout}");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn the_programs_output_comes_before_the_stop_that_followed_it() {
+    let daemon = Daemon::start(&[]).await;
+    let path = fixture("python/loop.py");
+    let file = path.to_str().unwrap();
+    let step = line_of(&path, "step");
+    let debug = Piped::start(
+        &daemon,
+        &["--launch", file, "--break", &format!("{file}:{step}")],
+    );
+    let (status, stdout) = debug.finish("c\nc\nc\nc\nc\n").await;
+    assert!(status.success(), "{stdout}");
+    // Each iteration prints its line before the next call stops.
+    for i in 0..4 {
+        let printed = stdout
+            .find(&format!("i={i} total="))
+            .unwrap_or_else(|| panic!("iteration {i}'s line:\n{stdout}"));
+        let stop = stdout
+            .match_indices("stopped: breakpoint")
+            .nth(i + 1)
+            .map(|(at, _)| at)
+            .unwrap_or_else(|| panic!("stop {}:\n{stdout}", i + 2));
+        assert!(printed < stop, "iteration {i}:\n{stdout}");
+    }
+    daemon.stop().await;
+}

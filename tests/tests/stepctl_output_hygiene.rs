@@ -98,36 +98,34 @@ async fn dlv_says_nothing_of_itself_in_the_program_output() {
 }
 
 #[tokio::test]
-async fn continue_prints_the_output_before_where_it_stopped() {
+async fn continue_prints_the_output_before_how_the_session_ended() {
     let (daemon, mut sub) = watched().await;
     let path = fixture("python/loop.py");
     let file = path.to_str().unwrap();
-    let after_call = line_of(&path, "after_call");
     let step = line_of(&path, "step");
-    dap::add_breakpoint(&daemon, stepd_e2e::source_spec(file, step)).await;
+    let bp = dap::add_breakpoint(&daemon, stepd_e2e::source_spec(file, step)).await;
     let session = dap::launch(&daemon, "debugpy", file, &[])
         .await
         .session
         .unwrap();
     dap::next_pause(&mut sub, &session.id).await;
-    // The first iteration prints, then the breakpoint stops the second.
-    let out = Command::new(stepctl_bin())
-        .args(["continue", &session.id])
-        .env("STEPD_ADDR", &daemon.addr)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let stepctl = |args: &[&str]| {
+        Command::new(stepctl_bin())
+            .args(args)
+            .env("STEPD_ADDR", &daemon.addr)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    assert!(stepctl(&["break", "rm", &bp]).status.success());
+    // The program prints every iteration and its total, then ends.
+    let out = stepctl(&["continue", &session.id]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    let (Some(printed), Some(stopped)) = (
-        stdout.find("i=0 total=0"),
-        stdout.find("stopped: breakpoint"),
-    ) else {
-        panic!("the output and the stop:\n{stdout}");
+    let (Some(printed), Some(ended)) = (stdout.find("done total="), stdout.find("ended: exited"))
+    else {
+        panic!("the output and the end:\n{stdout}");
     };
-    assert!(
-        printed < stopped,
-        "line {after_call} printed first:\n{stdout}"
-    );
+    assert!(printed < ended, "{stdout}");
     daemon.stop().await;
 }

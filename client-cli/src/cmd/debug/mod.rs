@@ -196,6 +196,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         names,
         added: HashSet::new(),
         answered: HashSet::new(),
+        deferred: None,
     };
     debugger.print("type ? for help, exit to leave (the session goes on)".into());
     let end = debugger.run(&mut events).await;
@@ -316,6 +317,9 @@ impl Stream {
         .await
     }
 }
+/// How long a new stop waits for the program output that preceded it.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How long a moving command whose pause resolved may show no progress
 /// while other pauses stay pending before the loop says the program is held.
 const HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -374,6 +378,8 @@ struct Debugger {
     added: HashSet<String>,
     /// Pauses this loop answered: their resolution needs no words.
     answered: HashSet<String>,
+    /// A new stop held back until STOP_GRACE passes, for late output.
+    deferred: Option<(Event, Instant)>,
 }
 
 /// How the loop ended.
@@ -425,6 +431,7 @@ impl Debugger {
                 self.terminal.ask(&prompt);
             }
             let partial_due = self.terminal.partial_due();
+            let stop_due = self.deferred.as_ref().map(|(_, due)| *due);
             let held_due = self
                 .waiting
                 .as_ref()
@@ -465,6 +472,8 @@ impl Debugger {
                     self.terminal.flush_partial();
                     Flow::Go
                 }
+                _ = tokio::time::sleep_until(stop_due.unwrap_or_else(Instant::now).into()),
+                    if stop_due.is_some() => self.show_deferred(),
                 _ = tokio::time::sleep_until(held_due.unwrap_or_else(Instant::now).into()),
                     if held_due.is_some() => {
                     self.held();
@@ -490,6 +499,38 @@ impl Debugger {
             }
             self.stream.cursor = event.seq;
         }
+        let ours = event.session_id == self.session_id;
+        let output = matches!(event.payload, Some(Payload::Output(_)));
+        let new_stop = matches!(
+            &event.payload,
+            Some(Payload::Stopped(s)) if s.pause.as_ref().is_some_and(|p| {
+                !self.pending.iter().any(|q| q.key == p.key)
+            })
+        );
+        if ours && new_stop && self.deferred.is_none() {
+            // The program's output can reach the daemon after the stop that
+            // followed it (debugpy sends it on another channel): output that
+            // comes within STOP_GRACE is shown before the stop.
+            self.deferred = Some((event, Instant::now() + STOP_GRACE));
+            return Flow::Go;
+        }
+        if !(ours && output)
+            && let Flow::End(last) = self.show_deferred()
+        {
+            return Flow::End(last);
+        }
+        self.handle(event)
+    }
+
+    /// The stop held back for late output, shown now.
+    fn show_deferred(&mut self) -> Flow {
+        match self.deferred.take() {
+            Some((event, _)) => self.handle(event),
+            None => Flow::Go,
+        }
+    }
+
+    fn handle(&mut self, event: Event) -> Flow {
         let ours = event.session_id == self.session_id;
         if ours
             && let Some(Waiting {
