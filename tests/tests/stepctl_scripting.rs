@@ -257,3 +257,46 @@ async fn tables_fit_the_terminal() {
     assert!(out.status.success(), "{}", text(&out));
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn json_history_says_what_retention_dropped_first() {
+    use stepd_proto::v1::{GetSessionHistoryRequest, history_service_client::HistoryServiceClient};
+    let daemon = Daemon::start(&["--history-max-bytes", "1"]).await;
+    let id = busy(&daemon, "kept", false).await;
+    let out = stepctl(&daemon.addr, &["disconnect", &id]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    // Retention runs on its own: wait until it has dropped something.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let page = HistoryServiceClient::new(daemon.channel().await)
+            .get_session_history(GetSessionHistoryRequest {
+                session_id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if page.dropped.is_some() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "retention never dropped anything"
+        );
+        tokio::task::yield_now().await;
+    }
+    let out = stepctl(&daemon.addr, &["--json", "history", &id]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first: serde_json::Value =
+        serde_json::from_str(stdout.lines().next().expect("a first line")).unwrap();
+    assert_eq!(
+        first["dropped"]["reason"], "over --history-max-bytes",
+        "{stdout}"
+    );
+    for line in stdout.lines().skip(1) {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(event["sessionId"], id.as_str(), "{line}");
+    }
+    daemon.stop().await;
+}
