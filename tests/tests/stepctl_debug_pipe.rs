@@ -141,13 +141,19 @@ async fn a_piped_trace_with_two_pauses_pending_waits_for_its_own_outcome() {
     let (status, stdout) = debug.finish("t 3\npauses\nca\n").await;
     assert!(status.success(), "{stdout}");
     let stdout = &stdout[from..];
-    // `pauses` ran once the trace had ended, not when the other thread's
-    // stop came in: it lists the trace's own stop.
-    let traced = stdout.find("trace 3: ").expect("the trace's third step");
-    let listed = stdout.find("* 1 p-").expect("the pauses listing");
-    assert!(traced < listed, "{stdout}");
-    let listing = stdout[listed..].lines().next().unwrap();
-    assert!(listing.contains("  step  "), "{listing}");
+    // `pauses` ran once the trace had ended (at the stop after its steps;
+    // lldb may end it early when the other thread stops), not when the
+    // other thread's stop came in: it lists that stop.
+    let Some(traced) = stdout.find("trace 1: ") else {
+        panic!("the trace's first step:\n{stdout}");
+    };
+    let (Some(ended), Some(listed)) = (
+        stdout[traced..].find("stopped: ").map(|at| traced + at),
+        stdout.find("* 1 p-").or_else(|| stdout.find("  1 p-")),
+    ) else {
+        panic!("the trace's stop, then the pauses listing:\n{stdout}");
+    };
+    assert!(traced < ended && ended < listed, "{stdout}");
     // No command went to a pause that had already been answered.
     assert!(!stdout.contains("error"), "{stdout}");
     assert!(stdout.contains("ended: exited, exit code 0"), "{stdout}");
