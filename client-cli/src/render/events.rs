@@ -657,6 +657,7 @@ mod tests {
                     by: "alice".into(),
                     thread_id: 1,
                     decision: None,
+                    client_name: String::new(),
                 }),
                 "pause p-1 answered by alice: continue",
             ),
