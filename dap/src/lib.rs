@@ -13,5 +13,6 @@ pub mod messages;
 pub mod process;
 pub mod registry;
 pub mod session;
+pub mod traceback;
 pub mod transport;
 pub mod version_probe;
