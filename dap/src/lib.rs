@@ -10,6 +10,7 @@ pub mod client;
 pub mod codec;
 pub mod kind;
 pub mod messages;
+pub mod names;
 pub mod process;
 pub mod registry;
 pub mod session;

@@ -893,7 +893,10 @@ async fn an_evaluation_error_shows_the_users_error_not_the_debuggers_insides() {
     let mut sessions = dap::sessions(&daemon).await;
     for (expression, error) in [
         ("1+", "SyntaxError"),
-        ("no_such_name", "NameError: name 'no_such_name' is not defined"),
+        (
+            "no_such_name",
+            "NameError: name 'no_such_name' is not defined",
+        ),
     ] {
         let err = sessions
             .evaluate(EvaluateRequest {
