@@ -259,13 +259,19 @@ pub fn gap_line(gap: &Gap) -> String {
     )
 }
 
-/// "pause p-3 answered by alice: next", or dropped.
+/// "pause p-3 answered by alice (notebook): next", or dropped. The client's
+/// own name, when it gave one, tells apart two clients of one identity.
 pub fn resolved_line(resolved: &PauseResolved) -> String {
     if resolved.command == CommandKind::Unspecified as i32 {
         format!("pause {} dropped ({})", resolved.key, resolved.by)
     } else {
+        let client = if resolved.client_name.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", resolved.client_name)
+        };
         format!(
-            "pause {} answered by {}: {}",
+            "pause {} answered by {}{client}: {}",
             resolved.key,
             resolved.by,
             command_word(resolved.command)
@@ -660,6 +666,17 @@ mod tests {
                     client_name: String::new(),
                 }),
                 "pause p-1 answered by alice: continue",
+            ),
+            (
+                Payload::PauseResolved(PauseResolved {
+                    key: "p-1".into(),
+                    command: CommandKind::Next as i32,
+                    by: "alice".into(),
+                    thread_id: 1,
+                    decision: None,
+                    client_name: "notebook".into(),
+                }),
+                "pause p-1 answered by alice (notebook): next",
             ),
             (
                 Payload::Trace(Box::new(Trace {
