@@ -78,6 +78,9 @@ pub struct Options {
     pub tls_key: Option<PathBuf>,
     /// `--token`: bearer token sent on every call.
     pub token: Option<String>,
+    /// Start the local daemon when the default address is down (not for
+    /// shell completion, which must stay quick and harmless).
+    pub start: bool,
 }
 
 /// The TLS settings of a connection, read from the files once.
@@ -160,10 +163,9 @@ pub async fn channel(options: &Options) -> Result<Channel, Failure> {
     let wrap = |channel| InterceptedService::new(channel, bearer.clone());
     match connect(addr, tls.as_ref()).await {
         Ok(channel) => Ok(wrap(channel)),
-        Err(err) if explicit || tls.is_some() => Err(Failure::Unreachable(format!(
-            "cannot reach stepd at {addr}: {}",
-            error_chain(&err)
-        ))),
+        Err(err) if explicit || tls.is_some() || !options.start => Err(Failure::Unreachable(
+            format!("cannot reach stepd at {addr}: {}", error_chain(&err)),
+        )),
         Err(_) => {
             start_daemon().await?;
             connect(addr, None).await.map(wrap).map_err(|err| {

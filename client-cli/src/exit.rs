@@ -13,6 +13,9 @@ pub const USAGE: u8 = 2;
 pub const UNREACHABLE: u8 = 3;
 /// A gRPC error without a stepd reason.
 pub const GRPC: u8 = 4;
+/// `continue`, `step` or `pause` with `--wait`: the wait ran out before
+/// the session was stable (its state is printed all the same).
+pub const TIMED_OUT: u8 = 5;
 /// Reasons map to `REASON_BASE + reason number`.
 pub const REASON_BASE: u8 = 10;
 
@@ -24,7 +27,7 @@ pub fn for_reason(reason: ErrorReason) -> u8 {
 /// Help text listing every exit code (appended to `stepctl --help`).
 pub fn table() -> String {
     let mut out = String::from(
-        "Exit codes:\n  0   success\n  1   other failure\n  2   usage error\n  3   daemon unreachable\n  4   gRPC error without a stepd reason\n",
+        "Exit codes:\n  0   success\n  1   other failure\n  2   usage error\n  3   daemon unreachable\n  4   gRPC error without a stepd reason\n  5   --wait timed out before the session was stable\n",
     );
     for n in 1.. {
         let Ok(reason) = ErrorReason::try_from(n) else {
@@ -45,6 +48,8 @@ pub enum Failure {
     Unreachable(String),
     /// Bad command-line input.
     Usage(String),
+    /// A wait ran out (what was waited for is said already).
+    TimedOut(String),
     /// Anything else.
     Other(anyhow::Error),
 }
@@ -82,7 +87,8 @@ impl Failure {
                     .unwrap_or_default();
                 // A transport failure's words are in its causes ("received
                 // fatal alert: CertificateRequired"), not in its message.
-                let mut message = status.message().to_owned();
+                // An evaluation's traceback loses the debugger's own frames.
+                let mut message = crate::render::events::user_error(status.message());
                 let mut source = std::error::Error::source(status);
                 while let Some(cause) = source {
                     let words = cause.to_string();
@@ -95,6 +101,7 @@ impl Failure {
             }
             Failure::Unreachable(msg) => (UNREACHABLE, "UNREACHABLE".into(), msg.clone(), vec![]),
             Failure::Usage(msg) => (USAGE, "USAGE".into(), msg.clone(), vec![]),
+            Failure::TimedOut(msg) => (TIMED_OUT, "TIMED_OUT".into(), msg.clone(), vec![]),
             Failure::Other(err) => (1, String::new(), format!("{err:#}"), vec![]),
         };
         if json {

@@ -128,6 +128,9 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Print the live sessions' ids and names, for shell completion.
+    #[command(name = "complete-sessions", hide = true)]
+    CompleteSessions,
     /// Write a man page per command (stepctl.1, stepctl-launch.1, …) into DIR.
     Man {
         /// Directory to write the pages into; created when missing.
@@ -139,7 +142,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     // What needs no daemon is answered before connecting (which may start one).
     match &cli.command {
         Command::Completion { shell } => {
-            cmd::docs::completion(*shell, Cli::command());
+            cmd::completion::script(*shell, Cli::command());
             return Ok(());
         }
         Command::Man { dir } => return cmd::docs::man_pages(Cli::command(), dir),
@@ -154,7 +157,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         tls_cert: cli.tls_cert,
         tls_key: cli.tls_key,
         token: cli.token,
+        start: true,
     };
+    if let Command::CompleteSessions = cli.command {
+        return cmd::completion::sessions(&options).await;
+    }
     let json = cli.json;
     // doctor connects itself: it tells why a connection fails.
     if let Command::Doctor = cli.command {
@@ -170,6 +177,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if let Command::Debug(args) = &mut command {
         args.context.caller = caller::local_same_user(&options).then(caller::Caller::here);
     }
+    select_sessions(&channel, &mut command).await?;
     match command {
         Command::Ping => cmd::daemon::ping(channel, json).await,
         Command::Status => cmd::daemon::status(channel, json).await,
@@ -197,7 +205,42 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::History(args) => cmd::history::run(channel, args, json).await,
         Command::Debug(args) => cmd::debug::run(channel, *args).await,
         Command::Inspect(args) => cmd::inspector::run(channel, *args, json).await,
-        Command::Completion { .. } | Command::Man { .. } | Command::Baggage(_) => Ok(()),
+        Command::Completion { .. }
+        | Command::Man { .. }
+        | Command::Baggage(_)
+        | Command::CompleteSessions => Ok(()),
+    }
+}
+
+/// Turns the session a command names (an id, a unique id prefix, a name)
+/// into its id, for every command that takes one.
+async fn select_sessions(channel: &connect::Channel, command: &mut Command) -> Result<(), Failure> {
+    use cmd::select::{resolve, resolve_opt};
+    match command {
+        Command::Disconnect(a) => resolve(channel, &mut a.session).await,
+        Command::Continue(a) | Command::Pause(a) => resolve(channel, &mut a.session).await,
+        Command::Step(a) => resolve(channel, &mut a.session).await,
+        Command::Threads(a) => resolve(channel, &mut a.session).await,
+        Command::Stack(a) => resolve(channel, &mut a.session).await,
+        Command::Scopes(a) => resolve(channel, &mut a.session).await,
+        Command::Vars(a) => resolve(channel, &mut a.session).await,
+        Command::Set(a) => resolve(channel, &mut a.session).await,
+        Command::Eval(a) => resolve(channel, &mut a.session).await,
+        Command::Output(a) => resolve(channel, &mut a.session).await,
+        Command::Pauses(a) => resolve_opt(channel, &mut a.session).await,
+        Command::History(a) => resolve(channel, &mut a.session).await,
+        Command::Inspect(a) => resolve_opt(channel, &mut a.session).await,
+        Command::Watch(a) => {
+            for session in &mut a.sessions {
+                resolve(channel, session).await?;
+            }
+            Ok(())
+        }
+        Command::Debug(a) if a.launch.is_none() => match a.rest.first_mut() {
+            Some(session) => resolve(channel, session).await,
+            None => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 

@@ -50,20 +50,74 @@ pub const MAX_CELL: usize = 200;
 
 /// `cell`, cut to at most [`MAX_CELL`] characters.
 fn cut(cell: &str) -> std::borrow::Cow<'_, str> {
-    match cell.char_indices().nth(MAX_CELL) {
+    cut_to(cell, MAX_CELL)
+}
+
+/// `cell`, cut to at most `max` characters (the last one an ellipsis).
+fn cut_to(cell: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match cell.char_indices().nth(max) {
         None => cell.into(),
         Some(_) => {
             let end = cell
                 .char_indices()
-                .nth(MAX_CELL - 1)
+                .nth(max.saturating_sub(1))
                 .map_or(cell.len(), |(i, _)| i);
             format!("{}…", &cell[..end]).into()
         }
     }
 }
 
-/// Renders rows as a left-aligned table with a header.
+/// The width of the terminal stdout is, when it is one: `COLUMNS` when set,
+/// else what the terminal says.
+pub fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+    {
+        return Some(columns);
+    }
+    let mut size = std::mem::MaybeUninit::<libc::winsize>::zeroed();
+    // SAFETY: TIOCGWINSZ fills the winsize it is given when it returns 0.
+    let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, size.as_mut_ptr()) } == 0;
+    // SAFETY: zeroed, and filled by the successful call.
+    let size = unsafe { size.assume_init() };
+    (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// Narrowest a column gets when a table is fitted to the terminal.
+const MIN_COLUMN: usize = 4;
+
+/// Narrows the widest columns until the table's lines fit in `width`
+/// (a column keeps at least [`MIN_COLUMN`] characters).
+fn fit(widths: &mut [usize], width: usize) {
+    let total = |w: &[usize]| w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+    while total(widths) > width {
+        let Some((widest, _)) = widths
+            .iter()
+            .enumerate()
+            .filter(|&(_, &w)| w > MIN_COLUMN)
+            .max_by_key(|&(i, &w)| (w, usize::MAX - i))
+        else {
+            return;
+        };
+        widths[widest] -= 1;
+    }
+}
+
+/// Renders rows as a left-aligned table with a header, fitted to the
+/// terminal's width when stdout is a terminal.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    table_within(header, rows, terminal_width())
+}
+
+/// [`table`] at most `width` characters wide (when given): the widest
+/// columns are cut with `…`.
+pub fn table_within(header: &[&str], rows: &[Vec<String>], width: Option<usize>) -> String {
     let rows: Vec<Vec<std::borrow::Cow<'_, str>>> = rows
         .iter()
         .map(|row| row.iter().map(|cell| cut(cell)).collect())
@@ -76,6 +130,27 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
             }
         }
     }
+    if let Some(width) = width {
+        fit(&mut widths, width);
+    }
+    let header: Vec<std::borrow::Cow<'_, str>> = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| cut_to(h, widths.get(i).copied().unwrap_or(MAX_CELL)))
+        .collect();
+    let rows: Vec<Vec<std::borrow::Cow<'_, str>>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    cut_to(c, widths.get(i).copied().unwrap_or(MAX_CELL))
+                        .into_owned()
+                        .into()
+                })
+                .collect()
+        })
+        .collect();
     // Padding by hand: a format width above 65,535 panics.
     let line = |cells: Vec<&str>| {
         let mut s = String::new();
@@ -89,7 +164,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         }
         s.trim_end().to_owned()
     };
-    let mut out = line(header.to_vec());
+    let mut out = line(header.iter().map(AsRef::as_ref).collect());
     for row in &rows {
         out.push('\n');
         out.push_str(&line(row.iter().map(AsRef::as_ref).collect()));
@@ -145,5 +220,32 @@ mod tests {
         assert_eq!(cut("ab"), "ab");
         assert_eq!(cut(&"é".repeat(MAX_CELL)).chars().count(), MAX_CELL);
         assert_eq!(cut(&"é".repeat(MAX_CELL + 1)).chars().count(), MAX_CELL);
+    }
+
+    #[test]
+    fn tables_fit_a_narrow_terminal_by_cutting_the_widest_columns() {
+        let rows = vec![
+            vec![
+                "01a252ef-3447-7202-8131-dd15a6a33bde".to_owned(),
+                "loop".to_owned(),
+                "running".to_owned(),
+            ],
+            vec![
+                "01a252ef-aaaa".to_owned(),
+                "a-long-session-name-here".to_owned(),
+                "ended".to_owned(),
+            ],
+        ];
+        let out = table_within(&["ID", "NAME", "STATE"], &rows, Some(40));
+        for line in out.lines() {
+            assert!(line.chars().count() <= 40, "{line:?}\n{out}");
+        }
+        assert!(out.contains('…'), "{out}");
+        assert!(out.lines().nth(1).unwrap().ends_with("running"), "{out}");
+        // Wide enough: unchanged.
+        assert_eq!(
+            table_within(&["ID", "NAME", "STATE"], &rows, Some(200)),
+            table_within(&["ID", "NAME", "STATE"], &rows, None)
+        );
     }
 }

@@ -218,6 +218,7 @@ async fn lost(cluster: &Cluster, peer: &Peer, now: i64, retired: bool) {
         by: by.into(),
         thread_id,
         decision: None,
+        client_name: String::new(),
     };
     // What each session's history is missing: its replica's last word.
     // Nothing changes here until the directory agrees the peer is gone: a

@@ -15,6 +15,7 @@
 pub mod breakpoints;
 pub mod error;
 pub mod events;
+pub mod glob;
 pub mod identity;
 pub mod inspector;
 pub mod json;

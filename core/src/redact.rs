@@ -1,13 +1,16 @@
 //! Redaction: values whose name matches a `--redact` pattern are masked
 //! before anything leaves the daemon, in pauses, snapshots, trace events,
-//! variables, the inspector and labels (a session's, a probe point's). A pattern is a case-insensitive glob (`*`,
-//! `?`); one without either matches any name that contains it, so
-//! `password` masks `db_password`. Printed values that show names beside
+//! variables, the inspector and labels (a session's, a probe point's). A
+//! pattern is a case-insensitive glob in the daemon's one dialect
+//! (`crate::glob`: `*`, `?`, `[...]`, `\` escapes); one without `*` or `?`
+//! matches any name that contains a match, so `password` masks
+//! `db_password`; one that is not a well-formed glob is taken literally. Printed values that show names beside
 //! values (`{'password': 'x'}`, `Password:x`, `(password = "x")`) have the
 //! value after a matching name masked too.
 
 use std::{borrow::Cow, collections::HashMap};
 
+use crate::glob::Glob;
 use stepd_proto::v1::{
     DebugCommand, DisplayValue, Local, Location, Pause, PointInfo, Variable, event::Payload,
 };
@@ -18,8 +21,8 @@ pub const MASK: &str = "<redacted>";
 /// The `--redact` patterns.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    /// Lowercased; a pattern with no wildcard is `*pattern*`.
-    patterns: Vec<String>,
+    /// Compiled from the lowercased patterns; one with no wildcard is `*pattern*`.
+    patterns: Vec<Glob>,
 }
 
 impl Redactor {
@@ -31,10 +34,11 @@ impl Redactor {
                 .filter(|p| !p.is_empty())
                 .map(|p| {
                     let p = p.to_lowercase();
+                    let glob = Glob::parse(&p).unwrap_or_else(|_| Glob::literal(&p));
                     if p.contains(['*', '?']) {
-                        p
+                        glob
                     } else {
-                        format!("*{p}*")
+                        glob.anywhere()
                     }
                 })
                 .collect(),
@@ -52,9 +56,7 @@ impl Redactor {
             return false;
         }
         let name = name.to_lowercase();
-        self.patterns
-            .iter()
-            .any(|p| glob(p.as_bytes(), name.as_bytes()))
+        self.patterns.iter().any(|p| p.matches(&name))
     }
 
     /// `text` with the value after each matching name masked.
@@ -265,29 +267,6 @@ pub fn last_name(expression: &str) -> &str {
     &trimmed[start..]
 }
 
-/// Case-sensitive glob over bytes, `*` and `?`, in O(pattern × text) at
-/// worst (the usual backtrack to the last star, never exponential).
-fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p, t));
-            p += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
-}
-
 /// Masks the value after every `NAME:` / `NAME =` / `"NAME":` whose name
 /// `matches`: a quoted value to its closing quote, a bracketed one to its
 /// matching bracket, anything else to the next separator.
@@ -475,8 +454,25 @@ mod tests {
 
     #[test]
     fn the_glob_is_linear_enough_for_pathological_patterns() {
-        let pattern = "*a*a*a*a*a*a*a*a*b";
         let text = "a".repeat(4096);
-        assert!(!glob(pattern.as_bytes(), text.as_bytes()));
+        assert!(!r(&["*a*a*a*a*a*a*a*a*b"]).name(&text));
+    }
+
+    #[test]
+    fn patterns_are_the_breakpoint_glob_dialect() {
+        // Classes, negated classes and escapes, as in a probe breakpoint's name glob.
+        let r = r(&["key[0-9]", "tok[!x]n", "a\\*b", "pass?ord", "[unclosed"]);
+        assert!(
+            r.name("KEY7") && r.name("my_key3_x"),
+            "no '*' or '?': contained"
+        );
+        assert!(!r.name("keyx"));
+        assert!(r.name("token") && r.name("the_tokens") && !r.name("toxn"));
+        assert!(r.name("a*b") && !r.name("aXb"), "an escaped star is a star");
+        assert!(
+            r.name("PassWord") && !r.name("my_password"),
+            "a wildcard glob matches the whole name"
+        );
+        assert!(r.name("x[unclosed"), "a malformed glob is taken literally");
     }
 }

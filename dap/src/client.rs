@@ -321,9 +321,10 @@ pub fn body_of(response: Value) -> Result<Value, DapError> {
         let message = response["body"]["error"]["format"]
             .as_str()
             .or_else(|| response["message"].as_str())
-            .unwrap_or("the adapter refused the request")
-            .to_owned();
-        Err(DapError::Failed(message))
+            .unwrap_or("the adapter refused the request");
+        Err(DapError::Failed(crate::traceback::without_debugger_frames(
+            message,
+        )))
     }
 }
 

@@ -174,6 +174,7 @@ pub fn supersede(bus: &stepd_core::events::EventBus, session: &str) {
                 by: "probe-reconnected".into(),
                 thread_id: pause.thread_id,
                 decision: None,
+                client_name: String::new(),
             }),
         );
     }

@@ -878,3 +878,40 @@ async fn a_program_that_does_not_exist_fails_to_launch_under_every_adapter() {
     assert!(listed.is_empty(), "{listed:?}");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn an_evaluation_error_shows_the_users_error_not_the_debuggers_insides() {
+    let (daemon, mut sub) = watched().await;
+    let program = fixture("python/loop.py");
+    let path = program.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(path, line_of(&program, "step"))).await;
+    let session = dap::launch(&daemon, "debugpy", path, &[])
+        .await
+        .session
+        .unwrap();
+    dap::next_pause(&mut sub, &session.id).await;
+    let mut sessions = dap::sessions(&daemon).await;
+    for (expression, error) in [
+        ("1+", "SyntaxError"),
+        (
+            "no_such_name",
+            "NameError: name 'no_such_name' is not defined",
+        ),
+    ] {
+        let err = sessions
+            .evaluate(EvaluateRequest {
+                session_id: session.id.clone(),
+                expression: expression.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(err.message().contains(error), "{expression}: {err:?}");
+        assert!(
+            !err.message().contains("pydevd"),
+            "{expression}: the debugger's frames: {}",
+            err.message()
+        );
+    }
+    daemon.stop().await;
+}

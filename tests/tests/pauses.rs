@@ -499,6 +499,137 @@ async fn two_clients_race_and_exactly_one_wins() {
     daemon.stop().await;
 }
 
+/// Answers `key` as a client that names itself `name`.
+async fn answer_named(
+    daemon: &Daemon,
+    key: &str,
+    command: Command,
+    name: &str,
+) -> Result<stepd_proto::v1::SendDebugInputResponse, tonic::Status> {
+    dap::sessions(daemon)
+        .await
+        .send_debug_input(stepd_proto::v1::SendDebugInputRequest {
+            input: Some(stepd_proto::v1::DebugInput {
+                key: key.into(),
+                command: Some(stepd_proto::v1::DebugCommand {
+                    command: Some(command),
+                }),
+                client_name: name.into(),
+            }),
+        })
+        .await
+        .map(|r| r.into_inner())
+}
+
+#[tokio::test]
+async fn a_race_records_each_clients_own_name_beside_the_identity() {
+    let (daemon, mut sub) = watched().await;
+    let (session, pause) = start(&daemon, &mut sub, "python/loop.py", &["step"]).await;
+    // Two clients of one identity (this user), each with its own name.
+    let a = answer_named(&daemon, &pause.key, Command::Next(NextCommand {}), "alpha");
+    let b = answer_named(
+        &daemon,
+        &pause.key,
+        Command::Resume(ContinueCommand {}),
+        "beta",
+    );
+    let (a, b) = tokio::join!(a, b);
+    let (winner, loss) = match (a, b) {
+        (Ok(_), Err(loss)) => ("alpha", loss),
+        (Err(loss), Ok(_)) => ("beta", loss),
+        other => panic!("exactly one answer wins: {other:?}"),
+    };
+    // The loser is told who won: identity and client name.
+    assert_eq!(reason(&loss), "ALREADY_ANSWERED");
+    assert!(
+        loss.message().contains(&format!("client \"{winner}\"")),
+        "{loss:?}"
+    );
+    let resolved = sub
+        .wait_for(
+            "pause_resolved",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == pause.key),
+        )
+        .await;
+    let Some(Payload::PauseResolved(resolved)) = resolved.payload else {
+        unreachable!()
+    };
+    assert!(resolved.by.starts_with("uid:"), "{resolved:?}");
+    assert_eq!(resolved.client_name, winner);
+    // An answer on a Subscribe stream is recorded with the stream's name.
+    let next = dap::next_pause(&mut sub, &session).await;
+    let stream = Subscription::open(
+        daemon.channel().await,
+        Watch {
+            client_name: "gamma".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    stream
+        .send(stepd_proto::v1::subscribe_request::Message::DebugInput(
+            stepd_proto::v1::DebugInput {
+                key: next.key.clone(),
+                command: Some(stepd_proto::v1::DebugCommand {
+                    command: Some(Command::Resume(ContinueCommand {})),
+                }),
+                client_name: String::new(),
+            },
+        ))
+        .await;
+    let resolved = sub
+        .wait_for(
+            "the stream's answer",
+            |e| matches!(&e.payload, Some(Payload::PauseResolved(r)) if r.key == next.key),
+        )
+        .await;
+    let Some(Payload::PauseResolved(resolved)) = resolved.payload else {
+        unreachable!()
+    };
+    assert_eq!(resolved.client_name, "gamma");
+    // The session's history keeps it too (read once the session ended).
+    remove_breakpoints(&daemon).await;
+    for key in dap::pending_keys(&daemon, &session).await {
+        let _ = answer(&daemon, &key, Command::Resume(ContinueCommand {})).await;
+    }
+    dap::ended(&mut sub, &session).await;
+    let history =
+        stepd_proto::v1::history_service_client::HistoryServiceClient::new(daemon.channel().await)
+            .get_session_history(stepd_proto::v1::GetSessionHistoryRequest {
+                session_id: session.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+    let recorded = history.events.iter().find_map(|e| match &e.payload {
+        Some(Payload::PauseResolved(r)) if r.key == pause.key => Some(r.clone()),
+        _ => None,
+    });
+    assert_eq!(recorded.map(|r| r.client_name), Some(winner.to_owned()));
+
+    daemon.stop().await;
+}
+
+/// Removes every breakpoint, so the program runs to its end.
+async fn remove_breakpoints(daemon: &Daemon) {
+    let mut client = stepd_proto::v1::breakpoint_service_client::BreakpointServiceClient::new(
+        daemon.channel().await,
+    );
+    let all = client
+        .list_breakpoints(stepd_proto::v1::ListBreakpointsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .breakpoints;
+    for bp in all {
+        client
+            .remove_breakpoint(stepd_proto::v1::RemoveBreakpointRequest { id: bp.id })
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn commands_at_an_lldb_pause() {
     let (daemon, mut sub) = watched().await;

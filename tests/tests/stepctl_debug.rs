@@ -159,11 +159,14 @@ async fn another_client_answers_first_and_the_loop_moves_on() {
     .await
     .expect("the harness answers");
     // `by` is who the daemon authenticated (the harness runs as the
-    // daemon's own user), not a name the client chose.
+    // daemon's own user), and beside it the name the client chose.
     // SAFETY: getuid(2) cannot fail and touches no memory.
     let me = stepd_api::auth::same_user_name(unsafe { libc::getuid() });
-    tmux.wait_count(&format!("pause {} answered by {me}: next", pause.key), 1)
-        .await;
+    tmux.wait_count(
+        &format!("pause {} answered by {me} (test): next", pause.key),
+        1,
+    )
+    .await;
     tmux.wait_count(&format!("at {file}:{step_return} in step"), 1)
         .await;
 

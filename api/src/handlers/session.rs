@@ -420,14 +420,18 @@ impl SessionService for SessionApi {
         request: Request<SendDebugInputRequest>,
     ) -> Result<Response<SendDebugInputResponse>, Status> {
         let (who, note) = (identity(&request), Note::of(&request));
-        let input = request
+        let connection = super::client_name(&request);
+        let mut input = request
             .into_inner()
             .input
             .ok_or_else(|| ApiError::invalid_field("input", "is required"))
             .or_status()?;
         note.set("pause", &input.key);
-        // The name a client gives itself goes to the audit line only.
-        if !input.client_name.is_empty() {
+        // The name a client gives itself goes to the audit line and to the
+        // pause's record, beside its identity; else the connection's.
+        if input.client_name.is_empty() {
+            input.client_name = stepd_core::error::clip(&connection);
+        } else {
             note.set("client_name", &input.client_name);
         }
         Ok(Response::new(

@@ -5,11 +5,6 @@ use std::path::Path;
 
 use crate::exit::Failure;
 
-/// `stepctl completion SHELL`: the script on stdout.
-pub fn completion(shell: clap_complete::Shell, mut command: clap::Command) {
-    clap_complete::generate(shell, &mut command, "stepctl", &mut std::io::stdout());
-}
-
 /// `stepctl man DIR`: one page per command and subcommand.
 pub fn man_pages(mut command: clap::Command, dir: &Path) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::Other(anyhow::anyhow!("{}: {e}", dir.display()));

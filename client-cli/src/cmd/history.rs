@@ -20,7 +20,8 @@ pub struct HistoryArgs {
 }
 
 /// Prints every recorded event of the session, page by page; with `--json`
-/// one event per line, as `watch --json` prints them.
+/// one event per line, as `watch --json` prints them, after a
+/// `{"dropped": …}` line when retention dropped the oldest.
 pub async fn run(channel: Channel, args: HistoryArgs, as_json: bool) -> Result<(), Failure> {
     let channels = args
         .channels
@@ -40,16 +41,19 @@ pub async fn run(channel: Channel, args: HistoryArgs, as_json: bool) -> Result<(
             })
             .await?
             .into_inner();
-        if first
-            && !as_json
-            && let Some(dropped) = &page.dropped
-        {
-            println!(
-                "({} earlier events dropped {}: {})",
-                dropped.events,
-                render::timestamp(dropped.at.as_ref()),
-                dropped.reason
-            );
+        // What retention dropped is said first, in JSON too, so a script
+        // knows the events that follow are not the whole history.
+        if first && let Some(dropped) = &page.dropped {
+            if as_json {
+                println!("{{\"dropped\":{}}}", json(dropped));
+            } else {
+                println!(
+                    "({} earlier events dropped {}: {})",
+                    dropped.events,
+                    render::timestamp(dropped.at.as_ref()),
+                    dropped.reason
+                );
+            }
         }
         first = false;
         for event in &page.events {

@@ -2,6 +2,7 @@
 
 pub mod baggage;
 pub mod breakpoints;
+pub mod completion;
 pub mod daemon;
 pub mod debug;
 pub mod docs;
@@ -9,5 +10,6 @@ pub mod ended;
 pub mod history;
 pub mod inspect;
 pub mod inspector;
+pub mod select;
 pub mod sessions;
 pub mod watch;

@@ -76,12 +76,40 @@ fn adapter_command(words: Vec<String>) -> Vec<String> {
     }
 }
 
+/// The adapter names stepd knows, offered by shell completion; any name is
+/// accepted, so the daemon's answer stays the one that refuses.
+#[derive(Clone)]
+struct AdapterName;
+
+impl clap::builder::TypedValueParser for AdapterName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            ["debugpy", "lldb", "dlv", "gdb", "custom"]
+                .into_iter()
+                .map(clap::builder::PossibleValue::new),
+        ))
+    }
+}
+
 /// Arguments shared by `launch` and `attach`: which adapter, labels, name.
 #[derive(Debug, Args)]
 pub struct AdapterArgs {
     /// Debug adapter: debugpy, lldb, dlv, gdb (or custom with --adapter-command).
     /// Without it the daemon guesses from the program.
-    #[arg(long)]
+    #[arg(long, value_parser = AdapterName)]
     pub adapter: Option<String>,
     /// Adapter command line: one word per occurrence (repeat it), or a single
     /// occurrence with the words separated by spaces, e.g. "lldb-dap-19".
@@ -538,8 +566,7 @@ pub async fn resume(channel: Channel, args: ExecArgs, json: bool) -> Result<(), 
         .into_inner()
         .state
         .unwrap_or_default();
-    print_stable(&state, json);
-    Ok(())
+    print_stable(&state, json)
 }
 
 /// `stepctl step over|in|out`.
@@ -566,8 +593,7 @@ pub async fn step(channel: Channel, args: StepArgs, json: bool) -> Result<(), Fa
         .into_inner()
         .state
         .unwrap_or_default();
-    print_stable(&state, json);
-    Ok(())
+    print_stable(&state, json)
 }
 
 /// `stepctl pause`.
@@ -588,16 +614,24 @@ pub async fn pause(channel: Channel, args: ExecArgs, json: bool) -> Result<(), F
         .into_inner()
         .state
         .unwrap_or_default();
-    print_stable(&state, json);
-    Ok(())
+    print_stable(&state, json)
 }
 
-fn print_stable(state: &StableState, json: bool) {
+/// Prints where an execution request left the session; a wait that ran
+/// out fails with its own exit code, so scripts tell it from a stop.
+fn print_stable(state: &StableState, json: bool) -> Result<(), Failure> {
     if json {
         print_json(state);
     } else {
         println!("{}", stable_text(state));
     }
+    if state.waited && state.timed_out {
+        return Err(Failure::TimedOut(format!(
+            "timed out after {} ms waiting for the session to stop or end",
+            state.elapsed_ms
+        )));
+    }
+    Ok(())
 }
 
 /// `stepctl pauses`.

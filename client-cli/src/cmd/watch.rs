@@ -3,9 +3,12 @@
 use crate::connect::Channel;
 use crate::connect::client;
 use clap::Args;
+use std::collections::HashSet;
+
 use stepd_proto::v1::{
-    EventChannel, SubscribeRequest, Watch, event::Payload,
-    event_service_client::EventServiceClient, subscribe_request::Message,
+    EventChannel, GetSessionRequest, SessionState, SubscribeRequest, Watch, event::Payload,
+    event_service_client::EventServiceClient, session_service_client::SessionServiceClient,
+    subscribe_request::Message,
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
@@ -19,6 +22,7 @@ use crate::{
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Only these sessions (repeatable); daemon-level events always come.
+    /// The watch ends once all of them have ended (at once when they have).
     #[arg(long = "session")]
     pub sessions: Vec<String>,
     /// Only these channels (repeatable): lifecycle, execution, output, breakpoints, probe, inspector, notifications.
@@ -49,13 +53,47 @@ pub fn channel_of(name: &str) -> Result<i32, Failure> {
         .ok_or_else(|| Failure::Usage(format!("unknown channel {name:?}")))
 }
 
-/// Streams events until interrupted, `--count` is reached, or the daemon stops.
+/// The sessions of `ids` that have not ended; each ended one is said.
+async fn still_live(channel: Channel, ids: &[String]) -> Result<HashSet<String>, Failure> {
+    let mut live = HashSet::new();
+    for id in ids {
+        let session = client!(SessionServiceClient, channel.clone())
+            .get_session(GetSessionRequest {
+                session_id: id.clone(),
+            })
+            .await?
+            .into_inner()
+            .session
+            .unwrap_or_default();
+        if session.state == SessionState::Ended as i32 {
+            eprintln!(
+                "session {id} has ended: {}",
+                crate::render::sessions::end_text(
+                    session.end_reason,
+                    session.exit_code,
+                    &session.signal
+                )
+            );
+        } else {
+            live.insert(id.clone());
+        }
+    }
+    Ok(live)
+}
+
+/// Streams events until interrupted, `--count` is reached, the daemon stops,
+/// or every session of `--session` has ended.
 pub async fn run(channel: Channel, args: WatchArgs, as_json: bool) -> Result<(), Failure> {
     let channels = args
         .channels
         .iter()
         .map(|c| channel_of(c))
         .collect::<Result<Vec<_>, _>>()?;
+    // Only for --session: the sessions whose end ends the watch.
+    let mut live = still_live(channel.clone(), &args.sessions).await?;
+    if !args.sessions.is_empty() && live.is_empty() {
+        return Ok(());
+    }
     let (tx, rx) = mpsc::channel(4);
     tx.send(SubscribeRequest {
         message: Some(Message::Watch(Watch {
@@ -92,6 +130,24 @@ pub async fn run(channel: Channel, args: WatchArgs, as_json: bool) -> Result<(),
             println!("{}", json(&event));
         } else {
             println!("{}", events::watch_text(&event));
+        }
+        if !live.is_empty() {
+            match &event.payload {
+                Some(Payload::SessionEnded(_)) => {
+                    live.remove(&event.session_id);
+                }
+                Some(Payload::Snapshot(snapshot)) => {
+                    for session in &snapshot.sessions {
+                        if session.state == SessionState::Ended as i32 {
+                            live.remove(&session.id);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if live.is_empty() {
+                return Ok(());
+            }
         }
         if !heartbeat {
             seen += 1;

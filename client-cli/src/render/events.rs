@@ -109,7 +109,7 @@ pub fn frame_line(index: usize, frame: &stepd_proto::v1::Frame, selected: bool) 
 pub fn eval_error_lines(error: &EvalError) -> Vec<String> {
     let mut lines = vec![format!(
         "{} (pause {} stays)",
-        colour::error(&format!("error: {}", error.message.trim_end())),
+        colour::error(&format!("error: {}", user_error(&error.message))),
         error.key
     )];
     for cause in &error.causes {
@@ -128,6 +128,112 @@ pub fn notification_line(note: &Notification) -> String {
     format!("{level}: {}", note.message)
 }
 
+/// Whether a frame of a Python traceback is the debugger's own (debugpy and
+/// pydevd), not the user's.
+fn debugger_frame(file_line: &str) -> bool {
+    ["pydevd", "/debugpy/", "\\debugpy\\"]
+        .iter()
+        .any(|p| file_line.contains(p))
+}
+
+/// An evaluation's error as the user needs it: a Python traceback through
+/// the debugger's own files (debugpy evaluates in pydevd) loses those
+/// frames, and a SyntaxError in the typed code keeps only the code, the
+/// caret and the error; anything else is unchanged.
+pub fn user_error(message: &str) -> String {
+    let clean = strip_debugger_frames(message);
+    if clean.trim().is_empty() || clean.trim_start().starts_with('(') {
+        return format!(
+            "the evaluation failed in the debugger; its message was cut before the error{}",
+            clean
+                .trim_start()
+                .strip_prefix('(')
+                .map(|r| format!(" ({r}"))
+                .unwrap_or_default()
+        );
+    }
+    clean
+}
+
+/// Whether `message` is a debugger traceback cut (by a size limit) before
+/// the error it ends with: nothing of it is the user's.
+pub fn traceback_cut(message: &str) -> bool {
+    message.contains("Traceback (most recent call last):") && {
+        let clean = strip_debugger_frames(message);
+        clean.trim().is_empty() || clean.trim_start().starts_with('(')
+    }
+}
+
+/// [`user_error`] before its fallback.
+fn strip_debugger_frames(message: &str) -> String {
+    let message = message.trim_end();
+    let Some(start) = message.find("Traceback (most recent call last):") else {
+        return message.to_owned();
+    };
+    let (before, traceback) = message.split_at(start);
+    let mut kept: Vec<String> = Vec::new();
+    let mut skipping = false;
+    let mut user_frames = false;
+    for line in traceback.lines().skip(1) {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if indent == 2 && trimmed.starts_with("File \"") {
+            skipping = debugger_frame(trimmed);
+            // Code typed at the prompt compiles as "<string>": that frame
+            // line says nothing, its code and caret say where.
+            let typed = trimmed.starts_with("File \"<string>\"");
+            if !skipping && !typed {
+                user_frames = true;
+                kept.push(line.to_owned());
+            }
+        } else if indent > 0 && trimmed.starts_with('(') && trimmed.ends_with(')') {
+            // The reason stepd appends (" (ADAPTER_ERROR)") ends the error's line.
+            match kept.last_mut() {
+                Some(last) => {
+                    last.push(' ');
+                    last.push_str(trimmed);
+                }
+                None => kept.push(trimmed.to_owned()),
+            }
+        } else if indent > 0 {
+            // Code and carets ("^^^^") go with their frame.
+            if !skipping {
+                kept.push(line.to_owned());
+            }
+        } else {
+            skipping = false;
+            kept.push(line.to_owned());
+        }
+    }
+    let mut lines: Vec<String> = Vec::new();
+    if !before.trim().is_empty() {
+        lines.push(before.trim_end().to_owned());
+    }
+    if user_frames {
+        lines.push("Traceback (most recent call last):".to_owned());
+        lines.extend(kept);
+    } else {
+        // No frame of the user's: the error alone, as pdb shows it.
+        lines.extend(kept.into_iter().filter(|l| !l.starts_with(' ')));
+    }
+    lines.join("\n")
+}
+
+/// Lines an adapter prints about itself when it starts (dlv's "Type 'dlv
+/// help' for list of commands.", its "API server listening at:"), not the
+/// program's output.
+pub fn adapter_banner(chunk: &stepd_proto::v1::OutputChunk) -> bool {
+    chunk.category == "console"
+        && !chunk.text.trim().is_empty()
+        && chunk.text.lines().all(|line| {
+            let line = line.trim();
+            line.is_empty()
+                || line == "Type 'dlv help' for list of commands."
+                || line.starts_with("API server listening at:")
+                || line.starts_with("DAP server listening at:")
+        })
+}
+
 /// A request on the stream failed.
 pub fn stream_error_line(error: &StreamError) -> String {
     let reason = error
@@ -141,7 +247,7 @@ pub fn stream_error_line(error: &StreamError) -> String {
     };
     format!(
         "{}{about}",
-        colour::error(&format!("error {reason}: {}", error.message))
+        colour::error(&format!("error {reason}: {}", user_error(&error.message)))
     )
 }
 
@@ -153,13 +259,19 @@ pub fn gap_line(gap: &Gap) -> String {
     )
 }
 
-/// "pause p-3 answered by alice: next", or dropped.
+/// "pause p-3 answered by alice (notebook): next", or dropped. The client's
+/// own name, when it gave one, tells apart two clients of one identity.
 pub fn resolved_line(resolved: &PauseResolved) -> String {
     if resolved.command == CommandKind::Unspecified as i32 {
         format!("pause {} dropped ({})", resolved.key, resolved.by)
     } else {
+        let client = if resolved.client_name.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", resolved.client_name)
+        };
         format!(
-            "pause {} answered by {}: {}",
+            "pause {} answered by {}{client}: {}",
             resolved.key,
             resolved.by,
             command_word(resolved.command)
@@ -404,6 +516,24 @@ fn text(event: &Event, with_session: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn debugger_frames_leave_python_tracebacks() {
+        let syntax = "Traceback (most recent call last):\n  File \"/v/debugpy/_vendored/pydevd/_pydevd_bundle/pydevd_comm.py\", line 1258, in internal_evaluate_expression_json\n    exec_result = pydevd_vars.evaluate_expression(py_db, frame, expression, is_exec=True)\n                  ^^^^^^^^^^^^\n  File \"/v/debugpy/_vendored/pydevd/_pydevd_bundle/pydevd_vars.py\", line 449, in _compile_as_exec\n    return compile(expression_to_evaluate, \"<string>\", \"exec\", _ASYNC_COMPILE_FLAGS)\n  File \"<string>\", line 1\n    1+\n      ^\nSyntaxError: invalid syntax\n (ADAPTER_ERROR)";
+        assert_eq!(
+            super::user_error(syntax),
+            "SyntaxError: invalid syntax (ADAPTER_ERROR)"
+        );
+        let raised = "Traceback (most recent call last):\n  File \"/v/debugpy/_vendored/pydevd/_pydevd_bundle/pydevd_vars.py\", line 1, in evaluate_expression\n    eval(x)\n  File \"/src/app.py\", line 3, in f\n    return 1 / 0\nZeroDivisionError: division by zero";
+        assert_eq!(
+            super::user_error(raised),
+            "Traceback (most recent call last):\n  File \"/src/app.py\", line 3, in f\n    return 1 / 0\nZeroDivisionError: division by zero"
+        );
+        assert_eq!(
+            super::user_error("name 'x' is not defined"),
+            "name 'x' is not defined"
+        );
+    }
+
     use super::*;
     use stepd_proto::v1::{
         Breakpoint, BreakpointSnapshot, BreakpointUpdated, Continued, DisplayValue, EvalError,
@@ -533,8 +663,20 @@ mod tests {
                     by: "alice".into(),
                     thread_id: 1,
                     decision: None,
+                    client_name: String::new(),
                 }),
                 "pause p-1 answered by alice: continue",
+            ),
+            (
+                Payload::PauseResolved(PauseResolved {
+                    key: "p-1".into(),
+                    command: CommandKind::Next as i32,
+                    by: "alice".into(),
+                    thread_id: 1,
+                    decision: None,
+                    client_name: "notebook".into(),
+                }),
+                "pause p-1 answered by alice (notebook): next",
             ),
             (
                 Payload::Trace(Box::new(Trace {

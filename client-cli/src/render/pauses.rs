@@ -16,12 +16,20 @@ pub fn reason_text(reason: i32) -> String {
         .unwrap_or_else(|_| reason.to_string())
 }
 
-/// A StableState for people: state, reason, thread, location with the code
-/// around it, locals, output captured meanwhile.
+/// A StableState for people: the output the program printed meanwhile
+/// (first, as it came before the stop), then state, reason, thread, location
+/// with the code around it, locals.
 pub fn stable_text(state: &StableState) -> String {
     let mut out = Vec::new();
     let name = session_state_name(state.state);
     let elapsed = format!("{} ms", state.elapsed_ms);
+    if !state.output.is_empty() {
+        out.push("output:".into());
+        let text: String = state.output.iter().map(|c| c.text.as_str()).collect();
+        for line in text.lines() {
+            out.push(format!("  {line}"));
+        }
+    }
     if !state.waited {
         out.push(format!("{name} (accepted; not waiting)"));
     } else if state.timed_out {
@@ -58,13 +66,6 @@ pub fn stable_text(state: &StableState) -> String {
         }
     } else if state.waited && !state.timed_out {
         out.push(name);
-    }
-    if !state.output.is_empty() {
-        out.push("output:".into());
-        let text: String = state.output.iter().map(|c| c.text.as_str()).collect();
-        for line in text.lines() {
-            out.push(format!("  {line}"));
-        }
     }
     out.join("\n")
 }
@@ -110,6 +111,17 @@ pub fn where_text(location: &Location) -> String {
     }
 }
 
+/// "inspect PATH:" and the inspector's rendering, indented.
+pub fn inspect_lines(rendering: &Rendering) -> Vec<String> {
+    let mut out = vec![format!("inspect {}:", dash(&rendering.path))];
+    out.extend(
+        rendering_lines(rendering)
+            .into_iter()
+            .map(|l| format!("  {l}")),
+    );
+    out
+}
+
 /// Locals, debug value, caught message, inspector rendering, key and commands of a pause.
 pub fn pause_details(pause: &Pause) -> Vec<String> {
     let mut out = Vec::new();
@@ -127,12 +139,7 @@ pub fn pause_details(pause: &Pause) -> Vec<String> {
         }
     }
     if let Some(rendering) = &pause.inspect {
-        out.push(format!("inspect {}:", dash(&rendering.path)));
-        out.extend(
-            rendering_lines(rendering)
-                .into_iter()
-                .map(|l| format!("  {l}")),
-        );
+        out.extend(inspect_lines(rendering));
     }
     for note in &pause.notes {
         out.push(format!("note: {note}"));

@@ -217,9 +217,15 @@ func (p *Probe) apply(out *outcome, value any) (any, error) {
 	return value, nil
 }
 
-// HoldAs is [Probe.Hold] for a typed value: an injected replacement is
-// decoded into a T through encoding/json. A replacement that does not decode
-// leaves value unchanged and returns the decoding error.
+// HoldAs is [Probe.Hold] for a typed value. An injected replacement is
+// merged into value as a JSON merge patch (RFC 7386) and the result decoded
+// into a T through encoding/json: an object replaces only the fields it
+// names (recursively, for nested objects), a field set to null goes back to
+// its zero value, and anything else (an array, a string, a number) replaces
+// the value whole. So `{"cmd": "pwd"}` changes Cmd and keeps every other
+// field; fields encoding/json does not carry (unexported, `json:"-"`) come
+// back zero after an injection. A replacement that does not decode leaves
+// value unchanged and returns the decoding error.
 func HoldAs[T any](ctx context.Context, p *Probe, kind, name string, value T, opts ...HoldOption) (T, error) {
 	if p == nil {
 		return value, nil
@@ -236,15 +242,50 @@ func HoldAs[T any](ctx context.Context, p *Probe, kind, name string, value T, op
 		_, err := p.apply(out, value)
 		return value, err
 	}
-	b, err := out.value.MarshalJSON()
+	merged, err := mergePatch(value, out.value.AsInterface())
 	if err != nil {
 		return value, fmt.Errorf("stepd probe: the injected value: %w", err)
 	}
 	var replaced T
-	if err := json.Unmarshal(b, &replaced); err != nil {
+	if err := json.Unmarshal(merged, &replaced); err != nil {
 		return value, fmt.Errorf("stepd probe: the injected value does not fit %T: %w", value, err)
 	}
 	return replaced, nil
+}
+
+// mergePatch is value's JSON with patch applied as an RFC 7386 merge patch.
+func mergePatch(value any, patch any) ([]byte, error) {
+	if _, ok := patch.(map[string]any); !ok {
+		return json.Marshal(patch)
+	}
+	b, err := json.Marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	var target any
+	if err := json.Unmarshal(b, &target); err != nil {
+		return nil, err
+	}
+	return json.Marshal(applyPatch(target, patch))
+}
+
+func applyPatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(t, k)
+		} else {
+			t[k] = applyPatch(t[k], v)
+		}
+	}
+	return t
 }
 
 // OnError is an exception-only point: it holds only when err is not nil (and
@@ -603,17 +644,41 @@ func stack() []*stepdv1.Location {
 		fn := f.Function
 		internal := strings.HasPrefix(fn, thisPackage) && !strings.Contains(fn[len(thisPackage):], "Test") && !strings.Contains(fn[len(thisPackage):], "Benchmark")
 		if !internal && fn != "" && !strings.HasPrefix(fn, "runtime.") && !strings.HasPrefix(fn, "testing.") {
-			module := fn
-			if i := strings.LastIndex(fn, "/"); i >= 0 {
-				module = fn[:i+strings.IndexByte(fn[i:], '.')]
-			} else if j := strings.IndexByte(fn, '.'); j >= 0 {
-				module = fn[:j]
-			}
-			out = append(out, &stepdv1.Location{Path: f.File, Line: uint32(f.Line), Function: fn, Module: module})
+			module, name := readableFunc(fn)
+			out = append(out, &stepdv1.Location{Path: f.File, Line: uint32(f.Line), Function: name, Module: module})
 		}
 		if !more {
 			break
 		}
 	}
 	return out
+}
+
+// readableFunc splits a runtime function symbol into the package's import
+// path and the name as Go source spells it (docs/probes.md "Where a point
+// is"): "main.(*T).m" is "T.m" in "main", "example.com/x/store.F[...]" is
+// "store.F" in "example.com/x/store".
+func readableFunc(symbol string) (module, name string) {
+	slash := strings.LastIndexByte(symbol, '/')
+	dot := strings.IndexByte(symbol[slash+1:], '.')
+	if dot < 0 {
+		return "", symbol
+	}
+	module, name = symbol[:slash+1+dot], symbol[slash+1+dot+1:]
+	// The runtime escapes dots in the last path element ("yaml%2ev3").
+	module = strings.ReplaceAll(module, "%2e", ".")
+	name = strings.ReplaceAll(name, "[...]", "")
+	var b strings.Builder
+	for _, part := range strings.Split(name, ".") {
+		part = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(part, "("), "*"), ")")
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(part)
+	}
+	name = b.String()
+	if module != "main" {
+		name = module[strings.LastIndexByte(module, '/')+1:] + "." + name
+	}
+	return module, name
 }

@@ -56,7 +56,7 @@ func TestBreakpointOnOneNameAndInject(t *testing.T) {
 	if !slices.Equal(p.GetBreakpointIds(), bps) {
 		t.Errorf("breakpoint ids %v, want %v", p.GetBreakpointIds(), bps)
 	}
-	if p.GetLocation().GetFunction() != "main.runTurn" {
+	if p.GetLocation().GetFunction() != "runTurn" || p.GetLocation().GetModule() != "main" {
 		t.Errorf("location %v", p.GetLocation())
 	}
 	if !strings.Contains(p.GetDebugValue().GetText(), `"ls"`) {

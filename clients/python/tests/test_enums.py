@@ -13,7 +13,9 @@ def test_members_compare_with_their_names_and_numbers() -> None:
     reason = enums.PauseReason(pause_pb2.PAUSE_REASON_BREAKPOINT)
     assert reason == "BREAKPOINT" and reason == "breakpoint" and reason == "PAUSE_REASON_BREAKPOINT"
     assert reason == 1 and reason == pause_pb2.PAUSE_REASON_BREAKPOINT
-    assert reason != "STEP" and reason != 2 and not (reason == "BREAKPOINTS")
+    assert reason != "STEP" and reason != 2
+    with pytest.raises(ValueError, match="not a PauseReason"):
+        _ = reason == "BREAKPOINTS"  # a misspelt name is an error, not just unequal
     assert repr(reason) == "PauseReason.BREAKPOINT"
     assert str(reason) == "BREAKPOINT" and f"{reason}" == "BREAKPOINT" and f"{reason:>12}" == "  BREAKPOINT"
     assert repr([enums.CommandKind.EVAL, enums.CommandKind.IN]) == "[CommandKind.EVAL, CommandKind.IN]"

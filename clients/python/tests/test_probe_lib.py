@@ -39,6 +39,23 @@ def test_malformed_conditions_are_rejected(text: str) -> None:
         compile_condition(text)
 
 
+def test_the_daemon_validates_conditions_as_the_libraries_do(client: stepd.Client) -> None:
+    """The daemon's validator (the Rust parser) accepts every valid vector
+    and refuses every invalid one with INVALID_ARGUMENT, changing nothing."""
+    before = len(client.list_breakpoints().breakpoints)
+    added = []
+    for case in VECTORS["valid"]:
+        added.append(client.add_breakpoint(probe_kind="vector-check", condition=case["condition"]).breakpoint.id)
+    for text in VECTORS["invalid"]:
+        if not text:
+            continue  # an empty condition is no condition
+        with pytest.raises(stepd.errors.InvalidArgument):
+            client.add_breakpoint(probe_kind="vector-check", condition=text)
+    assert len(client.list_breakpoints().breakpoints) == before + len(VECTORS["valid"])
+    for bp_id in added:
+        client.remove_breakpoint(bp_id)
+
+
 PATHOLOGICAL = VECTORS["pathological"]
 
 

@@ -45,7 +45,7 @@ def run_example(daemon: Daemon, script: str) -> str:
 
 def test_readme_example_runs(daemon: Daemon) -> None:
     example, _session, errors_example, _probe = python_blocks()
-    check_example_output(run_example(daemon, example + "\n" + "client = stepd.Client()\n" + errors_example))
+    check_example_output(run_example(daemon, example + "\n" + errors_example))
 
 
 def test_readme_session_example_runs(daemon: Daemon) -> None:

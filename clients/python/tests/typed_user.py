@@ -17,10 +17,10 @@ def debug(client: stepd.Client, program: str) -> dict[str, str]:
         placed: list[str] = [p.breakpoint_id for p in session.breakpoints]
         print(session.session.pid, placed)
         pause: stepd.Pause = session.wait_for_pause(timeout=30)
-        if pause.reason == "BREAKPOINT" or pause.reason == enums.PauseReason.STEP:
+        if pause.reason == enums.PauseReason.BREAKPOINT or pause.reason == enums.PauseReason.STEP:
             print(repr(pause.reason), pause.location.line, session.eval("1 + 1"))
         state: stepd.State = session.step("over")
-        if state.pause is not None and state.stop_reason == "STEP":
+        if state.pause is not None and state.stop_reason == enums.PauseReason.STEP:
             print(state.pause.revision)
         found: dict[str, str] = session.locals()
         print(session.continue_().state == enums.SessionState.ENDED, session.output())

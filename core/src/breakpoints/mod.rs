@@ -4,7 +4,6 @@
 mod baggage;
 pub mod condition;
 mod expiry;
-mod glob;
 mod hit_condition;
 mod hits;
 pub mod log_message;
@@ -22,7 +21,7 @@ use stepd_proto::v1::{
     Breakpoint, BreakpointChange, BreakpointSpec, BreakpointUpdated, ErrorReason, event::Payload,
 };
 
-pub use glob::Glob;
+pub use crate::glob::Glob;
 pub use hit_condition::HitCondition;
 pub use selector::LabelSelector;
 pub use storage::{

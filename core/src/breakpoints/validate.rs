@@ -4,8 +4,9 @@
 use crate::error::FieldViolation;
 use stepd_proto::v1::{BreakpointAction, BreakpointSpec, breakpoint_spec::Location};
 
-use super::{glob::Glob, hit_condition::HitCondition, log_message, selector::LabelSelector};
+use super::{hit_condition::HitCondition, log_message, selector::LabelSelector};
 use crate::error::ParseError;
+use crate::glob::Glob;
 use crate::time::us_from_timestamp;
 
 /// A parser's refusal as a field violation's description: what the field is,

@@ -124,7 +124,7 @@ impl Shared {
             .call("stackTrace", args)
             .await
             .map_err(|e| dap_error(&e))?;
-        let frames: Vec<Frame> = stop::frames(&body, epoch);
+        let frames: Vec<Frame> = stop::frames(self.kind, &body, epoch);
         let total = body
             .total_frames
             .map(|t| u32::try_from(t).unwrap_or(u32::MAX))

@@ -4,6 +4,7 @@
 use serde_json::Value;
 use stepd_proto::v1::{CodeExcerpt, Local, Location, PauseReason};
 
+use crate::kind::AdapterKind;
 use crate::messages::{StackFrame, StackTraceResponse, VariablesResponse};
 
 pub use stepd_core::session::pause::display::display;
@@ -56,8 +57,10 @@ pub fn locals(variables: &VariablesResponse) -> Vec<Local> {
         .collect()
 }
 
-/// A Location from a DAP stack frame, with an excerpt when the file is readable.
-pub fn location(frame: &StackFrame) -> Location {
+/// A Location from a DAP stack frame of an adapter of `kind`, its function
+/// named as the language's users write it (`names`), with an excerpt when
+/// the file is readable.
+pub fn location(kind: AdapterKind, frame: &StackFrame) -> Location {
     let path = frame
         .source
         .as_ref()
@@ -66,14 +69,16 @@ pub fn location(frame: &StackFrame) -> Location {
     let line = u32::try_from(frame.line).unwrap_or(0);
     let column = u32::try_from(frame.column).unwrap_or(0);
     let excerpt = excerpt(&path, line);
+    let (function, package) = crate::names::readable(kind, &frame.name);
     Location {
         path,
         line,
         column,
-        function: frame.name.clone(),
-        module: match &frame.module_id {
-            Some(Value::String(m)) => m.clone(),
-            Some(Value::Number(m)) => m.to_string(),
+        function,
+        module: match (&frame.module_id, package) {
+            (Some(Value::String(m)), _) => m.clone(),
+            (Some(Value::Number(m)), _) => m.to_string(),
+            (_, Some(package)) => package,
             _ => String::new(),
         },
         excerpt,
@@ -81,14 +86,18 @@ pub fn location(frame: &StackFrame) -> Location {
 }
 
 /// The frames of a DAP `stackTrace` answer, with handles of `epoch`.
-pub fn frames(stack: &StackTraceResponse, epoch: u64) -> Vec<stepd_proto::v1::Frame> {
+pub fn frames(
+    kind: AdapterKind,
+    stack: &StackTraceResponse,
+    epoch: u64,
+) -> Vec<stepd_proto::v1::Frame> {
     stack
         .stack_frames
         .iter()
         .map(|f| stepd_proto::v1::Frame {
             id: super::handles::make(epoch, f.id),
-            name: f.name.clone(),
-            location: Some(location(f)),
+            name: crate::names::readable(kind, &f.name).0,
+            location: Some(location(kind, f)),
             presentation_hint: f.presentation_hint.clone().unwrap_or_default(),
         })
         .collect()

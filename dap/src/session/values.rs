@@ -139,13 +139,12 @@ fn index_of(name: &str) -> Option<u64> {
 }
 
 /// What debugpy's listing of a container told: its length, whether it was
-/// cut, how many children and pseudo entries it listed. Fixed for one stop.
+/// cut, how many children it listed. Fixed for one stop.
 #[derive(Debug, Clone, Copy)]
 struct Listing {
     len: Option<u64>,
     more: bool,
     items: u64,
-    pseudo: u64,
 }
 
 /// A variable of a DAP session at one stop.
@@ -211,17 +210,18 @@ impl DapVar {
                         .and_then(|v| v.value.parse::<u64>().ok()),
                     more: all.iter().any(|v| v.r#type.starts_with("MoreItems")),
                     items: all.iter().filter(|v| !is_pseudo(v)).count() as u64,
-                    pseudo: all.iter().filter(|v| is_pseudo(v)).count() as u64,
                 };
                 let _ = self.listing.set(listing);
                 (listing, all.into_iter().filter(|v| !is_pseudo(v)).collect())
             }
         };
+        // debugpy's groups ("special variables", "function variables") and
+        // its `len()` are not the value's: they count as neither elements
+        // nor named children.
         let Listing {
             len,
             more,
             items: listed,
-            pseudo: named,
         } = listing;
         let total = match shape {
             Shape::Object => Some(listed),
@@ -231,11 +231,7 @@ impl DapVar {
             children,
             total,
             indexed: (shape == Shape::Sequence).then_some(total).flatten(),
-            named: Some(if shape == Shape::Sequence {
-                named
-            } else {
-                named + listed
-            }),
+            named: Some(if shape == Shape::Sequence { 0 } else { listed }),
         };
         if known.is_none() && (shape == Shape::Object || !more || end <= listed) {
             let children = window(&items, start, count)

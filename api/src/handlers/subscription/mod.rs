@@ -273,17 +273,18 @@ impl Subscriber {
     /// program); a failure comes back through `failures` as an `error` event.
     fn on_debug_input(
         &self,
-        input: DebugInput,
+        mut input: DebugInput,
         client_name: &str,
         in_flight: &Arc<tokio::sync::Semaphore>,
         failures: &mpsc::UnboundedSender<Event>,
     ) {
         let key = input.key.clone();
-        let by = if input.client_name.is_empty() {
-            client_name.to_owned()
-        } else {
-            input.client_name.clone()
-        };
+        // The answer is recorded with the client's own name: the input's,
+        // else the stream's.
+        if input.client_name.is_empty() {
+            input.client_name = stepd_core::error::clip(client_name);
+        }
+        let by = input.client_name.clone();
         let failures = failures.clone();
         match in_flight.clone().try_acquire_owned() {
             Ok(permit) => {

@@ -150,7 +150,24 @@ impl Debugger {
         }
         match self.evaluate(expression).await {
             Ok(value) => self.print(format!("= {}", colour::value(&value))),
-            Err(message) => self.error(&format!("error: {message}")),
+            // The RPC's message is cut to a size limit, which a debugger's
+            // own traceback can fill before the error: in the pause's frame,
+            // its EVAL reports the whole error (shown without those frames).
+            Err(message)
+                if crate::render::events::traceback_cut(&message)
+                    && self.view.selected(self.current.as_deref()) == 0
+                    && self.current_pause().is_some() =>
+            {
+                return self
+                    .send(Command::Eval(stepd_proto::v1::EvalCommand {
+                        code: expression.to_owned(),
+                    }))
+                    .await;
+            }
+            Err(message) => self.error(&format!(
+                "error: {}",
+                crate::render::events::user_error(&message)
+            )),
         }
         Flow::Go
     }

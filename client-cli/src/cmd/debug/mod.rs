@@ -42,7 +42,7 @@ use crate::{
     line_editor::{History, Input, Terminal, Vocabulary},
     render::{
         events,
-        pauses::{commands_text, display, pause_details, reason_text, where_text},
+        pauses::{commands_text, display, inspect_lines, reason_text, where_text},
         sessions::{end_text, placements, session_line},
     },
 };
@@ -208,7 +208,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         snapshot_parts: None,
         current: None,
         expression_for: None,
-        waiting: false,
+        waiting: None,
         evals: HashSet::new(),
         last_line: None,
         view: frames::View::default(),
@@ -218,6 +218,7 @@ pub async fn run(channel: Channel, args: DebugArgs) -> Result<(), Failure> {
         scope,
         launched,
         instance_id,
+        deferred: None,
     };
     debugger.print("type ? for help, exit to leave (the session goes on)".into());
     let end = debugger.run(&mut events).await;
@@ -338,6 +339,34 @@ impl Stream {
         .await
     }
 }
+/// How long a new stop waits for the program output that preceded it.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long a moving command whose pause resolved may show no progress
+/// while other pauses stay pending before the loop says the program is held.
+const HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The command whose outcome the loop waits for. Only its own outcome ends
+/// the wait: another thread's stop arriving meanwhile is not it.
+struct Waiting {
+    /// The pause the command went to (empty for `pause`).
+    key: String,
+    /// The command lets the program run (n, s, c, t, …): any new stop, or
+    /// the end, is its outcome.
+    moves: bool,
+    /// Set when its pause resolved while other pauses stayed pending: the
+    /// last sign of progress since.
+    held_since: Option<Instant>,
+    /// It evaluates code: a failure comes twice, as an `eval_error` event
+    /// to every client and as the call's own error, in either order.
+    evaluates: bool,
+    /// The `eval_error` came (and was shown).
+    failed: bool,
+    /// The call's own error came, not shown since the `eval_error` says it
+    /// (shown after all if that never comes).
+    refused: Option<String>,
+}
+
 fn expects_expression(pause: &Pause) -> bool {
     pause.input_type == [CommandKind::Expression as i32]
 }
@@ -358,7 +387,7 @@ struct Debugger {
     expression_for: Option<String>,
     /// A command was sent and its outcome has not shown yet (lines from a
     /// non-terminal stdin wait for it).
-    waiting: bool,
+    waiting: Option<Waiting>,
     /// Pauses with an evaluation of ours in flight (their value is shown even
     /// when unchanged).
     evals: HashSet<String>,
@@ -377,6 +406,8 @@ struct Debugger {
     launched: Option<stepd_proto::v1::LaunchRequest>,
     /// The daemon instance the stream's cursor belongs to (empty: trusted).
     instance_id: String,
+    /// A new stop held back until STOP_GRACE passes, for late output.
+    deferred: Option<(Event, Instant)>,
 }
 
 /// How the loop ended.
@@ -417,7 +448,8 @@ impl Debugger {
 
     fn ready_for_input(&self) -> bool {
         self.terminal.interactive
-            || (!self.waiting && (!self.pending.is_empty() || self.expression_for.is_some()))
+            || (self.waiting.is_none()
+                && (!self.pending.is_empty() || self.expression_for.is_some()))
     }
 
     async fn run(&mut self, events: &mut Streaming<SubscribeResponse>) -> String {
@@ -427,6 +459,12 @@ impl Debugger {
                 self.terminal.ask(&prompt);
             }
             let partial_due = self.terminal.partial_due();
+            let stop_due = self.deferred.as_ref().map(|(_, due)| *due);
+            let held_due = self
+                .waiting
+                .as_ref()
+                .and_then(|w| w.held_since)
+                .map(|since| since + HELD_WAIT);
             let flow = tokio::select! {
                 next = events.next() => match next {
                     Some(Ok(response)) => match response.event {
@@ -462,6 +500,13 @@ impl Debugger {
                     self.terminal.flush_partial();
                     Flow::Go
                 }
+                _ = tokio::time::sleep_until(stop_due.unwrap_or_else(Instant::now).into()),
+                    if stop_due.is_some() => self.show_deferred(),
+                _ = tokio::time::sleep_until(held_due.unwrap_or_else(Instant::now).into()),
+                    if held_due.is_some() => {
+                    self.held();
+                    Flow::Go
+                }
             };
             if let Flow::End(last) = flow {
                 return last;
@@ -484,6 +529,47 @@ impl Debugger {
             self.stream.cursor = event.seq;
         }
         let ours = event.session_id == self.session_id;
+        let output = matches!(event.payload, Some(Payload::Output(_)));
+        let new_stop = matches!(
+            &event.payload,
+            Some(Payload::Stopped(s)) if s.pause.as_ref().is_some_and(|p| {
+                !self.pending.iter().any(|q| q.key == p.key)
+            })
+        );
+        if ours && new_stop && self.deferred.is_none() {
+            // The program's output can reach the daemon after the stop that
+            // followed it (debugpy sends it on another channel): output that
+            // comes within STOP_GRACE is shown before the stop.
+            self.deferred = Some((event, Instant::now() + STOP_GRACE));
+            return Flow::Go;
+        }
+        if !(ours && output)
+            && let Flow::End(last) = self.show_deferred()
+        {
+            return Flow::End(last);
+        }
+        self.handle(event)
+    }
+
+    /// The stop held back for late output, shown now.
+    fn show_deferred(&mut self) -> Flow {
+        match self.deferred.take() {
+            Some((event, _)) => self.handle(event),
+            None => Flow::Go,
+        }
+    }
+
+    fn handle(&mut self, event: Event) -> Flow {
+        let ours = event.session_id == self.session_id;
+        if ours
+            && let Some(Waiting {
+                held_since: Some(since),
+                ..
+            }) = &mut self.waiting
+        {
+            // Something happened in the program: it is not held (yet).
+            *since = Instant::now();
+        }
         match event.payload {
             Some(Payload::Snapshot(part)) => {
                 let Some(snapshot) = merge_part(&mut self.snapshot_parts, part) else {
@@ -507,6 +593,8 @@ impl Debugger {
                     .collect();
                 // What is no longer pending was resolved meanwhile.
                 let keys: HashSet<&str> = pauses.iter().map(|p| p.key.as_str()).collect();
+                // What happened while the stream was away is not known.
+                self.waiting = None;
                 self.pending.retain(|p| keys.contains(p.key.as_str()));
                 for pause in pauses {
                     self.on_pause(pause);
@@ -515,14 +603,29 @@ impl Debugger {
             }
             Some(Payload::Stopped(stopped)) if ours => {
                 if let Some(pause) = stopped.pause {
-                    self.waiting = false;
                     self.scope.hit(&pause.breakpoint_ids);
+                    // A moving command's outcome is a stop after its own
+                    // pause resolved, not one that was on its way before.
+                    let pending = |key: &str| self.pending.iter().any(|p| p.key == key);
+                    if self.waiting.as_ref().is_some_and(|w| {
+                        (w.key == pause.key && !w.failed && w.refused.is_none())
+                            || (w.moves && !pending(&pause.key) && !pending(&w.key))
+                    }) {
+                        self.waiting = None;
+                    }
                     self.on_pause(pause);
                 }
             }
             Some(Payload::PauseResolved(resolved)) if ours => {
                 let was_current = self.current.as_deref() == Some(resolved.key.as_str());
                 self.pending.retain(|p| p.key != resolved.key);
+                if let Some(waiting) = &mut self.waiting {
+                    if waiting.moves && waiting.key == resolved.key && !self.pending.is_empty() {
+                        waiting.held_since = Some(Instant::now());
+                    } else if self.pending.is_empty() {
+                        waiting.held_since = None;
+                    }
+                }
                 self.evals.remove(&resolved.key);
                 if self.expression_for.as_deref() == Some(resolved.key.as_str()) {
                     self.expression_for = None;
@@ -552,6 +655,7 @@ impl Debugger {
             Some(Payload::Output(output)) if ours => {
                 if let Some(chunk) = output.chunk
                     && chunk.category != "telemetry"
+                    && !events::adapter_banner(&chunk)
                 {
                     self.terminal.output(&chunk.text);
                 }
@@ -564,7 +668,15 @@ impl Debugger {
                 self.say(lines);
             }
             Some(Payload::EvalError(error)) if ours => {
-                self.waiting = false;
+                if let Some(waiting) = &mut self.waiting
+                    && waiting.key == error.key
+                    && waiting.evaluates
+                {
+                    waiting.failed = true;
+                    if waiting.refused.is_some() {
+                        self.waiting = None;
+                    }
+                }
                 self.evals.remove(&error.key);
                 self.say(events::eval_error_lines(&error));
             }
@@ -591,7 +703,22 @@ impl Debugger {
                 }
             }
             Some(Payload::Error(error)) => {
-                self.waiting = false;
+                // An evaluation's failure is shown once, from its eval_error.
+                if let Some(waiting) = &mut self.waiting
+                    && waiting.key == error.key
+                    && waiting.evaluates
+                    && (waiting.failed
+                        || error.reason == stepd_proto::v1::ErrorReason::AdapterError as i32)
+                {
+                    if waiting.failed {
+                        self.waiting = None;
+                    } else {
+                        waiting.refused = Some(events::stream_error_line(&error));
+                        waiting.held_since = Some(Instant::now());
+                    }
+                    return Flow::Go;
+                }
+                self.done_waiting(&error.key);
                 if self.expression_for.as_deref() == Some(error.key.as_str()) {
                     self.expression_for = None;
                 }
@@ -603,6 +730,42 @@ impl Debugger {
             _ => {}
         }
         Flow::Go
+    }
+
+    /// The outcome of the command sent to `key` (any command for no key).
+    fn done_waiting(&mut self, key: &str) {
+        if key.is_empty() || self.waiting.as_ref().is_some_and(|w| w.key == key) {
+            self.waiting = None;
+        }
+    }
+
+    /// A moving command's pause resolved, but the program shows no progress
+    /// while other pauses are pending: say so, and take the next command.
+    /// (Also: an evaluation's error whose eval_error never came.)
+    fn held(&mut self) {
+        let Some(waiting) = self.waiting.take() else {
+            return;
+        };
+        if let Some(line) = waiting.refused {
+            // The eval_error that would have said it never came.
+            return self.print(line);
+        }
+        let holders: Vec<String> = self
+            .pending
+            .iter()
+            .map(|p| format!("{} (thread {})", p.key, p.thread_id))
+            .collect();
+        if holders.is_empty() {
+            return;
+        }
+        self.error(&format!(
+            "pause {} was answered, but the program cannot go on while {} {} pending: \
+             answer {} (pauses lists them)",
+            waiting.key,
+            holders.join(", "),
+            if holders.len() == 1 { "is" } else { "are" },
+            if holders.len() == 1 { "it" } else { "them" },
+        ));
     }
 
     fn ended(&mut self, end: &SessionEnded) -> Flow {
@@ -681,8 +844,13 @@ impl Debugger {
             {
                 lines.push(format!("= {}", colour::value(&display(value))));
             }
-            if pause.inspect.is_some() && pause.inspect != before.inspect {
-                lines.extend(pause_details(&pause));
+            if let Some(rendering) = pause
+                .inspect
+                .as_ref()
+                .filter(|_| pause.inspect != before.inspect)
+            {
+                // The rendering alone: the locals were shown with the stop.
+                lines.extend(inspect_lines(rendering));
             } else if pause.notes != before.notes {
                 lines.extend(pause.notes.iter().map(|n| format!("note: {n}")));
             }
@@ -873,7 +1041,14 @@ impl Debugger {
     }
 
     async fn pause_program(&mut self) {
-        self.waiting = true;
+        self.waiting = Some(Waiting {
+            key: String::new(),
+            moves: true,
+            held_since: None,
+            evaluates: false,
+            failed: false,
+            refused: None,
+        });
         let result = client!(SessionServiceClient, self.channel.clone())
             .pause(PauseRequest {
                 session_id: self.session_id.clone(),
@@ -882,7 +1057,7 @@ impl Debugger {
             })
             .await;
         if let Err(status) = result {
-            self.waiting = false;
+            self.waiting = None;
             self.error(&format!("pause failed: {}", status.message()));
         }
     }
@@ -917,7 +1092,6 @@ impl Debugger {
     }
 
     async fn answer(&mut self, key: String, command: Command) -> Flow {
-        self.waiting = true;
         let keeps_the_pause = matches!(
             command,
             Command::Eval(_)
@@ -930,6 +1104,14 @@ impl Debugger {
         if !keeps_the_pause {
             self.answered.insert(key.clone());
         }
+        self.waiting = Some(Waiting {
+            key: key.clone(),
+            moves: !keeps_the_pause,
+            held_since: None,
+            evaluates: matches!(command, Command::Eval(_) | Command::Expression(_)),
+            failed: false,
+            refused: None,
+        });
         let sent = self
             .stream
             .send(Message::DebugInput(DebugInput {

@@ -50,7 +50,8 @@ impl Debugger {
         self.pending.clear();
         self.current = None;
         self.expression_for = None;
-        self.waiting = false;
+        self.waiting = None;
+        self.deferred = None;
         self.evals.clear();
         self.answered.clear();
         self.view.forget_stops();

@@ -6,7 +6,8 @@ import datetime as _dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence, Union, cast
+import warnings
+from typing import Any, Iterable, Literal, Mapping, Sequence, Union, cast
 
 import grpc
 import grpc.aio
@@ -36,6 +37,9 @@ CHANNEL_OPTIONS: list[tuple[str, Any]] = [
 
 JsonValue = Union[None, bool, int, float, str, Sequence[Any], Mapping[str, Any]]
 CommandLike = Union[pause_pb2.DebugCommand, str, int]
+#: A step's kind by name; mypy refuses any other string (``step("sideways")``).
+StepKindName = Literal["over", "in", "out"]
+StepKindLike = Union[StepKindName, int]
 ChannelLike = Union[event_pb2.EventChannel.ValueType, str]
 DurationLike = Union[_dt.timedelta, float, int, duration_pb2.Duration]
 TimeLike = Union[_dt.datetime, timestamp_pb2.Timestamp]
@@ -407,19 +411,37 @@ def debug_input(key: str, cmd: CommandLike, /, client_name: str = "", **args: An
     return pause_pb2.DebugInput(key=key, command=command(cmd, **args), client_name=client_name)
 
 
-def step_kind(value: int | str) -> session_pb2.StepKind.ValueType:
+def step_kind(value: StepKindLike | str) -> session_pb2.StepKind.ValueType:
     """A StepKind from its value or name ("over", "in", "out")."""
     return cast(session_pb2.StepKind.ValueType, _enum(session_pb2.StepKind, "STEP_KIND_", value))
 
 
-def wait_fields(wait: bool, timeout_ms: int | None) -> dict[str, Any]:
-    """The `wait` oneof of Continue/Step/Pause: no_wait, or until_stable with a timeout."""
+def wait_fields(wait: bool, timeout: float | None) -> dict[str, Any]:
+    """The `wait` oneof of Continue/Step/Pause: no_wait, or until_stable with
+    a timeout in seconds (None: the daemon's default; 0: no limit)."""
     if not wait:
         return {"no_wait": session_pb2.NoWait()}
     until = session_pb2.Wait()
-    if timeout_ms is not None:
-        until.timeout_ms = timeout_ms
+    if timeout is not None:
+        if timeout < 0:
+            raise ValueError(f"wait_timeout must be at least 0 s, not {timeout}")
+        until.timeout_ms = max(1, round(timeout * 1000)) if timeout > 0 else 0
     return {"until_stable": until}
+
+
+def wait_seconds(wait_timeout: float | None, wait_timeout_ms: int | None, *, stacklevel: int = 3) -> float | None:
+    """The wait's timeout in seconds, from `wait_timeout` or the deprecated
+    `wait_timeout_ms` (which warns; both at once is a TypeError)."""
+    if wait_timeout_ms is None:
+        return wait_timeout
+    if wait_timeout is not None:
+        raise TypeError("give wait_timeout (seconds) or wait_timeout_ms, not both")
+    warnings.warn(
+        "wait_timeout_ms is deprecated: pass wait_timeout in seconds, as every other timeout",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return wait_timeout_ms / 1000
 
 
 def inspector_config(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 _E = TypeVar("_E", bound="NamedEnum")
 
@@ -15,6 +15,12 @@ class NamedEnum(enum.IntEnum):
     ``PauseReason.BREAKPOINT == "BREAKPOINT" == "pause_reason_breakpoint" == 1``;
     repr ``PauseReason.BREAKPOINT``, str ``BREAKPOINT``. Hashes as its number,
     so members and ints are interchangeable as dict keys.
+
+    Comparing with a string that names no member of the enum raises
+    ValueError (``pause.reason == "BREAKPIONT"`` is a typo, never just
+    False). Type checkers see no string comparison at all: typed code
+    compares members (``pause.reason == PauseReason.BREAKPOINT``), which
+    mypy checks; names are for the REPL and untyped scripts.
     """
 
     @classmethod
@@ -33,17 +39,20 @@ class NamedEnum(enum.IntEnum):
             return member
         return cls(value)
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, str):
-            name = other.strip().upper().replace("-", "_")
-            return name in (self.name, self.prefix() + self.name)
-        return int.__eq__(self, other) is True
+    if not TYPE_CHECKING:
+        # Hidden from type checkers so that mypy's strict equality flags
+        # `member == "NAME"` (a typo there type-checks otherwise).
 
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
+        def __eq__(self, other: object) -> bool:
+            if isinstance(other, str):
+                return self is type(self).of(other)
+            return int.__eq__(self, other) is True
 
-    def __hash__(self) -> int:
-        return int.__hash__(self)
+        def __ne__(self, other: object) -> bool:
+            return not self.__eq__(other)
+
+        def __hash__(self) -> int:
+            return int.__hash__(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}.{self.name}"

@@ -299,31 +299,38 @@ class Client:
         *,
         thread_id: int = 0,
         wait: bool = True,
-        wait_timeout_ms: int | None = None,
+        wait_timeout: float | None = None,
         timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> session_pb2.ContinueResponse:
-        """Resumes execution; with `wait` answers when the session is stable again."""
+        """Resumes execution; with `wait` answers when the session is stable again
+        (within `wait_timeout` seconds: None is the daemon's 30 s, 0 no limit).
+        `wait_timeout_ms` is deprecated."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         request = session_pb2.ContinueRequest(
-            session_id=session_id, thread_id=thread_id, **_build.wait_fields(wait, wait_timeout_ms)
+            session_id=session_id, thread_id=thread_id, **_build.wait_fields(wait, waited)
         )
-        return self._call(self.session_stub.Continue, request, self._wait_timeout(timeout, wait, wait_timeout_ms))
+        return self._call(self.session_stub.Continue, request, self._wait_timeout(timeout, wait, waited))
 
     def step(
         self,
         session_id: str,
-        kind: int | str = "over",
+        kind: _build.StepKindLike = "over",
         *,
         thread_id: int = 0,
         wait: bool = True,
-        wait_timeout_ms: int | None = None,
+        wait_timeout: float | None = None,
         timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> session_pb2.StepResponse:
-        """Steps one thread "over", "in" or "out"."""
+        """Steps one thread "over", "in" or "out" (or a StepKind); waits as
+        :meth:`continue_` does."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         request = session_pb2.StepRequest(
             session_id=session_id, thread_id=thread_id, kind=_build.step_kind(kind),
-            **_build.wait_fields(wait, wait_timeout_ms),
+            **_build.wait_fields(wait, waited),
         )  # fmt: skip
-        return self._call(self.session_stub.Step, request, self._wait_timeout(timeout, wait, wait_timeout_ms))
+        return self._call(self.session_stub.Step, request, self._wait_timeout(timeout, wait, waited))
 
     def pause(
         self,
@@ -331,14 +338,16 @@ class Client:
         *,
         thread_id: int = 0,
         wait: bool = True,
-        wait_timeout_ms: int | None = None,
+        wait_timeout: float | None = None,
         timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> session_pb2.PauseResponse:
         """Interrupts a running program (DAP) or arms "hold at the next point" (probes)."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         request = session_pb2.PauseRequest(
-            session_id=session_id, thread_id=thread_id, **_build.wait_fields(wait, wait_timeout_ms)
+            session_id=session_id, thread_id=thread_id, **_build.wait_fields(wait, waited)
         )
-        return self._call(self.session_stub.Pause, request, self._wait_timeout(timeout, wait, wait_timeout_ms))
+        return self._call(self.session_stub.Pause, request, self._wait_timeout(timeout, wait, waited))
 
     def list_threads(self, session_id: str, *, timeout: float | None = None) -> session_pb2.ListThreadsResponse:
         """Threads of a session."""
@@ -441,13 +450,13 @@ class Client:
         request = session_pb2.ListPausesRequest(session_id=session_id)
         return self._call(self.session_stub.ListPauses, request, timeout)
 
-    def _wait_timeout(self, timeout: float | None, wait: bool, wait_timeout_ms: int | None) -> float | None:
+    def _wait_timeout(self, timeout: float | None, wait: bool, wait_timeout: float | None) -> float | None:
         # A waiting call must be allowed to outlive the daemon-side wait.
         if timeout is not None or not wait or self.timeout is None:
             return timeout
-        if wait_timeout_ms == 0:
+        if wait_timeout == 0:
             return None  # the daemon waits forever, so may the call
-        return max(self.timeout, (30_000 if wait_timeout_ms is None else wait_timeout_ms) / 1000 + 10)
+        return max(self.timeout, (30.0 if wait_timeout is None else wait_timeout) + 10)
 
     # -- InspectorService ----------------------------------------------------------------
 

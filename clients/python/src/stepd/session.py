@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 
-from stepd import errors
+from stepd import _build, errors
 from stepd._build import ChannelLike
 from stepd._pauses import Pauses
 from stepd.enums import SessionState
@@ -98,7 +98,7 @@ class Session:
         try:
             if self._pauses is not None:
                 self._pauses.close()
-            if (self.info()).state != SessionState.ENDED:
+            if SessionState((self.info()).state) != SessionState.ENDED:
                 self.client.disconnect(self.id, mode=mode)
         except errors.SessionNotFound:
             pass
@@ -137,25 +137,49 @@ class Session:
             self.pauses.book.note(state.message.pause)
         return state
 
-    def continue_(self, *, thread_id: int = 0, wait: bool = True, wait_timeout_ms: int | None = None) -> State:
-        """Resumes; with `wait`, returns where the session settled (stopped again, or ended)."""
+    def continue_(
+        self,
+        *,
+        thread_id: int = 0,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
+    ) -> State:
+        """Resumes; with `wait`, returns where the session settled (stopped again,
+        or ended) within `wait_timeout` seconds. `wait_timeout_ms` is deprecated."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         return self._settle(
-            thread_id, lambda: self.client.continue_(self.id, thread_id=thread_id, wait=wait, wait_timeout_ms=wait_timeout_ms)
+            thread_id, lambda: self.client.continue_(self.id, thread_id=thread_id, wait=wait, wait_timeout=waited)
         )
 
     def step(
-        self, kind: int | str = "over", *, thread_id: int = 0, wait: bool = True, wait_timeout_ms: int | None = None
+        self,
+        kind: _build.StepKindLike = "over",
+        *,
+        thread_id: int = 0,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> State:
         """Steps "over", "in" or "out"; returns the stop it reached."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         return self._settle(
             thread_id,
-            lambda: self.client.step(self.id, kind, thread_id=thread_id, wait=wait, wait_timeout_ms=wait_timeout_ms),
+            lambda: self.client.step(self.id, kind, thread_id=thread_id, wait=wait, wait_timeout=waited),
         )
 
-    def pause(self, *, thread_id: int = 0, wait: bool = True, wait_timeout_ms: int | None = None) -> State:
+    def pause(
+        self,
+        *,
+        thread_id: int = 0,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
+    ) -> State:
         """Interrupts the running program; returns the stop."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         return self._settle(
-            thread_id, lambda: self.client.pause(self.id, thread_id=thread_id, wait=wait, wait_timeout_ms=wait_timeout_ms)
+            thread_id, lambda: self.client.pause(self.id, thread_id=thread_id, wait=wait, wait_timeout=waited)
         )
 
     # -- output ------------------------------------------------------------------

@@ -120,6 +120,7 @@ pub async fn answer<O: PauseOwner>(owner: &mut O, answer: Answer) {
         reply,
     } = answer;
     let key = input.key;
+    let client = input.client_name;
     if owner.book().get(&key).is_none() {
         let _ = reply.send(Err(owner.book().gone(&key)));
         return;
@@ -132,7 +133,7 @@ pub async fn answer<O: PauseOwner>(owner: &mut O, answer: Answer) {
             let injecting = matches!(go, Go::Inject(_));
             // On record before the session moves: the pause may resolve
             // inside `go` (a probe's release, a DAP resume).
-            owner.book().deciding(&key, whole);
+            owner.book().deciding(&key, whole.map(|w| (w, client)));
             let moved = owner.go(&key, go, kind, &by).await;
             if moved.is_err() {
                 owner.book().deciding(&key, None);

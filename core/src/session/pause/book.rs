@@ -17,7 +17,7 @@ use stepd_proto::v1::{
 };
 use tokio::sync::mpsc;
 
-use super::{ANSWER_QUEUE, Answer, PauseRegistry, span};
+use super::{ANSWER_QUEUE, Answer, Decided, PauseRegistry, span};
 use crate::{
     error::{ApiError, ApiResult},
     events::EventBus,
@@ -58,9 +58,9 @@ pub struct Entry<T> {
     span: trace::Span,
     /// When it was opened: the hold's duration is measured from here.
     opened: std::time::Instant,
-    /// The answer being carried out (masked): `pause_resolved` records it
-    /// whole when this pause resolves by it.
-    decision: Option<DebugCommand>,
+    /// The answer being carried out (masked) and the client giving it:
+    /// `pause_resolved` records both when this pause resolves by it.
+    decision: Option<Decided>,
 }
 
 /// The pending pauses of one session.
@@ -259,13 +259,14 @@ impl<T> PauseBook<T> {
         self.registry.gone(key)
     }
 
-    /// Notes the answer a session is about to carry out at `key` (None:
-    /// it was refused), so that the pause resolves with it on record.
-    pub fn deciding(&mut self, key: &str, decision: Option<DebugCommand>) {
+    /// Notes the answer a session is about to carry out at `key`, and the
+    /// client's own name for itself (None: it was refused), so that the
+    /// pause resolves with both on record.
+    pub fn deciding(&mut self, key: &str, decision: Option<(DebugCommand, String)>) {
         if let Some(entry) = self.entries.get_mut(key) {
-            entry.decision = decision.map(|mut d| {
-                self.redactor.command(&mut d);
-                d
+            entry.decision = decision.map(|(mut command, client)| {
+                self.redactor.command(&mut command);
+                Decided { command, client }
             });
         }
     }

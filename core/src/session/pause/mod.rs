@@ -53,6 +53,18 @@ pub struct Answer {
 struct Ending {
     command: CommandKind,
     by: String,
+    /// The answering client's own name, beside `by` (its identity).
+    client: String,
+}
+
+/// The answer that moved a pause: the command whole (masked) and the
+/// answering client's own name for itself.
+#[derive(Debug, Clone, Default)]
+pub struct Decided {
+    /// The command, masked as `--redact` says.
+    pub command: DebugCommand,
+    /// `DebugInput.client_name`, or its stream's or connection's.
+    pub client: String,
 }
 
 #[derive(Debug)]
@@ -294,13 +306,11 @@ impl PauseRegistry {
     /// `CommandKind::Unspecified` means nobody answered it (its session
     /// ended, its program withdrew it, its thread stopped again).
     /// `decision` is the answer whole, masked, when one moved it.
-    pub fn resolve(
-        &self,
-        key: &str,
-        command: CommandKind,
-        by: &str,
-        decision: Option<DebugCommand>,
-    ) {
+    pub fn resolve(&self, key: &str, command: CommandKind, by: &str, decision: Option<Decided>) {
+        let (decision, client) = match decision {
+            Some(Decided { command, client }) => (Some(command), client),
+            None => (None, String::new()),
+        };
         let removed = {
             let mut inner = self.lock();
             let removed = inner.pending.remove(key);
@@ -318,6 +328,7 @@ impl PauseRegistry {
                     Ending {
                         command,
                         by: by.to_owned(),
+                        client: client.clone(),
                     },
                 );
                 inner.ended_order.push_back(key.to_owned());
@@ -338,6 +349,7 @@ impl PauseRegistry {
                     by: by.to_owned(),
                     thread_id: p.pause.thread_id,
                     decision,
+                    client_name: client,
                 }),
             );
         }
@@ -358,14 +370,25 @@ impl PauseRegistry {
 /// session (SESSION_ENDED), dropped otherwise or never known (PAUSE_NOT_FOUND).
 fn gone(inner: &Inner, key: &str) -> ApiError {
     let error = match inner.ended.get(key) {
-        Some(Ending { command, by }) if *command != CommandKind::Unspecified => ApiError::new(
+        Some(Ending {
+            command,
+            by,
+            client,
+        }) if *command != CommandKind::Unspecified => ApiError::new(
             ErrorReason::AlreadyAnswered,
             format!(
-                "pause {} was already answered ({} by {by})",
+                "pause {} was already answered ({} by {by}{})",
                 crate::error::quote(key),
-                command.as_str_name()
+                command.as_str_name(),
+                if client.is_empty() {
+                    String::new()
+                } else {
+                    format!(", client {}", crate::error::quote(client))
+                }
             ),
-        ),
+        )
+        .with("by", by.as_str())
+        .with("client_name", client.as_str()),
         Some(Ending { by, .. }) if by == "disconnect" || by == "session-ended" => ApiError::new(
             ErrorReason::SessionEnded,
             format!(

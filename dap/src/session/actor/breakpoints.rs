@@ -485,7 +485,12 @@ impl Actor {
         let stack = self.reported(stack);
         let frames: Vec<_> = stack
             .as_ref()
-            .map(|s| s.stack_frames.iter().map(stop::location).collect())
+            .map(|s| {
+                s.stack_frames
+                    .iter()
+                    .map(|f| stop::location(self.adapter.kind, f))
+                    .collect()
+            })
             .unwrap_or_default();
         let total = stack
             .and_then(|s| s.total_frames)

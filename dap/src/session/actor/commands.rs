@@ -264,7 +264,7 @@ impl Actor {
             .await;
         let frames = self
             .reported(stack)
-            .map(|stack| stop::frames(&stack, epoch))
+            .map(|stack| stop::frames(self.adapter.kind, &stack, epoch))
             .unwrap_or_default();
         let is_exception = self
             .book

@@ -170,7 +170,7 @@ impl Actor {
         let top = stack.as_ref().and_then(|s| s.stack_frames.first());
         Top {
             frame_id: top.map(|f| f.id),
-            location: top.map(stop::location),
+            location: top.map(|f| stop::location(self.adapter.kind, f)),
             name: top.map(|f| f.name.clone()).unwrap_or_default(),
             hint: top
                 .and_then(|f| f.presentation_hint.clone())

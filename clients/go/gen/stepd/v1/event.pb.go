@@ -1064,7 +1064,12 @@ type PauseResolved struct {
 	// a TRACE's limit, a SKIP. Values and code are masked as --redact says
 	// (docs/redaction.md). Unset when the pause was dropped, and for the other
 	// pauses of a thread that one answer moved on.
-	Decision      *DebugCommand `protobuf:"bytes,5,opt,name=decision,proto3" json:"decision,omitempty"`
+	Decision *DebugCommand `protobuf:"bytes,5,opt,name=decision,proto3" json:"decision,omitempty"`
+	// The answering client's own name for itself (`DebugInput.client_name`,
+	// else its stream's or connection's), beside the authenticated identity
+	// in `by`: two clients of one identity are told apart. Empty when the
+	// pause was dropped.
+	ClientName    string `protobuf:"bytes,6,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1132,6 +1137,13 @@ func (x *PauseResolved) GetDecision() *DebugCommand {
 		return x.Decision
 	}
 	return nil
+}
+
+func (x *PauseResolved) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
 }
 
 // One step of a TRACE run.
@@ -2553,13 +2565,15 @@ const file_stepd_v1_event_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x1a.stepd.v1.BreakpointStatusR\x06status\"Q\n" +
 	"\rThreadChanged\x12(\n" +
 	"\x06thread\x18\x01 \x01(\v2\x10.stepd.v1.ThreadR\x06thread\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb3\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xd4\x01\n" +
 	"\rPauseResolved\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\acommand\x18\x02 \x01(\x0e2\x15.stepd.v1.CommandKindR\acommand\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12\x1b\n" +
 	"\tthread_id\x18\x04 \x01(\x03R\bthreadId\x122\n" +
-	"\bdecision\x18\x05 \x01(\v2\x16.stepd.v1.DebugCommandR\bdecision\"\x82\x02\n" +
+	"\bdecision\x18\x05 \x01(\v2\x16.stepd.v1.DebugCommandR\bdecision\x12\x1f\n" +
+	"\vclient_name\x18\x06 \x01(\tR\n" +
+	"clientName\"\x82\x02\n" +
 	"\x05Trace\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\rR\x04step\x12.\n" +

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Seque
 # from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 # [end]
 
-from stepd import errors
+from stepd import _build, errors
 from stepd._build import ChannelLike
 from stepd.aio._pauses import AsyncPauses
 from stepd.enums import SessionState
@@ -111,7 +111,7 @@ class AsyncSession:
         try:
             if self._pauses is not None:
                 await self._pauses.close()
-            if (await self.info()).state != SessionState.ENDED:
+            if SessionState((await self.info()).state) != SessionState.ENDED:
                 await self.client.disconnect(self.id, mode=mode)
         except errors.SessionNotFound:
             pass
@@ -150,25 +150,49 @@ class AsyncSession:
             self.pauses.book.note(state.message.pause)
         return state
 
-    async def continue_(self, *, thread_id: int = 0, wait: bool = True, wait_timeout_ms: int | None = None) -> State:
-        """Resumes; with `wait`, returns where the session settled (stopped again, or ended)."""
+    async def continue_(
+        self,
+        *,
+        thread_id: int = 0,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
+    ) -> State:
+        """Resumes; with `wait`, returns where the session settled (stopped again,
+        or ended) within `wait_timeout` seconds. `wait_timeout_ms` is deprecated."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         return await self._settle(
-            thread_id, lambda: self.client.continue_(self.id, thread_id=thread_id, wait=wait, wait_timeout_ms=wait_timeout_ms)
+            thread_id, lambda: self.client.continue_(self.id, thread_id=thread_id, wait=wait, wait_timeout=waited)
         )
 
     async def step(
-        self, kind: int | str = "over", *, thread_id: int = 0, wait: bool = True, wait_timeout_ms: int | None = None
+        self,
+        kind: _build.StepKindLike = "over",
+        *,
+        thread_id: int = 0,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> State:
         """Steps "over", "in" or "out"; returns the stop it reached."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         return await self._settle(
             thread_id,
-            lambda: self.client.step(self.id, kind, thread_id=thread_id, wait=wait, wait_timeout_ms=wait_timeout_ms),
+            lambda: self.client.step(self.id, kind, thread_id=thread_id, wait=wait, wait_timeout=waited),
         )
 
-    async def pause(self, *, thread_id: int = 0, wait: bool = True, wait_timeout_ms: int | None = None) -> State:
+    async def pause(
+        self,
+        *,
+        thread_id: int = 0,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+        wait_timeout_ms: int | None = None,
+    ) -> State:
         """Interrupts the running program; returns the stop."""
+        waited = _build.wait_seconds(wait_timeout, wait_timeout_ms)
         return await self._settle(
-            thread_id, lambda: self.client.pause(self.id, thread_id=thread_id, wait=wait, wait_timeout_ms=wait_timeout_ms)
+            thread_id, lambda: self.client.pause(self.id, thread_id=thread_id, wait=wait, wait_timeout=waited)
         )
 
     # -- output ------------------------------------------------------------------

@@ -8,6 +8,7 @@ import sys
 import types
 from typing import Any, Callable, Mapping, TypeVar, cast
 
+from stepd.probe._frames import _Called, _Frame
 from stepd.probe._outcome import _CONTINUED, Skipped, Stopped
 from stepd.probe._point import _Points
 
@@ -75,7 +76,11 @@ class _Decorators(_Points):
             point_name = name or fn.__name__
             signature = inspect.signature(fn)
             hint = type_hint if type_hint is not None else (None if on_result or schema is not None else "dict")
-            f_globals: dict[str, Any] = getattr(fn, "__globals__", {})
+            code, f_globals = _Called.of(fn)
+
+            def site(wrapper_frame: types.FrameType) -> _Frame:
+                # The point is the user's function, not this wrapper.
+                return wrapper_frame if code is None else _Called(code, f_globals, wrapper_frame)
 
             def arguments(bound: inspect.BoundArguments) -> dict[str, Any]:
                 return {k: v for k, v in bound.arguments.items() if k not in ("self", "cls")}
@@ -91,17 +96,17 @@ class _Decorators(_Points):
 
                 @functools.wraps(fn)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    frame = sys._getframe(0)
+                    frame = site(sys._getframe(0))
                     if on_result:
                         result = await fn(*args, **kwargs)
                         if self._arming.idle:
-                            self._coor(self._stack.get())
+                            self._coor(self._open_scopes())
                             return result
                         ns = {"result": result, **_bind_locals(signature, args, kwargs)}
                         out = await self._apoint(kind, point_name, result, f_globals, ns, frame, editable, schema, hint)
                         return result if out is _CONTINUED else out
                     if self._arming.idle:
-                        self._coor(self._stack.get())
+                        self._coor(self._open_scopes())
                         return await fn(*args, **kwargs)
                     bound = signature.bind(*args, **kwargs)
                     bound.apply_defaults()
@@ -115,17 +120,17 @@ class _Decorators(_Points):
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                frame = sys._getframe(0)
+                frame = site(sys._getframe(0))
                 if on_result:
                     result = fn(*args, **kwargs)
                     if self._arming.idle:
-                        self._coor(self._stack.get())
+                        self._coor(self._open_scopes())
                         return result
                     ns = {"result": result, **_bind_locals(signature, args, kwargs)}
                     out = self._point(kind, point_name, result, frame, f_locals=ns, editable=editable, schema=schema, type_hint=hint)
                     return result if out is _CONTINUED else out
                 if self._arming.idle:
-                    self._coor(self._stack.get())
+                    self._coor(self._open_scopes())
                     return fn(*args, **kwargs)
                 bound = signature.bind(*args, **kwargs)
                 bound.apply_defaults()

@@ -3,9 +3,10 @@ bounds), where it is, and the stack above it."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import types
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from stepd.v1 import pause_pb2, source_pb2
 
@@ -98,7 +99,44 @@ def _locals(f_locals: Mapping[str, Any]) -> list[pause_pb2.Local]:
     return out
 
 
-def _location(frame: types.FrameType) -> source_pb2.Location:
+class _Frame(Protocol):
+    """What a point reads of where it is: a frame, or a decorated function's _Called."""
+
+    @property
+    def f_code(self) -> types.CodeType: ...
+    @property
+    def f_lineno(self) -> int | Any: ...
+    @property
+    def f_globals(self) -> dict[str, Any]: ...
+    @property
+    def f_locals(self) -> dict[str, Any]: ...
+    @property
+    def f_back(self) -> types.FrameType | None: ...
+
+
+class _Called:
+    """Where a decorated function's point is: the function itself (its file,
+    the first line of its definition, its module), called from the frame that
+    called the decorator's wrapper. The wrapper is this library's code, which
+    a user never wants to see as the point's location."""
+
+    __slots__ = ("f_code", "f_lineno", "f_globals", "f_locals", "f_back")
+
+    def __init__(self, code: types.CodeType, f_globals: dict[str, Any], wrapper_frame: types.FrameType) -> None:
+        self.f_code = code
+        self.f_lineno: int = code.co_firstlineno
+        self.f_globals = f_globals
+        self.f_locals: dict[str, Any] = {}
+        self.f_back = wrapper_frame.f_back
+
+    @staticmethod
+    def of(fn: Callable[..., Any]) -> tuple[types.CodeType | None, dict[str, Any]]:
+        """The code and globals of the function under any wrappers (None for a callable object)."""
+        inner: Any = inspect.unwrap(fn)
+        return getattr(inner, "__code__", None), getattr(inner, "__globals__", {})
+
+
+def _location(frame: _Frame) -> source_pb2.Location:
     code = frame.f_code
     return source_pb2.Location(
         path=code.co_filename,
@@ -111,9 +149,9 @@ def _location(frame: types.FrameType) -> source_pb2.Location:
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _stack_of(frame: types.FrameType) -> list[source_pb2.Location]:
+def _stack_of(frame: _Frame) -> list[source_pb2.Location]:
     out: list[source_pb2.Location] = []
-    current: types.FrameType | None = frame
+    current: _Frame | None = frame
     while current is not None and len(out) < _MAX_FRAMES:
         if not current.f_code.co_filename.startswith(_HERE):
             out.append(_location(current))

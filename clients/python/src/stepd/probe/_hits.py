@@ -4,12 +4,11 @@ program stops waiting; and the Evals it answers while held."""
 from __future__ import annotations
 
 import time
-import types
 from typing import Any, Mapping
 
 from stepd.probe import _trace
 from stepd.probe._arming import _OutsideScope
-from stepd.probe._frames import _locals, _location, _stack_of
+from stepd.probe._frames import _Frame, _locals, _location, _stack_of
 from stepd.probe._outcome import _Waiter
 from stepd.probe._reports import _Reports
 from stepd.probe._state import _Scope
@@ -26,7 +25,7 @@ class _Hits(_Reports):
         kind: str,
         name: str,
         value: Any,
-        frame: types.FrameType | None,
+        frame: _Frame | None,
         f_locals: Mapping[str, Any],
         stack: tuple[_Scope, ...],
         coor: list[int],

@@ -8,12 +8,12 @@ import asyncio
 import contextvars
 import queue
 import sys
-import types
 import warnings
 from typing import Any, Mapping, cast
 
 from stepd.probe import _request_baggage
 from stepd.probe._arming import _BREAKPOINTS, _DEPTH, _NONE, _STEP, _matches, decide
+from stepd.probe._frames import _Frame
 from stepd.probe._hits import _Hits
 from stepd.probe._outcome import _CONTINUED, _RELEASE, Skipped, Stopped, _next_answer, _Waiter
 from stepd.probe._state import _Scope
@@ -28,24 +28,37 @@ _STOP = probe_pb2.RESUME_DECISION_STOP
 class _ScopeContext:
     """``with probe.scope("turn"):`` (or ``async with``)."""
 
-    __slots__ = ("_probe", "_name", "_token")
+    __slots__ = ("_probe", "_name", "_token", "_scope")
 
     def __init__(self, probe: _Points, name: str) -> None:
         self._probe = probe
         self._name = name
         self._token: contextvars.Token[tuple[_Scope, ...]] | None = None
+        self._scope: _Scope | None = None
 
     def __enter__(self) -> _ScopeContext:
         var = self._probe._stack
-        self._token = var.set(var.get() + (_Scope(self._name),))
+        self._scope = _Scope(self._name)
+        self._token = var.set(self._probe._open_scopes() + (self._scope,))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            var = self._probe._stack
-            var.reset(self._token)
-            self._token = None
-            self._probe._scope_exited(len(var.get()))
+        token, scope = self._token, self._scope
+        if token is None or scope is None:
+            return
+        self._token = self._scope = None
+        scope.closed = True
+        var = self._probe._stack
+        try:
+            var.reset(token)
+        except ValueError:
+            # Exited in another context than it was entered in: an async
+            # generator its consumer stopped early, closed later by the event
+            # loop (its finalizer, or shutdown) in a task of its own. The
+            # consumer's context still lists the scope; `closed` drops it there.
+            self._probe._orphans = True
+            var.set(tuple(s for s in var.get() if s is not scope))
+        self._probe._scope_exited(len(self._probe._open_scopes()))
 
     async def __aenter__(self) -> _ScopeContext:
         return self.__enter__()
@@ -65,11 +78,11 @@ class _Points(_Hits):
     @property
     def depth(self) -> int:
         """How many scopes are open here."""
-        return len(self._stack.get())
+        return len(self._open_scopes())
 
     def scope_path(self) -> list[str]:
         """The names of the open scopes, outermost first."""
-        return [s.name for s in self._stack.get()]
+        return [s.name for s in self._open_scopes()]
 
     def _scope_exited(self, depth: int) -> None:
         a = self._arming
@@ -139,7 +152,7 @@ class _Points(_Hits):
         OpenTelemetry context's baggage, or `baggage` when given (a mapping,
         or the incoming ``baggage`` header as is).
         """
-        stack = self._stack.get()
+        stack = self._open_scopes()
         if stack:
             coor = []
             for s in stack:
@@ -187,7 +200,7 @@ class _Points(_Hits):
         kind: str,
         name: str,
         value: Any,
-        frame: types.FrameType,
+        frame: _Frame,
         *,
         f_locals: Mapping[str, Any] | None = None,
         editable: bool = False,
@@ -196,7 +209,7 @@ class _Points(_Hits):
         exception_message: str = "",
     ) -> Any:
         """A point with an explicit frame; returns _CONTINUED or the replacement."""
-        stack = self._stack.get()
+        stack = self._open_scopes()
         coor = self._coor(stack)
         if self._arming.idle:
             return _CONTINUED
@@ -218,14 +231,14 @@ class _Points(_Hits):
         value: Any,
         f_globals: dict[str, Any],
         f_locals: Mapping[str, Any],
-        frame: types.FrameType,
+        frame: _Frame,
         editable: bool,
         schema: Mapping[str, Any] | None,
         type_hint: Any,
         traceparent: str | None = None,
         baggage: Mapping[str, object] | str | None = None,
     ) -> Any:
-        stack = self._stack.get()
+        stack = self._open_scopes()
         coor = self._coor(stack)
         if self._arming.idle:
             return _CONTINUED
@@ -257,7 +270,7 @@ class _Points(_Hits):
         kind: str,
         name: str,
         value: Any,
-        frame: types.FrameType,
+        frame: _Frame,
         f_globals: dict[str, Any],
         f_locals: Mapping[str, Any],
         stack: tuple[_Scope, ...],

@@ -91,6 +91,7 @@ class Probe(_Stream):
         #: Increases with every Armed (or Welcome) applied.
         self.arming_version = 0
         self._stack = contextvars.ContextVar(f"stepd-scopes-{id(self)}", default=())
+        self._orphans = False
         self._top = itertools.count()
         self._hit_ids = itertools.count(1)
         self._lock = threading.Lock()

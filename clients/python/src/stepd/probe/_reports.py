@@ -4,9 +4,9 @@ without waiting and sent to the stream in batches."""
 from __future__ import annotations
 
 import time
-import types
 from typing import Any
 
+from stepd.probe._frames import _Frame
 from stepd.probe._state import _ProbeState, _Report, _Scope
 from stepd.probe._values import fill_value
 from stepd.v1 import probe_pb2
@@ -20,15 +20,15 @@ class _Reports(_ProbeState):
 
     def observe(self, kind: str, name: str = "", value: Any = None) -> None:
         """A point that only reports (never holds): batched, never waits."""
-        stack = self._stack.get()
+        stack = self._open_scopes()
         self._report((_OBSERVED, kind, name, value, stack, [s.n for s in stack], time.time_ns()))
 
     def enlighten(self, value: Any, *, erase_previous: bool = False) -> None:
         """A value to show beside the current coordinate."""
-        stack = self._stack.get()
+        stack = self._open_scopes()
         self._report((_ENLIGHTEN, value, erase_previous, [s.n for s in stack]))
 
-    def _trace(self, kind: str, name: str, value: Any, stack: tuple[_Scope, ...], coor: list[int], frame: types.FrameType) -> None:
+    def _trace(self, kind: str, name: str, value: Any, stack: tuple[_Scope, ...], coor: list[int], frame: _Frame) -> None:
         # Where the point is, read now: the frame moves on before the batch is sent.
         code = frame.f_code
         where = (code.co_filename, frame.f_lineno or 0, getattr(code, "co_qualname", code.co_name), str(frame.f_globals.get("__name__", "")))

@@ -20,11 +20,13 @@ _Report = tuple[Any, ...]
 
 
 class _Scope:
-    __slots__ = ("name", "n")
+    __slots__ = ("name", "n", "closed")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.n = 0
+        #: Exited; set so a context that still lists it (see _ProbeState._open_scopes) drops it.
+        self.closed = False
 
 
 class _ProbeState:
@@ -61,6 +63,8 @@ class _ProbeState:
     _armed_compiled: _Arming
     # points and holds
     _stack: contextvars.ContextVar[tuple[_Scope, ...]]
+    #: Whether some scope was exited in another context than its own (see _open_scopes).
+    _orphans: bool = False
     _top: Iterator[int]
     _hit_ids: Iterator[int]
     _lock: threading.Lock
@@ -98,3 +102,12 @@ class _ProbeState:
             loop.call_soon_threadsafe(q.put_nowait, message)
         except RuntimeError:  # the loop is closed
             pass
+
+    def _open_scopes(self) -> tuple[_Scope, ...]:
+        """This context's scopes, without those exited elsewhere (checked
+        only once some scope was: the common path reads the variable alone)."""
+        stack = self._stack.get()
+        if self._orphans and any(s.closed for s in stack):
+            stack = tuple(s for s in stack if not s.closed)
+            self._stack.set(stack)
+        return stack

@@ -572,6 +572,7 @@ class PauseResolved(_message.Message):
     BY_FIELD_NUMBER: _builtins.int
     THREAD_ID_FIELD_NUMBER: _builtins.int
     DECISION_FIELD_NUMBER: _builtins.int
+    CLIENT_NAME_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """The pause's key."""
     command: _pause_pb2.CommandKind.ValueType
@@ -585,6 +586,12 @@ class PauseResolved(_message.Message):
     """
     thread_id: _builtins.int
     """The thread it was on."""
+    client_name: _builtins.str
+    """The answering client's own name for itself (`DebugInput.client_name`,
+    else its stream's or connection's), beside the authenticated identity
+    in `by`: two clients of one identity are told apart. Empty when the
+    pause was dropped.
+    """
     @_builtins.property
     def decision(self) -> _pause_pb2.DebugCommand:
         """The answer whole, as given: an INJECT's value or code, a HERE's target,
@@ -601,10 +608,11 @@ class PauseResolved(_message.Message):
         by: _builtins.str = ...,
         thread_id: _builtins.int = ...,
         decision: _pause_pb2.DebugCommand | None = ...,
+        client_name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["by", b"by", "command", b"command", "decision", b"decision", "key", b"key", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["by", b"by", "client_name", b"client_name", "command", b"command", "decision", b"decision", "key", b"key", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

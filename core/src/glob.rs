@@ -1,5 +1,7 @@
-//! Name globs for probe breakpoints: `*`, `?`, `[abc]`, `[a-z]`, `[!abc]` and
-//! `\` escapes, matched against the whole name.
+//! The daemon's one glob dialect: `*`, `?`, `[abc]`, `[a-z]`, `[!abc]` and
+//! `\` escapes, matched against the whole name. Probe breakpoints' name
+//! globs and `--redact` patterns are both these (the probe libraries
+//! implement the same dialect, held to the same cases).
 
 use crate::error::ParseError;
 
@@ -73,6 +75,22 @@ impl Glob {
         Ok(Self { tokens })
     }
 
+    /// A glob matching exactly `text`, every character literal: what a
+    /// `--redact` pattern that is not a well-formed glob means. Not bounded
+    /// by [`MAX_GLOB_BYTES`]: its text is the daemon's own configuration.
+    pub fn literal(text: &str) -> Self {
+        Self {
+            tokens: text.chars().map(Token::Literal).collect(),
+        }
+    }
+
+    /// This glob with `*` before and after: it matches names that contain a match.
+    pub fn anywhere(mut self) -> Self {
+        self.tokens.insert(0, Token::Star);
+        self.tokens.push(Token::Star);
+        self
+    }
+
     /// Whether the whole of `name` matches.
     pub fn matches(&self, name: &str) -> bool {
         let name: Vec<char> = name.chars().collect();
@@ -136,6 +154,15 @@ mod tests {
         assert!(!g("x\\*").matches("xy"));
         assert!(g("*").matches(""));
         assert!(g("[a-]").matches("-"));
+    }
+
+    #[test]
+    fn literal_and_anywhere() {
+        let g = Glob::literal("a[b]*\\").anywhere();
+        assert!(g.matches("xa[b]*\\y"));
+        assert!(g.matches("a[b]*\\"));
+        assert!(!g.matches("ab\\"));
+        assert!(Glob::parse("k[0-9]").unwrap().anywhere().matches("my_k7_x"));
     }
 
     #[test]
