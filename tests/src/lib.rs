@@ -6,6 +6,7 @@ pub mod haproxy;
 pub mod held;
 pub mod jaeger;
 pub mod otlp;
+pub mod piped;
 pub mod postgres;
 pub mod probe;
 pub mod tmux;

@@ -8,7 +8,9 @@
 use std::process::{Command, Stdio};
 
 use stepd_e2e::{
-    Daemon, TempDir, fixture, line_of, stepctl_bin,
+    Daemon, TempDir, fixture, line_of,
+    piped::Piped,
+    stepctl_bin,
     tmux::{Tmux, stepctl_command},
 };
 
@@ -43,82 +45,6 @@ async fn debug_through_a_pipe(daemon: &Daemon, args: &[&str], input: String) -> 
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
-}
-
-/// `stepctl debug` on pipes, written to as its answers come: for a script
-/// whose later lines depend on what it printed.
-struct PipedRepl {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
-    seen: Vec<String>,
-}
-
-impl PipedRepl {
-    fn start(daemon: &Daemon, args: &[&str]) -> Self {
-        use std::io::BufRead;
-        let mut child = Command::new(stepctl_bin())
-            .arg("debug")
-            .args(args)
-            .env("STEPD_ADDR", &daemon.addr)
-            .env("STEPCTL_HISTORY", "")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("run stepctl debug");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        use std::io::Write;
-        writeln!(self.stdin.as_mut().unwrap(), "{line}").unwrap();
-    }
-
-    /// The first line from now on that `found` accepts.
-    async fn wait(&mut self, what: &str, found: impl Fn(&str) -> bool) -> String {
-        let deadline = std::time::Duration::from_secs(60);
-        loop {
-            match tokio::time::timeout(deadline, self.lines.recv()).await {
-                Ok(Some(line)) => {
-                    self.seen.push(line.clone());
-                    if found(&line) {
-                        return line;
-                    }
-                }
-                _ => panic!("{what} never showed:\n{}", self.seen.join("\n")),
-            }
-        }
-    }
-
-    /// Everything it printed, once it ended.
-    async fn finish(mut self) -> String {
-        drop(self.stdin.take());
-        while let Some(line) = self.lines.recv().await {
-            self.seen.push(line);
-        }
-        let status = tokio::task::spawn_blocking(move || self.child.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(status.success(), "{}", self.seen.join("\n"));
-        self.seen.join("\n")
-    }
 }
 
 /// The lines between the echo of marker `from` (`p '#from'` prints
@@ -339,7 +265,7 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
     let step = line_of(&source, "step");
     let binary = fixture("build/go-hello");
     assert!(binary.is_file(), "run scripts/build-fixtures");
-    let mut repl = PipedRepl::start(
+    let mut repl = Piped::start(
         &daemon,
         &[
             "--launch",
@@ -348,12 +274,14 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
             &format!("{file}:{step}"),
         ],
     );
-    repl.send("p \"#goroutines\"");
-    repl.send("goroutines");
+    repl.write("p \"#goroutines\"\ngoroutines\n");
     // A goroutine other than the stopped one: its number varies.
-    let other = repl
-        .wait("another goroutine", |l| l.starts_with("  thread "))
-        .await;
+    let other = loop {
+        let line = repl.wait_for(&["  thread "]).await;
+        if line.starts_with("  thread ") {
+            break line;
+        }
+    };
     let other: i64 = other.split_whitespace().nth(1).unwrap().parse().unwrap();
     let script = [
         "p \"#thread\"",
@@ -371,10 +299,8 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
         "p \"#end\"",
         "q",
     ];
-    for line in script {
-        repl.send(line);
-    }
-    let stdout = repl.finish().await;
+    let (status, stdout) = repl.finish(&(script.join("\n") + "\n")).await;
+    assert!(status.success(), "{stdout}");
 
     // Goroutines as threads; * marks the one stopped at the breakpoint.
     let goroutines = section(&stdout, "#goroutines");
