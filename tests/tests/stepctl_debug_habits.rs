@@ -5,7 +5,7 @@
 //! last command, and breakpoints that apply to the loop's own session.
 //! Scripted through a pipe, Enter and `restart` at a terminal (tmux).
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use stepd_e2e::{
     Daemon, TempDir, fixture, line_of,
@@ -16,34 +16,8 @@ use stepd_e2e::{
 
 /// Runs `stepctl debug ARGS` with `input` on a pipe; its stdout once it ended.
 async fn debug_through_a_pipe(daemon: &Daemon, args: &[&str], input: String) -> String {
-    use std::io::Write;
-    let mut child = Command::new(stepctl_bin())
-        .arg("debug")
-        .args(args)
-        .env("STEPD_ADDR", &daemon.addr)
-        .env("STEPCTL_HISTORY", "")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run stepctl debug");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (status, stdout) = Piped::start(daemon, args).finish(&input).await;
+    assert!(status.success(), "{stdout}");
     stdout
 }
 
