@@ -154,8 +154,9 @@ fn elf_section(file: &mut std::fs::File, ident: &[u8; 64], name: &str) -> Option
         .and_then(|(offset, size)| read(offset, size.min(GO_BUILDINFO_MAGIC.len() as u64)))
 }
 
-/// Finds the adapter on `path` (a launch's PATH; None: the daemon's), or
-/// fails with ADAPTER_NOT_FOUND listing where it looked and on whose PATH.
+/// Finds the adapter on `path` (a launch's PATH), then on the daemon's own
+/// PATH, or fails with ADAPTER_NOT_FOUND listing where it looked and on
+/// whose PATH.
 /// A custom command keeps the quirks of a named adapter kind (e.g. `lldb`
 /// with `lldb-vscode-14`); without a name it is treated as plain DAP.
 pub async fn resolve(name: &str, custom: &[String], path: Option<&str>) -> ApiResult<Adapter> {
@@ -180,10 +181,24 @@ pub async fn resolve(name: &str, custom: &[String], path: Option<&str>) -> ApiRe
         )
     };
     let kind = AdapterKind::named(name).ok_or_else(unknown)?;
-    let check = registry::check(kind, path).await.ok_or_else(unknown)?;
+    let mut check = registry::check(kind, path).await.ok_or_else(unknown)?;
+    if check.status != CheckStatus::Ok as i32 && path.is_some() {
+        // Not on the launch's PATH: the daemon's own may still have it.
+        let daemons = registry::check(kind, None).await.ok_or_else(unknown)?;
+        let mut searched = std::mem::take(&mut check.searched);
+        if daemons.status == CheckStatus::Ok as i32 {
+            check = daemons;
+        } else {
+            searched.extend(daemons.searched);
+            check.searched = searched;
+        }
+    }
     if check.status != CheckStatus::Ok as i32 {
         let whose = match path {
-            Some(_) => "looked on the launch's PATH (its env)",
+            Some(_) => {
+                "looked on the launch's PATH (its env), then on the daemon's, which it keeps \
+                 from its start"
+            }
             None => {
                 "looked on the daemon's PATH, which it keeps from its start: restart \
                  the daemon from a shell that has the adapter, or launch with PATH in env"

@@ -1,7 +1,8 @@
 //! pdb's and gdb's `until LINE` (HERE with `within_frame`) on a real
 //! debugpy: a line a branch never reaches still stops the run at the first
 //! line after it in the frame, and a frame that returns first stops it in
-//! the caller. The REPL's `until` sends the same command.
+//! the caller. The REPL's `until` sends the same command. A run (TRACE or
+//! `until`) that another thread's stop cuts short says so.
 
 use std::process::{Command as Process, Stdio};
 
@@ -148,5 +149,55 @@ async fn repl_until_from_a_pipe_leaves_the_loop() {
     );
     assert!(text.contains("= 4950"), "{text}");
     assert!(text.contains("result=9900"), "{text}");
+    daemon.stop().await;
+}
+
+/// A TRACE whose thread is overtaken by another thread's breakpoint ends
+/// with a word about it, rather than leaving its client waiting.
+#[tokio::test]
+async fn a_trace_cut_short_by_another_threads_stop_says_so() {
+    let (daemon, mut sub) = watched().await;
+    let path = fixture("python/threads.py");
+    let file = path.to_str().unwrap();
+    dap::add_breakpoint(&daemon, source_spec(file, line_of(&path, "work"))).await;
+    let session = dap::launch(&daemon, "debugpy", file, &[])
+        .await
+        .session
+        .unwrap();
+    let first = dap::next_pause(&mut sub, &session.id).await;
+    // worker-a's trace sets a_done, which sends worker-b to the breakpoint.
+    answer(
+        &daemon,
+        &first.key,
+        Command::Trace(stepd_proto::v1::TraceCommand { max_steps: 50 }),
+    )
+    .await
+    .unwrap();
+    // Said before the stop it is about is shown.
+    let note = sub
+        .wait_for("the trace's end", |e| {
+            matches!(&e.payload, Some(Payload::Notification(n)) if n.message.contains("stopped first"))
+        })
+        .await;
+    let Some(Payload::Notification(note)) = note.payload else {
+        unreachable!()
+    };
+    let other = sub
+        .wait_for("worker-b's stop", |e| {
+            matches!(&e.payload, Some(Payload::Stopped(s))
+                if s.pause.as_ref().is_some_and(|p| p.thread_id != first.thread_id))
+        })
+        .await;
+    let Some(Payload::Stopped(stopped)) = other.payload else {
+        unreachable!()
+    };
+    let b = stopped.pause.unwrap().thread_id;
+    assert!(
+        note.message.contains(&format!(
+            "thread {b} stopped first, and thread {}",
+            first.thread_id
+        )),
+        "{note:?}"
+    );
     daemon.stop().await;
 }

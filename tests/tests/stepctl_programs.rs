@@ -178,6 +178,19 @@ async fn a_dot_venv_beside_the_program_or_python_chooses_the_interpreter() {
     );
     assert!(run.stdout.contains("python="), "{}", run.stdout);
 
+    // A shell whose PATH has no debugpy still launches: the daemon looks on
+    // the launch's PATH first, then on its own.
+    let run = stepctl(
+        &daemon,
+        dir.path(),
+        &[("PATH", "/usr/bin:/bin")],
+        &["debug", "--launch", file],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("name      n"), "{}", run.stdout);
+
     // --python wins; an interpreter without tabulate cannot run it.
     let run = stepctl(
         &daemon,

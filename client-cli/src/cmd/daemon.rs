@@ -224,8 +224,8 @@ pub async fn doctor(options: &connect::Options, json: bool) -> Result<(), Failur
         match &mine {
             Some(mine) => {
                 println!(
-                    "adapters on your PATH (launches from this shell look here; \
-                     --daemon-context uses the daemon's):"
+                    "adapters on your PATH (launches from this shell look here first, \
+                     then on the daemon's; --daemon-context uses only the daemon's):"
                 );
                 print_adapters(&mine.adapters);
                 println!(

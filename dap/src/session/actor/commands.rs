@@ -178,6 +178,7 @@ impl Actor {
             ));
         }
         self.mode = Mode::Until(Until {
+            thread,
             path,
             line,
             depth: (depth > 0).then_some(depth),
@@ -329,6 +330,7 @@ impl PauseOwner for Actor {
             Go::Trace { max_steps } => {
                 self.mode = Mode::Trace(Tracing {
                     key: key.to_owned(),
+                    thread,
                     step: 0,
                     limit: if max_steps == 0 {
                         DEFAULT_TRACE_STEPS

@@ -49,6 +49,8 @@ pub(super) enum Mode {
 /// An `until LINE` run: where it started and what ends it.
 #[derive(Debug, Clone)]
 pub(super) struct Until {
+    /// The thread it steps.
+    pub thread: i64,
     /// The paused frame's file.
     pub path: String,
     /// The first line that ends the run.
@@ -98,6 +100,8 @@ impl Until {
 pub(super) struct Tracing {
     /// The pause the trace started from.
     pub key: String,
+    /// The thread it steps.
+    pub thread: i64,
     /// Steps taken.
     pub step: u32,
     /// Steps allowed.
@@ -205,6 +209,34 @@ pub(super) enum Steering {
 impl Actor {
     /// Leaves the current mode, as a stop that is shown does: HERE's
     /// temporary breakpoint goes.
+    /// A TRACE or `until` run of one thread ends when another thread's stop
+    /// is shown first (a breakpoint, a Pause request): its thread stays
+    /// where the run left it, so the run's end is said rather than left
+    /// for a client to wait on.
+    pub(super) fn say_run_cut_short(&self, thread_id: i64) {
+        let (what, on) = match &self.mode {
+            Mode::Trace(t) => (
+                format!(
+                    "the trace from pause {} ended after {} steps",
+                    t.key, t.step
+                ),
+                t.thread,
+            ),
+            Mode::Until(u) => (format!("until {} ended", u.line), u.thread),
+            _ => return,
+        };
+        if on == thread_id {
+            return;
+        }
+        self.publish(Payload::Notification(Notification {
+            level: NotificationLevel::Warning.into(),
+            message: format!(
+                "{what}: thread {thread_id} stopped first, and thread {on} stays where the run \
+                 left it"
+            ),
+        }));
+    }
+
     pub(super) async fn end_mode(&mut self) {
         if matches!(std::mem::take(&mut self.mode), Mode::Here { .. })
             || self.temp_breakpoint.is_some()
@@ -367,6 +399,7 @@ impl Actor {
             step: taken,
             limit,
             previous,
+            ..
         } = tracing;
         if let Some(step) = step
             && self.go_on_stepping(step, here).await
@@ -403,6 +436,7 @@ impl Actor {
         }
         self.mode = Mode::Trace(Tracing {
             key,
+            thread: thread_id,
             step: taken,
             limit,
             previous: current,
@@ -527,6 +561,7 @@ mod tests {
     #[test]
     fn until_arrives_at_or_past_the_line_in_its_frame_and_ends_when_it_returns() {
         let until = Until {
+            thread: 1,
             path: "/a.py".into(),
             line: 10,
             depth: Some(3),

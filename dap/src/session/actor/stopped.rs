@@ -194,6 +194,7 @@ impl Actor {
         match judged {
             judge::Judged::Breakpoint(stops) => {
                 self.exec.pause_answered();
+                self.say_run_cut_short(seen.thread_id);
                 self.end_mode().await;
                 // An exception breakpoint's stop stays an exception stop.
                 let reason = if seen.reason == PauseReason::Exception {
@@ -205,6 +206,7 @@ impl Actor {
             }
             judge::Judged::AnswersPause => {
                 self.exec.pause_answered();
+                self.say_run_cut_short(seen.thread_id);
                 self.end_mode().await;
                 Some((PauseReason::PauseRequest, Vec::new()))
             }
