@@ -560,6 +560,9 @@ pub fn debug_input(input: &DebugInput, prefix: &str) -> ApiResult<()> {
         Some(Command::Here(c)) => {
             sizes.text(&f("command.here.path"), &c.path, PATH_BYTES);
         }
+        Some(Command::Jump(c)) => {
+            sizes.text(&f("command.jump.path"), &c.path, PATH_BYTES);
+        }
         _ => {}
     }
     sizes.check()

@@ -24,7 +24,7 @@ use opentelemetry::{
 use stepd_proto::v1::{CommandKind, SessionKind, SessionState};
 
 /// One more than the highest `CommandKind` value.
-const COMMAND_KINDS: usize = CommandKind::Expression as usize + 1;
+const COMMAND_KINDS: usize = CommandKind::Jump as usize + 1;
 
 /// What the daemon counts as it goes; one per daemon, held by the event bus
 /// (everything that counts already holds the bus).

@@ -25,6 +25,8 @@ pub enum Capability {
     EvaluateForHovers,
     /// `evaluate` in the `clipboard` context.
     ClipboardContext,
+    /// `gotoTargets` and `goto`: JUMP.
+    GotoTargetsRequest,
 }
 
 impl Capability {
@@ -41,6 +43,7 @@ impl Capability {
             Self::ExceptionInfoRequest => "supportsExceptionInfoRequest",
             Self::EvaluateForHovers => "supportsEvaluateForHovers",
             Self::ClipboardContext => "supportsClipboardContext",
+            Self::GotoTargetsRequest => "supportsGotoTargetsRequest",
         }
     }
 

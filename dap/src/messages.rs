@@ -331,6 +331,21 @@ impl ValueResponse {
     }
 }
 
+/// The `gotoTargets` response: where a line can be jumped to.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GotoTargetsResponse {
+    /// The targets, best first.
+    #[serde(default)]
+    pub targets: Vec<GotoTarget>,
+}
+
+/// One `goto` target.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GotoTarget {
+    /// Its id, for `goto`.
+    pub id: i64,
+}
+
 /// The `exceptionInfo` response.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]

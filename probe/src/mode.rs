@@ -210,6 +210,13 @@ impl ModeState {
                 go_on,
             ),
             Go::Skip => (self.now.clone(), ResumeDecision::Skip),
+            // Never offered at a hold: a probe's program has no lines to jump to.
+            Go::Jump(_) => {
+                return Err(ApiError::new(
+                    stepd_proto::v1::ErrorReason::InvalidCommand,
+                    "JUMP is for DAP sessions; a probe hold has no line to jump to",
+                ));
+            }
             Go::Quit => (self.now.clone(), ResumeDecision::Stop),
         })
     }

@@ -916,3 +916,76 @@ async fn the_rest_of_the_commands_at_lldb_pauses() {
     assert_eq!(dap::local(&next_hit, "i"), "2");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn jump_moves_the_thread_without_running_the_lines_between() {
+    let (daemon, mut sub) = watched().await;
+    let path = fixture("python/loop.py");
+    let file = path.to_str().unwrap();
+    // The second call (i == 1) stops.
+    dap::add_breakpoint(
+        &daemon,
+        BreakpointSpec {
+            hit_condition: "2".into(),
+            ..source_spec(file, line_of(&path, "step"))
+        },
+    )
+    .await;
+    let session = dap::launch(&daemon, "debugpy", file, &[])
+        .await
+        .session
+        .unwrap();
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert!(offers(&pause, CommandKind::Jump), "{:?}", pause.input_type);
+    let to = line_of(&path, "step_return");
+    answer(
+        &daemon,
+        &pause.key,
+        Command::Jump(stepd_proto::v1::JumpCommand {
+            path: String::new(),
+            line: to,
+        }),
+    )
+    .await
+    .unwrap();
+    let moved = new_pause(&mut sub, &session.id, &pause.key).await;
+    assert_eq!(moved.reason, PauseReason::Goto as i32, "{moved:?}");
+    assert_eq!(moved.location.as_ref().unwrap().line, to);
+    // The addition was skipped: step(1, 0) returns 0, not 2.
+    assert_eq!(dap::local(&moved, "total"), "0");
+    answer(&daemon, &moved.key, Command::Resume(ContinueCommand {}))
+        .await
+        .unwrap();
+    dap::ended(&mut sub, &session.id).await;
+    let output = dap::output_text(&daemon, &session.id).await;
+    assert!(output.contains("done total=18"), "{output}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn jump_is_refused_where_the_adapter_cannot_and_the_pause_stays() {
+    let (daemon, mut sub) = watched().await;
+    let source = fixture("c/hello.c");
+    dap::add_breakpoint(
+        &daemon,
+        source_spec(source.to_str().unwrap(), line_of(&source, "step")),
+    )
+    .await;
+    let session = dap::launch_c_hello(&daemon).await;
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    // lldb-dap 19 has no DAP goto.
+    assert!(!offers(&pause, CommandKind::Jump), "{:?}", pause.input_type);
+    let err = answer(
+        &daemon,
+        &pause.key,
+        Command::Jump(stepd_proto::v1::JumpCommand {
+            path: String::new(),
+            line: line_of(&source, "step_return"),
+        }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(reason(&err), "INVALID_COMMAND", "{err:?}");
+    assert_eq!(dap::pending_keys(&daemon, &session.id).await, vec![pause.key]);
+    daemon.stop().await;
+}

@@ -13,10 +13,10 @@ use stepd_proto::v1::{
     AttachRequest, AttachResponse, ContinueAllCommand, ContinueCommand, ContinueRequest,
     ContinueScopeCommand, DebugCommand, DebugInput, DisconnectMode, DisconnectRequest, EvalCommand,
     EventChannel, ExpressionCommand, HereCommand, InjectCommand, InspectCommand,
-    InspectPromptCommand, LaunchRequest, ListPausesRequest, ListSessionsRequest, LocalsCommand,
-    NextCommand, NoWait, Pause, PauseRequest, QuitCommand, SendDebugInputRequest, SkipCommand,
-    StableState, StacktraceCommand, StepInCommand, StepKind, StepOutCommand, StepRequest,
-    SubscribeRequest, SubscribeResponse, TraceCommand, Wait, Watch, continue_request,
+    InspectPromptCommand, JumpCommand, LaunchRequest, ListPausesRequest, ListSessionsRequest,
+    LocalsCommand, NextCommand, NoWait, Pause, PauseRequest, QuitCommand, SendDebugInputRequest,
+    SkipCommand, StableState, StacktraceCommand, StepInCommand, StepKind, StepOutCommand,
+    StepRequest, SubscribeRequest, SubscribeResponse, TraceCommand, Wait, Watch, continue_request,
     debug_command::Command, event::Payload, event_service_client::EventServiceClient,
     inject_command::Replacement, pause_request, session_service_client::SessionServiceClient,
     step_request, subscribe_request::Message,
@@ -723,7 +723,7 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
     let needs = |what: &str| Failure::Usage(format!("{word} needs {what}"));
     let takes_arg = matches!(
         word,
-        "here" | "until" | "trace" | "eval" | "inject" | "inspect-prompt" | "expression"
+        "here" | "until" | "jump" | "trace" | "eval" | "inject" | "inspect-prompt" | "expression"
     );
     if !takes_arg && arg.is_some() {
         return Err(Failure::Usage(format!("{word} takes no argument")));
@@ -741,6 +741,15 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
         "continue-scope" => Command::ContinueScope(ContinueScopeCommand {}),
         "continue-all" => Command::ContinueAll(ContinueAllCommand {}),
         "here" => Command::Here(parse_here(&arg.ok_or_else(|| needs("FILE:LINE"))?, force)?),
+        "jump" => {
+            let line = arg.ok_or_else(|| needs("LINE"))?;
+            Command::Jump(JumpCommand {
+                line: line
+                    .parse()
+                    .map_err(|_| Failure::Usage(format!("jump takes a line, not {line:?}")))?,
+                path: String::new(),
+            })
+        }
         "until" => {
             let line = arg.ok_or_else(|| needs("LINE"))?;
             Command::Here(HereCommand {
@@ -779,7 +788,7 @@ pub fn debug_command(word: &str, arg: Option<String>, force: bool) -> Result<Com
         other => {
             return Err(Failure::Usage(format!(
                 "unknown command {other:?}; one of next, in, out, continue, continue-scope, \
-                 continue-all, here, until, trace, eval, inject, skip, inspect, inspect-prompt, locals, \
+                 continue-all, here, until, jump, trace, eval, inject, skip, inspect, inspect-prompt, locals, \
                  stacktrace, quit, expression"
             )));
         }

@@ -140,3 +140,9 @@ func CmdQuit() *stepdv1.DebugCommand {
 func CmdExpression(code string) *stepdv1.DebugCommand {
 	return &stepdv1.DebugCommand{Command: &stepdv1.DebugCommand_Expression{Expression: &stepdv1.ExpressionCommand{Code: code}}}
 }
+
+// CmdJump moves the paused thread to line of its file without running the
+// lines between (DAP goto, where the adapter has it); it stops there again.
+func CmdJump(line uint32) *stepdv1.DebugCommand {
+	return &stepdv1.DebugCommand{Command: &stepdv1.DebugCommand_Jump{Jump: &stepdv1.JumpCommand{Line: line}}}
+}

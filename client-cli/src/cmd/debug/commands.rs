@@ -313,9 +313,9 @@ const COMMANDS: &[Spec] = &[
     Spec {
         names: &["j", "jump"],
         args: "LINE",
-        summary: "set the next line to run, without running (not available yet)",
-        detail: "stepd has no jump (DAP goto) command yet: the command says so, \
-                 and whether the adapter could jump.",
+        summary: "set the next line to run, without running the lines between",
+        detail: "DAP goto, as pdb's jump: the program stops again at LINE. Where the \
+                 adapter cannot jump (dlv, lldb), it says so.",
     },
     Spec {
         names: &["goroutines", "threads"],
@@ -689,6 +689,7 @@ pub fn alias(kind: i32) -> String {
         Ok(CommandKind::Stacktrace) => "bt".into(),
         Ok(CommandKind::Quit) => "q".into(),
         Ok(CommandKind::Expression) => "(type the expression)".into(),
+        Ok(CommandKind::Jump) => "j".into(),
         _ => command_word(kind),
     }
 }

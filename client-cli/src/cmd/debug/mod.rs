@@ -944,7 +944,7 @@ impl Debugger {
             Action::Enable(ids, on) => self.enable(ids, on).await,
             Action::Delete(ids) => self.delete(ids).await,
             Action::Watch(expression) => self.watch(&expression).await,
-            Action::Jump(line) => self.jump(&line).await,
+            Action::Jump(line) => return self.jump(&line).await,
             Action::Statement(code) => self.statement(&code).await,
             Action::Assign(name, value) => self.assign(&name, &value).await,
             Action::PrettyPrint(expression) => self.pretty_print(&expression).await,

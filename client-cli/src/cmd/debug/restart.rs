@@ -1,9 +1,10 @@
-//! Commands about the whole run in `stepctl debug`: `restart`, and those
-//! stepd cannot carry out yet (`jump`, `watch`), which say why.
+//! Commands about the whole run in `stepctl debug`: `restart`, `jump`
+//! (where the adapter can), and `watch`, which stepd cannot carry out yet
+//! and says why.
 
 use stepd_proto::v1::{
-    DisconnectMode, DisconnectRequest, GetSessionRequest,
-    session_service_client::SessionServiceClient,
+    CommandKind, DisconnectMode, DisconnectRequest, GetSessionRequest, JumpCommand,
+    debug_command::Command, session_service_client::SessionServiceClient,
 };
 
 use super::{Debugger, Flow};
@@ -107,15 +108,33 @@ impl Debugger {
         ));
     }
 
-    /// `jump LINE`: DAP goto, which stepd does not offer.
-    pub(super) async fn jump(&mut self, line: &str) {
-        self.unavailable(
-            "jump",
-            "jump (DAP goto) command",
-            "supportsGotoTargetsRequest",
-            &format!("until {line} runs to that line instead."),
-        )
-        .await;
+    /// `jump LINE`: JUMP (DAP goto) where the pause offers it; else why not.
+    pub(super) async fn jump(&mut self, line: &str) -> Flow {
+        let Ok(number) = line.trim().parse::<u32>() else {
+            self.error(&format!("jump takes a line number, not {line:?}"));
+            return Flow::Go;
+        };
+        let Some(pause) = self.current_pause() else {
+            self.error("no pause pending: the program is running (pause pauses it)");
+            return Flow::Go;
+        };
+        if pause.input_type.contains(&(CommandKind::Jump as i32)) {
+            return self
+                .send(Command::Jump(JumpCommand {
+                    path: String::new(),
+                    line: number,
+                }))
+                .await;
+        }
+        let adapter = match self.adapter_announces("supportsGotoTargetsRequest").await {
+            Ok((adapter, _)) => adapter,
+            Err(message) => format!("the adapter ({message})"),
+        };
+        self.error(&format!(
+            "jump: {adapter} cannot jump (it has no DAP goto); until {number} runs to that \
+             line instead."
+        ));
+        Flow::Go
     }
 
     /// `watch EXPR`: a data breakpoint, which stepd does not offer.

@@ -366,6 +366,7 @@ _COMMAND_FIELDS = {
     pause_pb2.COMMAND_KIND_STACKTRACE: "stacktrace",
     pause_pb2.COMMAND_KIND_QUIT: "quit",
     pause_pb2.COMMAND_KIND_EXPRESSION: "expression",
+    pause_pb2.COMMAND_KIND_JUMP: "jump",
 }
 
 
@@ -374,7 +375,7 @@ def command(value: CommandLike, /, **args: Any) -> pause_pb2.DebugCommand:
 
     Names are the DebugCommand fields ("next", "step_in", "step_out", "here",
     "resume", "continue_scope", "continue_all", "trace", "eval", "inject", "skip",
-    "inspect", "inspect_prompt", "locals", "stacktrace", "quit", "expression"),
+    "inspect", "inspect_prompt", "locals", "stacktrace", "quit", "expression", "jump"),
     the CommandKind names ("NEXT", "IN", "CONTINUE", …) and the aliases "in",
     "out", "continue". Keyword arguments are the command's fields, e.g.
     ``command("eval", code="x + 1")``, ``command("inject", value={"a": 1})``,

@@ -152,6 +152,9 @@ class CommandKind(NamedEnum):
     EXPRESSION = 17
     """The answer to an EXPRESSION prompt."""
 
+    JUMP = 18
+    """DAP: move the paused thread to another line of its frame without running the lines between, and stop there again (reason GOTO); pdb's `jump`. Offered where the adapter has DAP's `goto` (debugpy, lldb-dap), never for probes."""
+
 
 class DisconnectMode(NamedEnum):
     """How a Disconnect treats the debuggee."""

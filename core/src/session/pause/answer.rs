@@ -7,8 +7,8 @@
 //! how to move the program, evaluate, render or list the stack.
 
 use stepd_proto::v1::{
-    Cause, CommandKind, ErrorReason, Frame, HereCommand, Rendering, SendDebugInputResponse,
-    debug_command::Command as Cmd, inject_command::Replacement,
+    Cause, CommandKind, ErrorReason, Frame, HereCommand, JumpCommand, Rendering,
+    SendDebugInputResponse, debug_command::Command as Cmd, inject_command::Replacement,
 };
 use tokio::sync::oneshot;
 
@@ -55,6 +55,8 @@ pub enum Go {
     Quit,
     /// INJECT a replacement, then go on.
     Inject(Option<Replacement>),
+    /// JUMP to another line of the paused frame (DAP `goto`).
+    Jump(JumpCommand),
 }
 
 /// The commands every pause offers, whatever its kind; each kind adds what
@@ -190,6 +192,7 @@ fn decode<O: PauseOwner>(
         Some(Cmd::Skip(_)) => Request::Go(Go::Skip),
         Some(Cmd::Quit(_)) => Request::Go(Go::Quit),
         Some(Cmd::Inject(inject)) => Request::Go(Go::Inject(inject.replacement)),
+        Some(Cmd::Jump(jump)) => Request::Go(Go::Jump(jump)),
         Some(Cmd::Eval(eval)) if eval.code.trim().is_empty() => ask(book, Awaiting::Eval),
         Some(Cmd::Eval(eval)) => Request::Eval(eval.code),
         Some(Cmd::InspectPrompt(prompt)) if prompt.code.trim().is_empty() => {

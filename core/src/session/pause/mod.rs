@@ -116,6 +116,7 @@ pub fn kind_of(command: &Command) -> CommandKind {
         Command::Stacktrace(_) => K::Stacktrace,
         Command::Quit(_) => K::Quit,
         Command::Expression(_) => K::Expression,
+        Command::Jump(_) => K::Jump,
     }
 }
 

@@ -15,7 +15,10 @@ use super::{
 };
 use crate::capability::Capability;
 use crate::{
-    messages::{EvaluateResponse, ExceptionInfoResponse, ScopesResponse, StackTraceResponse},
+    messages::{
+        EvaluateResponse, ExceptionInfoResponse, GotoTargetsResponse, ScopesResponse,
+        StackTraceResponse,
+    },
     session::{stop, values},
 };
 use stepd_core::{
@@ -50,6 +53,9 @@ impl Actor {
             || self.shared.supports(Capability::SetVariable);
         if has_frame && locals_available && can_set {
             kinds.push(CommandKind::Inject);
+        }
+        if has_frame && self.shared.supports(Capability::GotoTargetsRequest) {
+            kinds.push(CommandKind::Jump);
         }
         // Only a program stepd started can be aborted by it.
         if !self.request.attach {
@@ -187,6 +193,35 @@ impl Actor {
         self.step(thread, StepKind::Over, command, by).await
     }
 
+    /// JUMP (DAP `goto`): the adapter moves the thread to the line's target
+    /// and stops it there again (reason `goto`), which is the next pause.
+    async fn jump(&mut self, thread: i64, path: &str, line: u32) -> ApiResult<()> {
+        if line == 0 {
+            return Err(ApiError::invalid_field("command.jump.line", "give a line"));
+        }
+        let targets: GotoTargetsResponse = self
+            .client
+            .call(
+                "gotoTargets",
+                json!({"source": {"path": path}, "line": line}),
+            )
+            .await
+            .map_err(|e| dap_error(&e))?;
+        let Some(target) = targets.targets.first() else {
+            return Err(ApiError::invalid_field(
+                "command.jump.line",
+                format!("{} cannot jump to {path}:{line}", self.adapter.name()),
+            ));
+        };
+        self.client
+            .request("goto", json!({"threadId": thread, "targetId": target.id}))
+            .await
+            .map_err(|e| dap_error(&e))?;
+        self.hot.continued(thread);
+        self.bump_epoch();
+        Ok(())
+    }
+
     /// INJECT: `NAME = EXPRESSION` in the paused frame, then continue. A
     /// refused assignment is an `eval_error` and the pause stays.
     async fn inject(
@@ -298,7 +333,12 @@ impl PauseOwner for Actor {
         };
         let thread = entry.pause.thread_id;
         let PauseCtx { frame_id, depth } = entry.data;
-        let here_from = entry.pause.location.clone();
+        let paused = entry
+            .pause
+            .location
+            .as_ref()
+            .map(|l| l.path.clone())
+            .unwrap_or_default();
         // A refused command leaves the stepping mode as it was.
         let mode = self.mode.clone();
         let moved = match go {
@@ -310,7 +350,6 @@ impl PauseOwner for Actor {
             Go::Continue => self.go_on(command, by).await,
             Go::ContinueAll => self.continue_all(command, by).await,
             Go::Here(here) => {
-                let paused = here_from.map(|l| l.path).unwrap_or_default();
                 let path = if here.path.is_empty() {
                     paused.clone()
                 } else {
@@ -348,6 +387,14 @@ impl PauseOwner for Actor {
                 "command.inject.code",
                 "DAP sessions take an assignment: NAME = EXPRESSION",
             )),
+            Go::Jump(jump) => {
+                let path = if jump.path.is_empty() {
+                    paused
+                } else {
+                    jump.path
+                };
+                self.jump(thread, &path, jump.line).await
+            }
             Go::Quit => self.quit().await,
             Go::Skip => Err(ApiError::new(
                 ErrorReason::InvalidCommand,

@@ -145,6 +145,11 @@ const (
 	CommandKind_COMMAND_KIND_QUIT CommandKind = 16
 	// The answer to an EXPRESSION prompt.
 	CommandKind_COMMAND_KIND_EXPRESSION CommandKind = 17
+	// DAP: move the paused thread to another line of its frame without running
+	// the lines between, and stop there again (reason GOTO); pdb's `jump`.
+	// Offered where the adapter has DAP's `goto` (debugpy, lldb-dap), never
+	// for probes.
+	CommandKind_COMMAND_KIND_JUMP CommandKind = 18
 )
 
 // Enum value maps for CommandKind.
@@ -168,6 +173,7 @@ var (
 		15: "COMMAND_KIND_STACKTRACE",
 		16: "COMMAND_KIND_QUIT",
 		17: "COMMAND_KIND_EXPRESSION",
+		18: "COMMAND_KIND_JUMP",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":    0,
@@ -188,6 +194,7 @@ var (
 		"COMMAND_KIND_STACKTRACE":     15,
 		"COMMAND_KIND_QUIT":           16,
 		"COMMAND_KIND_EXPRESSION":     17,
+		"COMMAND_KIND_JUMP":           18,
 	}
 )
 
@@ -1553,6 +1560,62 @@ func (x *ExpressionCommand) GetCode() string {
 	return ""
 }
 
+// JUMP: the line to move to.
+type JumpCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// File of the line (empty = the paused file; the target must be in the
+	// paused frame's function for most adapters).
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The line to move to.
+	Line          uint32 `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JumpCommand) Reset() {
+	*x = JumpCommand{}
+	mi := &file_stepd_v1_pause_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JumpCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JumpCommand) ProtoMessage() {}
+
+func (x *JumpCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_pause_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JumpCommand.ProtoReflect.Descriptor instead.
+func (*JumpCommand) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *JumpCommand) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *JumpCommand) GetLine() uint32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
 // A command with its typed arguments; each field maps to one CommandKind. Field
 // names avoid words that are keywords in client languages (`in`, `continue`),
 // except `continue`, an alias of `resume` for those who type what `input_type`
@@ -1581,6 +1644,7 @@ type DebugCommand struct {
 	//	*DebugCommand_Quit
 	//	*DebugCommand_Expression
 	//	*DebugCommand_Continue
+	//	*DebugCommand_Jump
 	Command       isDebugCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1588,7 +1652,7 @@ type DebugCommand struct {
 
 func (x *DebugCommand) Reset() {
 	*x = DebugCommand{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[22]
+	mi := &file_stepd_v1_pause_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1664,7 @@ func (x *DebugCommand) String() string {
 func (*DebugCommand) ProtoMessage() {}
 
 func (x *DebugCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[22]
+	mi := &file_stepd_v1_pause_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1677,7 @@ func (x *DebugCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugCommand.ProtoReflect.Descriptor instead.
 func (*DebugCommand) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{22}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DebugCommand) GetCommand() isDebugCommand_Command {
@@ -1785,6 +1849,15 @@ func (x *DebugCommand) GetContinue() *ContinueCommand {
 	return nil
 }
 
+func (x *DebugCommand) GetJump() *JumpCommand {
+	if x != nil {
+		if x, ok := x.Command.(*DebugCommand_Jump); ok {
+			return x.Jump
+		}
+	}
+	return nil
+}
+
 type isDebugCommand_Command interface {
 	isDebugCommand_Command()
 }
@@ -1880,6 +1953,11 @@ type DebugCommand_Continue struct {
 	Continue *ContinueCommand `protobuf:"bytes,18,opt,name=continue,proto3,oneof"`
 }
 
+type DebugCommand_Jump struct {
+	// COMMAND_KIND_JUMP.
+	Jump *JumpCommand `protobuf:"bytes,19,opt,name=jump,proto3,oneof"`
+}
+
 func (*DebugCommand_Next) isDebugCommand_Command() {}
 
 func (*DebugCommand_StepIn) isDebugCommand_Command() {}
@@ -1916,6 +1994,8 @@ func (*DebugCommand_Expression) isDebugCommand_Command() {}
 
 func (*DebugCommand_Continue) isDebugCommand_Command() {}
 
+func (*DebugCommand_Jump) isDebugCommand_Command() {}
+
 // The answer to a pause.
 type DebugInput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1932,7 +2012,7 @@ type DebugInput struct {
 
 func (x *DebugInput) Reset() {
 	*x = DebugInput{}
-	mi := &file_stepd_v1_pause_proto_msgTypes[23]
+	mi := &file_stepd_v1_pause_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2024,7 @@ func (x *DebugInput) String() string {
 func (*DebugInput) ProtoMessage() {}
 
 func (x *DebugInput) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_pause_proto_msgTypes[23]
+	mi := &file_stepd_v1_pause_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2037,7 @@ func (x *DebugInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugInput.ProtoReflect.Descriptor instead.
 func (*DebugInput) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{23}
+	return file_stepd_v1_pause_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DebugInput) GetKey() string {
@@ -2077,7 +2157,10 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\x11StacktraceCommand\"\r\n" +
 	"\vQuitCommand\"'\n" +
 	"\x11ExpressionCommand\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\tR\x04code\"\xf2\a\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\"5\n" +
+	"\vJumpCommand\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04line\x18\x02 \x01(\rR\x04line\"\x9f\b\n" +
 	"\fDebugCommand\x12+\n" +
 	"\x04next\x18\x01 \x01(\v2\x15.stepd.v1.NextCommandH\x00R\x04next\x122\n" +
 	"\astep_in\x18\x02 \x01(\v2\x17.stepd.v1.StepInCommandH\x00R\x06stepIn\x125\n" +
@@ -2101,7 +2184,8 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\n" +
 	"expression\x18\x11 \x01(\v2\x1b.stepd.v1.ExpressionCommandH\x00R\n" +
 	"expression\x127\n" +
-	"\bcontinue\x18\x12 \x01(\v2\x19.stepd.v1.ContinueCommandH\x00R\bcontinueB\t\n" +
+	"\bcontinue\x18\x12 \x01(\v2\x19.stepd.v1.ContinueCommandH\x00R\bcontinue\x12+\n" +
+	"\x04jump\x18\x13 \x01(\v2\x15.stepd.v1.JumpCommandH\x00R\x04jumpB\t\n" +
 	"\acommand\"q\n" +
 	"\n" +
 	"DebugInput\x12\x10\n" +
@@ -2119,7 +2203,7 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\x11PAUSE_REASON_HOLD\x10\x06\x12 \n" +
 	"\x1cPAUSE_REASON_DATA_BREAKPOINT\x10\a\x12\x15\n" +
 	"\x11PAUSE_REASON_GOTO\x10\b\x12\x1b\n" +
-	"\x17PAUSE_REASON_EXPRESSION\x10\t*\xe3\x03\n" +
+	"\x17PAUSE_REASON_EXPRESSION\x10\t*\xfa\x03\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11COMMAND_KIND_NEXT\x10\x01\x12\x13\n" +
@@ -2139,7 +2223,8 @@ const file_stepd_v1_pause_proto_rawDesc = "" +
 	"\x13COMMAND_KIND_LOCALS\x10\x0e\x12\x1b\n" +
 	"\x17COMMAND_KIND_STACKTRACE\x10\x0f\x12\x15\n" +
 	"\x11COMMAND_KIND_QUIT\x10\x10\x12\x1b\n" +
-	"\x17COMMAND_KIND_EXPRESSION\x10\x11B<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
+	"\x17COMMAND_KIND_EXPRESSION\x10\x11\x12\x15\n" +
+	"\x11COMMAND_KIND_JUMP\x10\x12B<Z:github.com/stepd-dev/stepd/clients/go/gen/stepd/v1;stepdv1b\x06proto3"
 
 var (
 	file_stepd_v1_pause_proto_rawDescOnce sync.Once
@@ -2154,7 +2239,7 @@ func file_stepd_v1_pause_proto_rawDescGZIP() []byte {
 }
 
 var file_stepd_v1_pause_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_stepd_v1_pause_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_stepd_v1_pause_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_stepd_v1_pause_proto_goTypes = []any{
 	(PauseReason)(0),              // 0: stepd.v1.PauseReason
 	(CommandKind)(0),              // 1: stepd.v1.CommandKind
@@ -2180,31 +2265,32 @@ var file_stepd_v1_pause_proto_goTypes = []any{
 	(*StacktraceCommand)(nil),     // 21: stepd.v1.StacktraceCommand
 	(*QuitCommand)(nil),           // 22: stepd.v1.QuitCommand
 	(*ExpressionCommand)(nil),     // 23: stepd.v1.ExpressionCommand
-	(*DebugCommand)(nil),          // 24: stepd.v1.DebugCommand
-	(*DebugInput)(nil),            // 25: stepd.v1.DebugInput
-	nil,                           // 26: stepd.v1.PointInfo.LabelsEntry
-	(*structpb.Value)(nil),        // 27: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(*Location)(nil),              // 29: stepd.v1.Location
-	(*Rendering)(nil),             // 30: stepd.v1.Rendering
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*JumpCommand)(nil),           // 24: stepd.v1.JumpCommand
+	(*DebugCommand)(nil),          // 25: stepd.v1.DebugCommand
+	(*DebugInput)(nil),            // 26: stepd.v1.DebugInput
+	nil,                           // 27: stepd.v1.PointInfo.LabelsEntry
+	(*structpb.Value)(nil),        // 28: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
+	(*Location)(nil),              // 30: stepd.v1.Location
+	(*Rendering)(nil),             // 31: stepd.v1.Rendering
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
 }
 var file_stepd_v1_pause_proto_depIdxs = []int32{
 	2,  // 0: stepd.v1.Local.value:type_name -> stepd.v1.DisplayValue
-	27, // 1: stepd.v1.PointInfo.payload:type_name -> google.protobuf.Value
-	26, // 2: stepd.v1.PointInfo.labels:type_name -> stepd.v1.PointInfo.LabelsEntry
-	28, // 3: stepd.v1.PointInfo.schema:type_name -> google.protobuf.Struct
+	28, // 1: stepd.v1.PointInfo.payload:type_name -> google.protobuf.Value
+	27, // 2: stepd.v1.PointInfo.labels:type_name -> stepd.v1.PointInfo.LabelsEntry
+	29, // 3: stepd.v1.PointInfo.schema:type_name -> google.protobuf.Struct
 	0,  // 4: stepd.v1.Pause.reason:type_name -> stepd.v1.PauseReason
 	1,  // 5: stepd.v1.Pause.input_type:type_name -> stepd.v1.CommandKind
 	2,  // 6: stepd.v1.Pause.debug_value:type_name -> stepd.v1.DisplayValue
-	29, // 7: stepd.v1.Pause.location:type_name -> stepd.v1.Location
+	30, // 7: stepd.v1.Pause.location:type_name -> stepd.v1.Location
 	3,  // 8: stepd.v1.Pause.locals:type_name -> stepd.v1.Local
-	30, // 9: stepd.v1.Pause.inspect:type_name -> stepd.v1.Rendering
+	31, // 9: stepd.v1.Pause.inspect:type_name -> stepd.v1.Rendering
 	4,  // 10: stepd.v1.Pause.point:type_name -> stepd.v1.PointInfo
-	31, // 11: stepd.v1.Pause.created_at:type_name -> google.protobuf.Timestamp
+	32, // 11: stepd.v1.Pause.created_at:type_name -> google.protobuf.Timestamp
 	6,  // 12: stepd.v1.Pause.evaluation:type_name -> stepd.v1.Evaluation
 	2,  // 13: stepd.v1.Evaluation.result:type_name -> stepd.v1.DisplayValue
-	27, // 14: stepd.v1.InjectCommand.value:type_name -> google.protobuf.Value
+	28, // 14: stepd.v1.InjectCommand.value:type_name -> google.protobuf.Value
 	7,  // 15: stepd.v1.DebugCommand.next:type_name -> stepd.v1.NextCommand
 	8,  // 16: stepd.v1.DebugCommand.step_in:type_name -> stepd.v1.StepInCommand
 	9,  // 17: stepd.v1.DebugCommand.step_out:type_name -> stepd.v1.StepOutCommand
@@ -2223,12 +2309,13 @@ var file_stepd_v1_pause_proto_depIdxs = []int32{
 	22, // 30: stepd.v1.DebugCommand.quit:type_name -> stepd.v1.QuitCommand
 	23, // 31: stepd.v1.DebugCommand.expression:type_name -> stepd.v1.ExpressionCommand
 	11, // 32: stepd.v1.DebugCommand.continue:type_name -> stepd.v1.ContinueCommand
-	24, // 33: stepd.v1.DebugInput.command:type_name -> stepd.v1.DebugCommand
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	24, // 33: stepd.v1.DebugCommand.jump:type_name -> stepd.v1.JumpCommand
+	25, // 34: stepd.v1.DebugInput.command:type_name -> stepd.v1.DebugCommand
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_pause_proto_init() }
@@ -2242,7 +2329,7 @@ func file_stepd_v1_pause_proto_init() {
 		(*InjectCommand_Code)(nil),
 		(*InjectCommand_Value)(nil),
 	}
-	file_stepd_v1_pause_proto_msgTypes[22].OneofWrappers = []any{
+	file_stepd_v1_pause_proto_msgTypes[23].OneofWrappers = []any{
 		(*DebugCommand_Next)(nil),
 		(*DebugCommand_StepIn)(nil),
 		(*DebugCommand_StepOut)(nil),
@@ -2261,6 +2348,7 @@ func file_stepd_v1_pause_proto_init() {
 		(*DebugCommand_Quit)(nil),
 		(*DebugCommand_Expression)(nil),
 		(*DebugCommand_Continue)(nil),
+		(*DebugCommand_Jump)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2268,7 +2356,7 @@ func file_stepd_v1_pause_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_pause_proto_rawDesc), len(file_stepd_v1_pause_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -119,6 +119,12 @@ class _CommandKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CommandKi
     """Terminate the debuggee (DAP) or make the probe raise/return STOP."""
     COMMAND_KIND_EXPRESSION: _CommandKind.ValueType  # 17
     """The answer to an EXPRESSION prompt."""
+    COMMAND_KIND_JUMP: _CommandKind.ValueType  # 18
+    """DAP: move the paused thread to another line of its frame without running
+    the lines between, and stop there again (reason GOTO); pdb's `jump`.
+    Offered where the adapter has DAP's `goto` (debugpy, lldb-dap), never
+    for probes.
+    """
 
 class CommandKind(_CommandKind, metaclass=_CommandKindEnumTypeWrapper):
     """A command a debug input can carry. `Pause.input_type` lists the ones valid now."""
@@ -159,6 +165,12 @@ COMMAND_KIND_QUIT: CommandKind.ValueType  # 16
 """Terminate the debuggee (DAP) or make the probe raise/return STOP."""
 COMMAND_KIND_EXPRESSION: CommandKind.ValueType  # 17
 """The answer to an EXPRESSION prompt."""
+COMMAND_KIND_JUMP: CommandKind.ValueType  # 18
+"""DAP: move the paused thread to another line of its frame without running
+the lines between, and stop there again (reason GOTO); pdb's `jump`.
+Offered where the adapter has DAP's `goto` (debugpy, lldb-dap), never
+for probes.
+"""
 Global___CommandKind: _TypeAlias = CommandKind  # noqa: Y015
 
 @_typing.final
@@ -839,6 +851,34 @@ class ExpressionCommand(_message.Message):
 Global___ExpressionCommand: _TypeAlias = ExpressionCommand  # noqa: Y015
 
 @_typing.final
+class JumpCommand(_message.Message):
+    """JUMP: the line to move to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    LINE_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """File of the line (empty = the paused file; the target must be in the
+    paused frame's function for most adapters).
+    """
+    line: _builtins.int
+    """The line to move to."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        line: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["line", b"line", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JumpCommand: _TypeAlias = JumpCommand  # noqa: Y015
+
+@_typing.final
 class DebugCommand(_message.Message):
     """A command with its typed arguments; each field maps to one CommandKind. Field
     names avoid words that are keywords in client languages (`in`, `continue`),
@@ -866,6 +906,7 @@ class DebugCommand(_message.Message):
     QUIT_FIELD_NUMBER: _builtins.int
     EXPRESSION_FIELD_NUMBER: _builtins.int
     CONTINUE_FIELD_NUMBER: _builtins.int
+    JUMP_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def next(self) -> Global___NextCommand:
         """COMMAND_KIND_NEXT."""
@@ -934,6 +975,10 @@ class DebugCommand(_message.Message):
     def expression(self) -> Global___ExpressionCommand:
         """COMMAND_KIND_EXPRESSION."""
 
+    @_builtins.property
+    def jump(self) -> Global___JumpCommand:
+        """COMMAND_KIND_JUMP."""
+
     def __init__(
         self,
         *,
@@ -954,12 +999,13 @@ class DebugCommand(_message.Message):
         stacktrace: Global___StacktraceCommand | None = ...,
         quit: Global___QuitCommand | None = ...,
         expression: Global___ExpressionCommand | None = ...,
+        jump: Global___JumpCommand | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "continue", b"continue", "continue_all", b"continue_all", "continue_scope", b"continue_scope", "eval", b"eval", "expression", b"expression", "here", b"here", "inject", b"inject", "inspect", b"inspect", "inspect_prompt", b"inspect_prompt", "locals", b"locals", "next", b"next", "quit", b"quit", "resume", b"resume", "skip", b"skip", "stacktrace", b"stacktrace", "step_in", b"step_in", "step_out", b"step_out", "trace", b"trace"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "continue", b"continue", "continue_all", b"continue_all", "continue_scope", b"continue_scope", "eval", b"eval", "expression", b"expression", "here", b"here", "inject", b"inject", "inspect", b"inspect", "inspect_prompt", b"inspect_prompt", "jump", b"jump", "locals", b"locals", "next", b"next", "quit", b"quit", "resume", b"resume", "skip", b"skip", "stacktrace", b"stacktrace", "step_in", b"step_in", "step_out", b"step_out", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "continue", b"continue", "continue_all", b"continue_all", "continue_scope", b"continue_scope", "eval", b"eval", "expression", b"expression", "here", b"here", "inject", b"inject", "inspect", b"inspect", "inspect_prompt", b"inspect_prompt", "locals", b"locals", "next", b"next", "quit", b"quit", "resume", b"resume", "skip", b"skip", "stacktrace", b"stacktrace", "step_in", b"step_in", "step_out", b"step_out", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "continue", b"continue", "continue_all", b"continue_all", "continue_scope", b"continue_scope", "eval", b"eval", "expression", b"expression", "here", b"here", "inject", b"inject", "inspect", b"inspect", "inspect_prompt", b"inspect_prompt", "jump", b"jump", "locals", b"locals", "next", b"next", "quit", b"quit", "resume", b"resume", "skip", b"skip", "stacktrace", b"stacktrace", "step_in", b"step_in", "step_out", b"step_out", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_command: _TypeAlias = _typing.Literal["next", "step_in", "step_out", "here", "resume", "continue_scope", "continue_all", "trace", "eval", "inject", "skip", "inspect", "inspect_prompt", "locals", "stacktrace", "quit", "expression", "continue"]  # noqa: Y015
+    _WhichOneofReturnType_command: _TypeAlias = _typing.Literal["next", "step_in", "step_out", "here", "resume", "continue_scope", "continue_all", "trace", "eval", "inject", "skip", "inspect", "inspect_prompt", "locals", "stacktrace", "quit", "expression", "continue", "jump"]  # noqa: Y015
     _WhichOneofArgType_command: _TypeAlias = _typing.Literal["command", b"command"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_command) -> _WhichOneofReturnType_command | None: ...
 
