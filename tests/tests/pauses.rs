@@ -986,6 +986,9 @@ async fn jump_is_refused_where_the_adapter_cannot_and_the_pause_stays() {
     .await
     .unwrap_err();
     assert_eq!(reason(&err), "INVALID_COMMAND", "{err:?}");
-    assert_eq!(dap::pending_keys(&daemon, &session.id).await, vec![pause.key]);
+    assert_eq!(
+        dap::pending_keys(&daemon, &session.id).await,
+        vec![pause.key]
+    );
     daemon.stop().await;
 }

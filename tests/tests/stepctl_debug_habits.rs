@@ -165,7 +165,10 @@ async fn debugpy_values_breakpoints_by_number_and_session_scope_through_a_pipe()
     // watch says why not, and what the adapter could do.
     let jump = section(&stdout, "#jump").join("\n");
     assert!(jump.contains("stopped: goto"), "{stdout}");
-    assert!(jump.contains(&format!("at {file}:{step} in step")), "{stdout}");
+    assert!(
+        jump.contains(&format!("at {file}:{step} in step")),
+        "{stdout}"
+    );
     assert!(
         jump.contains("watch: stepd has no data breakpoints yet; debugpy could not either"),
         "{stdout}"
@@ -291,15 +294,16 @@ async fn dlv_goroutines_thread_args_and_assignment_through_a_pipe() {
         goroutines
             .iter()
             .any(|l| l.starts_with(&format!("  thread {other} "))
-                && l.contains(&format!("[Go {other}]"))),
+                && l.contains(&format!("[Go {other}]"))
+                && l.ends_with("(stopped)")),
         "{stdout}"
     );
-    // dlv stops every goroutine, but the daemon counts only the one that
-    // reported the stop as stopped: the others have no stack to show.
+    // dlv stops every goroutine (allThreadsStopped): one without a pause of
+    // its own is stopped too, and shows its stack.
     let thread = section(&stdout, "#thread").join("\n");
     assert!(
-        thread.contains(&format!("thread {other} runs"))
-            || thread.contains(&format!("thread {other} ([Go {other}]")),
+        thread.contains(&format!("thread {other} ([Go {other}]"))
+            && thread.contains("is stopped without a pause of its own"),
         "{stdout}"
     );
     assert!(

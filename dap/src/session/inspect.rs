@@ -59,7 +59,7 @@ impl Shared {
                 Thread {
                     id: t.id,
                     name: t.name,
-                    stopped: !pause_key.is_empty(),
+                    stopped: !pause_key.is_empty() || self.is_stopped(t.id),
                     pause_key,
                 }
             })
@@ -67,8 +67,7 @@ impl Shared {
     }
 
     fn require_stopped(&self, thread_id: i64) -> ApiResult<()> {
-        let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
-        if stopped.contains_key(&thread_id) {
+        if self.is_stopped(thread_id) {
             Ok(())
         } else {
             Err(ApiError::new(

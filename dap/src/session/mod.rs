@@ -115,6 +115,11 @@ pub struct Shared {
     pub epoch: AtomicU64,
     /// Stopped threads and their pause keys.
     pub stopped: Mutex<HashMap<i64, String>>,
+    /// The epoch of the last stop that stopped every thread (the adapter's
+    /// `allThreadsStopped`, as dlv's goroutines): until the program moves
+    /// (the epoch changes), threads without a pause are stopped too and can
+    /// be inspected. 0: none.
+    pub all_stopped_at: AtomicU64,
     /// (thread, adapter frame id) of the top frame of the latest stop, the
     /// default frame of evaluations.
     pub latest_frame: Mutex<Option<(i64, i64)>>,
@@ -131,6 +136,20 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Whether `thread` is stopped: it has a pause, or the last stop stopped
+    /// every thread and the program has not moved since.
+    pub fn is_stopped(&self, thread: i64) -> bool {
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::Acquire);
+        self.all_stopped_at
+            .load(std::sync::atomic::Ordering::Acquire)
+            == epoch
+            || self
+                .stopped
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&thread)
+    }
+
     /// State for a new session; the adapter connection is set once started.
     pub fn new(id: String, kind: AdapterKind, redactor: Arc<stepd_core::redact::Redactor>) -> Self {
         Self {
@@ -141,6 +160,7 @@ impl Shared {
             kind,
             epoch: AtomicU64::new(1),
             stopped: Mutex::new(HashMap::new()),
+            all_stopped_at: AtomicU64::new(0),
             latest_frame: Mutex::new(None),
             output: Mutex::new(OutputBuffer::default()),
             ended: AtomicBool::new(false),

@@ -366,6 +366,10 @@ impl Actor {
             .latest_frame
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = frame_id.map(|f| (thread_id, f));
+        if all_threads_stopped {
+            let epoch = self.shared.epoch.load(Ordering::Acquire);
+            self.shared.all_stopped_at.store(epoch, Ordering::Release);
+        }
         self.session.state = self.life.stopped().into();
         self.book.open(pause, ctx, all_threads_stopped);
     }
