@@ -10,6 +10,7 @@ pub mod ended;
 pub mod history;
 pub mod inspect;
 pub mod inspector;
+pub mod pauses;
 pub mod select;
 pub mod sessions;
 pub mod watch;

@@ -1,8 +1,10 @@
-//! pdb's and gdb's `until LINE` (HERE with `within_frame`) on a real
-//! debugpy: a line a branch never reaches still stops the run at the first
-//! line after it in the frame, and a frame that returns first stops it in
-//! the caller. The REPL's `until` sends the same command. A run (TRACE or
-//! `until`) that another thread's stop cuts short says so.
+//! Moving a paused thread by line on real adapters. pdb's and gdb's
+//! `until LINE` (HERE with `within_frame`) on debugpy: a line a branch
+//! never reaches still stops the run at the first line after it in the
+//! frame, and a frame that returns first stops it in the caller; the REPL's `until` sends the same command. JUMP (DAP goto)
+//! moves the thread without running the lines between, where the adapter
+//! can. A run (TRACE or `until`) that another thread's stop cuts short says
+//! so.
 
 use std::process::{Command as Process, Stdio};
 
@@ -11,7 +13,7 @@ use stepd_e2e::{
     Daemon, Subscription, dap, fixture, line_of, reason, source_spec, stepctl_bin, watched,
 };
 use stepd_proto::v1::{
-    HereCommand, Pause, PauseReason, RemoveBreakpointRequest,
+    CommandKind, HereCommand, Pause, PauseReason, RemoveBreakpointRequest,
     breakpoint_service_client::BreakpointServiceClient, debug_command::Command, event::Payload,
 };
 use tonic::Code;
@@ -198,6 +200,95 @@ async fn a_trace_cut_short_by_another_threads_stop_says_so() {
             first.thread_id
         )),
         "{note:?}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn jump_moves_the_thread_without_running_the_lines_between() {
+    let (daemon, mut sub) = watched().await;
+    let path = fixture("python/loop.py");
+    let file = path.to_str().unwrap();
+    // The second call (i == 1) stops.
+    dap::add_breakpoint(
+        &daemon,
+        stepd_proto::v1::BreakpointSpec {
+            hit_condition: "2".into(),
+            ..source_spec(file, line_of(&path, "step"))
+        },
+    )
+    .await;
+    let session = dap::launch(&daemon, "debugpy", file, &[])
+        .await
+        .session
+        .unwrap();
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    assert!(
+        pause.input_type.contains(&(CommandKind::Jump as i32)),
+        "{:?}",
+        pause.input_type
+    );
+    let to = line_of(&path, "step_return");
+    answer(
+        &daemon,
+        &pause.key,
+        Command::Jump(stepd_proto::v1::JumpCommand {
+            path: String::new(),
+            line: to,
+        }),
+    )
+    .await
+    .unwrap();
+    let moved = dap::next_pause(&mut sub, &session.id).await;
+    assert_ne!(moved.key, pause.key);
+    assert_eq!(moved.reason, PauseReason::Goto as i32, "{moved:?}");
+    assert_eq!(moved.location.as_ref().unwrap().line, to);
+    // The addition was skipped: step(1, 0) returns 0, not 2.
+    assert_eq!(dap::local(&moved, "total"), "0");
+    answer(
+        &daemon,
+        &moved.key,
+        Command::Resume(stepd_proto::v1::ContinueCommand {}),
+    )
+    .await
+    .unwrap();
+    dap::ended(&mut sub, &session.id).await;
+    let output = dap::output_text(&daemon, &session.id).await;
+    assert!(output.contains("done total=18"), "{output}");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn jump_is_refused_where_the_adapter_cannot_and_the_pause_stays() {
+    let (daemon, mut sub) = watched().await;
+    let source = fixture("c/hello.c");
+    dap::add_breakpoint(
+        &daemon,
+        source_spec(source.to_str().unwrap(), line_of(&source, "step")),
+    )
+    .await;
+    let session = dap::launch_c_hello(&daemon).await;
+    let pause = dap::next_pause(&mut sub, &session.id).await;
+    // lldb-dap 19 has no DAP goto.
+    assert!(
+        !pause.input_type.contains(&(CommandKind::Jump as i32)),
+        "{:?}",
+        pause.input_type
+    );
+    let err = answer(
+        &daemon,
+        &pause.key,
+        Command::Jump(stepd_proto::v1::JumpCommand {
+            path: String::new(),
+            line: line_of(&source, "step_return"),
+        }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(reason(&err), "INVALID_COMMAND", "{err:?}");
+    assert_eq!(
+        dap::pending_keys(&daemon, &session.id).await,
+        vec![pause.key]
     );
     daemon.stop().await;
 }
