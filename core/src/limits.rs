@@ -329,6 +329,9 @@ pub fn breakpoint_spec(spec: &BreakpointSpec, prefix: &str) -> Sizes {
             sizes.text(&f("probe.point_kind"), &p.point_kind, NAME_BYTES);
             sizes.text(&f("probe.name_glob"), &p.name_glob, GLOB_BYTES);
         }
+        Some(Location::Data(d)) => {
+            sizes.text(&f("data.expression"), &d.expression, EXPRESSION_BYTES);
+        }
         None => {}
     }
     sizes

@@ -27,6 +27,8 @@ pub enum Capability {
     ClipboardContext,
     /// `gotoTargets` and `goto`: JUMP.
     GotoTargetsRequest,
+    /// `dataBreakpointInfo` and `setDataBreakpoints`: watched values.
+    DataBreakpoints,
 }
 
 impl Capability {
@@ -44,6 +46,7 @@ impl Capability {
             Self::EvaluateForHovers => "supportsEvaluateForHovers",
             Self::ClipboardContext => "supportsClipboardContext",
             Self::GotoTargetsRequest => "supportsGotoTargetsRequest",
+            Self::DataBreakpoints => "supportsDataBreakpoints",
         }
     }
 

@@ -331,6 +331,19 @@ impl ValueResponse {
     }
 }
 
+/// The `dataBreakpointInfo` response: what a data breakpoint on a value
+/// would watch, if anything.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataBreakpointInfoResponse {
+    /// The value's id for `setDataBreakpoints`; none when it cannot be watched.
+    #[serde(default)]
+    pub data_id: Option<String>,
+    /// What it is, or why it cannot be watched.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
 /// The `gotoTargets` response: where a line can be jumped to.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct GotoTargetsResponse {

@@ -7,7 +7,7 @@ use crate::connect::Channel;
 use clap::{Args, Subcommand};
 use prost_types::FieldMask;
 use stepd_proto::v1::{
-    AddBreakpointRequest, BaggageEntry, Breakpoint, BreakpointAction, BreakpointSpec,
+    AddBreakpointRequest, BaggageEntry, Breakpoint, BreakpointAction, BreakpointSpec, DataLocation,
     ExceptionFilters, FunctionLocation, ListBreakpointsRequest, ListBreakpointsResponse,
     ProbeMatch, RemoveBreakpointRequest, SourceLocation, UpdateBreakpointRequest,
     breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
@@ -24,7 +24,7 @@ use crate::{
 /// Breakpoint subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BreakCommand {
-    /// Add a breakpoint: FILE:LINE[:COLUMN], or --function, --exception, --probe.
+    /// Add a breakpoint: FILE:LINE[:COLUMN], or --function, --exception, --watch, --probe.
     Add(Box<AddArgs>),
     /// List breakpoints.
     List,
@@ -52,7 +52,7 @@ pub enum BreakCommand {
 #[derive(Debug, Args)]
 pub struct AddArgs {
     /// Source location FILE:LINE[:COLUMN]; a relative FILE is made absolute.
-    #[arg(conflicts_with_all = ["function", "exception", "probe"])]
+    #[arg(conflicts_with_all = ["function", "exception", "probe", "watch"])]
     pub location: Option<String>,
     /// Break on entry to a function.
     #[arg(long)]
@@ -60,6 +60,10 @@ pub struct AddArgs {
     /// Break on exceptions matching these adapter filter ids (repeatable).
     #[arg(long)]
     pub exception: Vec<String>,
+    /// Break where this value is written (a data breakpoint; dlv, lldb-dap),
+    /// resolved in the frame of a session's stop.
+    #[arg(long, value_name = "EXPR")]
+    pub watch: Option<String>,
     /// Hold at probe points of this kind ("" for any).
     #[arg(long)]
     pub probe: Option<String>,
@@ -147,6 +151,11 @@ fn spec_from(args: AddArgs) -> Result<BreakpointSpec, Failure> {
         Location::Exception(ExceptionFilters {
             filter_ids: args.exception,
         })
+    } else if let Some(expression) = args.watch {
+        Location::Data(DataLocation {
+            expression,
+            ..Default::default()
+        })
     } else if let Some(kind) = args.probe {
         Location::Probe(ProbeMatch {
             point_kind: kind,
@@ -159,7 +168,7 @@ fn spec_from(args: AddArgs) -> Result<BreakpointSpec, Failure> {
         })
     } else {
         return Err(Failure::Usage(
-            "give FILE:LINE, --function, --exception or --probe".into(),
+            "give FILE:LINE, --function, --exception, --watch or --probe".into(),
         ));
     };
     let action = if args.log.is_some() {

@@ -1,6 +1,6 @@
 //! Breakpoints for people: where each applies, and the `break list` table.
 
-use stepd_proto::v1::{Breakpoint, BreakpointAction, breakpoint_spec::Location};
+use stepd_proto::v1::{Breakpoint, BreakpointAction, DataAccess, breakpoint_spec::Location};
 
 use crate::render;
 
@@ -11,6 +11,14 @@ pub fn describe_location(bp: &Breakpoint) -> String {
         Some(Location::Source(s)) => format!("{}:{}", s.path, s.line),
         Some(Location::Function(f)) => format!("function {}", f.name),
         Some(Location::Exception(e)) => format!("exception {}", e.filter_ids.join(",")),
+        Some(Location::Data(d)) => {
+            let access = match DataAccess::try_from(d.access) {
+                Ok(DataAccess::Read) => " (read)",
+                Ok(DataAccess::ReadWrite) => " (read or write)",
+                _ => "",
+            };
+            format!("watch {}{access}", d.expression)
+        }
         Some(Location::Probe(p)) => {
             let mut text = format!(
                 "probe {} {}",

@@ -399,7 +399,9 @@ pub fn describe(event: &Event) -> Vec<String> {
             );
             match (&u.status, u.change == BreakpointChange::Hit as i32) {
                 (Some(status), _) if u.change == BreakpointChange::Status as i32 => {
-                    line.push_str(&if status.verified {
+                    line.push_str(&if status.verified && status.actual_line == 0 {
+                        ": placed".to_owned()
+                    } else if status.verified {
                         format!(": placed on line {}", status.actual_line)
                     } else {
                         format!(": not placed ({})", status.message)

@@ -2,7 +2,7 @@
 //! violation, so a client learns everything wrong with a request at once.
 
 use crate::error::FieldViolation;
-use stepd_proto::v1::{BreakpointAction, BreakpointSpec, breakpoint_spec::Location};
+use stepd_proto::v1::{BreakpointAction, BreakpointSpec, DataAccess, breakpoint_spec::Location};
 
 use super::{hit_condition::HitCondition, log_message, selector::LabelSelector};
 use crate::error::ParseError;
@@ -36,7 +36,7 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
     match &spec.location {
         None => bad(
             "location",
-            "one of source, function, exception or probe is required".into(),
+            "one of source, function, exception, data or probe is required".into(),
         ),
         Some(Location::Source(src)) => {
             if src.path.trim().is_empty() {
@@ -69,6 +69,19 @@ pub fn violations(spec: &BreakpointSpec, prefix: &str, checks: &Checks) -> Vec<F
                 bad(
                     "exception.filter_ids",
                     "filter ids must not be empty".into(),
+                );
+            }
+        }
+        Some(Location::Data(d)) => {
+            if d.expression.trim().is_empty() {
+                bad("data.expression", "must not be empty".into());
+            } else if d.expression.contains('\0') {
+                bad("data.expression", "must not contain a NUL byte".into());
+            }
+            if DataAccess::try_from(d.access).is_err() {
+                bad(
+                    "data.access",
+                    format!("unknown DataAccess value {}", d.access),
                 );
             }
         }

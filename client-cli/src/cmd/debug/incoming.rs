@@ -177,7 +177,10 @@ impl Debugger {
             {
                 let id = update.breakpoint.map(|b| b.id).unwrap_or_default();
                 let status = update.status.unwrap_or_default();
-                if status.verified {
+                if status.verified && status.actual_line == 0 {
+                    // A function, exception or data breakpoint has no line.
+                    self.print(format!("breakpoint {id} placed"));
+                } else if status.verified {
                     self.print(format!(
                         "breakpoint {id} placed on line {}",
                         status.actual_line

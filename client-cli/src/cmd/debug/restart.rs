@@ -1,9 +1,10 @@
 //! Commands about the whole run in `stepctl debug`: `restart`, `jump`
-//! (where the adapter can), and `watch`, which stepd cannot carry out yet
-//! and says why.
+//! (where the adapter can) and `watch` (a data breakpoint).
 
 use stepd_proto::v1::{
-    CommandKind, DisconnectMode, DisconnectRequest, GetSessionRequest, JumpCommand,
+    AddBreakpointRequest, BreakpointSpec, CommandKind, DataAccess, DataLocation, DisconnectMode,
+    DisconnectRequest, GetSessionRequest, JumpCommand,
+    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
     debug_command::Command, session_service_client::SessionServiceClient,
 };
 
@@ -95,19 +96,6 @@ impl Debugger {
         Ok((session.adapter, announced))
     }
 
-    /// Says why a command needs what stepd does not have yet, and whether
-    /// the adapter could do it.
-    async fn unavailable(&mut self, command: &str, what: &str, capability: &str, instead: &str) {
-        let adapter = match self.adapter_announces(capability).await {
-            Ok((adapter, true)) => format!("{adapter} could ({capability})"),
-            Ok((adapter, false)) => format!("{adapter} could not either (no {capability})"),
-            Err(message) => format!("the adapter is unknown: {message}"),
-        };
-        self.error(&format!(
-            "{command}: stepd has no {what} yet; {adapter}. {instead}"
-        ));
-    }
-
     /// `jump LINE`: JUMP (DAP goto) where the pause offers it; else why not.
     pub(super) async fn jump(&mut self, line: &str) -> Flow {
         let Ok(number) = line.trim().parse::<u32>() else {
@@ -137,16 +125,31 @@ impl Debugger {
         Flow::Go
     }
 
-    /// `watch EXPR`: a data breakpoint, which stepd does not offer.
+    /// `watch EXPR`: a data breakpoint on the value, for this session; the
+    /// adapter's word when it cannot watch it (debugpy has no data
+    /// breakpoints).
     pub(super) async fn watch(&mut self, expression: &str) {
-        self.unavailable(
-            "watch",
-            "data breakpoints",
-            "supportsDataBreakpoints",
-            &format!(
-                "display {expression} shows it at every stop; b LINE if COND stops on a condition."
-            ),
-        )
-        .await;
+        let spec = BreakpointSpec {
+            location: Some(Location::Data(DataLocation {
+                expression: expression.to_owned(),
+                access: DataAccess::Write.into(),
+            })),
+            label_selector: self.scope.selector(),
+            ..Default::default()
+        };
+        let added = client!(BreakpointServiceClient, self.channel.clone())
+            .add_breakpoint(AddBreakpointRequest { spec: Some(spec) })
+            .await;
+        let bp = match added {
+            Ok(r) => r.into_inner().breakpoint.unwrap_or_default(),
+            Err(status) => return self.error(&format!("error: {}", status.message())),
+        };
+        self.print(format!(
+            "watchpoint {} on {expression} ({}); its placement follows",
+            bp.id,
+            self.scope.whose(false)
+        ));
+        self.scope.own.insert(bp.id.clone());
+        self.added.insert(bp.id);
     }
 }

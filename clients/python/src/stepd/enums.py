@@ -17,6 +17,7 @@ __all__ = [
     "BreakpointChange",
     "CheckStatus",
     "CommandKind",
+    "DataAccess",
     "DisconnectMode",
     "EndReason",
     "ErrorReason",
@@ -154,6 +155,22 @@ class CommandKind(NamedEnum):
 
     JUMP = 18
     """DAP: move the paused thread to another line of its frame without running the lines between, and stop there again (reason GOTO); pdb's `jump`. Offered where the adapter has DAP's `goto` (debugpy, lldb-dap), never for probes."""
+
+
+class DataAccess(NamedEnum):
+    """Which accesses of a watched value stop."""
+
+    UNSPECIFIED = 0
+    """A write (the default)."""
+
+    READ = 1
+    """A read."""
+
+    WRITE = 2
+    """A write."""
+
+    READ_WRITE = 3
+    """A read or a write."""
 
 
 class DisconnectMode(NamedEnum):
@@ -517,6 +534,7 @@ BY_PROTO_NAME: dict[str, type[NamedEnum]] = {
     "stepd.v1.BreakpointChange": BreakpointChange,
     "stepd.v1.CheckStatus": CheckStatus,
     "stepd.v1.CommandKind": CommandKind,
+    "stepd.v1.DataAccess": DataAccess,
     "stepd.v1.DisconnectMode": DisconnectMode,
     "stepd.v1.EndReason": EndReason,
     "stepd.v1.ErrorReason": ErrorReason,

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use stepd_proto::v1::{
     Breakpoint, BreakpointAction, BreakpointChange, BreakpointPlacement, BreakpointStatus,
-    BreakpointUpdated, Notification, NotificationLevel, breakpoint_spec::Location, event::Payload,
+    BreakpointUpdated, DataAccess, Notification, NotificationLevel, breakpoint_spec::Location,
+    event::Payload,
 };
 
 use super::{Actor, steering::HERE_BREAKPOINT};
@@ -14,7 +15,9 @@ use crate::capability::Capability;
 use crate::session::stop;
 use crate::{
     client::DapError,
-    messages::{self, BreakpointsResponse, EvaluateResponse, StackTraceResponse},
+    messages::{
+        self, BreakpointsResponse, DataBreakpointInfoResponse, EvaluateResponse, StackTraceResponse,
+    },
 };
 use stepd_core::breakpoints::log_message;
 use stepd_core::{
@@ -33,6 +36,7 @@ impl Actor {
         let mut by_file: HashMap<String, Vec<&Breakpoint>> = HashMap::new();
         let mut functions = Vec::new();
         let mut filters: Vec<(String, &Breakpoint)> = Vec::new();
+        let mut data = Vec::new();
         for bp in &live {
             match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
                 Some(Location::Source(src)) => {
@@ -42,6 +46,7 @@ impl Actor {
                 Some(Location::Exception(e)) => {
                     filters.extend(e.filter_ids.iter().map(|f| (f.clone(), bp)));
                 }
+                Some(Location::Data(_)) => data.push(bp),
                 _ => {}
             }
         }
@@ -59,6 +64,126 @@ impl Actor {
         }
         if !filters.is_empty() {
             placements.extend(self.place_exception_filters(&filters).await);
+        }
+        placements.extend(self.place_data(&data).await);
+        placements
+    }
+
+    /// Data breakpoints the session could not place while it ran, placed
+    /// now that it stopped in a frame their expressions can be read in.
+    pub(super) async fn place_pending_data(&mut self) {
+        if !self.data_pending {
+            return;
+        }
+        let live = self.live_breakpoints().await;
+        let data: Vec<&Breakpoint> = live
+            .iter()
+            .filter(|b| {
+                matches!(
+                    b.spec.as_ref().and_then(|s| s.location.as_ref()),
+                    Some(Location::Data(_))
+                )
+            })
+            .collect();
+        for placement in self.place_data(&data).await {
+            self.publish_status(&placement);
+        }
+    }
+
+    /// The data breakpoints: each expression resolved in the latest stop's
+    /// top frame (`dataBreakpointInfo`), then all set at once. Without a
+    /// stop they wait for the next one; an adapter without data breakpoints
+    /// leaves them unbound and says so.
+    async fn place_data(&mut self, data: &[&Breakpoint]) -> Vec<BreakpointPlacement> {
+        self.data_pending = false;
+        if data.is_empty() {
+            if self.applied_data {
+                let _ = self
+                    .client
+                    .request("setDataBreakpoints", json!({"breakpoints": []}))
+                    .await;
+                self.applied_data = false;
+            }
+            return Vec::new();
+        }
+        if !self.shared.supports(Capability::DataBreakpoints) {
+            let error =
+                DapError::Failed(format!("{} has no data breakpoints", self.adapter.name()));
+            return data
+                .iter()
+                .map(|bp| self.placement(bp, 0, None, Some(&error)))
+                .collect();
+        }
+        let frame = *self
+            .shared
+            .latest_frame
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some((_, frame_id)) = frame.filter(|_| !self.book.is_empty()) else {
+            self.data_pending = true;
+            let waiting = messages::Breakpoint {
+                message: Some("placed at the session's next stop".into()),
+                ..Default::default()
+            };
+            return data
+                .iter()
+                .map(|bp| self.placement(bp, 0, Some(waiting.clone()), None))
+                .collect();
+        };
+        let mut placements = Vec::new();
+        let mut resolved: Vec<(&Breakpoint, String)> = Vec::new();
+        for bp in data {
+            let Some(Location::Data(d)) = bp.spec.as_ref().and_then(|s| s.location.as_ref()) else {
+                continue;
+            };
+            let info: Result<DataBreakpointInfoResponse, _> = self
+                .client
+                .call(
+                    "dataBreakpointInfo",
+                    json!({"name": d.expression, "frameId": frame_id}),
+                )
+                .await;
+            match info {
+                Ok(DataBreakpointInfoResponse {
+                    data_id: Some(id), ..
+                }) => resolved.push((bp, id)),
+                Ok(info) => {
+                    let error = DapError::Failed(format!(
+                        "{} cannot watch {}: {}",
+                        self.adapter.name(),
+                        d.expression,
+                        info.description.unwrap_or_default()
+                    ));
+                    placements.push(self.placement(bp, 0, None, Some(&error)));
+                }
+                Err(error) => placements.push(self.placement(bp, 0, None, Some(&error))),
+            }
+        }
+        let entries: Vec<_> = resolved
+            .iter()
+            .map(|(bp, id)| {
+                let access = match bp.spec.as_ref().and_then(|s| s.location.as_ref()) {
+                    Some(Location::Data(d)) => match DataAccess::try_from(d.access) {
+                        Ok(DataAccess::Read) => "read",
+                        Ok(DataAccess::ReadWrite) => "readWrite",
+                        _ => "write",
+                    },
+                    _ => "write",
+                };
+                json!({"dataId": id, "accessType": access})
+            })
+            .collect();
+        let result: Result<BreakpointsResponse, _> = self
+            .client
+            .call("setDataBreakpoints", json!({"breakpoints": entries}))
+            .await;
+        self.applied_data = !entries.is_empty();
+        for (i, (bp, _)) in resolved.iter().enumerate() {
+            let placed = result
+                .as_ref()
+                .ok()
+                .and_then(|b| b.breakpoints.get(i).cloned());
+            placements.push(self.placement(bp, 0, placed, result.as_ref().err()));
         }
         placements
     }

@@ -74,8 +74,10 @@ pub(super) fn judge(facts: StopFacts) -> Judged {
     // An exception stop that names exception breakpoints is judged like a
     // breakpoint stop: when none of them stops (a condition not met), it
     // is silent.
-    let breakpoint_stop = reason == PauseReason::Breakpoint
-        || (reason == PauseReason::Exception && !named.is_empty());
+    let breakpoint_stop = matches!(
+        reason,
+        PauseReason::Breakpoint | PauseReason::DataBreakpoint
+    ) || (reason == PauseReason::Exception && !named.is_empty());
     // A breakpoint stop that names breakpoints, none of which stop (a
     // condition not met, a LOG point, one removed meanwhile); the run-to
     // target alone is not such a breakpoint.

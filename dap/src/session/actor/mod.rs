@@ -103,6 +103,11 @@ pub struct Actor {
     /// The exception breakpoints placed, with the filters of each the
     /// adapter offers: an exception stop is judged by their verdicts.
     exception_breakpoints: Vec<(String, Vec<String>)>,
+    /// Data breakpoints were sent to the adapter (to clear them when none
+    /// applies any more).
+    applied_data: bool,
+    /// Data breakpoints wait for a stop to be placed in (`place_data`).
+    data_pending: bool,
     debuggee_pid: Option<u32>,
     /// The debuggee watched for an end its adapter would not report
     /// (`AdapterKind::misses_debuggee_death_while_stopped`).
@@ -199,6 +204,8 @@ impl Actor {
             applied_functions: false,
             applied_exceptions: false,
             exception_breakpoints: Vec::new(),
+            applied_data: false,
+            data_pending: false,
             debuggee_pid: None,
             debuggee_watch: None,
         }

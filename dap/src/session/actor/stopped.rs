@@ -110,14 +110,21 @@ impl Actor {
             self.placed.named_by(
                 &event.hit_breakpoint_ids,
                 top.location.as_ref().map(|at| (at.path.as_str(), at.line)),
-                reason == PauseReason::Breakpoint || landed,
+                matches!(
+                    reason,
+                    PauseReason::Breakpoint | PauseReason::DataBreakpoint
+                ) || landed,
             )
         };
         // The breakpoints' verdicts come first: LOG and SNAPSHOT are carried
         // out whatever the stop turns out to be, and one that stops ends any
         // step, trace or run-to in flight. Modes that skip breakpoints (OUT
         // with force, HERE with force) neither count nor carry them out.
-        let stops = if (reason == PauseReason::Breakpoint || landed || exception)
+        let named_stop = matches!(
+            reason,
+            PauseReason::Breakpoint | PauseReason::DataBreakpoint
+        );
+        let stops = if (named_stop || landed || exception)
             && !named.is_empty()
             && self.mode.honours_breakpoints()
         {
@@ -196,11 +203,10 @@ impl Actor {
                 self.exec.pause_answered();
                 self.say_run_cut_short(seen.thread_id);
                 self.end_mode().await;
-                // An exception breakpoint's stop stays an exception stop.
-                let reason = if seen.reason == PauseReason::Exception {
-                    PauseReason::Exception
-                } else {
-                    PauseReason::Breakpoint
+                // An exception or data breakpoint's stop keeps its reason.
+                let reason = match seen.reason {
+                    PauseReason::Exception | PauseReason::DataBreakpoint => seen.reason,
+                    _ => PauseReason::Breakpoint,
                 };
                 Some((reason, stops))
             }
@@ -305,6 +311,7 @@ impl Actor {
             PauseCtx { frame_id, depth },
             event.all_threads_stopped,
         );
+        self.place_pending_data().await;
         // The reply carries the book's copy: masked, with its trace ids.
         let pause = self.book.kept(&key);
         StableState {

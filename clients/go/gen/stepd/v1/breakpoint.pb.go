@@ -81,6 +81,63 @@ func (BreakpointAction) EnumDescriptor() ([]byte, []int) {
 	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{0}
 }
 
+// Which accesses of a watched value stop.
+type DataAccess int32
+
+const (
+	// A write (the default).
+	DataAccess_DATA_ACCESS_UNSPECIFIED DataAccess = 0
+	// A read.
+	DataAccess_DATA_ACCESS_READ DataAccess = 1
+	// A write.
+	DataAccess_DATA_ACCESS_WRITE DataAccess = 2
+	// A read or a write.
+	DataAccess_DATA_ACCESS_READ_WRITE DataAccess = 3
+)
+
+// Enum value maps for DataAccess.
+var (
+	DataAccess_name = map[int32]string{
+		0: "DATA_ACCESS_UNSPECIFIED",
+		1: "DATA_ACCESS_READ",
+		2: "DATA_ACCESS_WRITE",
+		3: "DATA_ACCESS_READ_WRITE",
+	}
+	DataAccess_value = map[string]int32{
+		"DATA_ACCESS_UNSPECIFIED": 0,
+		"DATA_ACCESS_READ":        1,
+		"DATA_ACCESS_WRITE":       2,
+		"DATA_ACCESS_READ_WRITE":  3,
+	}
+)
+
+func (x DataAccess) Enum() *DataAccess {
+	p := new(DataAccess)
+	*p = x
+	return p
+}
+
+func (x DataAccess) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataAccess) Descriptor() protoreflect.EnumDescriptor {
+	return file_stepd_v1_breakpoint_proto_enumTypes[1].Descriptor()
+}
+
+func (DataAccess) Type() protoreflect.EnumType {
+	return &file_stepd_v1_breakpoint_proto_enumTypes[1]
+}
+
+func (x DataAccess) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DataAccess.Descriptor instead.
+func (DataAccess) EnumDescriptor() ([]byte, []int) {
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{1}
+}
+
 // A line in a source file.
 type SourceLocation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -191,6 +248,65 @@ func (x *FunctionLocation) GetName() string {
 	return ""
 }
 
+// A data breakpoint (a watchpoint): stop when a value is written or read.
+// The value is named by an expression the adapter resolves in a stopped
+// frame (DAP `dataBreakpointInfo`), so a session places it at a stop: one
+// added while the session runs is placed at its next stop. Where the
+// adapter has no data breakpoints (debugpy) it is unbound and says so.
+type DataLocation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The value to watch, e.g. "total" or "p.x", in the paused frame's scope. Required.
+	Expression string `protobuf:"bytes,1,opt,name=expression,proto3" json:"expression,omitempty"`
+	// What access stops; UNSPECIFIED = a write.
+	Access        DataAccess `protobuf:"varint,2,opt,name=access,proto3,enum=stepd.v1.DataAccess" json:"access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DataLocation) Reset() {
+	*x = DataLocation{}
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DataLocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DataLocation) ProtoMessage() {}
+
+func (x *DataLocation) ProtoReflect() protoreflect.Message {
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DataLocation.ProtoReflect.Descriptor instead.
+func (*DataLocation) Descriptor() ([]byte, []int) {
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DataLocation) GetExpression() string {
+	if x != nil {
+		return x.Expression
+	}
+	return ""
+}
+
+func (x *DataLocation) GetAccess() DataAccess {
+	if x != nil {
+		return x.Access
+	}
+	return DataAccess_DATA_ACCESS_UNSPECIFIED
+}
+
 // Exception breakpoints: the adapter's exception filters to enable.
 type ExceptionFilters struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -202,7 +318,7 @@ type ExceptionFilters struct {
 
 func (x *ExceptionFilters) Reset() {
 	*x = ExceptionFilters{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[2]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +330,7 @@ func (x *ExceptionFilters) String() string {
 func (*ExceptionFilters) ProtoMessage() {}
 
 func (x *ExceptionFilters) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[2]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +343,7 @@ func (x *ExceptionFilters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExceptionFilters.ProtoReflect.Descriptor instead.
 func (*ExceptionFilters) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{2}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExceptionFilters) GetFilterIds() []string {
@@ -255,7 +371,7 @@ type ProbeMatch struct {
 
 func (x *ProbeMatch) Reset() {
 	*x = ProbeMatch{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[3]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -267,7 +383,7 @@ func (x *ProbeMatch) String() string {
 func (*ProbeMatch) ProtoMessage() {}
 
 func (x *ProbeMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[3]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -280,7 +396,7 @@ func (x *ProbeMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeMatch.ProtoReflect.Descriptor instead.
 func (*ProbeMatch) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{3}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProbeMatch) GetPointKind() string {
@@ -319,7 +435,7 @@ type BaggageEntry struct {
 
 func (x *BaggageEntry) Reset() {
 	*x = BaggageEntry{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[4]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +447,7 @@ func (x *BaggageEntry) String() string {
 func (*BaggageEntry) ProtoMessage() {}
 
 func (x *BaggageEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[4]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +460,7 @@ func (x *BaggageEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaggageEntry.ProtoReflect.Descriptor instead.
 func (*BaggageEntry) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{4}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BaggageEntry) GetKey() string {
@@ -372,6 +488,7 @@ type BreakpointSpec struct {
 	//	*BreakpointSpec_Function
 	//	*BreakpointSpec_Exception
 	//	*BreakpointSpec_Probe
+	//	*BreakpointSpec_Data
 	Location isBreakpointSpec_Location `protobuf_oneof:"location"`
 	// Whether the breakpoint applies. Unset on add means enabled; stored breakpoints always have it set.
 	Enabled *bool `protobuf:"varint,5,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
@@ -397,7 +514,7 @@ type BreakpointSpec struct {
 
 func (x *BreakpointSpec) Reset() {
 	*x = BreakpointSpec{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[5]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +526,7 @@ func (x *BreakpointSpec) String() string {
 func (*BreakpointSpec) ProtoMessage() {}
 
 func (x *BreakpointSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[5]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,7 +539,7 @@ func (x *BreakpointSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakpointSpec.ProtoReflect.Descriptor instead.
 func (*BreakpointSpec) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{5}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BreakpointSpec) GetLocation() isBreakpointSpec_Location {
@@ -463,6 +580,15 @@ func (x *BreakpointSpec) GetProbe() *ProbeMatch {
 	if x != nil {
 		if x, ok := x.Location.(*BreakpointSpec_Probe); ok {
 			return x.Probe
+		}
+	}
+	return nil
+}
+
+func (x *BreakpointSpec) GetData() *DataLocation {
+	if x != nil {
+		if x, ok := x.Location.(*BreakpointSpec_Data); ok {
+			return x.Data
 		}
 	}
 	return nil
@@ -555,6 +681,11 @@ type BreakpointSpec_Probe struct {
 	Probe *ProbeMatch `protobuf:"bytes,4,opt,name=probe,proto3,oneof"`
 }
 
+type BreakpointSpec_Data struct {
+	// A watched value (DAP sessions whose adapter has data breakpoints).
+	Data *DataLocation `protobuf:"bytes,14,opt,name=data,proto3,oneof"`
+}
+
 func (*BreakpointSpec_Source) isBreakpointSpec_Location() {}
 
 func (*BreakpointSpec_Function) isBreakpointSpec_Location() {}
@@ -562,6 +693,8 @@ func (*BreakpointSpec_Function) isBreakpointSpec_Location() {}
 func (*BreakpointSpec_Exception) isBreakpointSpec_Location() {}
 
 func (*BreakpointSpec_Probe) isBreakpointSpec_Location() {}
+
+func (*BreakpointSpec_Data) isBreakpointSpec_Location() {}
 
 // A stored breakpoint.
 type Breakpoint struct {
@@ -589,7 +722,7 @@ type Breakpoint struct {
 
 func (x *Breakpoint) Reset() {
 	*x = Breakpoint{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[6]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +734,7 @@ func (x *Breakpoint) String() string {
 func (*Breakpoint) ProtoMessage() {}
 
 func (x *Breakpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[6]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +747,7 @@ func (x *Breakpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Breakpoint.ProtoReflect.Descriptor instead.
 func (*Breakpoint) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{6}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Breakpoint) GetId() string {
@@ -693,7 +826,7 @@ type BreakpointStatus struct {
 
 func (x *BreakpointStatus) Reset() {
 	*x = BreakpointStatus{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[7]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +838,7 @@ func (x *BreakpointStatus) String() string {
 func (*BreakpointStatus) ProtoMessage() {}
 
 func (x *BreakpointStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[7]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +851,7 @@ func (x *BreakpointStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakpointStatus.ProtoReflect.Descriptor instead.
 func (*BreakpointStatus) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{7}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BreakpointStatus) GetSessionId() string {
@@ -774,7 +907,7 @@ type ListBreakpointsRequest struct {
 
 func (x *ListBreakpointsRequest) Reset() {
 	*x = ListBreakpointsRequest{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[8]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +919,7 @@ func (x *ListBreakpointsRequest) String() string {
 func (*ListBreakpointsRequest) ProtoMessage() {}
 
 func (x *ListBreakpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[8]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +932,7 @@ func (x *ListBreakpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListBreakpointsRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{8}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListBreakpointsRequest) GetForLabels() map[string]string {
@@ -838,7 +971,7 @@ type ListBreakpointsResponse struct {
 
 func (x *ListBreakpointsResponse) Reset() {
 	*x = ListBreakpointsResponse{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[9]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +983,7 @@ func (x *ListBreakpointsResponse) String() string {
 func (*ListBreakpointsResponse) ProtoMessage() {}
 
 func (x *ListBreakpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[9]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +996,7 @@ func (x *ListBreakpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBreakpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListBreakpointsResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{9}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListBreakpointsResponse) GetBreakpoints() []*Breakpoint {
@@ -891,7 +1024,7 @@ type AddBreakpointRequest struct {
 
 func (x *AddBreakpointRequest) Reset() {
 	*x = AddBreakpointRequest{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[10]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1036,7 @@ func (x *AddBreakpointRequest) String() string {
 func (*AddBreakpointRequest) ProtoMessage() {}
 
 func (x *AddBreakpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[10]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1049,7 @@ func (x *AddBreakpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddBreakpointRequest.ProtoReflect.Descriptor instead.
 func (*AddBreakpointRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{10}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AddBreakpointRequest) GetSpec() *BreakpointSpec {
@@ -937,7 +1070,7 @@ type AddBreakpointResponse struct {
 
 func (x *AddBreakpointResponse) Reset() {
 	*x = AddBreakpointResponse{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[11]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1082,7 @@ func (x *AddBreakpointResponse) String() string {
 func (*AddBreakpointResponse) ProtoMessage() {}
 
 func (x *AddBreakpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[11]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1095,7 @@ func (x *AddBreakpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddBreakpointResponse.ProtoReflect.Descriptor instead.
 func (*AddBreakpointResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{11}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddBreakpointResponse) GetBreakpoint() *Breakpoint {
@@ -983,7 +1116,7 @@ type RemoveBreakpointRequest struct {
 
 func (x *RemoveBreakpointRequest) Reset() {
 	*x = RemoveBreakpointRequest{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[12]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1128,7 @@ func (x *RemoveBreakpointRequest) String() string {
 func (*RemoveBreakpointRequest) ProtoMessage() {}
 
 func (x *RemoveBreakpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[12]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1141,7 @@ func (x *RemoveBreakpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveBreakpointRequest.ProtoReflect.Descriptor instead.
 func (*RemoveBreakpointRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{12}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveBreakpointRequest) GetId() string {
@@ -1029,7 +1162,7 @@ type RemoveBreakpointResponse struct {
 
 func (x *RemoveBreakpointResponse) Reset() {
 	*x = RemoveBreakpointResponse{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[13]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1174,7 @@ func (x *RemoveBreakpointResponse) String() string {
 func (*RemoveBreakpointResponse) ProtoMessage() {}
 
 func (x *RemoveBreakpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[13]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1187,7 @@ func (x *RemoveBreakpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveBreakpointResponse.ProtoReflect.Descriptor instead.
 func (*RemoveBreakpointResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{13}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveBreakpointResponse) GetBreakpoint() *Breakpoint {
@@ -1079,7 +1212,7 @@ type UpdateBreakpointRequest struct {
 
 func (x *UpdateBreakpointRequest) Reset() {
 	*x = UpdateBreakpointRequest{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[14]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1224,7 @@ func (x *UpdateBreakpointRequest) String() string {
 func (*UpdateBreakpointRequest) ProtoMessage() {}
 
 func (x *UpdateBreakpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[14]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1237,7 @@ func (x *UpdateBreakpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBreakpointRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBreakpointRequest) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{14}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateBreakpointRequest) GetId() string {
@@ -1139,7 +1272,7 @@ type UpdateBreakpointResponse struct {
 
 func (x *UpdateBreakpointResponse) Reset() {
 	*x = UpdateBreakpointResponse{}
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[15]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1284,7 @@ func (x *UpdateBreakpointResponse) String() string {
 func (*UpdateBreakpointResponse) ProtoMessage() {}
 
 func (x *UpdateBreakpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stepd_v1_breakpoint_proto_msgTypes[15]
+	mi := &file_stepd_v1_breakpoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1297,7 @@ func (x *UpdateBreakpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBreakpointResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBreakpointResponse) Descriptor() ([]byte, []int) {
-	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{15}
+	return file_stepd_v1_breakpoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateBreakpointResponse) GetBreakpoint() *Breakpoint {
@@ -1184,7 +1317,12 @@ const file_stepd_v1_breakpoint_proto_rawDesc = "" +
 	"\x04line\x18\x02 \x01(\rR\x04line\x12\x16\n" +
 	"\x06column\x18\x03 \x01(\rR\x06column\"&\n" +
 	"\x10FunctionLocation\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"1\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\\\n" +
+	"\fDataLocation\x12\x1e\n" +
+	"\n" +
+	"expression\x18\x01 \x01(\tR\n" +
+	"expression\x12,\n" +
+	"\x06access\x18\x02 \x01(\x0e2\x14.stepd.v1.DataAccessR\x06access\"1\n" +
 	"\x10ExceptionFilters\x12\x1d\n" +
 	"\n" +
 	"filter_ids\x18\x01 \x03(\tR\tfilterIds\"z\n" +
@@ -1196,12 +1334,13 @@ const file_stepd_v1_breakpoint_proto_rawDesc = "" +
 	"\abaggage\x18\x03 \x03(\v2\x16.stepd.v1.BaggageEntryR\abaggage\"6\n" +
 	"\fBaggageEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xee\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x9c\x05\n" +
 	"\x0eBreakpointSpec\x122\n" +
 	"\x06source\x18\x01 \x01(\v2\x18.stepd.v1.SourceLocationH\x00R\x06source\x128\n" +
 	"\bfunction\x18\x02 \x01(\v2\x1a.stepd.v1.FunctionLocationH\x00R\bfunction\x12:\n" +
 	"\texception\x18\x03 \x01(\v2\x1a.stepd.v1.ExceptionFiltersH\x00R\texception\x12,\n" +
-	"\x05probe\x18\x04 \x01(\v2\x14.stepd.v1.ProbeMatchH\x00R\x05probe\x12\x1d\n" +
+	"\x05probe\x18\x04 \x01(\v2\x14.stepd.v1.ProbeMatchH\x00R\x05probe\x12,\n" +
+	"\x04data\x18\x0e \x01(\v2\x16.stepd.v1.DataLocationH\x00R\x04data\x12\x1d\n" +
 	"\aenabled\x18\x05 \x01(\bH\x01R\aenabled\x88\x01\x01\x12\x1c\n" +
 	"\tcondition\x18\x06 \x01(\tR\tcondition\x12#\n" +
 	"\rhit_condition\x18\a \x01(\tR\fhitCondition\x12%\n" +
@@ -1278,7 +1417,13 @@ const file_stepd_v1_breakpoint_proto_rawDesc = "" +
 	"\x1dBREAKPOINT_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16BREAKPOINT_ACTION_STOP\x10\x01\x12\x19\n" +
 	"\x15BREAKPOINT_ACTION_LOG\x10\x02\x12\x1e\n" +
-	"\x1aBREAKPOINT_ACTION_SNAPSHOT\x10\x032\xf3\x02\n" +
+	"\x1aBREAKPOINT_ACTION_SNAPSHOT\x10\x03*r\n" +
+	"\n" +
+	"DataAccess\x12\x1b\n" +
+	"\x17DATA_ACCESS_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10DATA_ACCESS_READ\x10\x01\x12\x15\n" +
+	"\x11DATA_ACCESS_WRITE\x10\x02\x12\x1a\n" +
+	"\x16DATA_ACCESS_READ_WRITE\x10\x032\xf3\x02\n" +
 	"\x11BreakpointService\x12V\n" +
 	"\x0fListBreakpoints\x12 .stepd.v1.ListBreakpointsRequest\x1a!.stepd.v1.ListBreakpointsResponse\x12P\n" +
 	"\rAddBreakpoint\x12\x1e.stepd.v1.AddBreakpointRequest\x1a\x1f.stepd.v1.AddBreakpointResponse\x12Y\n" +
@@ -1297,64 +1442,68 @@ func file_stepd_v1_breakpoint_proto_rawDescGZIP() []byte {
 	return file_stepd_v1_breakpoint_proto_rawDescData
 }
 
-var file_stepd_v1_breakpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_stepd_v1_breakpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_stepd_v1_breakpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_stepd_v1_breakpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_stepd_v1_breakpoint_proto_goTypes = []any{
 	(BreakpointAction)(0),            // 0: stepd.v1.BreakpointAction
-	(*SourceLocation)(nil),           // 1: stepd.v1.SourceLocation
-	(*FunctionLocation)(nil),         // 2: stepd.v1.FunctionLocation
-	(*ExceptionFilters)(nil),         // 3: stepd.v1.ExceptionFilters
-	(*ProbeMatch)(nil),               // 4: stepd.v1.ProbeMatch
-	(*BaggageEntry)(nil),             // 5: stepd.v1.BaggageEntry
-	(*BreakpointSpec)(nil),           // 6: stepd.v1.BreakpointSpec
-	(*Breakpoint)(nil),               // 7: stepd.v1.Breakpoint
-	(*BreakpointStatus)(nil),         // 8: stepd.v1.BreakpointStatus
-	(*ListBreakpointsRequest)(nil),   // 9: stepd.v1.ListBreakpointsRequest
-	(*ListBreakpointsResponse)(nil),  // 10: stepd.v1.ListBreakpointsResponse
-	(*AddBreakpointRequest)(nil),     // 11: stepd.v1.AddBreakpointRequest
-	(*AddBreakpointResponse)(nil),    // 12: stepd.v1.AddBreakpointResponse
-	(*RemoveBreakpointRequest)(nil),  // 13: stepd.v1.RemoveBreakpointRequest
-	(*RemoveBreakpointResponse)(nil), // 14: stepd.v1.RemoveBreakpointResponse
-	(*UpdateBreakpointRequest)(nil),  // 15: stepd.v1.UpdateBreakpointRequest
-	(*UpdateBreakpointResponse)(nil), // 16: stepd.v1.UpdateBreakpointResponse
-	nil,                              // 17: stepd.v1.ListBreakpointsRequest.ForLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 19: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),    // 20: google.protobuf.FieldMask
+	(DataAccess)(0),                  // 1: stepd.v1.DataAccess
+	(*SourceLocation)(nil),           // 2: stepd.v1.SourceLocation
+	(*FunctionLocation)(nil),         // 3: stepd.v1.FunctionLocation
+	(*DataLocation)(nil),             // 4: stepd.v1.DataLocation
+	(*ExceptionFilters)(nil),         // 5: stepd.v1.ExceptionFilters
+	(*ProbeMatch)(nil),               // 6: stepd.v1.ProbeMatch
+	(*BaggageEntry)(nil),             // 7: stepd.v1.BaggageEntry
+	(*BreakpointSpec)(nil),           // 8: stepd.v1.BreakpointSpec
+	(*Breakpoint)(nil),               // 9: stepd.v1.Breakpoint
+	(*BreakpointStatus)(nil),         // 10: stepd.v1.BreakpointStatus
+	(*ListBreakpointsRequest)(nil),   // 11: stepd.v1.ListBreakpointsRequest
+	(*ListBreakpointsResponse)(nil),  // 12: stepd.v1.ListBreakpointsResponse
+	(*AddBreakpointRequest)(nil),     // 13: stepd.v1.AddBreakpointRequest
+	(*AddBreakpointResponse)(nil),    // 14: stepd.v1.AddBreakpointResponse
+	(*RemoveBreakpointRequest)(nil),  // 15: stepd.v1.RemoveBreakpointRequest
+	(*RemoveBreakpointResponse)(nil), // 16: stepd.v1.RemoveBreakpointResponse
+	(*UpdateBreakpointRequest)(nil),  // 17: stepd.v1.UpdateBreakpointRequest
+	(*UpdateBreakpointResponse)(nil), // 18: stepd.v1.UpdateBreakpointResponse
+	nil,                              // 19: stepd.v1.ListBreakpointsRequest.ForLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 21: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),    // 22: google.protobuf.FieldMask
 }
 var file_stepd_v1_breakpoint_proto_depIdxs = []int32{
-	5,  // 0: stepd.v1.ProbeMatch.baggage:type_name -> stepd.v1.BaggageEntry
-	1,  // 1: stepd.v1.BreakpointSpec.source:type_name -> stepd.v1.SourceLocation
-	2,  // 2: stepd.v1.BreakpointSpec.function:type_name -> stepd.v1.FunctionLocation
-	3,  // 3: stepd.v1.BreakpointSpec.exception:type_name -> stepd.v1.ExceptionFilters
-	4,  // 4: stepd.v1.BreakpointSpec.probe:type_name -> stepd.v1.ProbeMatch
-	18, // 5: stepd.v1.BreakpointSpec.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 6: stepd.v1.BreakpointSpec.action:type_name -> stepd.v1.BreakpointAction
-	19, // 7: stepd.v1.BreakpointSpec.hold_limit:type_name -> google.protobuf.Duration
-	6,  // 8: stepd.v1.Breakpoint.spec:type_name -> stepd.v1.BreakpointSpec
-	18, // 9: stepd.v1.Breakpoint.created_at:type_name -> google.protobuf.Timestamp
-	18, // 10: stepd.v1.Breakpoint.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 11: stepd.v1.ListBreakpointsRequest.for_labels:type_name -> stepd.v1.ListBreakpointsRequest.ForLabelsEntry
-	7,  // 12: stepd.v1.ListBreakpointsResponse.breakpoints:type_name -> stepd.v1.Breakpoint
-	6,  // 13: stepd.v1.AddBreakpointRequest.spec:type_name -> stepd.v1.BreakpointSpec
-	7,  // 14: stepd.v1.AddBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
-	7,  // 15: stepd.v1.RemoveBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
-	6,  // 16: stepd.v1.UpdateBreakpointRequest.spec:type_name -> stepd.v1.BreakpointSpec
-	20, // 17: stepd.v1.UpdateBreakpointRequest.update_mask:type_name -> google.protobuf.FieldMask
-	7,  // 18: stepd.v1.UpdateBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
-	9,  // 19: stepd.v1.BreakpointService.ListBreakpoints:input_type -> stepd.v1.ListBreakpointsRequest
-	11, // 20: stepd.v1.BreakpointService.AddBreakpoint:input_type -> stepd.v1.AddBreakpointRequest
-	13, // 21: stepd.v1.BreakpointService.RemoveBreakpoint:input_type -> stepd.v1.RemoveBreakpointRequest
-	15, // 22: stepd.v1.BreakpointService.UpdateBreakpoint:input_type -> stepd.v1.UpdateBreakpointRequest
-	10, // 23: stepd.v1.BreakpointService.ListBreakpoints:output_type -> stepd.v1.ListBreakpointsResponse
-	12, // 24: stepd.v1.BreakpointService.AddBreakpoint:output_type -> stepd.v1.AddBreakpointResponse
-	14, // 25: stepd.v1.BreakpointService.RemoveBreakpoint:output_type -> stepd.v1.RemoveBreakpointResponse
-	16, // 26: stepd.v1.BreakpointService.UpdateBreakpoint:output_type -> stepd.v1.UpdateBreakpointResponse
-	23, // [23:27] is the sub-list for method output_type
-	19, // [19:23] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	1,  // 0: stepd.v1.DataLocation.access:type_name -> stepd.v1.DataAccess
+	7,  // 1: stepd.v1.ProbeMatch.baggage:type_name -> stepd.v1.BaggageEntry
+	2,  // 2: stepd.v1.BreakpointSpec.source:type_name -> stepd.v1.SourceLocation
+	3,  // 3: stepd.v1.BreakpointSpec.function:type_name -> stepd.v1.FunctionLocation
+	5,  // 4: stepd.v1.BreakpointSpec.exception:type_name -> stepd.v1.ExceptionFilters
+	6,  // 5: stepd.v1.BreakpointSpec.probe:type_name -> stepd.v1.ProbeMatch
+	4,  // 6: stepd.v1.BreakpointSpec.data:type_name -> stepd.v1.DataLocation
+	20, // 7: stepd.v1.BreakpointSpec.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 8: stepd.v1.BreakpointSpec.action:type_name -> stepd.v1.BreakpointAction
+	21, // 9: stepd.v1.BreakpointSpec.hold_limit:type_name -> google.protobuf.Duration
+	8,  // 10: stepd.v1.Breakpoint.spec:type_name -> stepd.v1.BreakpointSpec
+	20, // 11: stepd.v1.Breakpoint.created_at:type_name -> google.protobuf.Timestamp
+	20, // 12: stepd.v1.Breakpoint.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 13: stepd.v1.ListBreakpointsRequest.for_labels:type_name -> stepd.v1.ListBreakpointsRequest.ForLabelsEntry
+	9,  // 14: stepd.v1.ListBreakpointsResponse.breakpoints:type_name -> stepd.v1.Breakpoint
+	8,  // 15: stepd.v1.AddBreakpointRequest.spec:type_name -> stepd.v1.BreakpointSpec
+	9,  // 16: stepd.v1.AddBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
+	9,  // 17: stepd.v1.RemoveBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
+	8,  // 18: stepd.v1.UpdateBreakpointRequest.spec:type_name -> stepd.v1.BreakpointSpec
+	22, // 19: stepd.v1.UpdateBreakpointRequest.update_mask:type_name -> google.protobuf.FieldMask
+	9,  // 20: stepd.v1.UpdateBreakpointResponse.breakpoint:type_name -> stepd.v1.Breakpoint
+	11, // 21: stepd.v1.BreakpointService.ListBreakpoints:input_type -> stepd.v1.ListBreakpointsRequest
+	13, // 22: stepd.v1.BreakpointService.AddBreakpoint:input_type -> stepd.v1.AddBreakpointRequest
+	15, // 23: stepd.v1.BreakpointService.RemoveBreakpoint:input_type -> stepd.v1.RemoveBreakpointRequest
+	17, // 24: stepd.v1.BreakpointService.UpdateBreakpoint:input_type -> stepd.v1.UpdateBreakpointRequest
+	12, // 25: stepd.v1.BreakpointService.ListBreakpoints:output_type -> stepd.v1.ListBreakpointsResponse
+	14, // 26: stepd.v1.BreakpointService.AddBreakpoint:output_type -> stepd.v1.AddBreakpointResponse
+	16, // 27: stepd.v1.BreakpointService.RemoveBreakpoint:output_type -> stepd.v1.RemoveBreakpointResponse
+	18, // 28: stepd.v1.BreakpointService.UpdateBreakpoint:output_type -> stepd.v1.UpdateBreakpointResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_stepd_v1_breakpoint_proto_init() }
@@ -1362,19 +1511,20 @@ func file_stepd_v1_breakpoint_proto_init() {
 	if File_stepd_v1_breakpoint_proto != nil {
 		return
 	}
-	file_stepd_v1_breakpoint_proto_msgTypes[5].OneofWrappers = []any{
+	file_stepd_v1_breakpoint_proto_msgTypes[6].OneofWrappers = []any{
 		(*BreakpointSpec_Source)(nil),
 		(*BreakpointSpec_Function)(nil),
 		(*BreakpointSpec_Exception)(nil),
 		(*BreakpointSpec_Probe)(nil),
+		(*BreakpointSpec_Data)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stepd_v1_breakpoint_proto_rawDesc), len(file_stepd_v1_breakpoint_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   17,
+			NumEnums:      2,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -50,6 +50,34 @@ BREAKPOINT_ACTION_SNAPSHOT: BreakpointAction.ValueType  # 3
 """Capture the stack and locals within limits, emit them as an event, go on."""
 Global___BreakpointAction: _TypeAlias = BreakpointAction  # noqa: Y015
 
+class _DataAccess:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DataAccessEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DataAccess.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DATA_ACCESS_UNSPECIFIED: _DataAccess.ValueType  # 0
+    """A write (the default)."""
+    DATA_ACCESS_READ: _DataAccess.ValueType  # 1
+    """A read."""
+    DATA_ACCESS_WRITE: _DataAccess.ValueType  # 2
+    """A write."""
+    DATA_ACCESS_READ_WRITE: _DataAccess.ValueType  # 3
+    """A read or a write."""
+
+class DataAccess(_DataAccess, metaclass=_DataAccessEnumTypeWrapper):
+    """Which accesses of a watched value stop."""
+
+DATA_ACCESS_UNSPECIFIED: DataAccess.ValueType  # 0
+"""A write (the default)."""
+DATA_ACCESS_READ: DataAccess.ValueType  # 1
+"""A read."""
+DATA_ACCESS_WRITE: DataAccess.ValueType  # 2
+"""A write."""
+DATA_ACCESS_READ_WRITE: DataAccess.ValueType  # 3
+"""A read or a write."""
+Global___DataAccess: _TypeAlias = DataAccess  # noqa: Y015
+
 @_typing.final
 class SourceLocation(_message.Message):
     """A line in a source file."""
@@ -101,6 +129,37 @@ class FunctionLocation(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FunctionLocation: _TypeAlias = FunctionLocation  # noqa: Y015
+
+@_typing.final
+class DataLocation(_message.Message):
+    """A data breakpoint (a watchpoint): stop when a value is written or read.
+    The value is named by an expression the adapter resolves in a stopped
+    frame (DAP `dataBreakpointInfo`), so a session places it at a stop: one
+    added while the session runs is placed at its next stop. Where the
+    adapter has no data breakpoints (debugpy) it is unbound and says so.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXPRESSION_FIELD_NUMBER: _builtins.int
+    ACCESS_FIELD_NUMBER: _builtins.int
+    expression: _builtins.str
+    """The value to watch, e.g. "total" or "p.x", in the paused frame's scope. Required."""
+    access: Global___DataAccess.ValueType
+    """What access stops; UNSPECIFIED = a write."""
+    def __init__(
+        self,
+        *,
+        expression: _builtins.str = ...,
+        access: Global___DataAccess.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access", b"access", "expression", b"expression"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DataLocation: _TypeAlias = DataLocation  # noqa: Y015
 
 @_typing.final
 class ExceptionFilters(_message.Message):
@@ -201,6 +260,7 @@ class BreakpointSpec(_message.Message):
     FUNCTION_FIELD_NUMBER: _builtins.int
     EXCEPTION_FIELD_NUMBER: _builtins.int
     PROBE_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
     ENABLED_FIELD_NUMBER: _builtins.int
     CONDITION_FIELD_NUMBER: _builtins.int
     HIT_CONDITION_FIELD_NUMBER: _builtins.int
@@ -241,6 +301,10 @@ class BreakpointSpec(_message.Message):
         """A probe pause point (probe sessions)."""
 
     @_builtins.property
+    def data(self) -> Global___DataLocation:
+        """A watched value (DAP sessions whose adapter has data breakpoints)."""
+
+    @_builtins.property
     def expires_at(self) -> _timestamp_pb2.Timestamp:
         """After this instant the breakpoint stops applying. Must be in the future when set."""
 
@@ -255,6 +319,7 @@ class BreakpointSpec(_message.Message):
         function: Global___FunctionLocation | None = ...,
         exception: Global___ExceptionFilters | None = ...,
         probe: Global___ProbeMatch | None = ...,
+        data: Global___DataLocation | None = ...,
         enabled: _builtins.bool | None = ...,
         condition: _builtins.str = ...,
         hit_condition: _builtins.str = ...,
@@ -265,13 +330,13 @@ class BreakpointSpec(_message.Message):
         log_message: _builtins.str = ...,
         hold_limit: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "enabled", b"enabled", "exception", b"exception", "expires_at", b"expires_at", "function", b"function", "hold_limit", b"hold_limit", "location", b"location", "probe", b"probe", "source", b"source"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "data", b"data", "enabled", b"enabled", "exception", b"exception", "expires_at", b"expires_at", "function", b"function", "hold_limit", b"hold_limit", "location", b"location", "probe", b"probe", "source", b"source"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "action", b"action", "condition", b"condition", "enabled", b"enabled", "exception", b"exception", "expires_at", b"expires_at", "function", b"function", "hit_condition", b"hit_condition", "hold_limit", b"hold_limit", "label_selector", b"label_selector", "location", b"location", "log_message", b"log_message", "max_hits", b"max_hits", "probe", b"probe", "source", b"source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "action", b"action", "condition", b"condition", "data", b"data", "enabled", b"enabled", "exception", b"exception", "expires_at", b"expires_at", "function", b"function", "hit_condition", b"hit_condition", "hold_limit", b"hold_limit", "label_selector", b"label_selector", "location", b"location", "log_message", b"log_message", "max_hits", b"max_hits", "probe", b"probe", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__enabled: _TypeAlias = _typing.Literal["enabled"]  # noqa: Y015
     _WhichOneofArgType__enabled: _TypeAlias = _typing.Literal["_enabled", b"_enabled"]  # noqa: Y015
-    _WhichOneofReturnType_location: _TypeAlias = _typing.Literal["source", "function", "exception", "probe"]  # noqa: Y015
+    _WhichOneofReturnType_location: _TypeAlias = _typing.Literal["source", "function", "exception", "probe", "data"]  # noqa: Y015
     _WhichOneofArgType_location: _TypeAlias = _typing.Literal["location", b"location"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__enabled) -> _WhichOneofReturnType__enabled | None: ...
