@@ -110,10 +110,7 @@ impl Actor {
             self.placed.named_by(
                 &event.hit_breakpoint_ids,
                 top.location.as_ref().map(|at| (at.path.as_str(), at.line)),
-                matches!(
-                    reason,
-                    PauseReason::Breakpoint | PauseReason::DataBreakpoint
-                ) || landed,
+                reason == PauseReason::Breakpoint || landed,
             )
         };
         // The breakpoints' verdicts come first: LOG and SNAPSHOT are carried
@@ -178,7 +175,9 @@ impl Actor {
         Top {
             frame_id: top.map(|f| f.id),
             location: top.map(|f| stop::location(self.adapter.kind, f)),
-            name: top.map(|f| f.name.clone()).unwrap_or_default(),
+            name: top
+                .map(|f| crate::names::readable(self.adapter.kind, &f.name).0)
+                .unwrap_or_default(),
             hint: top
                 .and_then(|f| f.presentation_hint.clone())
                 .unwrap_or_default(),
