@@ -636,6 +636,40 @@ pub mod dap {
         }
     }
 
+    /// Answers every pause of `session_id` with CONTINUE until the session
+    /// ends; the pauses, in order, the end, and the program's output.
+    pub async fn continue_to_the_end(
+        daemon: &Daemon,
+        sub: &mut Subscription,
+        session_id: &str,
+    ) -> (Vec<Pause>, stepd_proto::v1::SessionEnded, String) {
+        let mut pauses = Vec::new();
+        let end = loop {
+            let event = sub
+                .wait_for("a pause or the end", |e| {
+                    e.session_id == session_id
+                        && matches!(
+                            e.payload,
+                            Some(Payload::Stopped(_) | Payload::SessionEnded(_))
+                        )
+                })
+                .await;
+            match event.payload {
+                Some(Payload::Stopped(stopped)) => {
+                    let pause = stopped.pause.expect("a pause");
+                    answer(daemon, &pause.key, Command::Resume(Default::default()))
+                        .await
+                        .expect("continue");
+                    pauses.push(pause);
+                }
+                Some(Payload::SessionEnded(end)) => break end,
+                _ => unreachable!(),
+            }
+        };
+        let output = output_text(daemon, session_id).await;
+        (pauses, end, output)
+    }
+
     /// The session_ended event of a session. Should the event fall into a
     /// gap (a slow test machine), the snapshot that follows the gap tells the
     /// same story, and an equivalent event is made from it.

@@ -6,7 +6,7 @@
 use stepd_e2e::{Daemon, Subscription, dap, fixture, watched};
 use stepd_proto::v1::{
     BreakpointAction, BreakpointSpec, EndReason, ExceptionFilters, Pause, PauseReason,
-    breakpoint_spec::Location, event::Payload,
+    breakpoint_spec::Location,
 };
 
 fn on_raise(filter: &str) -> BreakpointSpec {
@@ -26,37 +26,8 @@ async fn pauses_until_the_end(daemon: &Daemon, sub: &mut Subscription) -> (Vec<P
         .await
         .session
         .unwrap();
-    let mut pauses = Vec::new();
-    loop {
-        let event = sub
-            .wait_for("a pause or the end", |e| {
-                e.session_id == session.id
-                    && matches!(
-                        e.payload,
-                        Some(Payload::Stopped(_) | Payload::SessionEnded(_))
-                    )
-            })
-            .await;
-        match event.payload {
-            Some(Payload::Stopped(stopped)) => {
-                let pause = stopped.pause.expect("a pause");
-                dap::answer(
-                    daemon,
-                    &pause.key,
-                    stepd_proto::v1::debug_command::Command::Resume(Default::default()),
-                )
-                .await
-                .unwrap();
-                pauses.push(pause);
-            }
-            Some(Payload::SessionEnded(end)) => {
-                assert_eq!(end.reason, EndReason::Exited as i32, "{end:?}");
-                break;
-            }
-            _ => unreachable!(),
-        }
-    }
-    let output = dap::output_text(daemon, &session.id).await;
+    let (pauses, end, output) = dap::continue_to_the_end(daemon, sub, &session.id).await;
+    assert_eq!(end.reason, EndReason::Exited as i32, "{end:?}");
     (pauses, output)
 }
 

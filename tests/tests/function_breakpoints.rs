@@ -5,7 +5,7 @@
 use stepd_e2e::{Daemon, Subscription, dap, fixture, watched};
 use stepd_proto::v1::{
     BreakpointAction, BreakpointSpec, EndReason, FunctionLocation, LaunchRequest, Pause,
-    breakpoint_spec::Location, debug_command::Command, event::Payload,
+    breakpoint_spec::Location,
 };
 
 fn on_function(name: &str) -> BreakpointSpec {
@@ -40,33 +40,8 @@ async fn run(daemon: &Daemon, sub: &mut Subscription, adapter: &str) -> (Vec<Pau
     .await
     .session
     .unwrap();
-    let mut pauses = Vec::new();
-    loop {
-        let event = sub
-            .wait_for("a pause or the end", |e| {
-                e.session_id == session.id
-                    && matches!(
-                        e.payload,
-                        Some(Payload::Stopped(_) | Payload::SessionEnded(_))
-                    )
-            })
-            .await;
-        match event.payload {
-            Some(Payload::Stopped(stopped)) => {
-                let pause = stopped.pause.unwrap();
-                dap::answer(daemon, &pause.key, Command::Resume(Default::default()))
-                    .await
-                    .unwrap();
-                pauses.push(pause);
-            }
-            Some(Payload::SessionEnded(end)) => {
-                assert_ne!(end.reason, EndReason::AdapterDied as i32, "{end:?}");
-                break;
-            }
-            _ => unreachable!(),
-        }
-    }
-    let output = dap::output_text(daemon, &session.id).await;
+    let (pauses, end, output) = dap::continue_to_the_end(daemon, sub, &session.id).await;
+    assert_ne!(end.reason, EndReason::AdapterDied as i32, "{end:?}");
     (pauses, output)
 }
 

@@ -2,7 +2,18 @@
 //! and kept, answers noted, output and stops in the order they happened, the
 //! session's end.
 
-use super::*;
+use std::{collections::HashSet, time::Instant};
+
+use stepd_proto::v1::{BreakpointChange, Event, Pause, SessionEnded, SessionState, event::Payload};
+
+use super::{Debugger, Flow, STOP_GRACE, Waiting, expects_expression, merge_part};
+use crate::{
+    colour,
+    render::{
+        events,
+        pauses::{display, inspect_lines, where_text},
+    },
+};
 
 impl Debugger {
     pub(super) fn on_event(&mut self, event: Event) -> Flow {

@@ -21,12 +21,12 @@ use std::{
 
 use clap::Args;
 use stepd_proto::v1::{
-    AddBreakpointRequest, BreakpointChange, BreakpointSpec, CommandKind, DebugCommand, DebugInput,
-    Event, GetSessionRequest, ListSessionsRequest, NoWait, Pause, PauseRequest, SessionEnded,
-    SessionState, SubscribeRequest, SubscribeResponse, Watch,
-    breakpoint_service_client::BreakpointServiceClient, breakpoint_spec::Location,
-    debug_command::Command, event::Payload, event_service_client::EventServiceClient,
-    pause_request, session_service_client::SessionServiceClient, subscribe_request::Message,
+    AddBreakpointRequest, BreakpointSpec, CommandKind, DebugCommand, DebugInput, Event,
+    GetSessionRequest, ListSessionsRequest, NoWait, Pause, PauseRequest, SessionState,
+    SubscribeRequest, SubscribeResponse, Watch, breakpoint_service_client::BreakpointServiceClient,
+    breakpoint_spec::Location, debug_command::Command, event::Payload,
+    event_service_client::EventServiceClient, pause_request,
+    session_service_client::SessionServiceClient, subscribe_request::Message,
 };
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
@@ -44,7 +44,7 @@ use crate::{
     line_editor::{History, Input, Terminal, Vocabulary},
     render::{
         events,
-        pauses::{commands_text, display, inspect_lines, reason_text, where_text},
+        pauses::{commands_text, reason_text, where_text},
         sessions::{end_text, placements, session_line},
     },
 };
