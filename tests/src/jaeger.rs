@@ -18,7 +18,7 @@ use crate::{DEADLINE, Daemon, TempDir, repo_root};
 
 /// A Jaeger all-in-one for one test, killed when dropped.
 pub struct Jaeger {
-    _child: Child,
+    child: Child,
     _dir: TempDir,
     /// The OTLP gRPC port.
     pub otlp: u16,
@@ -53,8 +53,21 @@ fn jaeger_bin() -> PathBuf {
 }
 
 impl Jaeger {
-    /// Starts Jaeger; a missing Jaeger fails the test.
+    /// Starts Jaeger; a missing Jaeger fails the test. The ports are free
+    /// when asked but may be taken before Jaeger binds them (other tests
+    /// start daemons meanwhile): a Jaeger that exits is started again on
+    /// other ports, a few times.
     pub async fn start() -> Self {
+        for _ in 0..4 {
+            if let Some(jaeger) = Self::start_once().await {
+                return jaeger;
+            }
+        }
+        panic!("Jaeger exited at start four times (its ports taken?)");
+    }
+
+    /// One start: None when Jaeger exited before it was ready.
+    async fn start_once() -> Option<Self> {
         let bin = jaeger_bin();
         let template =
             std::fs::read_to_string(repo_root().join("tests/fixtures/jaeger/config.yaml.in"))
@@ -75,8 +88,8 @@ impl Jaeger {
             .kill_on_drop(true)
             .spawn()
             .expect("start jaeger");
-        let jaeger = Self {
-            _child: child,
+        let mut jaeger = Self {
+            child: child,
             _dir: dir,
             otlp,
             query,
@@ -88,7 +101,10 @@ impl Jaeger {
                     .get("/api/services")
                     .is_some_and(|(code, _)| code == 200);
             if ready {
-                return jaeger;
+                return Some(jaeger);
+            }
+            if jaeger.child.try_wait().ok().flatten().is_some() {
+                return None;
             }
             assert!(
                 Instant::now() < deadline,
