@@ -89,7 +89,7 @@ impl Jaeger {
             .spawn()
             .expect("start jaeger");
         let mut jaeger = Self {
-            child: child,
+            child,
             _dir: dir,
             otlp,
             query,
