@@ -292,3 +292,32 @@ async fn jump_is_refused_where_the_adapter_cannot_and_the_pause_stays() {
     );
     daemon.stop().await;
 }
+
+/// `until` meets a breakpoint: one on the way stops the run first, as in
+/// pdb, and the run is over (CONTINUE then goes to the next hit).
+#[tokio::test]
+async fn until_stops_first_at_a_breakpoint_on_the_way() {
+    let (daemon, mut sub) = watched().await;
+    let path = fixture("python/until.py");
+    let (session, pause) = start(&daemon, &mut sub, "loop").await;
+    let body = line_of(&path, "body");
+    dap::add_breakpoint(&daemon, source_spec(path.to_str().unwrap(), body)).await;
+    answer(&daemon, &pause.key, until(line_of(&path, "never")))
+        .await
+        .unwrap();
+    let at = dap::next_pause(&mut sub, &session).await;
+    assert_eq!(at.reason, PauseReason::Breakpoint as i32, "{at:?}");
+    assert_eq!(at.location.as_ref().unwrap().line, body);
+    assert_eq!(dap::local(&at, "i"), "0");
+    answer(
+        &daemon,
+        &at.key,
+        Command::Resume(stepd_proto::v1::ContinueCommand {}),
+    )
+    .await
+    .unwrap();
+    let next = dap::next_pause(&mut sub, &session).await;
+    assert_eq!(next.reason, PauseReason::Breakpoint as i32, "{next:?}");
+    assert_eq!(dap::local(&next, "i"), "1", "the until run is over");
+    daemon.stop().await;
+}
