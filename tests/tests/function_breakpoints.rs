@@ -134,3 +134,33 @@ async fn a_field_no_dap_breakpoint_can_carry_out_is_refused() {
     assert!(listed.is_empty(), "a refused breakpoint is not stored");
     daemon.stop().await;
 }
+
+/// A launch field the adapter cannot carry out is refused before anything
+/// starts: dlv always steps into every package.
+#[tokio::test]
+async fn just_my_code_is_refused_where_the_adapter_cannot_keep_to_your_code() {
+    let daemon = Daemon::start(&[]).await;
+    let mut sessions = dap::sessions(&daemon).await;
+    let err = sessions
+        .launch(LaunchRequest {
+            adapter: "dlv".into(),
+            program: fixture("build/go-hello").to_str().unwrap().into(),
+            just_my_code: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert_eq!(stepd_e2e::violated_fields(&err), ["just_my_code"]);
+    let listed = sessions
+        .list_sessions(stepd_proto::v1::ListSessionsRequest {
+            include_ended: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions;
+    assert!(listed.is_empty(), "nothing started: {listed:?}");
+    daemon.stop().await;
+}
